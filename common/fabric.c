@@ -1,0 +1,311 @@
+#include "fabric.h"
+
+#include <errno.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+#define FABRIC_API FI_VERSION(1, 11)
+
+static const char *prov_canonical(const char *p)
+{
+	if (!p || !*p || !strcmp(p, "auto"))
+		return NULL;
+	if (!strcmp(p, "tcp"))
+		return "tcp;ofi_rxm";
+	if (!strcmp(p, "verbs"))
+		return "verbs;ofi_rxm";
+	return p;
+}
+
+static struct fi_info *hints_make(const struct fabric_params *p, uint64_t caps)
+{
+	struct fi_info *h = fi_allocinfo();
+	const char *prov = prov_canonical(p->provider);
+
+	if (!h)
+		return NULL;
+	h->caps = caps;
+	h->mode = FI_CONTEXT | FI_CONTEXT2;
+	h->ep_attr->type = FI_EP_RDM;
+	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+	h->domain_attr->threading = p->thread_safe ? FI_THREAD_SAFE : FI_THREAD_DOMAIN;
+	h->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+	h->domain_attr->resource_mgmt = FI_RM_ENABLED;
+	h->tx_attr->msg_order = FI_ORDER_SAS;
+	h->rx_attr->msg_order = FI_ORDER_SAS;
+	if (prov) {
+		h->fabric_attr->prov_name = strdup(prov);
+		if (!h->fabric_attr->prov_name) {
+			fi_freeinfo(h);
+			return NULL;
+		}
+	}
+	return h;
+}
+
+/* Returns the first info from the provider that can carry 4 bytes of
+ * immediate data. Tries with FI_SOURCE first (lets the daemon check who sent
+ * a message), then without. */
+static int info_get(const struct fabric_params *p, struct fi_info **out, bool *has_source)
+{
+	static const uint64_t base = FI_TAGGED | FI_MSG;
+	const uint64_t tries[] = { base | FI_SOURCE | FI_DIRECTED_RECV, base };
+	int rc = -FI_ENODATA;
+
+	for (size_t t = 0; t < 2; t++) {
+		struct fi_info *h = hints_make(p, tries[t]), *list = NULL;
+		if (!h)
+			return -FI_ENOMEM;
+		if (p->node && !(h->fabric_attr->prov_name && !strcmp(h->fabric_attr->prov_name, "shm")))
+			rc = fi_getinfo(FABRIC_API, p->node, NULL, FI_SOURCE, h, &list);
+		else
+			rc = fi_getinfo(FABRIC_API, NULL, NULL, 0, h, &list);
+		fi_freeinfo(h);
+		if (rc)
+			continue;
+		for (struct fi_info *i = list; i; i = i->next) {
+			if (i->domain_attr->cq_data_size < 4)
+				continue;
+			*out = fi_dupinfo(i);
+			*has_source = t == 0;
+			fi_freeinfo(list);
+			return *out ? 0 : -FI_ENOMEM;
+		}
+		fi_freeinfo(list);
+		rc = -FI_ENODATA;
+	}
+	return rc;
+}
+
+int fabric_open(const struct fabric_params *p, struct fabric **out)
+{
+	struct fabric *f = calloc(1, sizeof(*f));
+	int rc;
+
+	if (!f)
+		return -FI_ENOMEM;
+	rc = info_get(p, &f->info, &f->has_source);
+	if (rc) {
+		SC_ERR("no libfabric provider \"%s\" with tagged RDM endpoints%s%s: %s",
+		       p->provider && *p->provider ? p->provider : "(any)", p->node ? " on " : "",
+		       p->node ? p->node : "", fi_strerror(-rc));
+		goto err_free;
+	}
+	snprintf(f->prov_name, sizeof(f->prov_name), "%s", f->info->fabric_attr->prov_name);
+	f->mr_local = f->info->domain_attr->mr_mode & FI_MR_LOCAL;
+
+	rc = fi_fabric(f->info->fabric_attr, &f->fabric, NULL);
+	if (rc) {
+		SC_ERR("fi_fabric(%s): %s", f->prov_name, fi_strerror(-rc));
+		goto err_info;
+	}
+	rc = fi_domain(f->fabric, f->info, &f->domain, NULL);
+	if (rc) {
+		SC_ERR("fi_domain(%s): %s", f->prov_name, fi_strerror(-rc));
+		goto err_fabric;
+	}
+	struct fi_cq_attr cq_attr = {
+		.size = p->cq_size ? p->cq_size : 1024,
+		.format = FI_CQ_FORMAT_TAGGED,
+		.wait_obj = FI_WAIT_NONE,
+	};
+	rc = fi_cq_open(f->domain, &cq_attr, &f->cq, NULL);
+	if (rc) {
+		SC_ERR("fi_cq_open(%s): %s", f->prov_name, fi_strerror(-rc));
+		goto err_domain;
+	}
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
+	rc = fi_av_open(f->domain, &av_attr, &f->av, NULL);
+	if (rc) {
+		SC_ERR("fi_av_open(%s): %s", f->prov_name, fi_strerror(-rc));
+		goto err_cq;
+	}
+	rc = fi_endpoint(f->domain, f->info, &f->ep, NULL);
+	if (rc) {
+		SC_ERR("fi_endpoint(%s): %s", f->prov_name, fi_strerror(-rc));
+		goto err_av;
+	}
+	if ((rc = fi_ep_bind(f->ep, &f->cq->fid, FI_TRANSMIT | FI_RECV)) ||
+	    (rc = fi_ep_bind(f->ep, &f->av->fid, 0)) || (rc = fi_enable(f->ep))) {
+		SC_ERR("endpoint setup (%s): %s", f->prov_name, fi_strerror(-rc));
+		goto err_ep;
+	}
+	f->addrlen = sizeof(f->addr);
+	rc = fi_getname(&f->ep->fid, f->addr, &f->addrlen);
+	if (rc) {
+		SC_ERR("fi_getname(%s): %s (address needs %zu bytes)", f->prov_name, fi_strerror(-rc),
+		       f->addrlen);
+		goto err_ep;
+	}
+	*out = f;
+	return 0;
+
+err_ep:
+	fi_close(&f->ep->fid);
+err_av:
+	fi_close(&f->av->fid);
+err_cq:
+	fi_close(&f->cq->fid);
+err_domain:
+	fi_close(&f->domain->fid);
+err_fabric:
+	fi_close(&f->fabric->fid);
+err_info:
+	fi_freeinfo(f->info);
+err_free:
+	free(f);
+	return rc;
+}
+
+void fabric_close(struct fabric *f)
+{
+	if (!f)
+		return;
+	fi_close(&f->ep->fid);
+	fi_close(&f->av->fid);
+	fi_close(&f->cq->fid);
+	fi_close(&f->domain->fid);
+	fi_close(&f->fabric->fid);
+	fi_freeinfo(f->info);
+	free(f);
+}
+
+const char *fabric_provider(const struct fabric *f)
+{
+	return f->prov_name;
+}
+
+double fabric_link_gbps(const struct fabric *f)
+{
+	const struct fid_nic *nic = f->info->nic;
+
+	if (!nic || !nic->link_attr || !nic->link_attr->speed)
+		return 0;
+	return (double)nic->link_attr->speed / 1e9; /* bits per second */
+}
+
+int fabric_av_insert(struct fabric *f, const void *addr, size_t len, fi_addr_t *out)
+{
+	fi_addr_t a = FI_ADDR_UNSPEC;
+
+	if (len == 0 || len > FABRIC_ADDR_MAX)
+		return -FI_EINVAL;
+	int n = fi_av_insert(f->av, addr, 1, &a, 0, NULL);
+	if (n != 1)
+		return n < 0 ? n : -FI_EADDRNOTAVAIL;
+	*out = a;
+	return 0;
+}
+
+int fabric_av_remove(struct fabric *f, fi_addr_t a)
+{
+	return fi_av_remove(f->av, &a, 1, 0);
+}
+
+void fabric_addr_str(const struct fabric *f, const void *addr, size_t len, char *buf, size_t buflen)
+{
+	size_t l = buflen;
+
+	(void)len;
+	if (!fi_av_straddr(f->av, addr, buf, &l))
+		snprintf(buf, buflen, "?");
+}
+
+int fabric_mr_reg(struct fabric *f, void *buf, size_t len, struct fabric_mr *out)
+{
+	struct fid_mr *mr;
+	int rc = fi_mr_reg(f->domain, buf, len, FI_SEND | FI_RECV | FI_READ | FI_WRITE |
+				     FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &mr, NULL);
+
+	if (rc) {
+		SC_ERR("fi_mr_reg(%p, %zu) on %s: %s", buf, len, f->prov_name, fi_strerror(-rc));
+		return rc;
+	}
+	out->mr = mr;
+	out->desc = fi_mr_desc(mr);
+	out->key = fi_mr_key(mr);
+	return 0;
+}
+
+void fabric_mr_dereg(struct fabric_mr *mr)
+{
+	if (mr && mr->mr) {
+		fi_close(&mr->mr->fid);
+		mr->mr = NULL;
+		mr->desc = NULL;
+	}
+}
+
+int fabric_tsend(struct fabric *f, const void *buf, size_t len, void *desc, fi_addr_t dest,
+		 uint64_t tag, uint32_t data, struct fabric_op *op)
+{
+	ssize_t rc = fi_tsenddata(f->ep, buf, len, desc, data, dest, tag, &op->fi);
+	return (int)rc;
+}
+
+int fabric_trecv(struct fabric *f, void *buf, size_t len, void *desc, fi_addr_t src,
+		 uint64_t tag, uint64_t ignore, struct fabric_op *op)
+{
+	ssize_t rc = fi_trecv(f->ep, buf, len, desc, src, tag, ignore, &op->fi);
+	return (int)rc;
+}
+
+int fabric_cancel(struct fabric *f, struct fabric_op *op)
+{
+	return (int)fi_cancel(&f->ep->fid, &op->fi);
+}
+
+int fabric_cq_poll(struct fabric *f, struct fabric_cqe *out, size_t n)
+{
+	struct fi_cq_tagged_entry ent[16];
+	fi_addr_t src[16];
+	size_t got = 0;
+
+	while (got < n) {
+		size_t want = n - got < 16 ? n - got : 16;
+		ssize_t rc = f->has_source ? fi_cq_readfrom(f->cq, ent, want, src)
+					   : fi_cq_read(f->cq, ent, want);
+		if (rc == -FI_EAGAIN)
+			break;
+		if (rc == -FI_EAVAIL) {
+			struct fi_cq_err_entry e = { 0 };
+			rc = fi_cq_readerr(f->cq, &e, 0);
+			if (rc == -FI_EAGAIN)
+				break;
+			if (rc < 0)
+				return (int)rc;
+			struct fabric_cqe *c = &out[got++];
+			c->op = e.op_context;
+			c->flags = e.flags;
+			c->len = e.len;
+			c->tag = e.tag;
+			c->data = (uint32_t)e.data;
+			c->src = FI_ADDR_NOTAVAIL;
+			/* Providers disagree on the sign of err (shm: negative). */
+			c->err = e.err ? -abs(e.err) : -FI_EOTHER;
+			c->olen = e.olen;
+			continue;
+		}
+		if (rc < 0)
+			return (int)rc;
+		for (ssize_t i = 0; i < rc; i++) {
+			struct fabric_cqe *c = &out[got++];
+			c->op = ent[i].op_context;
+			c->flags = ent[i].flags;
+			c->len = ent[i].len;
+			c->tag = ent[i].tag;
+			c->data = (uint32_t)ent[i].data;
+			c->src = f->has_source ? src[i] : FI_ADDR_NOTAVAIL;
+			c->err = 0;
+			c->olen = 0;
+		}
+		if ((size_t)rc < want)
+			break;
+	}
+	return (int)got;
+}

@@ -1,0 +1,107 @@
+/* Thin libfabric wrapper shared by the daemon, the client library and the
+ * plugin: one RDM endpoint with its fabric, domain, address vector and
+ * completion queue; memory registration; tagged send/recv with 32 bits of
+ * immediate data; non-blocking completion polling.
+ *
+ * Every posted operation carries a struct fabric_op (which embeds the
+ * provider's fi_context2 scratch space) inside the caller's own request
+ * struct; completions hand the op back, callers use container_of.
+ *
+ * Nothing here allocates, locks or logs on the data path (fabric_tsend,
+ * fabric_trecv, fabric_cq_poll). */
+#ifndef SUMCAST_FABRIC_H
+#define SUMCAST_FABRIC_H
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_tagged.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define FABRIC_ADDR_MAX 64
+#define FABRIC_PROV_DEFAULT "tcp;ofi_rxm"
+
+#ifndef container_of
+#define container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+#endif
+
+struct fabric_params {
+	/* "tcp;ofi_rxm" (also spelled "tcp"), "shm", "efa", "verbs;ofi_rxm";
+	 * NULL or "" or "auto": the first RDM provider libfabric offers that
+	 * has tagged messages, in libfabric's order of preference. */
+	const char *provider;
+	/* Local address to bind (e.g. "127.0.0.1" or an interface's IP);
+	 * NULL: the provider's choice. Ignored by shm. */
+	const char *node;
+	size_t cq_size;   /* 0: 1024 */
+	bool thread_safe; /* FI_THREAD_SAFE instead of FI_THREAD_DOMAIN */
+};
+
+struct fabric {
+	struct fi_info *info;
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_av *av;
+	struct fid_cq *cq;
+	struct fid_ep *ep;
+	uint8_t addr[FABRIC_ADDR_MAX];
+	size_t addrlen;
+	bool mr_local;   /* descriptors required on local buffers */
+	bool has_source; /* completions carry the sender's fi_addr */
+	char prov_name[64];
+};
+
+struct fabric_mr {
+	struct fid_mr *mr;
+	void *desc;
+	uint64_t key;
+};
+
+/* Context of one posted operation. Must outlive the operation. */
+struct fabric_op {
+	struct fi_context2 fi; /* first: provider scratch */
+};
+
+struct fabric_cqe {
+	struct fabric_op *op;
+	uint64_t flags; /* FI_SEND / FI_RECV / FI_REMOTE_CQ_DATA ... */
+	size_t len;     /* bytes received (recv) */
+	uint64_t tag;
+	uint32_t data;  /* immediate data, valid if flags & FI_REMOTE_CQ_DATA */
+	fi_addr_t src;  /* FI_ADDR_NOTAVAIL if unknown */
+	int err;        /* 0, or a negative FI_E* (e.g. -FI_ETRUNC, -FI_ECANCELED) */
+	size_t olen;    /* on -FI_ETRUNC: the length the sender sent */
+};
+
+int fabric_open(const struct fabric_params *p, struct fabric **out);
+void fabric_close(struct fabric *f);
+
+/* Provider's human name for logs: "tcp;ofi_rxm". */
+const char *fabric_provider(const struct fabric *f);
+/* Link speed in Gb/s from the provider's NIC attributes, 0 if unknown. */
+double fabric_link_gbps(const struct fabric *f);
+
+int fabric_av_insert(struct fabric *f, const void *addr, size_t len, fi_addr_t *out);
+int fabric_av_remove(struct fabric *f, fi_addr_t a);
+/* Printable form of an address of this fabric's format. */
+void fabric_addr_str(const struct fabric *f, const void *addr, size_t len, char *buf, size_t buflen);
+
+int fabric_mr_reg(struct fabric *f, void *buf, size_t len, struct fabric_mr *out);
+void fabric_mr_dereg(struct fabric_mr *mr);
+
+/* Post a tagged send / receive. Return 0, -FI_EAGAIN (queue full: poll the
+ * CQ and retry), or another negative FI_E*. desc may be NULL when !mr_local. */
+int fabric_tsend(struct fabric *f, const void *buf, size_t len, void *desc, fi_addr_t dest,
+		 uint64_t tag, uint32_t data, struct fabric_op *op);
+int fabric_trecv(struct fabric *f, void *buf, size_t len, void *desc, fi_addr_t src,
+		 uint64_t tag, uint64_t ignore, struct fabric_op *op);
+/* Cancel a posted receive; its completion arrives with -FI_ECANCELED. */
+int fabric_cancel(struct fabric *f, struct fabric_op *op);
+
+/* Reads up to n completions, errors included, never blocks. Returns the
+ * number read (0 if none) or a negative FI_E* on a CQ failure. */
+int fabric_cq_poll(struct fabric *f, struct fabric_cqe *out, size_t n);
+
+#endif
