@@ -1,0 +1,202 @@
+/* Sumcast wire protocol, version 1.
+ *
+ * Control plane: TCP to the daemon's control port. Every message is a
+ * 16-byte header followed by a body of at most WIRE_BODY_MAX bytes, all
+ * integers little-endian with explicit sizes:
+ *
+ *   u32 magic "SCST" | u16 version | u16 type | u32 body length | u32 zero
+ *
+ * Exchange: daemon sends HELLO (carrying a fresh nonce) on accept; the rank
+ * sends JOIN with an HMAC-SHA256 tag over ("sumcast-join-v1", nonce, body);
+ * the daemon answers JOIN_OK or REFUSE; once all nranks joined it sends
+ * READY to every rank. LEAVE ends a rank's membership; ABORT tells a rank
+ * its job died (reason code + sentence). A closed TCP connection is a LEAVE.
+ *
+ * Data plane: libfabric tagged messages on the endpoint named in JOIN_OK.
+ * The 64-bit tag routes, the 32-bit immediate data describes the chunk:
+ *
+ *   tag:  kind:4 | job or result key:20 | rank:16 | slot:24
+ *   data: dtype:4 | op:2 | seq:26
+ *
+ * DATA (rank -> daemon) tags carry the daemon's job handle; RESULT
+ * (daemon -> rank) tags carry the rank's result key from JOIN, so a rank can
+ * tell results of several daemons apart. Chunk c of a job uses slot
+ * c % window and seq c mod 2^26; a rank sends chunk c only after it has the
+ * result of chunk c - window (credit flow control: a rank can never overrun
+ * the daemon's buffers).
+ *
+ * Every decoder validates every field before use and returns -EBADMSG (or
+ * -EPROTO for a version mismatch) without touching *out on failure. */
+#ifndef SUMCAST_WIRE_H
+#define SUMCAST_WIRE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define WIRE_MAGIC 0x54534353u /* "SCST" little-endian */
+#define WIRE_VERSION 1
+#define WIRE_HDR_LEN 16
+#define WIRE_BODY_MAX 1024
+#define WIRE_MSG_MAX (WIRE_HDR_LEN + WIRE_BODY_MAX)
+#define WIRE_ADDR_MAX 64
+#define WIRE_PROV_MAX 32
+#define WIRE_TEXT_MAX 256
+#define WIRE_TAG_LEN 32 /* HMAC-SHA256 */
+
+#define WIRE_RANKS_MAX 65535u      /* rank field is 16 bits */
+#define WIRE_SLOTS_MAX (1u << 24)  /* slot field is 24 bits */
+#define WIRE_JOB_HANDLE_MAX ((1u << 20) - 1)
+#define WIRE_SEQ_MASK ((1u << 26) - 1)
+
+enum wire_type {
+	WIRE_HELLO = 1,   /* daemon -> rank */
+	WIRE_JOIN = 2,    /* rank -> daemon */
+	WIRE_JOIN_OK = 3, /* daemon -> rank */
+	WIRE_REFUSE = 4,  /* daemon -> rank, then close */
+	WIRE_READY = 5,   /* daemon -> rank: all ranks joined */
+	WIRE_LEAVE = 6,   /* rank -> daemon */
+	WIRE_ABORT = 7,   /* daemon -> rank: job is dead */
+	WIRE_TYPE_MAX = 7,
+};
+
+/* Refusal and abort codes. Each has a fixed short name (metrics label) and
+ * the daemon adds a sentence with the values involved. */
+enum wire_code {
+	WIRE_OK = 0,
+	WIRE_E_VERSION = 1,     /* protocol version mismatch */
+	WIRE_E_AUTH = 2,        /* bad authentication tag */
+	WIRE_E_JOB_FULL = 3,    /* all nranks already joined */
+	WIRE_E_RANK_TAKEN = 4,  /* this rank already joined */
+	WIRE_E_NRANKS = 5,      /* nranks differs from the job's */
+	WIRE_E_MEMORY = 6,      /* the daemon's memory budget would be exceeded */
+	WIRE_E_UNKNOWN_JOB = 7, /* no such job */
+	WIRE_E_PARAMS = 8,      /* chunk/window/types differ from the job's or are invalid */
+	WIRE_E_MALFORMED = 9,   /* message failed validation */
+	WIRE_E_PROVIDER = 10,   /* rank uses another libfabric provider */
+	WIRE_E_TIMEOUT = 11,    /* a rank was silent longer than the job timeout */
+	WIRE_E_RANK_LEFT = 12,  /* a rank left or disconnected mid-job */
+	WIRE_E_SHUTDOWN = 13,   /* daemon is shutting down */
+	WIRE_E_DATA = 14,       /* contributions disagree (type, op, length, seq) */
+	WIRE_E_INTERNAL = 15,   /* resource failure inside the daemon */
+	WIRE_E_TOO_MANY_JOBS = 16,
+	WIRE_CODE_MAX = 16,
+};
+
+const char *wire_code_name(enum wire_code c);   /* "auth", "job_full", ... */
+const char *wire_type_name(enum wire_type t);
+
+struct wire_hdr {
+	uint16_t version;
+	uint16_t type;
+	uint32_t len; /* body length */
+};
+
+struct wire_hello {
+	uint16_t version_min, version_max;
+	uint64_t nonce;
+};
+
+struct wire_join {
+	uint64_t job_id;
+	uint32_t rank, nranks;
+	uint32_t chunk_bytes; /* > 0, multiple of 8 */
+	uint32_t window;      /* slots, 1..WIRE_SLOTS_MAX */
+	uint32_t dtype_mask;  /* bit per enum sc_dtype the job may use */
+	uint32_t timeout_ms;  /* rank silence limit the job asks for, 0: daemon default */
+	uint16_t result_key;  /* echoed in RESULT tags (20-bit field, 16 used) */
+	uint16_t flags;       /* WIRE_JOIN_F_* */
+	uint16_t addr_len;
+	uint8_t addr[WIRE_ADDR_MAX]; /* the rank's fabric address */
+	char provider[WIRE_PROV_MAX]; /* NUL-terminated */
+	uint8_t tag[WIRE_TAG_LEN];
+};
+
+#define WIRE_JOIN_F_DETERMINISTIC 0x1 /* reduce in rank order */
+#define WIRE_JOIN_F_ALL 0x1
+
+struct wire_join_ok {
+	uint32_t job_handle; /* goes in DATA tags */
+	uint32_t window, chunk_bytes, timeout_ms;
+	uint16_t addr_len;
+	uint8_t addr[WIRE_ADDR_MAX]; /* the daemon's data endpoint for this job */
+};
+
+struct wire_text {
+	uint32_t job_handle; /* ABORT; 0 for REFUSE */
+	uint16_t code;       /* enum wire_code */
+	char text[WIRE_TEXT_MAX]; /* NUL-terminated sentence */
+};
+
+struct wire_ready {
+	uint32_t job_handle;
+	uint32_t nranks;
+};
+
+struct wire_leave {
+	uint32_t job_handle;
+};
+
+struct wire_msg {
+	uint16_t type;
+	union {
+		struct wire_hello hello;
+		struct wire_join join;
+		struct wire_join_ok join_ok;
+		struct wire_text refuse; /* REFUSE */
+		struct wire_text abort;  /* ABORT */
+		struct wire_ready ready;
+		struct wire_leave leave;
+	} u;
+};
+
+/* Header: needs WIRE_HDR_LEN bytes. Checks magic, reserved, type range,
+ * length <= WIRE_BODY_MAX; -EPROTO if only the version is wrong (the
+ * daemon answers that with a REFUSE in the rank's version when it can). */
+int wire_hdr_decode(const uint8_t *buf, size_t len, struct wire_hdr *out);
+
+/* Encodes header + body into buf. Returns the total length or -EINVAL
+ * (invalid field) / -ENOSPC. Validates as strictly as the decoder. */
+int wire_msg_encode(const struct wire_msg *m, uint8_t *buf, size_t cap);
+
+/* Decodes and validates one body of the given type. */
+int wire_msg_decode(uint16_t type, const uint8_t *body, size_t len, struct wire_msg *out);
+
+/* Byte length of the JOIN body up to (not including) the tag. */
+size_t wire_join_signed_len(const struct wire_join *j);
+
+/* HMAC-SHA256 of ("sumcast-join-v1" || nonce (u64 LE) || join body without
+ * the tag). key_len 0 writes zeros (authentication off). Returns 0 or -EIO. */
+int wire_join_sign(const uint8_t *key, size_t key_len, uint64_t nonce, struct wire_join *j);
+/* 0 if the tag matches (constant-time compare), -EACCES if not. */
+int wire_join_verify(const uint8_t *key, size_t key_len, uint64_t nonce, const struct wire_join *j);
+
+/* Reads a shared key file: at least 16 bytes after trimming trailing
+ * whitespace, at most 256. Returns 0 or -errno / -EINVAL (too short);
+ * *why gets a sentence for logs. */
+int wire_key_load(const char *path, uint8_t *key, size_t *key_len, const char **why);
+
+/* Data-plane tags and immediate data. */
+enum wire_tag_kind { WIRE_TAG_DATA = 0xA, WIRE_TAG_RESULT = 0xB };
+
+static inline uint64_t wire_tag_make(unsigned kind, uint32_t job_or_key, uint32_t rank, uint32_t slot)
+{
+	return ((uint64_t)(kind & 0xF) << 60) | ((uint64_t)(job_or_key & 0xFFFFF) << 40) |
+	       ((uint64_t)(rank & 0xFFFF) << 24) | (uint64_t)(slot & 0xFFFFFF);
+}
+static inline unsigned wire_tag_kind(uint64_t t) { return (unsigned)(t >> 60); }
+static inline uint32_t wire_tag_job(uint64_t t) { return (uint32_t)(t >> 40) & 0xFFFFF; }
+static inline uint32_t wire_tag_rank(uint64_t t) { return (uint32_t)(t >> 24) & 0xFFFF; }
+static inline uint32_t wire_tag_slot(uint64_t t) { return (uint32_t)t & 0xFFFFFF; }
+/* Ignore mask matching any slot (for wildcard receives of one rank). */
+#define WIRE_TAG_IGNORE_SLOT 0xFFFFFFull
+
+static inline uint32_t wire_imm_make(unsigned dtype, unsigned op, uint32_t seq)
+{
+	return ((uint32_t)(dtype & 0xF) << 28) | ((uint32_t)(op & 0x3) << 26) | (seq & WIRE_SEQ_MASK);
+}
+static inline unsigned wire_imm_dtype(uint32_t d) { return d >> 28; }
+static inline unsigned wire_imm_op(uint32_t d) { return (d >> 26) & 0x3; }
+static inline uint32_t wire_imm_seq(uint32_t d) { return d & WIRE_SEQ_MASK; }
+
+#endif

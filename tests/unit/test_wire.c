@@ -1,0 +1,229 @@
+/* Wire protocol: round trips, strict validation, authentication tags. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "wire.h"
+
+static struct wire_msg sample_join(void)
+{
+	struct wire_msg m = { .type = WIRE_JOIN };
+	struct wire_join *j = &m.u.join;
+	j->job_id = 0x1122334455667788ull;
+	j->rank = 3;
+	j->nranks = 4;
+	j->chunk_bytes = 256 * 1024;
+	j->window = 8;
+	j->dtype_mask = 0x7;
+	j->timeout_ms = 5000;
+	j->result_key = 2;
+	j->addr_len = 16;
+	for (int i = 0; i < 16; i++)
+		j->addr[i] = (uint8_t)(0xa0 + i);
+	strcpy(j->provider, "tcp;ofi_rxm");
+	return m;
+}
+
+static int roundtrip(const struct wire_msg *m, struct wire_msg *out)
+{
+	uint8_t buf[WIRE_MSG_MAX];
+	struct wire_hdr h;
+	int n = wire_msg_encode(m, buf, sizeof(buf));
+	if (n < 0)
+		return n;
+	int rc = wire_hdr_decode(buf, (size_t)n, &h);
+	if (rc)
+		return rc;
+	if (h.len + WIRE_HDR_LEN != (unsigned)n || h.type != m->type)
+		return -1;
+	return wire_msg_decode(h.type, buf + WIRE_HDR_LEN, h.len, out);
+}
+
+static void test_roundtrip_all(void **state)
+{
+	(void)state;
+	struct wire_msg out, m = sample_join();
+	assert_int_equal(roundtrip(&m, &out), 0);
+	assert_memory_equal(&out.u.join, &m.u.join, sizeof(m.u.join));
+
+	struct wire_msg h = { .type = WIRE_HELLO, .u.hello = { 1, 1, 0xfeedfacecafebeefull } };
+	assert_int_equal(roundtrip(&h, &out), 0);
+	assert_true(out.u.hello.nonce == 0xfeedfacecafebeefull);
+
+	struct wire_msg ok = { .type = WIRE_JOIN_OK };
+	ok.u.join_ok.job_handle = 17;
+	ok.u.join_ok.window = 8;
+	ok.u.join_ok.chunk_bytes = 65536;
+	ok.u.join_ok.timeout_ms = 100;
+	ok.u.join_ok.addr_len = 3;
+	memcpy(ok.u.join_ok.addr, "abc", 3);
+	assert_int_equal(roundtrip(&ok, &out), 0);
+	assert_int_equal(out.u.join_ok.job_handle, 17);
+	assert_memory_equal(out.u.join_ok.addr, "abc", 3);
+
+	struct wire_msg rf = { .type = WIRE_REFUSE };
+	rf.u.refuse.code = WIRE_E_NRANKS;
+	strcpy(rf.u.refuse.text, "job 0x3f2a has 8 ranks, request says 4");
+	assert_int_equal(roundtrip(&rf, &out), 0);
+	assert_string_equal(out.u.refuse.text, rf.u.refuse.text);
+	assert_string_equal(wire_code_name(out.u.refuse.code), "nranks");
+
+	struct wire_msg ab = { .type = WIRE_ABORT, .u.abort = { 5, WIRE_E_TIMEOUT, "rank 2 silent" } };
+	assert_int_equal(roundtrip(&ab, &out), 0);
+	assert_int_equal(out.u.abort.job_handle, 5);
+
+	struct wire_msg rd = { .type = WIRE_READY, .u.ready = { 5, 4 } };
+	assert_int_equal(roundtrip(&rd, &out), 0);
+	struct wire_msg lv = { .type = WIRE_LEAVE, .u.leave = { 5 } };
+	assert_int_equal(roundtrip(&lv, &out), 0);
+}
+
+static void test_join_validation(void **state)
+{
+	(void)state;
+	uint8_t buf[WIRE_MSG_MAX];
+	struct wire_msg m;
+#define BAD(field_stmt)                                                       \
+	do {                                                                  \
+		m = sample_join();                                            \
+		field_stmt;                                                   \
+		assert_int_equal(wire_msg_encode(&m, buf, sizeof(buf)), -EINVAL); \
+	} while (0)
+	BAD(m.u.join.rank = 4);            /* rank >= nranks */
+	BAD(m.u.join.nranks = 0);
+	BAD(m.u.join.nranks = 70000);
+	BAD(m.u.join.chunk_bytes = 0);
+	BAD(m.u.join.chunk_bytes = 1001);  /* not a multiple of 8 */
+	BAD(m.u.join.window = 0);
+	BAD(m.u.join.dtype_mask = 0);
+	BAD(m.u.join.dtype_mask = 1u << 12); /* unknown type bit */
+	BAD(m.u.join.addr_len = 0);
+	BAD(m.u.join.addr_len = 65);
+	BAD(m.u.join.flags = 0x80);
+	BAD(m.u.join.provider[0] = 0);
+	BAD(m.u.join.provider[1] = '\n');
+#undef BAD
+}
+
+static void test_decode_rejects(void **state)
+{
+	(void)state;
+	uint8_t buf[WIRE_MSG_MAX];
+	struct wire_msg m = sample_join(), out;
+	struct wire_hdr h;
+	int n = wire_msg_encode(&m, buf, sizeof(buf));
+	assert_true(n > 0);
+	/* Every truncation of the body fails. */
+	for (int cut = 0; cut < n - WIRE_HDR_LEN; cut++)
+		assert_int_equal(wire_msg_decode(WIRE_JOIN, buf + WIRE_HDR_LEN, (size_t)cut, &out), -EBADMSG);
+	/* Trailing garbage fails. */
+	uint8_t big[WIRE_MSG_MAX + 1];
+	memcpy(big, buf, (size_t)n);
+	big[n] = 0;
+	assert_int_equal(wire_msg_decode(WIRE_JOIN, big + WIRE_HDR_LEN, (size_t)n - WIRE_HDR_LEN + 1, &out), -EBADMSG);
+	/* rank >= nranks on the wire: byte 8 of the body is rank. */
+	memcpy(big, buf, (size_t)n);
+	big[WIRE_HDR_LEN + 8] = 9;
+	assert_int_equal(wire_msg_decode(WIRE_JOIN, big + WIRE_HDR_LEN, (size_t)n - WIRE_HDR_LEN, &out), -EBADMSG);
+	/* Header: bad magic, reserved, oversize, unknown type, other version. */
+	memcpy(big, buf, WIRE_HDR_LEN);
+	big[0] ^= 1;
+	assert_int_equal(wire_hdr_decode(big, WIRE_HDR_LEN, &h), -EBADMSG);
+	memcpy(big, buf, WIRE_HDR_LEN);
+	big[12] = 1;
+	assert_int_equal(wire_hdr_decode(big, WIRE_HDR_LEN, &h), -EBADMSG);
+	memcpy(big, buf, WIRE_HDR_LEN);
+	big[9] = 0x10; /* body length 4096+ */
+	assert_int_equal(wire_hdr_decode(big, WIRE_HDR_LEN, &h), -EBADMSG);
+	memcpy(big, buf, WIRE_HDR_LEN);
+	big[6] = 99;
+	assert_int_equal(wire_hdr_decode(big, WIRE_HDR_LEN, &h), -EBADMSG);
+	memcpy(big, buf, WIRE_HDR_LEN);
+	big[4] = 2;
+	assert_int_equal(wire_hdr_decode(big, WIRE_HDR_LEN, &h), -EPROTO);
+	assert_int_equal(h.version, 2);
+	assert_int_equal(wire_hdr_decode(buf, WIRE_HDR_LEN - 1, &h), -EBADMSG);
+	/* REFUSE with control characters or an unknown code. */
+	uint8_t body[16] = { 0, 0, 0, 0, 99, 0, 2, 0, 'h', 'i' };
+	assert_int_equal(wire_msg_decode(WIRE_REFUSE, body, 10, &out), -EBADMSG);
+	body[4] = 1;
+	body[9] = 7;
+	assert_int_equal(wire_msg_decode(WIRE_REFUSE, body, 10, &out), -EBADMSG);
+	body[9] = 'i';
+	assert_int_equal(wire_msg_decode(WIRE_REFUSE, body, 10, &out), 0);
+	/* Unknown type. */
+	assert_int_equal(wire_msg_decode(42, body, 10, &out), -EBADMSG);
+}
+
+static void test_auth(void **state)
+{
+	(void)state;
+	const uint8_t key[] = "0123456789abcdef-secret";
+	struct wire_msg m = sample_join();
+	assert_int_equal(wire_join_sign(key, sizeof(key) - 1, 42, &m.u.join), 0);
+	assert_int_equal(wire_join_verify(key, sizeof(key) - 1, 42, &m.u.join), 0);
+	/* Other nonce (replay), other key, tampered field: all refused. */
+	assert_int_equal(wire_join_verify(key, sizeof(key) - 1, 43, &m.u.join), -EACCES);
+	assert_int_equal(wire_join_verify(key, sizeof(key) - 2, 42, &m.u.join), -EACCES);
+	struct wire_join t = m.u.join;
+	t.rank = 2;
+	assert_int_equal(wire_join_verify(key, sizeof(key) - 1, 42, &t), -EACCES);
+	/* The tag survives the wire. */
+	struct wire_msg out;
+	assert_int_equal(roundtrip(&m, &out), 0);
+	assert_int_equal(wire_join_verify(key, sizeof(key) - 1, 42, &out.u.join), 0);
+}
+
+static void test_key_file(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/sumcast-key-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	uint8_t key[256];
+	size_t len;
+	const char *why;
+	assert_int_equal(write(fd, "short\n", 6), 6);
+	assert_int_equal(wire_key_load(path, key, &len, &why), -EINVAL);
+	assert_non_null(why);
+	assert_int_equal(ftruncate(fd, 0), 0);
+	assert_int_equal(pwrite(fd, "0123456789abcdefXYZ \n", 21, 0), 21);
+	assert_int_equal(wire_key_load(path, key, &len, &why), 0);
+	assert_int_equal(len, 19);
+	close(fd);
+	unlink(path);
+	assert_int_equal(wire_key_load(path, key, &len, &why), -ENOENT);
+}
+
+static void test_tags(void **state)
+{
+	(void)state;
+	uint64_t t = wire_tag_make(WIRE_TAG_DATA, 0xABCDE, 0x1234, 0x56789A);
+	assert_int_equal(wire_tag_kind(t), WIRE_TAG_DATA);
+	assert_int_equal(wire_tag_job(t), 0xABCDE);
+	assert_int_equal(wire_tag_rank(t), 0x1234);
+	assert_int_equal(wire_tag_slot(t), 0x56789A);
+	uint32_t d = wire_imm_make(9, 3, 0x3FFFFFF);
+	assert_int_equal(wire_imm_dtype(d), 9);
+	assert_int_equal(wire_imm_op(d), 3);
+	assert_int_equal(wire_imm_seq(d), 0x3FFFFFF);
+	/* Sequence numbers wrap inside their field. */
+	assert_int_equal(wire_imm_seq(wire_imm_make(0, 0, WIRE_SEQ_MASK + 5)), 4);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_roundtrip_all), cmocka_unit_test(test_join_validation),
+		cmocka_unit_test(test_decode_rejects), cmocka_unit_test(test_auth),
+		cmocka_unit_test(test_key_file),       cmocka_unit_test(test_tags),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
