@@ -1,0 +1,111 @@
+/* AVX-512 F/BW/VL/DQ + F16C kernels: every (type, op) pair is vectorized
+ * (DQ gives the 64-bit multiply, BW the 8/16-bit lanes). Tails go to the
+ * scalar reference. Deliberately no AVX512_BF16: vcvtneps2bf16 flushes
+ * denormals, which the reference does not. */
+#include <immintrin.h>
+
+#include "reduce_impl.h"
+
+#define A5_LDPS(p) _mm512_loadu_ps((const void *)(p))
+#define A5_LDPD(p) _mm512_loadu_pd((const void *)(p))
+#define A5_LDSI(p) _mm512_loadu_si512((const void *)(p))
+#define A5_STEP_PS(dp, sp, F) _mm512_storeu_ps((void *)(dp), F(A5_LDPS(dp), A5_LDPS(sp)))
+#define A5_STEP_PD(dp, sp, F) _mm512_storeu_pd((void *)(dp), F(A5_LDPD(dp), A5_LDPD(sp)))
+#define A5_STEP_SI(dp, sp, F) _mm512_storeu_si512((void *)(dp), F(A5_LDSI(dp), A5_LDSI(sp)))
+
+/* vminps/vmaxps return the second operand when either is NaN: put a NaN dst back. */
+static inline __m512 a5_min_ps(__m512 a, __m512 b)
+{
+	return _mm512_mask_mov_ps(_mm512_min_ps(a, b), _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), a);
+}
+
+static inline __m512 a5_max_ps(__m512 a, __m512 b)
+{
+	return _mm512_mask_mov_ps(_mm512_max_ps(a, b), _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), a);
+}
+
+static inline __m512d a5_min_pd(__m512d a, __m512d b)
+{
+	return _mm512_mask_mov_pd(_mm512_min_pd(a, b), _mm512_cmp_pd_mask(a, a, _CMP_UNORD_Q), a);
+}
+
+static inline __m512d a5_max_pd(__m512d a, __m512d b)
+{
+	return _mm512_mask_mov_pd(_mm512_max_pd(a, b), _mm512_cmp_pd_mask(a, a, _CMP_UNORD_Q), a);
+}
+
+/* 8-bit product from 16-bit multiplies (see reduce_sse2.c). */
+static inline __m512i a5_mul8(__m512i a, __m512i b)
+{
+	__m512i even = _mm512_mullo_epi16(a, b);
+	__m512i odd = _mm512_mullo_epi16(_mm512_srli_epi16(a, 8), _mm512_srli_epi16(b, 8));
+
+	return _mm512_or_si512(_mm512_and_si512(even, _mm512_set1_epi16(0xff)),
+			       _mm512_slli_epi16(odd, 8));
+}
+
+/* ---- 16-bit conversions, 16 lanes ---- */
+
+#define a5_f16w(h) _mm512_cvtph_ps(h)
+#define a5_f16n(v) _mm512_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT)
+
+static inline __m512 a5_bf16w(__m256i h)
+{
+	return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+static inline __m256i a5_bf16n(__m512 f)
+{
+	__m512i u = _mm512_castps_si512(f);
+	__m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+	__m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb);
+	__m512i q = _mm512_or_si512(u, _mm512_set1_epi32(0x00400000));
+
+	r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), q);
+	return _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
+}
+
+#define V_L 16
+#define V_LDF(p) A5_LDPS(p)
+#define V_STF(p, v) _mm512_storeu_ps((void *)(p), (v))
+#define V_LD16(p) _mm256_loadu_si256((const void *)(p))
+#define V_ST16(p, h) _mm256_storeu_si256((void *)(p), (h))
+#define V_F16W a5_f16w
+#define V_F16N a5_f16n
+#define V_BF16W a5_bf16w
+#define V_BF16N a5_bf16n
+#define V_ADDF _mm512_add_ps
+#define V_MULF _mm512_mul_ps
+#define V_MINF a5_min_ps
+#define V_MAXF a5_max_ps
+
+SC_BIN4(f32, SC_F32, 4, 16, A5_STEP_PS, _mm512_add_ps, _mm512_mul_ps, a5_min_ps, a5_max_ps)
+SC_BIN4(f64, SC_F64, 8, 8, A5_STEP_PD, _mm512_add_pd, _mm512_mul_pd, a5_min_pd, a5_max_pd)
+SC_BIN4(i32, SC_I32, 4, 16, A5_STEP_SI, _mm512_add_epi32, _mm512_mullo_epi32, _mm512_min_epi32,
+	_mm512_max_epi32)
+SC_BIN4(u32, SC_U32, 4, 16, A5_STEP_SI, _mm512_add_epi32, _mm512_mullo_epi32, _mm512_min_epu32,
+	_mm512_max_epu32)
+SC_BIN4(i64, SC_I64, 8, 8, A5_STEP_SI, _mm512_add_epi64, _mm512_mullo_epi64, _mm512_min_epi64,
+	_mm512_max_epi64)
+SC_BIN4(u64, SC_U64, 8, 8, A5_STEP_SI, _mm512_add_epi64, _mm512_mullo_epi64, _mm512_min_epu64,
+	_mm512_max_epu64)
+SC_BIN4(i8, SC_I8, 1, 64, A5_STEP_SI, _mm512_add_epi8, a5_mul8, _mm512_min_epi8, _mm512_max_epi8)
+SC_BIN4(u8, SC_U8, 1, 64, A5_STEP_SI, _mm512_add_epi8, a5_mul8, _mm512_min_epu8, _mm512_max_epu8)
+SC_DEF_16BIT()
+
+const struct sc_reduce_ops sc_reduce_ops_avx512 = {
+	.name = "avx512",
+	.reduce = {
+		[SC_F32] = SC_ROW4(f32),
+		[SC_F16] = SC_ROW4(f16),
+		[SC_BF16] = SC_ROW4(bf16),
+		[SC_F64] = SC_ROW4(f64),
+		[SC_I32] = SC_ROW4(i32),
+		[SC_U32] = SC_ROW4(u32),
+		[SC_I64] = SC_ROW4(i64),
+		[SC_U64] = SC_ROW4(u64),
+		[SC_I8] = SC_ROW4(i8),
+		[SC_U8] = SC_ROW4(u8),
+	},
+	SC_TBL_16BIT(),
+};
