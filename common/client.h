@@ -92,4 +92,22 @@ void client_destroy(struct client *c);
 void client_shard(size_t count, size_t elem_size, size_t naggs, size_t agg, size_t *first,
 		  size_t *n);
 
+/* Additions (client library v1.1) ------------------------------------- */
+
+/* The endpoint the client uses (its own, or the one given in params). */
+struct fabric *client_fabric(const struct client *c);
+
+/* What aggregator agg granted at JOIN_OK. -ENOTCONN until it is READY. */
+int client_agg_info(const struct client *c, size_t agg, uint32_t *job_handle, uint32_t *window,
+		    uint32_t *chunk_bytes);
+
+/* Shared endpoints (params.fabric set): client_progress() polls the CQ and
+ * hands completions that are not the client's to fn (without fn they are
+ * dropped with a warning). An owner that polls the CQ itself passes every
+ * completion to client_handle_cqe(), which returns 1 if it was the
+ * client's (consumed) and 0 if not. */
+typedef void (*client_foreign_cqe_fn)(void *arg, const struct fabric_cqe *e);
+void client_set_foreign_cqe(struct client *c, client_foreign_cqe_fn fn, void *arg);
+int client_handle_cqe(struct client *c, const struct fabric_cqe *e);
+
 #endif
