@@ -218,9 +218,15 @@ void fabric_addr_str(const struct fabric *f, const void *addr, size_t len, char 
 
 int fabric_mr_reg(struct fabric *f, void *buf, size_t len, struct fabric_mr *out)
 {
+	/* Providers that do not pick keys themselves (tcp;ofi_rxm and shm here:
+	 * mr_mode without FI_MR_PROV_KEY) need a key unique in the domain, or
+	 * the second registration fails with -FI_ENOKEY. */
+	static uint64_t next_key = 1;
+	uint64_t key = f->info->domain_attr->mr_mode & FI_MR_PROV_KEY
+			       ? 0 : __atomic_fetch_add(&next_key, 1, __ATOMIC_RELAXED);
 	struct fid_mr *mr;
 	int rc = fi_mr_reg(f->domain, buf, len, FI_SEND | FI_RECV | FI_READ | FI_WRITE |
-				     FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &mr, NULL);
+				     FI_REMOTE_READ | FI_REMOTE_WRITE, 0, key, 0, &mr, NULL);
 
 	if (rc) {
 		SC_ERR("fi_mr_reg(%p, %zu) on %s: %s", buf, len, f->prov_name, fi_strerror(-rc));
