@@ -1,0 +1,398 @@
+# bench/cluster/lib.sh: helpers for the emulated cluster (sourced by bench/cluster/run and
+# tests/cluster/smoke.sh). Bash only; needs root, iproute2 (ip, tc, ss) and python3.
+#
+# Topology of one run (prefix P = sc<pid>, subnet N = 10.77.<x>, x picked free per run):
+#
+#   netns P-w<i>  (worker i, 10.77.x.(10+i))      eth0 ==veth== w<i>  \
+#   netns P-a<j>  (aggregator j, 10.77.x.(100+j)) eth0 ==veth== a<j>   +-- bridge br0 in netns P-sw
+#   root netns    (10.77.x.254, for PMIx/mpirun)  P"r" ==veth== root  /
+#
+# Every host link is shaped with tc tbf in both directions: egress of the host's eth0
+# (host -> switch) and egress of the switch-side w<i>/a<j> (switch -> host). The root link is
+# not shaped (control traffic only). Everything lives in namespaces named P-*, plus the root
+# end of one veth, so sc_topo_down removes it all: kill the processes left in P-* namespaces
+# (only ours can be there), delete the namespaces (which destroys their veths) and the root veth.
+#
+# Loops are bounded in count and time; callers install `trap sc_cleanup EXIT` (run does).
+
+SC_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+SC_PREFIX=${SC_PREFIX:-sc$$}
+SC_NET=""            # 10.77.x (no trailing dot), set by sc_topo_up
+SC_W=0 SC_A=0 SC_RATE=0 SC_AGG_RATE=0
+SC_RUN_DIR=""        # scratch dir for this run (wrapper, confs, logs), removed at cleanup
+SC_DAEMON_PIDS=()
+SC_SAMPLER_PID=""
+SC_CHILD_PIDS=()     # other background processes we started (killed at cleanup)
+SC_TOPO_UP=0
+
+sc_log() { printf '[cluster %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+sc_die() { sc_log "error: $*"; exit 1; }
+
+# ---- preflight ---------------------------------------------------------------------------
+
+# sc_preflight: prints a reason and returns 77 when this machine cannot run the emulation.
+sc_preflight() {
+  if [[ $(id -u) != 0 ]]; then
+    echo "not root: network namespaces, veth and tc need root (run as root)"; return 77
+  fi
+  local t
+  for t in ip tc python3 timeout; do
+    command -v "$t" >/dev/null 2>&1 || { echo "'$t' not found"; return 77; }
+  done
+  local probe="${SC_PREFIX}-probe" err
+  if ! err=$(ip netns add "$probe" 2>&1); then
+    echo "'ip netns add' is not permitted here: $err"; return 77
+  fi
+  # veth + tbf inside the probe namespace: proves the kernel has both.
+  if ! err=$(ip -n "$probe" link add p0 type veth peer name p1 2>&1); then
+    ip netns del "$probe" 2>/dev/null
+    echo "cannot create veth pairs: $err"; return 77
+  fi
+  if ! err=$(ip netns exec "$probe" tc qdisc add dev p0 root tbf rate 100mbit burst 64kb latency 50ms 2>&1); then
+    ip netns del "$probe" 2>/dev/null
+    echo "tc tbf not available: $err"; return 77
+  fi
+  if ! err=$(ip -n "$probe" link add b0 type bridge 2>&1); then
+    ip netns del "$probe" 2>/dev/null
+    echo "cannot create a Linux bridge: $err"; return 77
+  fi
+  ip netns del "$probe" 2>/dev/null
+  return 0
+}
+
+# ---- names and addresses -----------------------------------------------------------------
+
+sc_ns_sw() { echo "${SC_PREFIX}-sw"; }
+sc_ns_w() { echo "${SC_PREFIX}-w$1"; }
+sc_ns_a() { echo "${SC_PREFIX}-a$1"; }
+sc_ip_w() { echo "${SC_NET}.$((10 + $1))"; }
+sc_ip_a() { echo "${SC_NET}.$((100 + $1))"; }
+sc_ip_root() { echo "${SC_NET}.254"; }
+sc_subnet() { echo "${SC_NET}.0/24"; }
+sc_root_if() { echo "${SC_PREFIX}r"; }
+
+# Picks 10.77.x with no address or route in the root namespace (several runs may coexist).
+sc_pick_subnet() {
+  local x start=$(( ($$ % 250) + 1 )) i
+  for ((i = 0; i < 250; i++)); do
+    x=$(( ((start + i - 1) % 250) + 1 ))
+    if ! ip -4 route show | grep -q "^10\.77\.$x\." && ! ip -4 addr show | grep -q "inet 10\.77\.$x\."; then
+      SC_NET="10.77.$x"; return 0
+    fi
+  done
+  return 1
+}
+
+# tbf burst: 1 ms at the rate, at least 128 KiB (a 64 KiB GSO packet must fit, or tbf splits
+# every one of them); queue bound: 100 ms at the rate (TCP keeps it far from full).
+sc_tbf() { # ns dev rate_mbit
+  local ns=$1 dev=$2 r=$3
+  local burst=$(( r * 1000000 / 8 / 1000 ))
+  (( burst < 131072 )) && burst=131072
+  ip netns exec "$ns" tc qdisc replace dev "$dev" root tbf rate "${r}mbit" burst "$burst" latency 100ms
+}
+
+# ---- topology ----------------------------------------------------------------------------
+
+# sc_topo_up W A RATE_MBIT [AGG_RATE_MBIT]
+sc_topo_up() {
+  SC_W=$1 SC_A=$2 SC_RATE=$3 SC_AGG_RATE=${4:-$3}
+  (( SC_W >= 1 && SC_W <= 64 && SC_A >= 0 && SC_A <= 64 )) || sc_die "workers must be 1..64, aggs 0..64"
+  [[ -n $SC_RUN_DIR ]] || SC_RUN_DIR=$(mktemp -d "/tmp/${SC_PREFIX}.XXXXXX")
+  sc_pick_subnet || sc_die "no free 10.77.x.0/24 subnet"
+  SC_TOPO_UP=1
+  local sw; sw=$(sc_ns_sw)
+  ip netns add "$sw" || sc_die "ip netns add $sw failed"
+  ip -n "$sw" link set lo up
+  ip -n "$sw" link add br0 type bridge
+  # No STP, no forwarding delay: ports forward as soon as they are up.
+  ip -n "$sw" link set br0 type bridge stp_state 0 forward_delay 0 2>/dev/null || true
+  ip -n "$sw" link set br0 up
+  local i ns port ip rate
+  for ((i = 0; i < SC_W + SC_A; i++)); do
+    if (( i < SC_W )); then
+      ns=$(sc_ns_w "$i"); port="w$i"; ip=$(sc_ip_w "$i"); rate=$SC_RATE
+    else
+      ns=$(sc_ns_a $((i - SC_W))); port="a$((i - SC_W))"; ip=$(sc_ip_a $((i - SC_W))); rate=$SC_AGG_RATE
+    fi
+    ip netns add "$ns" || sc_die "ip netns add $ns failed"
+    ip -n "$ns" link set lo up
+    ip link add name eth0 netns "$ns" type veth peer name "$port" netns "$sw" ||
+      sc_die "veth $ns/eth0 <-> $sw/$port failed"
+    ip -n "$sw" link set "$port" master br0
+    ip -n "$sw" link set "$port" up
+    ip -n "$ns" addr add "$ip/24" dev eth0
+    ip -n "$ns" link set eth0 up
+    sc_tbf "$ns" eth0 "$rate" || sc_die "tbf on $ns/eth0 failed"
+    sc_tbf "$sw" "$port" "$rate" || sc_die "tbf on $sw/$port failed"
+  done
+  # The root namespace joins the bridge (unshaped): mpirun's PMIx server is reached over TCP.
+  local rif; rif=$(sc_root_if)
+  ip link add name "$rif" type veth peer name root netns "$sw" || sc_die "root veth failed"
+  ip -n "$sw" link set root master br0
+  ip -n "$sw" link set root up
+  ip addr add "$(sc_ip_root)/24" dev "$rif"
+  ip link set "$rif" up
+  # Bounded wait (5 s) until every bridge port forwards (no STP: at once, normally).
+  local deadline=$((SECONDS + 5)) nports
+  while :; do
+    nports=$(bridge -n "$sw" link show 2>/dev/null | grep -c "state forwarding")
+    (( nports >= SC_W + SC_A + 1 )) && break
+    (( SECONDS >= deadline )) && { sc_log "warning: only $nports bridge ports forwarding"; break; }
+    sleep 0.1
+  done
+  sc_log "topology up: $SC_W workers, $SC_A aggregators, ${SC_RATE} Mbit/s per worker link" \
+    "(${SC_AGG_RATE} per aggregator link), subnet $(sc_subnet), prefix $SC_PREFIX"
+}
+
+# Our namespaces (names start with "$SC_PREFIX-").
+sc_our_netns() { ip netns list 2>/dev/null | awk '{print $1}' | grep "^${SC_PREFIX}-" || true; }
+
+sc_topo_down() {
+  local ns pids p n
+  for ns in $(sc_our_netns); do
+    pids=$(ip netns pids "$ns" 2>/dev/null)
+    [[ -n $pids ]] && kill -TERM $pids 2>/dev/null
+  done
+  # Bounded wait for those processes to go, then force.
+  for ((n = 0; n < 30; n++)); do
+    p=""
+    for ns in $(sc_our_netns); do p+=$(ip netns pids "$ns" 2>/dev/null); done
+    [[ -z $p ]] && break
+    sleep 0.1
+  done
+  for ns in $(sc_our_netns); do
+    pids=$(ip netns pids "$ns" 2>/dev/null)
+    [[ -n $pids ]] && kill -KILL $pids 2>/dev/null
+  done
+  for ns in $(sc_our_netns); do ip netns del "$ns" 2>/dev/null; done
+  ip link del "$(sc_root_if)" 2>/dev/null || true
+  SC_TOPO_UP=0
+}
+
+# Lists anything of ours still present (empty output == clean). Used by the smoke test.
+sc_leftovers() {
+  sc_our_netns
+  ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' | grep -x "$(sc_root_if)" || true
+}
+
+# ---- link utilisation --------------------------------------------------------------------
+
+# One snapshot of every host link's byte counters, seen from the switch side:
+# "<time> <host> <host_tx_bytes> <host_rx_bytes>" (switch port rx == host tx).
+sc_link_snapshot() {
+  local t; t=$(date +%s.%N)
+  ip netns exec "$(sc_ns_sw)" cat /proc/net/dev 2>/dev/null |
+    awk -v t="$t" '{ sub(/^ +/, ""); split($0, f, /[: ]+/)
+      if (f[1] ~ /^[wa][0-9]+$/) printf "%s %s %s %s\n", t, f[1], f[2], f[10] }'
+  # "<time> cpu <busy_jiffies> <total_jiffies>" (all cores together)
+  awk -v t="$t" '$1 == "cpu" { tot = 0; for (i = 2; i <= NF; i++) tot += $i
+      printf "%s cpu %d %d\n", t, tot - $5 - $6, tot; exit }' /proc/stat
+}
+
+# Background sampler: a snapshot every $2 s (default 0.5) into file $1, until sc_sampler_stop
+# or $3 seconds (default 3600) have passed, at most $3/$2 samples.
+sc_sampler_start() {
+  local file=$1 iv=${2:-0.5} max=${3:-3600}
+  local n=$(awk -v m="$max" -v i="$iv" 'BEGIN{printf "%d", m/i}')
+  (
+    trap 'exit 0' TERM INT
+    for ((k = 0; k < n; k++)); do sc_link_snapshot; sleep "$iv"; done
+  ) >>"$file" &
+  SC_SAMPLER_PID=$!
+}
+
+sc_sampler_stop() {
+  if [[ -n $SC_SAMPLER_PID ]]; then
+    kill -TERM "$SC_SAMPLER_PID" 2>/dev/null
+    wait "$SC_SAMPLER_PID" 2>/dev/null
+    SC_SAMPLER_PID=""
+  fi
+}
+
+# sc_linktest SECONDS [PATTERN]: raw TCP streams between namespaces, no MPI, to find the
+# rate the emulation sustains on this CPU. PATTERN "ring": worker i sends to worker i+1
+# (every link loaded in both directions at once, as a ring allreduce does). Prints one JSON
+# object per link with achieved tx/rx Mbit/s next to the configured rate.
+sc_linktest() {
+  local secs=${1:-5} i ns pids=() out="$SC_RUN_DIR/linktest.$$"
+  (( SC_W >= 2 )) || sc_die "linktest needs at least 2 workers"
+  for ((i = 0; i < SC_W; i++)); do
+    ns=$(sc_ns_w "$i")
+    ip netns exec "$ns" timeout -k 2 $((secs + 10)) python3 "$SC_LIB_DIR/stream.py" server \
+      --bind "$(sc_ip_w "$i")" --port 5201 --seconds $((secs + 5)) >/dev/null 2>&1 &
+    pids+=($!)
+  done
+  sleep 0.5
+  for ((i = 0; i < SC_W; i++)); do
+    ns=$(sc_ns_w "$i")
+    ip netns exec "$ns" timeout -k 2 $((secs + 10)) python3 "$SC_LIB_DIR/stream.py" client \
+      --host "$(sc_ip_w $(((i + 1) % SC_W)))" --port 5201 --seconds $((secs + 2)) >/dev/null 2>&1 &
+    pids+=($!)
+  done
+  # Measure the steady state: skip the first second (start-up, slow start).
+  sleep 1
+  local before after; before=$(sc_link_snapshot)
+  local t0; t0=$(date +%s.%N)
+  sleep "$secs"
+  after=$(sc_link_snapshot); local t1; t1=$(date +%s.%N)
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+  python3 - "$SC_RATE" "$t0" "$t1" "$SC_W" <<EOF
+import sys, json
+rate, t0, t1, w = float(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+def parse(s):
+    d = {}
+    for line in s.strip().splitlines():
+        _, h, tx, rx = line.split(); d[h] = (int(tx), int(rx))
+    return d
+b, a = parse("""$before"""), parse("""$after""")
+dt = t1 - t0
+cpu = (a["cpu"][0] - b["cpu"][0]) / max(1, a["cpu"][1] - b["cpu"][1])
+for h in sorted((h for h in a if h != "cpu"), key=lambda h: (h[0], int(h[1:]))):
+    if not h.startswith("w"): continue
+    tx = (a[h][0] - b[h][0]) * 8 / dt / 1e6; rx = (a[h][1] - b[h][1]) * 8 / dt / 1e6
+    print(json.dumps({"bench": "linktest", "workers": w, "link_mbit": rate, "host": h,
+                      "tx_mbit": round(tx, 1), "rx_mbit": round(rx, 1),
+                      "tx_util": round(tx / rate, 3), "rx_util": round(rx / rate, 3),
+                      "cpu_busy": round(cpu, 3)}))
+EOF
+}
+
+# ---- MPI ---------------------------------------------------------------------------------
+
+# Finds or builds the MPI benchmark; prints its path.
+sc_mpi_bin() {
+  local root; root=$(cd "$SC_LIB_DIR/../.." && pwd)
+  local c
+  for c in ${SUMCAST_BUILD_DIR:+"$SUMCAST_BUILD_DIR/bench/cluster/mpi_allreduce"} \
+    "$root/build/bench/cluster/mpi_allreduce" "$root/build-cluster/bench/cluster/mpi_allreduce"; do
+    [[ -x $c && $c -nt $SC_LIB_DIR/mpi_allreduce.c ]] && { echo "$c"; return 0; }
+  done
+  command -v mpicc >/dev/null || return 1
+  [[ -n $SC_RUN_DIR ]] || SC_RUN_DIR=$(mktemp -d "/tmp/${SC_PREFIX}.XXXXXX")
+  mpicc -O2 -o "$SC_RUN_DIR/mpi_allreduce" "$SC_LIB_DIR/mpi_allreduce.c" -lm >&2 || return 1
+  echo "$SC_RUN_DIR/mpi_allreduce"
+}
+
+# sc_mpi_run TIMEOUT_S BIN ARGS...: one rank per worker namespace (rank r -> P-w<r>).
+sc_mpi_run() {
+  local tmo=$1; shift
+  local wrap="$SC_RUN_DIR/rank-in-netns"
+  cat >"$wrap" <<EOF
+#!/bin/bash
+# Enters the namespace of this MPI rank, then runs the rank.
+exec ip netns exec "${SC_PREFIX}-w\${OMPI_COMM_WORLD_RANK:?not started by mpirun}" "\$@"
+EOF
+  chmod +x "$wrap"
+  local sub; sub=$(sc_subnet)
+  PMIX_MCA_ptl_tcp_remote_connections=1 PMIX_MCA_ptl_tcp_if_include="$sub" \
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    timeout -k 5 "$tmo" mpirun -np "$SC_W" --oversubscribe --allow-run-as-root \
+      -x PMIX_MCA_ptl_tcp_remote_connections \
+      --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include "$sub" \
+      --mca oob_tcp_if_include "$sub" --mca btl_base_warn_component_unused 0 \
+      "$wrap" "$@"
+}
+
+# ---- Sumcast daemons (aggregators) -------------------------------------------------------
+
+# Finds sumcastd: $SUMCAST_BUILD_DIR/daemon/sumcastd or build/daemon/sumcastd.
+sc_sumcastd_bin() {
+  local root; root=$(cd "$SC_LIB_DIR/../.." && pwd)
+  local c
+  for c in ${SUMCAST_BUILD_DIR:+"$SUMCAST_BUILD_DIR/daemon/sumcastd"} "$root/build/daemon/sumcastd"; do
+    [[ -x $c ]] && { echo "$c"; return 0; }
+  done
+  return 1
+}
+
+# Generated config of aggregator j: control, HTTP and fabric bound to its own address.
+sc_agg_conf() {
+  local j=$1 ip; ip=$(sc_ip_a "$j")
+  cat <<EOF
+# generated by bench/cluster/lib.sh for aggregator $j of run $SC_PREFIX
+[control]
+listen = $ip
+port = 7800
+
+[http]
+listen = $ip
+
+[fabric]
+provider = tcp;ofi_rxm
+node = $ip
+
+[log]
+level = info
+EOF
+}
+
+# "ip:7800,ip:7800,..." for SUMCAST_AGGREGATORS.
+sc_agg_list() {
+  local j s=""
+  for ((j = 0; j < SC_A; j++)); do s+="${s:+,}$(sc_ip_a "$j"):7800"; done
+  echo "$s"
+}
+
+# Starts sumcastd in every aggregator namespace and waits (bounded) for its control port.
+sc_daemons_start() {
+  local bin=$1 j ns conf log
+  for ((j = 0; j < SC_A; j++)); do
+    ns=$(sc_ns_a "$j"); conf="$SC_RUN_DIR/agg$j.conf"; log="$SC_RUN_DIR/agg$j.log"
+    sc_agg_conf "$j" >"$conf"
+    ip netns exec "$ns" "$bin" -c "$conf" >"$log" 2>&1 &
+    SC_DAEMON_PIDS+=($!)
+  done
+  local deadline=$((SECONDS + 15)) up
+  for ((j = 0; j < SC_A; j++)); do
+    ns=$(sc_ns_a "$j"); up=0
+    while (( SECONDS < deadline )); do
+      if ! kill -0 "${SC_DAEMON_PIDS[$j]}" 2>/dev/null; then
+        sc_log "sumcastd $j exited; log:"; tail -n 20 "$SC_RUN_DIR/agg$j.log" >&2; return 1
+      fi
+      if ip netns exec "$ns" ss -Hltn "sport = :7800" 2>/dev/null | grep -q .; then up=1; break; fi
+      sleep 0.1
+    done
+    (( up )) || { sc_log "sumcastd $j not listening on $(sc_ip_a "$j"):7800 after 15 s"; return 1; }
+  done
+  sc_log "sumcastd up on $(sc_agg_list)"
+}
+
+sc_daemons_stop() {
+  local p n alive
+  (( ${#SC_DAEMON_PIDS[@]} )) || return 0
+  for p in "${SC_DAEMON_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+  for ((n = 0; n < 50; n++)); do          # 5 s for a clean drain, then SIGKILL
+    alive=0
+    for p in "${SC_DAEMON_PIDS[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    (( alive )) || break
+    sleep 0.1
+  done
+  for p in "${SC_DAEMON_PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+  SC_DAEMON_PIDS=()
+}
+
+# ---- the Sumcast harness (hook; the harness does not exist yet) ----------------------------
+
+# Finds the plugin's NCCL-playing harness; prints its path or returns 1.
+sc_harness_bin() {
+  local root; root=$(cd "$SC_LIB_DIR/../.." && pwd) b
+  for b in ${SUMCAST_BUILD_DIR:+"$SUMCAST_BUILD_DIR"} "$root/build"; do
+    for c in "$b/tests/plugin/harness" "$b/bench/allreduce"; do
+      [[ -x $c ]] && { echo "$c"; return 0; }
+    done
+  done
+  return 1
+}
+
+# sc_cleanup: everything we started or created, in reverse order. Safe to call twice.
+sc_cleanup() {
+  local p
+  sc_sampler_stop
+  sc_daemons_stop
+  for p in "${SC_CHILD_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+  SC_CHILD_PIDS=()
+  sc_topo_down
+  [[ -n $SC_RUN_DIR && -d $SC_RUN_DIR && $SC_RUN_DIR == /tmp/${SC_PREFIX}.* ]] && rm -rf "$SC_RUN_DIR"
+  SC_RUN_DIR=""
+}
