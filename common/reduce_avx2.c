@@ -80,7 +80,8 @@ static inline __m256 a2_bf16w(__m128i h)
 	return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-static inline __m128i a2_bf16n(__m256 f)
+/* Rounded bf16 in the low 16 bits of each 32-bit lane (RNE, quiet NaN). */
+static inline __m256i a2_bf16r(__m256 f)
 {
 	__m256i u = _mm256_castps_si256(f);
 	__m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
@@ -88,9 +89,28 @@ static inline __m128i a2_bf16n(__m256 f)
 	__m256i q = _mm256_or_si256(u, _mm256_set1_epi32(0x00400000));
 
 	r = _mm256_blendv_epi8(r, q, _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q)));
-	r = _mm256_srli_epi32(r, 16);
+	return _mm256_srli_epi32(r, 16);
+}
+
+static inline __m128i a2_bf16n(__m256 f)
+{
+	__m256i r = a2_bf16r(f);
+
 	return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
 }
+
+/* bf16 dst op= src, 16 elements: unpacking with zero widens by a shift; the
+ * unpack and the pack are both per 128-bit lane, so the order comes back. */
+#define A2_STEP_BF16(dp, sp, F)                                                      \
+	do {                                                                         \
+		__m256i bd_ = A2_LDSI(dp), bs_ = A2_LDSI(sp), bz_ = _mm256_setzero_si256();   \
+		__m256 blo_ = F(_mm256_castsi256_ps(_mm256_unpacklo_epi16(bz_, bd_)),   \
+			       _mm256_castsi256_ps(_mm256_unpacklo_epi16(bz_, bs_)));  \
+		__m256 bhi_ = F(_mm256_castsi256_ps(_mm256_unpackhi_epi16(bz_, bd_)),   \
+			       _mm256_castsi256_ps(_mm256_unpackhi_epi16(bz_, bs_)));  \
+		_mm256_storeu_si256((void *)(dp),                                    \
+				    _mm256_packus_epi32(a2_bf16r(blo_), a2_bf16r(bhi_)));  \
+	} while (0)
 
 #define V_L 8
 #define V_LDF(p) A2_LDPS(p)
@@ -120,7 +140,10 @@ SC_BIN(u64, min, SC_U64, SC_OP_MIN, 8, 4, A2_STEP_SI, a2_min_u64)
 SC_BIN(u64, max, SC_U64, SC_OP_MAX, 8, 4, A2_STEP_SI, a2_max_u64)
 SC_BIN4(i8, SC_I8, 1, 32, A2_STEP_SI, _mm256_add_epi8, a2_mul8, _mm256_min_epi8, _mm256_max_epi8)
 SC_BIN4(u8, SC_U8, 1, 32, A2_STEP_SI, _mm256_add_epi8, a2_mul8, _mm256_min_epu8, _mm256_max_epu8)
-SC_DEF_16BIT()
+SC_DEF_16BIT_RED(f16, SC_F16, V_F16W, V_F16N)
+SC_DEF_16BIT_ACC(f16, 0, V_F16W, V_F16N)
+SC_DEF_16BIT_ACC(bf16, 1, V_BF16W, V_BF16N)
+SC_BIN4(bf16, SC_BF16, 2, 16, A2_STEP_BF16, _mm256_add_ps, _mm256_mul_ps, a2_min_ps, a2_max_ps)
 
 const struct sc_reduce_ops sc_reduce_ops_avx2 = {
 	.name = "avx2",

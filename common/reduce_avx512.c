@@ -54,16 +54,35 @@ static inline __m512 a5_bf16w(__m256i h)
 	return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-static inline __m256i a5_bf16n(__m512 f)
+/* Rounded bf16 in the low 16 bits of each 32-bit lane (RNE, quiet NaN). */
+static inline __m512i a5_bf16r(__m512 f)
 {
 	__m512i u = _mm512_castps_si512(f);
 	__m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
 	__m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb);
-	__m512i q = _mm512_or_si512(u, _mm512_set1_epi32(0x00400000));
 
-	r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), q);
-	return _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
+	r = _mm512_mask_or_epi32(r, _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), u,
+				 _mm512_set1_epi32(0x00400000));
+	return _mm512_srli_epi32(r, 16);
 }
+
+static inline __m256i a5_bf16n(__m512 f)
+{
+	return _mm512_cvtepi32_epi16(a5_bf16r(f));
+}
+
+/* bf16 dst op= src, 32 elements: unpacking with zero widens by a shift; the
+ * unpack and the pack are both per 128-bit lane, so the order comes back. */
+#define A5_STEP_BF16(dp, sp, F)                                                      \
+	do {                                                                         \
+		__m512i bd_ = A5_LDSI(dp), bs_ = A5_LDSI(sp), bz_ = _mm512_setzero_si512();   \
+		__m512 blo_ = F(_mm512_castsi512_ps(_mm512_unpacklo_epi16(bz_, bd_)),   \
+			       _mm512_castsi512_ps(_mm512_unpacklo_epi16(bz_, bs_)));  \
+		__m512 bhi_ = F(_mm512_castsi512_ps(_mm512_unpackhi_epi16(bz_, bd_)),   \
+			       _mm512_castsi512_ps(_mm512_unpackhi_epi16(bz_, bs_)));  \
+		_mm512_storeu_si512((void *)(dp),                                    \
+				    _mm512_packus_epi32(a5_bf16r(blo_), a5_bf16r(bhi_)));  \
+	} while (0)
 
 #define V_L 16
 #define V_LDF(p) A5_LDPS(p)
@@ -91,7 +110,10 @@ SC_BIN4(u64, SC_U64, 8, 8, A5_STEP_SI, _mm512_add_epi64, _mm512_mullo_epi64, _mm
 	_mm512_max_epu64)
 SC_BIN4(i8, SC_I8, 1, 64, A5_STEP_SI, _mm512_add_epi8, a5_mul8, _mm512_min_epi8, _mm512_max_epi8)
 SC_BIN4(u8, SC_U8, 1, 64, A5_STEP_SI, _mm512_add_epi8, a5_mul8, _mm512_min_epu8, _mm512_max_epu8)
-SC_DEF_16BIT()
+SC_DEF_16BIT_RED(f16, SC_F16, V_F16W, V_F16N)
+SC_DEF_16BIT_ACC(f16, 0, V_F16W, V_F16N)
+SC_DEF_16BIT_ACC(bf16, 1, V_BF16W, V_BF16N)
+SC_BIN4(bf16, SC_BF16, 2, 32, A5_STEP_BF16, _mm512_add_ps, _mm512_mul_ps, a5_min_ps, a5_max_ps)
 
 const struct sc_reduce_ops sc_reduce_ops_avx512 = {
 	.name = "avx512",

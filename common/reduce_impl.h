@@ -82,7 +82,8 @@ extern const struct sc_reduce_ops sc_reduce_ops_neon;
 #define SC_STEP16_WIDEN(dp, sp, W, N, F) V_STF(dp, W(V_LD16(sp)))
 #define SC_STEP16_NARROW(dp, sp, W, N, F) V_ST16(dp, N(V_LDF(sp)))
 
-#define SC_DEF_16BIT_ONE(tname, T, K, W, N)                                          \
+/* f16/bf16 dst op= src: widen both, op in f32, round once. */
+#define SC_DEF_16BIT_RED(tname, T, W, N)                                             \
 	SC_LOOP(k_##tname##_sum, 2, 2, V_L, SC_TAIL_RED(T, SC_OP_SUM),               \
 		SC_STEP16_RED, W, N, V_ADDF)                                         \
 	SC_LOOP(k_##tname##_prod, 2, 2, V_L, SC_TAIL_RED(T, SC_OP_PROD),             \
@@ -90,7 +91,10 @@ extern const struct sc_reduce_ops sc_reduce_ops_neon;
 	SC_LOOP(k_##tname##_min, 2, 2, V_L, SC_TAIL_RED(T, SC_OP_MIN),               \
 		SC_STEP16_RED, W, N, V_MINF)                                         \
 	SC_LOOP(k_##tname##_max, 2, 2, V_L, SC_TAIL_RED(T, SC_OP_MAX),               \
-		SC_STEP16_RED, W, N, V_MAXF)                                         \
+		SC_STEP16_RED, W, N, V_MAXF)
+
+/* The daemon pair: acc16, widen16, narrow16. */
+#define SC_DEF_16BIT_ACC(tname, K, W, N)                                             \
 	SC_LOOP(a_##tname##_sum, 4, 2, V_L, SC_TAIL_ACC(K, SC_OP_SUM),               \
 		SC_STEP16_ACC, W, N, V_ADDF)                                         \
 	SC_LOOP(a_##tname##_prod, 4, 2, V_L, SC_TAIL_ACC(K, SC_OP_PROD),             \
@@ -104,8 +108,10 @@ extern const struct sc_reduce_ops sc_reduce_ops_neon;
 
 /* Defines the 20 kernels of f16 and bf16 (reduce, acc16, widen16, narrow16). */
 #define SC_DEF_16BIT()                                                               \
-	SC_DEF_16BIT_ONE(f16, SC_F16, 0, V_F16W, V_F16N)                             \
-	SC_DEF_16BIT_ONE(bf16, SC_BF16, 1, V_BF16W, V_BF16N)
+	SC_DEF_16BIT_RED(f16, SC_F16, V_F16W, V_F16N)                                \
+	SC_DEF_16BIT_RED(bf16, SC_BF16, V_BF16W, V_BF16N)                            \
+	SC_DEF_16BIT_ACC(f16, 0, V_F16W, V_F16N)                                     \
+	SC_DEF_16BIT_ACC(bf16, 1, V_BF16W, V_BF16N)
 
 /* Designated initializers for the acc16/widen16/narrow16 members; the
  * reduce rows are SC_ROW4(f16) and SC_ROW4(bf16). */

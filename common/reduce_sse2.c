@@ -156,7 +156,8 @@ static inline __m128 s2_bf16w(__m128i h)
 	return _mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), h));
 }
 
-static inline __m128i s2_bf16n(__m128 f)
+/* Rounded bf16, sign-extended in each 32-bit lane (RNE, quiet NaN). */
+static inline __m128i s2_bf16r(__m128 f)
 {
 	__m128i u = _mm_castps_si128(f);
 	__m128i lsb = _mm_and_si128(_mm_srli_epi32(u, 16), _mm_set1_epi32(1));
@@ -165,9 +166,27 @@ static inline __m128i s2_bf16n(__m128 f)
 
 	r = s2_sel(_mm_castps_si128(_mm_cmpunord_ps(f, f)), q, r);
 	/* Arithmetic shift: the pack below saturates signed values. */
-	r = _mm_srai_epi32(r, 16);
+	return _mm_srai_epi32(r, 16);
+}
+
+static inline __m128i s2_bf16n(__m128 f)
+{
+	__m128i r = s2_bf16r(f);
+
 	return _mm_packs_epi32(r, r);
 }
+
+/* bf16 dst op= src, 8 elements: unpacking with zero widens by a shift. */
+#define S2_STEP_BF16(dp, sp, F)                                                      \
+	do {                                                                         \
+		__m128i bd_ = S2_LDSI(dp), bs_ = S2_LDSI(sp), bz_ = _mm_setzero_si128();   \
+		__m128 blo_ = F(_mm_castsi128_ps(_mm_unpacklo_epi16(bz_, bd_)),      \
+				_mm_castsi128_ps(_mm_unpacklo_epi16(bz_, bs_)));     \
+		__m128 bhi_ = F(_mm_castsi128_ps(_mm_unpackhi_epi16(bz_, bd_)),      \
+				_mm_castsi128_ps(_mm_unpackhi_epi16(bz_, bs_)));     \
+		_mm_storeu_si128((void *)(dp),                                       \
+				 _mm_packs_epi32(s2_bf16r(blo_), s2_bf16r(bhi_)));   \
+	} while (0)
 
 #define V_L 4
 #define V_LDF(p) S2_LDPS(p)
@@ -191,7 +210,10 @@ SC_BIN(i64, sum, SC_I64, SC_OP_SUM, 8, 2, S2_STEP_SI, _mm_add_epi64)
 SC_BIN(u64, sum, SC_U64, SC_OP_SUM, 8, 2, S2_STEP_SI, _mm_add_epi64)
 SC_BIN4(i8, SC_I8, 1, 16, S2_STEP_SI, _mm_add_epi8, s2_mul8, s2_min_i8, s2_max_i8)
 SC_BIN4(u8, SC_U8, 1, 16, S2_STEP_SI, _mm_add_epi8, s2_mul8, _mm_min_epu8, _mm_max_epu8)
-SC_DEF_16BIT()
+SC_DEF_16BIT_RED(f16, SC_F16, V_F16W, V_F16N)
+SC_DEF_16BIT_ACC(f16, 0, V_F16W, V_F16N)
+SC_DEF_16BIT_ACC(bf16, 1, V_BF16W, V_BF16N)
+SC_BIN4(bf16, SC_BF16, 2, 8, S2_STEP_BF16, _mm_add_ps, _mm_mul_ps, s2_min_ps, s2_max_ps)
 
 const struct sc_reduce_ops sc_reduce_ops_sse2 = {
 	.name = "sse2",
