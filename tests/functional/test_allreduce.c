@@ -1,0 +1,695 @@
+/* Allreduce end to end: M real sumcastd daemons on 127.0.0.1 (ephemeral
+ * ports, port-file), N forked client processes (one rank each) driving the
+ * client library, every type x op, sizes from 1 element up (64 MiB f32 sum
+ * with --big), results checked against a locally computed reference and
+ * across ranks (each rank sends a hash of everything it received to the
+ * parent, which compares them).
+ *
+ *   test_allreduce [--daemons M] [--ranks N] [--jobs J] [--provider P]
+ *                  [--big] [--kill] [--unreachable] [--chunk B] [--window W]
+ *
+ * --jobs J runs J independent jobs at once on the same daemons.
+ * --kill SIGKILLs the last rank mid-job: every other rank must see
+ *   client_test() fail within the job timeout, never hang.
+ * --unreachable adds a closed port to the aggregator list: client_connect_poll
+ *   must fail fast with "<addr> unreachable: Connection refused".
+ * Values are chosen so that every result is exact whatever order the daemon
+ * reduces in (small integers for sums, powers of two for products, exactly
+ * representable values for f16/bf16). Everything is bounded in time; exit
+ * code 77 (skipped) when the provider is not available here. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "log.h"
+#include "wire.h"
+
+#ifndef SUMCASTD_PATH
+#define SUMCASTD_PATH "sumcastd"
+#endif
+
+#define MAX_DAEMONS 8
+#define MAX_PROCS 64
+#define SMALL_MAX_BYTES (65537 * 8)
+#define BIG_COUNT (16u << 20) /* 64 MiB of f32 */
+#define SUITE_DEADLINE_MS 150000
+
+static struct {
+	int ndaemons, nranks, njobs;
+	const char *provider;
+	bool big, kill, unreachable;
+	uint32_t chunk, window;
+	char dir[256];
+	pid_t daemons[MAX_DAEMONS];
+	uint16_t ports[MAX_DAEMONS];
+	char agg_str[MAX_DAEMONS + 1][64];
+	const char *aggs[MAX_DAEMONS + 1];
+	size_t naggs;
+} g = { .ndaemons = 1, .nranks = 2, .njobs = 1, .provider = "tcp" };
+
+static uint64_t ms_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+__attribute__((format(printf, 1, 2))) static void die(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "test_allreduce: ");
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, "\n");
+	va_end(ap);
+	exit(1);
+}
+
+/* ---- daemons ---- */
+
+static void daemons_stop(void)
+{
+	for (int i = 0; i < g.ndaemons; i++)
+		if (g.daemons[i] > 0)
+			kill(g.daemons[i], SIGTERM);
+	uint64_t until = ms_now() + 5000;
+	for (int i = 0; i < g.ndaemons; i++) {
+		if (g.daemons[i] <= 0)
+			continue;
+		int st;
+		while (waitpid(g.daemons[i], &st, WNOHANG) == 0) {
+			if (ms_now() > until) {
+				fprintf(stderr, "daemon %d did not stop on SIGTERM, killing\n", i);
+				kill(g.daemons[i], SIGKILL);
+				waitpid(g.daemons[i], &st, 0);
+				break;
+			}
+			usleep(10000);
+		}
+		g.daemons[i] = 0;
+	}
+}
+
+static void daemon_start(int i, const char *job_timeout)
+{
+	char conf[512], pf[512];
+	snprintf(conf, sizeof(conf), "%s/d%d.conf", g.dir, i);
+	snprintf(pf, sizeof(pf), "%s/d%d.ports", g.dir, i);
+	FILE *f = fopen(conf, "w");
+	if (!f)
+		die("%s: %s", conf, strerror(errno));
+	fprintf(f,
+		"[control]\nlisten = 127.0.0.1\nport = 0\nport-file = %s\n"
+		"[http]\nlisten = 127.0.0.1\nport = 0\n"
+		"[fabric]\nprovider = %s\nnode = 127.0.0.1\n"
+		"[job]\ntimeout = %s\nmax-jobs = 16\n",
+		pf, g.provider, job_timeout);
+	fclose(f);
+	pid_t pid = fork();
+	if (pid < 0)
+		die("fork: %s", strerror(errno));
+	if (pid == 0) {
+		const char *bin = getenv("SUMCASTD") ? getenv("SUMCASTD") : SUMCASTD_PATH;
+		execl(bin, bin, "-c", conf, (char *)NULL);
+		fprintf(stderr, "exec %s: %s\n", bin, strerror(errno));
+		_exit(127);
+	}
+	g.daemons[i] = pid;
+	uint64_t until = ms_now() + 10000;
+	for (;;) {
+		FILE *p = fopen(pf, "r");
+		unsigned cport = 0, hport = 0;
+		if (p) {
+			int n = fscanf(p, "control=%u http=%u", &cport, &hport);
+			fclose(p);
+			if (n >= 1 && cport) {
+				g.ports[i] = (uint16_t)cport;
+				break;
+			}
+		}
+		int st;
+		if (waitpid(pid, &st, WNOHANG) == pid) {
+			g.daemons[i] = 0;
+			daemons_stop();
+			die("sumcastd %d exited before it was ready (status 0x%x)", i, st);
+		}
+		if (ms_now() > until) {
+			daemons_stop();
+			die("sumcastd %d wrote no port file %s within 10 s", i, pf);
+		}
+		usleep(5000);
+	}
+	snprintf(g.agg_str[i], sizeof(g.agg_str[i]), "127.0.0.1:%u", g.ports[i]);
+	g.aggs[i] = g.agg_str[i];
+}
+
+/* ---- data ---- */
+
+static uint64_t mix(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	x ^= x >> 33;
+	return x;
+}
+
+static bool is_float(enum sc_dtype t)
+{
+	return t == SC_F32 || t == SC_F16 || t == SC_BF16 || t == SC_F64;
+}
+
+/* Float value of element i of rank r in call k: exact under any order. */
+static double fval(enum sc_op op, uint64_t h)
+{
+	static const double prod[8] = { 1, -1, 2, -2, 0.5, -0.5, 1, 1 };
+	switch (op) {
+	case SC_OP_SUM:
+		return (double)(int)(h % 17) - 8;
+	case SC_OP_PROD:
+		return prod[h % 8];
+	default:
+		return ((double)(int)(h % 255) - 127) / 4;
+	}
+}
+
+static uint64_t hval(uint32_t rank, uint32_t call, size_t i)
+{
+	return mix(((uint64_t)rank << 48) ^ ((uint64_t)call << 32) ^ i);
+}
+
+static void store(enum sc_dtype t, void *buf, size_t i, double d, uint64_t u)
+{
+	switch (t) {
+	case SC_F32: ((float *)buf)[i] = (float)d; break;
+	case SC_F64: ((double *)buf)[i] = d; break;
+	case SC_F16: ((uint16_t *)buf)[i] = sc_f32_to_f16((float)d); break;
+	case SC_BF16: ((uint16_t *)buf)[i] = sc_f32_to_bf16((float)d); break;
+	case SC_I8: case SC_U8: ((uint8_t *)buf)[i] = (uint8_t)u; break;
+	case SC_I32: case SC_U32: ((uint32_t *)buf)[i] = (uint32_t)u; break;
+	default: ((uint64_t *)buf)[i] = u; break;
+	}
+}
+
+static void fill(enum sc_dtype t, enum sc_op op, uint32_t rank, uint32_t call, void *buf,
+		 size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint64_t h = hval(rank, call, i);
+		store(t, buf, i, is_float(t) ? fval(op, h) : 0, h);
+	}
+}
+
+static int64_t sext(enum sc_dtype t, uint64_t u)
+{
+	switch (t) {
+	case SC_I8: return (int8_t)u;
+	case SC_I32: return (int32_t)u;
+	case SC_I64: return (int64_t)u;
+	default: return 0;
+	}
+}
+
+static uint64_t trunc_u(enum sc_dtype t, uint64_t u)
+{
+	size_t s = sc_dtype_size(t);
+	return s == 8 ? u : u & ((1ull << (8 * s)) - 1);
+}
+
+/* Reference of element i: op over all ranks, exact. */
+static void reference(enum sc_dtype t, enum sc_op op, uint32_t nranks, uint32_t call, void *buf,
+		      size_t n)
+{
+	bool sgn = t == SC_I8 || t == SC_I32 || t == SC_I64;
+	for (size_t i = 0; i < n; i++) {
+		double d = 0;
+		uint64_t u = 0;
+		for (uint32_t r = 0; r < nranks; r++) {
+			uint64_t h = hval(r, call, i);
+			if (is_float(t)) {
+				double v = fval(op, h);
+				if (r == 0)
+					d = v;
+				else if (op == SC_OP_SUM)
+					d += v;
+				else if (op == SC_OP_PROD)
+					d *= v;
+				else if (op == SC_OP_MIN)
+					d = v < d ? v : d;
+				else
+					d = v > d ? v : d;
+				continue;
+			}
+			uint64_t v = trunc_u(t, h);
+			if (r == 0)
+				u = v;
+			else if (op == SC_OP_SUM)
+				u += v;
+			else if (op == SC_OP_PROD)
+				u *= v;
+			else {
+				bool less = sgn ? sext(t, v) < sext(t, u) : v < u;
+				if ((op == SC_OP_MIN) == less)
+					u = v;
+			}
+			u = trunc_u(t, u);
+		}
+		store(t, buf, i, d, u);
+	}
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 0x100000001b3ull;
+	return h;
+}
+
+/* ---- one rank ---- */
+
+struct rank_ctx {
+	struct client *c;
+	uint32_t rank, job;
+	uint8_t *sb, *rb, *ref;
+	void *sdesc, *rdesc;
+	uint64_t hash;
+	uint32_t call;
+	char msg[600];
+};
+
+static int wait_req(struct rank_ctx *x, struct client_req *r, unsigned ms)
+{
+	uint64_t until = ms_now() + ms;
+	int done = 0, rc;
+	do {
+		rc = client_test(x->c, r, &done);
+		if (done)
+			return rc;
+	} while (ms_now() < until);
+	return -ETIME;
+}
+
+/* Four allreduces at once (one per op) of n elements of type t. */
+static int run_batch(struct rank_ctx *x, enum sc_dtype t, size_t n, uint32_t nranks)
+{
+	size_t es = sc_dtype_size(t), region = SMALL_MAX_BYTES;
+	struct client_req *r[SC_OP_COUNT];
+	uint32_t call0 = x->call;
+	for (int op = 0; op < SC_OP_COUNT; op++) {
+		fill(t, op, x->rank, x->call++, x->sb + op * region, n);
+		memset(x->rb + op * region, 0xa5, n * es + 1);
+	}
+	for (int op = 0; op < SC_OP_COUNT; op++) {
+		int rc;
+		uint64_t until = ms_now() + 10000;
+		while ((rc = client_allreduce(x->c, x->sb + op * region, x->rb + op * region, n, t,
+					      op, x->sdesc, x->rdesc, &r[op])) == -EAGAIN &&
+		       ms_now() < until)
+			client_progress(x->c);
+		if (rc) {
+			snprintf(x->msg, sizeof(x->msg), "allreduce %s %s n=%zu: %s (%s)",
+				 sc_dtype_name(t), sc_op_name(op), n, strerror(-rc), client_error(x->c));
+			return rc;
+		}
+	}
+	int err = 0;
+	for (int op = 0; op < SC_OP_COUNT; op++) {
+		int rc = wait_req(x, r[op], 30000);
+		if (rc && !err) {
+			snprintf(x->msg, sizeof(x->msg), "allreduce %s %s n=%zu failed: %s (%s)",
+				 sc_dtype_name(t), sc_op_name(op), n, strerror(-rc), client_error(x->c));
+			err = rc;
+		}
+	}
+	if (err)
+		return err;
+	for (int op = 0; op < SC_OP_COUNT; op++) {
+		uint8_t *got = x->rb + op * region;
+		reference(t, op, nranks, call0 + op, x->ref, n);
+		if (memcmp(got, x->ref, n * es)) {
+			size_t i = 0;
+			while (!memcmp(got + i * es, x->ref + i * es, es))
+				i++;
+			snprintf(x->msg, sizeof(x->msg),
+				 "allreduce %s %s n=%zu: wrong result at element %zu", sc_dtype_name(t),
+				 sc_op_name(op), n, i);
+			return -EBADMSG;
+		}
+		if (got[n * es] != 0xa5) {
+			snprintf(x->msg, sizeof(x->msg), "allreduce %s %s n=%zu wrote past the end",
+				 sc_dtype_name(t), sc_op_name(op), n);
+			return -EBADMSG;
+		}
+		x->hash = fnv(x->hash, got, n * es);
+	}
+	return 0;
+}
+
+static int run_big(struct rank_ctx *x, uint32_t nranks)
+{
+	struct client_req *r;
+	uint32_t call = x->call++;
+	fill(SC_F32, SC_OP_SUM, x->rank, call, x->sb, BIG_COUNT);
+	int rc = client_allreduce(x->c, x->sb, x->rb, BIG_COUNT, SC_F32, SC_OP_SUM, x->sdesc,
+				  x->rdesc, &r);
+	if (!rc)
+		rc = wait_req(x, r, 60000);
+	if (rc) {
+		snprintf(x->msg, sizeof(x->msg), "64 MiB f32 sum: %s (%s)", strerror(-rc),
+			 client_error(x->c));
+		return rc;
+	}
+	reference(SC_F32, SC_OP_SUM, nranks, call, x->ref, BIG_COUNT);
+	if (memcmp(x->rb, x->ref, (size_t)BIG_COUNT * 4)) {
+		snprintf(x->msg, sizeof(x->msg), "64 MiB f32 sum: wrong result");
+		return -EBADMSG;
+	}
+	x->hash = fnv(x->hash, x->rb, (size_t)BIG_COUNT * 4);
+	return 0;
+}
+
+/* Child: one rank of one job. Reports "job rank rc hash ms msg" on fd. */
+static int rank_main(uint32_t job, uint32_t rank, int fd, int ready_fd)
+{
+	struct rank_ctx x = { .rank = rank, .job = job, .hash = 0xcbf29ce484222325ull };
+	struct client_params p = {
+		.provider = g.provider,
+		.node = "127.0.0.1",
+		.job_id = 0x5c00 + job,
+		.rank = rank,
+		.nranks = (uint32_t)g.nranks,
+		.chunk_bytes = g.chunk,
+		.window = g.window,
+		.timeout_ms = g.kill ? 8000 : 20000,
+		.naggs = g.naggs,
+		.aggs = g.aggs,
+	};
+	uint64_t t0 = ms_now();
+	int rc = client_create(&p, &x.c);
+	if (rc) {
+		snprintf(x.msg, sizeof(x.msg), "client_create: %s", strerror(-rc));
+		goto out;
+	}
+	while ((rc = client_connect_poll(x.c)) == -EAGAIN)
+		usleep(100);
+	if (rc) {
+		snprintf(x.msg, sizeof(x.msg), "connect: %s", client_error(x.c));
+		goto out_client;
+	}
+	size_t bytes = g.big ? (size_t)BIG_COUNT * 4 : SC_OP_COUNT * SMALL_MAX_BYTES;
+	if (bytes < SC_OP_COUNT * SMALL_MAX_BYTES)
+		bytes = SC_OP_COUNT * SMALL_MAX_BYTES;
+	x.sb = malloc(bytes);
+	x.rb = malloc(bytes + 64);
+	x.ref = malloc(bytes);
+	struct fabric_mr smr = { 0 }, rmr = { 0 };
+	if (!x.sb || !x.rb || !x.ref || client_mr_reg(x.c, x.sb, bytes, &smr) ||
+	    client_mr_reg(x.c, x.rb, bytes + 64, &rmr)) {
+		snprintf(x.msg, sizeof(x.msg), "buffers: out of memory or registration failed");
+		rc = -ENOMEM;
+		goto out_client;
+	}
+	x.sdesc = smr.desc;
+	x.rdesc = rmr.desc;
+
+	if (g.kill) {
+		/* Every rank loops on f32 sums; the parent kills the last rank after
+		 * everyone reported progress. Survivors must see an error. */
+		bool told = false;
+		for (int it = 0; it < 100000; it++) {
+			rc = run_batch(&x, SC_F32, 65537, (uint32_t)g.nranks);
+			if (rc)
+				break;
+			if (it >= 3 && !told) {
+				(void)!write(ready_fd, "r", 1);
+				told = true;
+			}
+			if (ms_now() - t0 > 60000) {
+				snprintf(x.msg, sizeof(x.msg), "no error 60 s into the kill test");
+				rc = -ETIME;
+				break;
+			}
+		}
+		goto out_mr;
+	}
+	static const size_t sizes[] = { 1, 3, 7, 1000, 65537 };
+	for (int t = 0; t < SC_DTYPE_COUNT && !rc; t++)
+		for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]) && !rc; k++)
+			rc = run_batch(&x, t, sizes[k], (uint32_t)g.nranks);
+	if (!rc && g.big)
+		rc = run_big(&x, (uint32_t)g.nranks);
+out_mr:
+	fabric_mr_dereg(&smr);
+	fabric_mr_dereg(&rmr);
+out_client:
+	client_destroy(x.c);
+out:;
+	char line[800];
+	int n = snprintf(line, sizeof(line), "%u %u %d %016llx %llu %s\n", job, rank, rc,
+			 (unsigned long long)x.hash, (unsigned long long)(ms_now() - t0),
+			 x.msg[0] ? x.msg : "ok");
+	if (n > 0 && (size_t)n < PIPE_BUF)
+		(void)!write(fd, line, (size_t)n);
+	free(x.sb);
+	free(x.rb);
+	free(x.ref);
+	return rc ? 1 : 0;
+}
+
+/* ---- driver ---- */
+
+static int test_unreachable(void)
+{
+	/* A port nobody listens on: bind, read the number, close. */
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t l = sizeof(sa);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    getsockname(fd, (struct sockaddr *)&sa, &l))
+		die("socket: %s", strerror(errno));
+	close(fd);
+	snprintf(g.agg_str[g.naggs], sizeof(g.agg_str[0]), "127.0.0.1:%u", ntohs(sa.sin_port));
+	g.aggs[g.naggs] = g.agg_str[g.naggs];
+	g.naggs++;
+	struct client_params p = {
+		.provider = g.provider, .node = "127.0.0.1", .job_id = 0x77, .rank = 0, .nranks = 2,
+		.timeout_ms = 5000, .naggs = g.naggs, .aggs = g.aggs,
+	};
+	struct client *c;
+	int rc = client_create(&p, &c);
+	if (rc)
+		die("client_create: %s", strerror(-rc));
+	uint64_t t0 = ms_now();
+	while ((rc = client_connect_poll(c)) == -EAGAIN && ms_now() - t0 < 10000)
+		usleep(100);
+	uint64_t dt = ms_now() - t0;
+	char want[128];
+	snprintf(want, sizeof(want), "%s unreachable: Connection refused", g.aggs[g.naggs - 1]);
+	int ok = rc == -ECONNREFUSED && dt < 1000 && !strcmp(client_error(c), want);
+	printf("unreachable aggregator: rc %d after %llu ms: \"%s\" -> %s\n", rc,
+	       (unsigned long long)dt, client_error(c), ok ? "ok" : "FAIL");
+	client_destroy(c);
+	return ok ? 0 : 1;
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: test_allreduce [--daemons M] [--ranks N] [--jobs J] [--provider P] "
+			"[--big] [--kill] [--unreachable] [--chunk B] [--window W]\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "daemons", required_argument, NULL, 'm' }, { "ranks", required_argument, NULL, 'n' },
+		{ "jobs", required_argument, NULL, 'j' },    { "provider", required_argument, NULL, 'p' },
+		{ "big", no_argument, NULL, 'b' },           { "kill", no_argument, NULL, 'k' },
+		{ "unreachable", no_argument, NULL, 'u' },   { "chunk", required_argument, NULL, 'c' },
+		{ "window", required_argument, NULL, 'w' },  { NULL, 0, NULL, 0 },
+	};
+	int o;
+	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (o) {
+		case 'm': g.ndaemons = atoi(optarg); break;
+		case 'n': g.nranks = atoi(optarg); break;
+		case 'j': g.njobs = atoi(optarg); break;
+		case 'p': g.provider = optarg; break;
+		case 'b': g.big = true; break;
+		case 'k': g.kill = true; break;
+		case 'u': g.unreachable = true; break;
+		case 'c': g.chunk = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'w': g.window = (uint32_t)strtoul(optarg, NULL, 0); break;
+		default: usage();
+		}
+	}
+	if (g.ndaemons < 1 || g.ndaemons > MAX_DAEMONS || g.nranks < 1 || g.njobs < 1 ||
+	    g.nranks * g.njobs > MAX_PROCS)
+		usage();
+	if (getenv("SUMCAST_LOG_LEVEL")) {
+		enum sc_log_level lv;
+		if (!sc_log_level_parse(getenv("SUMCAST_LOG_LEVEL"), &lv))
+			sc_log_set_level(lv);
+	}
+	/* Skip (77) if the provider is missing on this host. */
+	struct fabric_params fp = { .provider = g.provider, .node = "127.0.0.1" };
+	struct fabric *probe;
+	if (fabric_open(&fp, &probe)) {
+		printf("SKIP: libfabric provider %s is not available here\n", g.provider);
+		return 77;
+	}
+	fabric_close(probe);
+	const char *bin = getenv("SUMCASTD") ? getenv("SUMCASTD") : SUMCASTD_PATH;
+	if (access(bin, X_OK)) {
+		printf("SKIP: no sumcastd at %s\n", bin);
+		return 77;
+	}
+	snprintf(g.dir, sizeof(g.dir), "/tmp/sumcast-ar-XXXXXX");
+	if (!mkdtemp(g.dir))
+		die("mkdtemp: %s", strerror(errno));
+	signal(SIGPIPE, SIG_IGN);
+	for (int i = 0; i < g.ndaemons; i++)
+		daemon_start(i, g.kill ? "1s" : "20s");
+	g.naggs = (size_t)g.ndaemons;
+	printf("%d daemon(s) (%s) on ports", g.ndaemons, g.provider);
+	for (int i = 0; i < g.ndaemons; i++)
+		printf(" %u", g.ports[i]);
+	printf("; %d job(s) x %d ranks%s%s\n", g.njobs, g.nranks, g.big ? ", 64 MiB f32" : "",
+	       g.kill ? ", killing the last rank" : "");
+	fflush(stdout);
+
+	if (g.unreachable) {
+		int rc = test_unreachable();
+		daemons_stop();
+		return rc;
+	}
+
+	int pfd[2], rfd[2];
+	if (pipe(pfd) || pipe(rfd))
+		die("pipe: %s", strerror(errno));
+	pid_t kids[MAX_PROCS];
+	int nk = g.njobs * g.nranks;
+	for (int k = 0; k < nk; k++) {
+		kids[k] = fork();
+		if (kids[k] < 0)
+			die("fork: %s", strerror(errno));
+		if (kids[k] == 0) {
+			close(pfd[0]);
+			close(rfd[0]);
+			_exit(rank_main((uint32_t)(k / g.nranks), (uint32_t)(k % g.nranks), pfd[1],
+					rfd[1]));
+		}
+	}
+	close(pfd[1]);
+	close(rfd[1]);
+
+	/* Collect one line per rank, bounded. */
+	uint64_t deadline = ms_now() + SUITE_DEADLINE_MS;
+	char buf[16384];
+	size_t len = 0;
+	int lines = 0, failures = 0, expected = nk - (g.kill ? 1 : 0);
+	int readies = 0;
+	bool killed = false;
+	uint64_t kill_ms = 0;
+	while (lines < expected && ms_now() < deadline) {
+		struct pollfd pf[2] = { { pfd[0], POLLIN, 0 }, { rfd[0], POLLIN, 0 } };
+		if (poll(pf, 2, 100) <= 0)
+			continue;
+		if (pf[1].revents & POLLIN) {
+			char r[64];
+			ssize_t n = read(rfd[0], r, sizeof(r));
+			if (n > 0)
+				readies += (int)n;
+			if (g.kill && !killed && readies >= nk) {
+				kill(kids[nk - 1], SIGKILL);
+				killed = true;
+				kill_ms = ms_now();
+				printf("killed rank %d (pid %d)\n", nk - 1, (int)kids[nk - 1]);
+				fflush(stdout);
+			}
+		}
+		if (!(pf[0].revents & (POLLIN | POLLHUP)))
+			continue;
+		ssize_t n = read(pfd[0], buf + len, sizeof(buf) - 1 - len);
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+		buf[len] = 0;
+		char *nl;
+		while ((nl = strchr(buf, '\n'))) {
+			*nl = 0;
+			unsigned job, rank;
+			int rc;
+			unsigned long long hash, ms;
+			char msg[700] = "";
+			if (sscanf(buf, "%u %u %d %llx %llu %699[^\n]", &job, &rank, &rc, &hash, &ms,
+				   msg) < 5)
+				die("bad report \"%s\"", buf);
+			lines++;
+			if (g.kill) {
+				/* Survivors must fail, soon after the kill. */
+				uint64_t after = killed ? ms_now() - kill_ms : 0;
+				bool ok = killed && rc != 0 && after < 15000;
+				printf("job %u rank %u: %s after %llu ms from the kill: %s\n", job, rank,
+				       ok ? "failed as it must" : "WRONG", (unsigned long long)after, msg);
+				failures += !ok;
+			} else {
+				static unsigned long long hashes[MAX_PROCS];
+				static bool seen[MAX_PROCS];
+				printf("job %u rank %u: rc %d hash %016llx %llu ms %s\n", job, rank, rc,
+				       hash, ms, msg);
+				if (rc)
+					failures++;
+				if (!seen[job]) {
+					seen[job] = true;
+					hashes[job] = hash;
+				} else if (hashes[job] != hash && !rc) {
+					printf("job %u rank %u: result hash differs from another rank's\n",
+					       job, rank);
+					failures++;
+				}
+			}
+			size_t rest = len - (size_t)(nl + 1 - buf);
+			memmove(buf, nl + 1, rest + 1);
+			len = rest;
+		}
+	}
+	fflush(stdout);
+	if (lines < expected) {
+		printf("FAIL: %d of %d ranks reported within %d s; killing the rest\n", lines,
+		       expected, SUITE_DEADLINE_MS / 1000);
+		failures++;
+	}
+	for (int k = 0; k < nk; k++)
+		kill(kids[k], SIGKILL);
+	for (int k = 0; k < nk; k++) {
+		int st;
+		waitpid(kids[k], &st, 0);
+	}
+	daemons_stop();
+	for (int i = 0; i < g.ndaemons; i++) {
+		char p[600];
+		snprintf(p, sizeof(p), "%s/d%d.conf", g.dir, i);
+		unlink(p);
+		snprintf(p, sizeof(p), "%s/d%d.ports", g.dir, i);
+		unlink(p);
+	}
+	rmdir(g.dir);
+	printf("%s\n", failures ? "FAIL" : "PASS");
+	return failures ? 1 : 0;
+}
