@@ -1,0 +1,68 @@
+/* sumcastd's control plane: the one libevent loop that accepts control
+ * connections, runs joins and leaves, serves HTTP, handles signals and
+ * hears from the data threads. Everything here runs on the main thread. */
+#ifndef SUMCASTD_DAEMON_H
+#define SUMCASTD_DAEMON_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dataplane.h"
+#include "job.h"
+#include "settings.h"
+#include "stats.h"
+
+struct event_base;
+struct event;
+struct evconnlistener;
+struct evhttp;
+
+struct daemon {
+	struct settings cfg;
+	const char *config_path; /* NULL: defaults + env */
+	char cli_log_level[32];  /* --log-level wins over the file */
+	struct event_base *base;
+	struct evconnlistener *listener;
+	struct event *ev_queue, *ev_sigterm, *ev_sigint, *ev_sighup, *ev_drain;
+	struct evhttp *http;
+	uint16_t control_port, http_port;
+
+	struct dthread *threads;
+	unsigned nthreads;
+	struct evq evq;
+	char provider[64];
+
+	uint8_t key[256];
+	size_t key_len;
+
+	struct job *jobs;      /* every job until its memory is back, ENDING ones too */
+	uint32_t njobs_live;   /* jobs not ENDING */
+	uint32_t njobs_total;
+	uint64_t mem_used;
+	uint32_t next_handle;
+	struct conn *conns;
+	uint32_t nconns;
+
+	bool ready, draining, stopping;
+	uint64_t start_ms, drain_start_ms;
+	struct stats stats; /* control-thread errors */
+};
+
+uint64_t daemon_now_ms(void);
+
+/* control.c */
+int control_start(struct daemon *d);
+void control_stop(struct daemon *d); /* frees conns and jobs, after threads stopped */
+void control_drain(struct daemon *d); /* SIGTERM: refuse joins, finish, abort, exit loop */
+int control_reload(struct daemon *d); /* SIGHUP */
+/* Ranks currently joined, over all jobs. */
+uint32_t control_ranks(const struct daemon *d);
+
+/* http.c */
+int http_start(struct daemon *d);
+void http_stop(struct daemon *d);
+
+/* sd_notify, a no-op without libsystemd or NOTIFY_SOCKET. */
+void daemon_notify(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

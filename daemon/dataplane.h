@@ -1,0 +1,84 @@
+/* Data-plane threads. Each owns one fabric endpoint, the jobs assigned to it
+ * and their slots, and polls its completion queue; it never runs inside the
+ * event loop. The control thread talks to it through a command queue
+ * (dthread_cmd) and hears back through an event queue (struct evq) that
+ * wakes the event loop with an eventfd. */
+#ifndef SUMCASTD_DATAPLANE_H
+#define SUMCASTD_DATAPLANE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fabric.h"
+#include "job.h"
+#include "stats.h"
+
+struct settings;
+struct result_ops;
+
+/* Events back to the control thread (multi-producer, one consumer). */
+struct evq {
+	pthread_mutex_t lock;
+	struct dcmd *head, *tail;
+	int efd; /* eventfd, readable when events are queued */
+};
+
+int evq_init(struct evq *q);
+void evq_fini(struct evq *q);
+void evq_push(struct evq *q, struct dcmd *ev);
+/* Takes every queued event (FIFO list), clears the eventfd. */
+struct dcmd *evq_take(struct evq *q);
+
+struct addr_ref {
+	uint8_t addr[FABRIC_ADDR_MAX];
+	size_t len;
+	fi_addr_t fa;
+	uint32_t refs;
+};
+
+struct dthread {
+	unsigned index;
+	int cpu; /* -1: not pinned */
+	struct fabric *fabric;
+	const struct result_ops *result;
+	struct evq *evq;
+	pthread_t tid;
+	bool started;
+	_Atomic bool stop;
+	unsigned spin_us, sleep_us;
+
+	/* command queue */
+	pthread_mutex_t cmd_lock;
+	struct dcmd *cmd_head, *cmd_tail;
+	_Atomic int cmd_pending;
+
+	/* owned by the data thread */
+	struct job *jobs;
+	struct slot *retry_head;
+	struct addr_ref *addrs;
+	size_t naddrs, addrs_cap;
+	uint64_t next_scan_ns;
+
+	/* owned by the control thread */
+	uint32_t njobs;
+
+	/* written by the data thread only */
+	struct stats stats;
+	_Atomic uint64_t busy_ns, idle_ns;
+};
+
+/* Opens the endpoint (provider, node from settings), starts the thread. */
+int dthread_start(struct dthread *t, unsigned index, int cpu, const struct settings *s,
+		  struct evq *evq);
+/* Stops and joins the thread, then releases every job's memory (jobs still
+ * attached are left to the caller to free) and closes the endpoint. */
+void dthread_stop(struct dthread *t);
+void dthread_cmd(struct dthread *t, struct dcmd *c);
+
+/* For result backends (data thread only). */
+void dthread_retry_add(struct dthread *t, struct slot *s);
+uint64_t dthread_now_ns(void);
+
+#endif

@@ -1,0 +1,196 @@
+/* HTTP: /healthz, /metrics (Prometheus text), /stats (JSON). Counters are
+ * summed from the per-thread sets at scrape time. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "daemon.h"
+#include "log.h"
+#include "reduce.h"
+
+static void healthz_cb(struct evhttp_request *req, void *arg)
+{
+	struct daemon *d = arg;
+	struct evbuffer *b = evbuffer_new();
+	int ok = d->ready && !d->draining;
+
+	evbuffer_add_printf(b, ok ? "ok\n" : d->draining ? "draining\n" : "starting\n");
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "text/plain");
+	evhttp_send_reply(req, ok ? 200 : 503, ok ? "OK" : "Service Unavailable", b);
+	evbuffer_free(b);
+}
+
+static void stats_sum(const struct daemon *d, struct stats *s)
+{
+	memset(s, 0, sizeof(*s));
+	stats_accumulate(s, &d->stats);
+	for (unsigned i = 0; i < d->nthreads; i++)
+		stats_accumulate(s, &d->threads[i].stats);
+}
+
+static void hist_print(struct evbuffer *b, const char *name, const char *help,
+		       const struct hist *h, const double *le)
+{
+	uint64_t cum = 0;
+
+	evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+	for (int i = 0; i < HIST_BUCKETS; i++) {
+		cum += ctr_get(&h->bucket[i]);
+		if (isinf(le[i]))
+			evbuffer_add_printf(b, "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n", name, cum);
+		else
+			evbuffer_add_printf(b, "%s_bucket{le=\"%g\"} %" PRIu64 "\n", name, le[i], cum);
+	}
+	evbuffer_add_printf(b, "%s_sum %.9f\n%s_count %" PRIu64 "\n", name,
+			    (double)ctr_get(&h->sum_ns) * 1e-9, name, ctr_get(&h->count));
+}
+
+#define METRIC(b, name, type, help, fmt, ...)                                             \
+	evbuffer_add_printf(b, "# HELP " name " " help "\n# TYPE " name " " type "\n" name \
+			    " " fmt "\n", __VA_ARGS__)
+
+static void metrics_cb(struct evhttp_request *req, void *arg)
+{
+	struct daemon *d = arg;
+	struct evbuffer *b = evbuffer_new();
+	struct stats s;
+	uint32_t jobs = 0;
+
+	stats_sum(d, &s);
+	for (const struct job *j = d->jobs; j; j = j->next)
+		jobs += j->state != JOB_ENDING;
+	evbuffer_add_printf(b,
+			    "# HELP sumcast_build_info Build of this daemon.\n# TYPE sumcast_build_info gauge\n"
+			    "sumcast_build_info{version=\"%s\",provider=\"%s\",isa=\"%s\"} 1\n",
+			    SUMCAST_VERSION, d->provider, sc_isa_name(sc_reduce_isa()));
+	METRIC(b, "sumcast_received_bytes_total", "counter", "Bytes of DATA received from ranks.",
+	       "%" PRIu64, ctr_get(&s.rx_bytes));
+	METRIC(b, "sumcast_sent_bytes_total", "counter", "Bytes of RESULT sent to ranks.", "%" PRIu64,
+	       ctr_get(&s.tx_bytes));
+	METRIC(b, "sumcast_chunks_reduced_total", "counter", "Chunks reduced over all ranks.",
+	       "%" PRIu64, ctr_get(&s.chunks));
+	hist_print(b, "sumcast_reduce_duration_seconds", "CPU time spent reducing one chunk.",
+		   &s.reduce, hist_reduce_le);
+	hist_print(b, "sumcast_straggler_wait_seconds",
+		   "Time from the first to the last contribution of a chunk.", &s.straggler,
+		   hist_straggler_le);
+	METRIC(b, "sumcast_jobs", "gauge", "Jobs being served.", "%u", jobs);
+	METRIC(b, "sumcast_ranks", "gauge", "Ranks joined, over all jobs.", "%u", control_ranks(d));
+	evbuffer_add_printf(b, "# HELP sumcast_errors_total Errors by kind (refusals, aborts, dropped messages).\n"
+			       "# TYPE sumcast_errors_total counter\n");
+	for (unsigned k = 1; k < ERR_KIND_COUNT; k++)
+		evbuffer_add_printf(b, "sumcast_errors_total{kind=\"%s\"} %" PRIu64 "\n", err_kind_name(k),
+				    ctr_get(&s.errors[k]));
+	METRIC(b, "sumcast_memory_used_bytes", "gauge", "Job memory in use (buffers and accumulators).",
+	       "%" PRIu64, d->mem_used);
+	METRIC(b, "sumcast_memory_budget_bytes", "gauge", "Configured job memory budget.", "%" PRIu64,
+	       (uint64_t)d->cfg.memory_budget);
+	METRIC(b, "sumcast_data_threads", "gauge", "Data-plane threads.", "%u", d->nthreads);
+	METRIC(b, "sumcast_connections", "gauge", "Open control connections.", "%u", d->nconns);
+	evbuffer_add_printf(b, "# HELP sumcast_data_thread_busy_seconds_total Time data threads spent handling completions.\n"
+			       "# TYPE sumcast_data_thread_busy_seconds_total counter\n");
+	for (unsigned i = 0; i < d->nthreads; i++)
+		evbuffer_add_printf(b, "sumcast_data_thread_busy_seconds_total{thread=\"%u\"} %.6f\n", i,
+				    (double)ctr_get(&d->threads[i].busy_ns) * 1e-9);
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+			  "text/plain; version=0.0.4");
+	evhttp_send_reply(req, 200, "OK", b);
+	evbuffer_free(b);
+}
+
+static const char *job_state_name(int s)
+{
+	return s == JOB_JOINING ? "joining" : s == JOB_READY ? "ready" : "ending";
+}
+
+static const char *rank_state_name(int s)
+{
+	static const char *const n[] = { "none", "joining", "joined", "left", "gone" };
+	return s >= 0 && s <= RANK_GONE ? n[s] : "?";
+}
+
+static void stats_cb(struct evhttp_request *req, void *arg)
+{
+	struct daemon *d = arg;
+	struct evbuffer *b = evbuffer_new();
+	struct stats s;
+
+	stats_sum(d, &s);
+	evbuffer_add_printf(b,
+			    "{\"version\":\"%s\",\"provider\":\"%s\",\"isa\":\"%s\",\"threads\":%u,"
+			    "\"uptime_seconds\":%.3f,\"draining\":%s,\"memory_used\":%" PRIu64
+			    ",\"memory_budget\":%" PRIu64 ",\"timeout_ms\":%lld,\"received_bytes\":%" PRIu64
+			    ",\"sent_bytes\":%" PRIu64 ",\"chunks\":%" PRIu64 ",\"jobs\":[",
+			    SUMCAST_VERSION, d->provider, sc_isa_name(sc_reduce_isa()), d->nthreads,
+			    (double)(daemon_now_ms() - d->start_ms) / 1000.0, d->draining ? "true" : "false",
+			    d->mem_used, (uint64_t)d->cfg.memory_budget, (long long)d->cfg.timeout_ms,
+			    ctr_get(&s.rx_bytes), ctr_get(&s.tx_bytes), ctr_get(&s.chunks));
+	bool first = true;
+	for (const struct job *j = d->jobs; j; j = j->next) {
+		evbuffer_add_printf(b,
+				    "%s{\"id\":\"0x%" PRIx64 "\",\"handle\":%u,\"nranks\":%u,\"joined\":%u,"
+				    "\"window\":%u,\"chunk\":%u,\"types\":\"0x%x\",\"timeout_ms\":%u,"
+				    "\"memory\":%zu,\"thread\":%u,\"state\":\"%s\",\"bytes_in\":%" PRIu64
+				    ",\"bytes_out\":%" PRIu64 ",\"chunks\":%" PRIu64 ",\"ranks\":[",
+				    first ? "" : ",", j->id, j->handle, j->nranks, j->acked, j->window,
+				    j->chunk, j->dtype_mask, j->timeout_ms, j->mem_bytes, j->thread->index,
+				    job_state_name(j->state), ctr_get(&j->bytes_in), ctr_get(&j->bytes_out),
+				    ctr_get(&j->chunks));
+		first = false;
+		for (uint32_t r = 0; r < j->nranks; r++) {
+			const struct job_rank *jr = &j->ranks[r];
+			evbuffer_add_printf(b,
+					    "%s{\"rank\":%u,\"state\":\"%s\",\"bytes\":%" PRIu64
+					    ",\"last_count\":%" PRIu64 ",\"last_wait_seconds\":%.6f}",
+					    r ? "," : "", r, rank_state_name(jr->state),
+					    ctr_get(&jr->bytes_in), ctr_get(&jr->last_count),
+					    (double)ctr_get(&jr->last_wait_ns) * 1e-9);
+		}
+		evbuffer_add_printf(b, "]}");
+	}
+	evbuffer_add_printf(b, "]}\n");
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "application/json");
+	evhttp_send_reply(req, 200, "OK", b);
+	evbuffer_free(b);
+}
+
+int http_start(struct daemon *d)
+{
+	struct evhttp_bound_socket *h;
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	if (!d->cfg.http_enabled)
+		return 0;
+	d->http = evhttp_new(d->base);
+	if (!d->http)
+		return -ENOMEM;
+	evhttp_set_allowed_methods(d->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
+	evhttp_set_timeout(d->http, 10);
+	evhttp_set_cb(d->http, "/healthz", healthz_cb, d);
+	evhttp_set_cb(d->http, "/metrics", metrics_cb, d);
+	evhttp_set_cb(d->http, "/stats", stats_cb, d);
+	h = evhttp_bind_socket_with_handle(d->http, d->cfg.http_listen, (uint16_t)d->cfg.http_port);
+	if (!h) {
+		SC_ERR("HTTP listener on %s port %lld: %s", d->cfg.http_listen,
+		       (long long)d->cfg.http_port, strerror(errno));
+		return -EADDRINUSE;
+	}
+	getsockname(evhttp_bound_socket_get_fd(h), (struct sockaddr *)&ss, &len);
+	d->http_port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	SC_INFO("HTTP on %s port %u (/healthz /metrics /stats)", d->cfg.http_listen, d->http_port);
+	return 0;
+}
+
+void http_stop(struct daemon *d)
+{
+	if (d->http)
+		evhttp_free(d->http);
+	d->http = NULL;
+}

@@ -1,0 +1,169 @@
+/* One job: the ranks that joined under one job id, and (on its data thread)
+ * its slots and buffers.
+ *
+ * Ownership. The control thread allocates and frees struct job and owns the
+ * "control" fields. The data thread the job is assigned to owns the "data"
+ * fields from the ADD_JOB command until it answers the REMOVE_JOB command
+ * with EV_REMOVED; the control thread never touches them in between. The
+ * "shared" fields are written by the data thread only and read by the
+ * control thread with relaxed loads (stats, the partial-slot count).
+ * Commands and events travel through mutex-protected queues, which order
+ * everything written before them. Command structs are embedded in the job
+ * and answered in place, so a job's commands die with it.
+ *
+ * Memory: one page-aligned region per job, registered once:
+ *   [window x nranks receive buffers of chunk bytes][window accumulators]
+ * An accumulator is chunk bytes, or 2 x chunk (f32) when the job may send
+ * f16/bf16. So a job holds window x chunk x (nranks + 1, or + 2) bytes. */
+#ifndef SUMCASTD_JOB_H
+#define SUMCASTD_JOB_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fabric.h"
+#include "wire.h"
+
+struct conn;
+struct dthread;
+struct job;
+
+/* Completion context of one posted operation. */
+enum dop_kind { DOP_RECV = 1, DOP_SEND = 2 };
+struct dop {
+	struct fabric_op op; /* first */
+	struct job *job;
+	uint32_t slot;
+	uint16_t rank;
+	uint8_t kind;
+};
+
+/* One rank's receive buffer in one slot (data thread). */
+enum rslot_state {
+	RS_IDLE = 0, /* not posted */
+	RS_POSTED,   /* receive posted */
+	RS_REPOST,   /* must be posted (the provider said -FI_EAGAIN) */
+	RS_PENDING,  /* holds chunk c + window while the slot still sends chunk c */
+	RS_HELD,     /* contributed, not reduced yet (deterministic mode) */
+};
+struct rslot {
+	struct dop rop, sop; /* receive into the buffer; result send to the rank */
+	uint32_t imm, len;   /* of the message that arrived */
+	uint8_t state;
+	bool contributed;    /* to the slot's current seq */
+};
+
+enum slot_state { SLOT_FREE = 0, SLOT_FILLING, SLOT_SENDING };
+struct slot {
+	struct job *job;
+	uint32_t index;
+	uint8_t state;
+	bool in_retry;
+	uint32_t seq;        /* seq the slot expects (or is sending) */
+	uint32_t imm, len;   /* of the first contribution: all must agree */
+	uint32_t ncontrib;
+	uint32_t npending;
+	uint32_t send_next;  /* unicast: next rank whose result send is to be posted */
+	uint32_t sends_left; /* result sends not completed yet */
+	uint32_t last_rank;
+	uint64_t first_ns, last_ns, reduce_ns;
+	uint8_t *acc;
+	struct slot *retry_next;
+};
+
+/* A command to a data thread, answered (the same struct) as an event. */
+enum dcmd_type {
+	DCMD_ADD_JOB = 1, /* rc: 0 or -errno (MR registration) */
+	DCMD_ADD_RANK,    /* rc: 0 or -errno (bad address) */
+	DCMD_REMOVE_JOB,  /* answered as EV_REMOVED once every operation completed */
+	DEV_ABORT,        /* data thread -> control: job->abort_code/text */
+};
+struct dcmd {
+	int type;
+	int rc;
+	struct job *job;
+	uint32_t rank;
+	struct dcmd *next;
+};
+
+enum rank_state { RANK_NONE = 0, RANK_ADDING, RANK_JOINED, RANK_LEFT, RANK_GONE };
+
+struct job_rank {
+	/* control */
+	struct conn *conn;
+	uint8_t state;
+	uint16_t result_key;
+	uint16_t addr_len;
+	uint8_t addr[WIRE_ADDR_MAX];
+	struct dcmd cmd_add;
+	/* data */
+	fi_addr_t fi_addr;
+	bool added; /* holds a reference on fi_addr */
+	/* shared (data writes) */
+	_Atomic uint64_t bytes_in, last_count, last_wait_ns;
+};
+
+enum job_state { JOB_JOINING = 0, JOB_READY, JOB_ENDING };
+
+struct job {
+	/* immutable after creation */
+	uint64_t id;
+	uint32_t handle;
+	uint32_t nranks, window, chunk, dtype_mask, timeout_ms;
+	uint16_t flags;
+	bool has16;
+	size_t acc_bytes; /* per slot */
+	size_t mem_bytes; /* whole region */
+	struct dthread *thread;
+	/* what the first JOIN asked for (later JOINs must ask the same) */
+	uint32_t req_chunk, req_window, req_timeout_ms;
+
+	/* control */
+	void *ctl; /* struct daemon */
+	int state;
+	uint32_t joined, acked, gone;
+	uint64_t created_ms;
+	struct event *join_timer;
+	struct job *next;
+	bool abort_sent;
+	struct dcmd cmd_add, cmd_remove; /* commands live in the job: no malloc */
+
+	/* data */
+	void *region;
+	struct fabric_mr mr;
+	struct slot *slots;
+	struct rslot *rslots; /* [slot * nranks + rank] */
+	struct job *dnext;
+	uint32_t ops_out;      /* posted receives + sends not completed */
+	uint64_t last_activity_ns;
+	bool dead, removing;
+	struct dcmd abort_ev;
+	uint16_t abort_code;
+	char abort_text[WIRE_TEXT_MAX];
+
+	/* shared (data writes, control reads) */
+	_Atomic uint32_t partial; /* slots with some but not all contributions */
+	_Atomic uint64_t bytes_in, bytes_out, chunks;
+
+	struct job_rank ranks[];
+};
+
+static inline struct rslot *job_rslot(struct job *j, uint32_t slot, uint32_t rank)
+{
+	return &j->rslots[(size_t)slot * j->nranks + rank];
+}
+
+static inline uint8_t *job_rbuf(struct job *j, uint32_t slot, uint32_t rank)
+{
+	return (uint8_t *)j->region + ((size_t)slot * j->nranks + rank) * j->chunk;
+}
+
+/* Bytes a job with these parameters holds. */
+static inline uint64_t job_mem_bytes(uint32_t window, uint32_t chunk, uint32_t nranks, bool has16)
+{
+	return (uint64_t)window * chunk * (nranks + (has16 ? 2u : 1u));
+}
+
+#endif

@@ -1,0 +1,264 @@
+/* sumcastd: the Sumcast aggregator daemon. */
+#include <errno.h>
+#include <event2/event.h>
+#include <event2/thread.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef SUMCAST_HAVE_SYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
+
+#include "daemon.h"
+#include "log.h"
+#include "reduce.h"
+
+uint64_t daemon_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void daemon_notify(const char *fmt, ...)
+{
+#ifdef SUMCAST_HAVE_SYSTEMD
+	char buf[512];
+	va_list ap;
+
+	if (!getenv("NOTIFY_SOCKET"))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	sd_notify(0, buf);
+#else
+	(void)fmt;
+#endif
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"Usage: sumcastd [options]\n"
+		"Sumcast aggregator: reduces the chunks ranks send and sends the sums back.\n\n"
+		"  -c, --config FILE   read settings from FILE (INI; see --dump-config)\n"
+		"      --dump-config   print every setting with its value and help, then exit\n"
+		"      --check-config  validate the configuration, then exit (0 = valid)\n"
+		"      --log-level L   error, warn, info, debug or trace (overrides [log] level)\n"
+		"      --version       print the version\n"
+		"  -h, --help          this text\n\n"
+		"Every setting can be overridden with SUMCASTD_<SECTION>_<KEY>, e.g.\n"
+		"SUMCASTD_JOB_MEMORY_BUDGET=4G. SIGHUP re-reads the file; SIGTERM drains and exits.\n");
+}
+
+static void signal_cb(evutil_socket_t sig, short what, void *arg)
+{
+	struct daemon *d = arg;
+
+	(void)what;
+	if (sig == SIGHUP) {
+		SC_INFO("SIGHUP: reloading %s", d->config_path ? d->config_path : "(no file: env only)");
+		daemon_notify("RELOADING=1");
+		control_reload(d);
+		daemon_notify("READY=1\nSTATUS=Serving: configuration reloaded");
+		return;
+	}
+	SC_INFO("%s: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+	control_drain(d);
+}
+
+static int port_file_write(const struct daemon *d)
+{
+	char tmp[CFG_STR_MAX + 16];
+	FILE *f;
+
+	if (!*d->cfg.port_file)
+		return 0;
+	snprintf(tmp, sizeof(tmp), "%s.tmp", d->cfg.port_file);
+	f = fopen(tmp, "w");
+	if (!f) {
+		SC_ERR("port-file %s: %s", tmp, strerror(errno));
+		return -errno;
+	}
+	fprintf(f, "control=%u http=%u\n", d->control_port, d->http_port);
+	if (fclose(f) || rename(tmp, d->cfg.port_file)) {
+		SC_ERR("port-file %s: %s", d->cfg.port_file, strerror(errno));
+		unlink(tmp);
+		return -errno;
+	}
+	return 0;
+}
+
+static int threads_start(struct daemon *d)
+{
+	int cpus[SETTINGS_CPUS_MAX];
+	int ncpus = settings_parse_cpus(d->cfg.cpus, cpus, SETTINGS_CPUS_MAX);
+	int rc;
+
+	d->nthreads = (unsigned)d->cfg.threads;
+	d->threads = calloc(d->nthreads, sizeof(*d->threads));
+	if (!d->threads)
+		return -ENOMEM;
+	for (unsigned i = 0; i < d->nthreads; i++) {
+		int cpu = ncpus > 0 ? cpus[i % (unsigned)ncpus] : -1;
+		rc = dthread_start(&d->threads[i], i, cpu, &d->cfg, &d->evq);
+		if (rc) {
+			d->nthreads = i;
+			return rc;
+		}
+		char a[128];
+		struct fabric *f = d->threads[i].fabric;
+		fabric_addr_str(f, f->addr, f->addrlen, a, sizeof(a));
+		SC_INFO("data thread %u: %s endpoint %s%s%s", i, fabric_provider(f), a,
+			cpu >= 0 ? ", CPU " : "", cpu >= 0 ? (snprintf(a, sizeof(a), "%d", cpu), a) : "");
+		if (!f->has_source)
+			SC_WARN("provider %s does not report message sources: DATA from endpoints other than the joined ranks cannot be told apart",
+				fabric_provider(f));
+	}
+	snprintf(d->provider, sizeof(d->provider), "%s", fabric_provider(d->threads[0].fabric));
+	return 0;
+}
+
+static void threads_stop(struct daemon *d)
+{
+	for (unsigned i = 0; i < d->nthreads; i++)
+		dthread_stop(&d->threads[i]);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "dump-config", no_argument, NULL, 'D' },
+		{ "check-config", no_argument, NULL, 'C' },
+		{ "log-level", required_argument, NULL, 'l' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	static struct daemon dd;
+	struct daemon *d = &dd;
+	struct cfg_error err = { { 0 } };
+	bool dump = false, check = false;
+	enum sc_log_level lvl;
+	int opt, rc, status = 1;
+
+	sc_log_set_ident("sumcastd");
+	while ((opt = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'c':
+			d->config_path = optarg;
+			break;
+		case 'D':
+			dump = true;
+			break;
+		case 'C':
+			check = true;
+			break;
+		case 'l':
+			if (sc_log_level_parse(optarg, &lvl)) {
+				fprintf(stderr, "sumcastd: --log-level %s: expected error, warn, info, debug or trace\n",
+					optarg);
+				return 2;
+			}
+			snprintf(d->cli_log_level, sizeof(d->cli_log_level), "%s", optarg);
+			break;
+		case 'V':
+			printf("sumcastd %s (protocol %u)\n", SUMCAST_VERSION, WIRE_VERSION);
+			return 0;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "sumcastd: unexpected argument %s\n", argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	if (settings_load(&d->cfg, d->config_path, &err)) {
+		fprintf(stderr, "sumcastd: %s\n", err.msg);
+		return 1;
+	}
+	if (*d->cli_log_level)
+		settings_strcpy(d->cfg.log_level, sizeof(d->cfg.log_level), d->cli_log_level);
+	if (dump) {
+		settings_dump(&d->cfg, stdout);
+		return 0;
+	}
+	if (check) {
+		if (*d->cfg.key_file) {
+			uint8_t key[256];
+			size_t len;
+			const char *why = NULL;
+			if (wire_key_load(d->cfg.key_file, key, &len, &why)) {
+				fprintf(stderr, "sumcastd: auth.key-file %s: %s\n", d->cfg.key_file,
+					why ? why : "unreadable");
+				return 1;
+			}
+		}
+		printf("%s: configuration is valid\n", d->config_path ? d->config_path : "(defaults)");
+		return 0;
+	}
+	sc_log_level_parse(d->cfg.log_level, &lvl);
+	sc_log_set_level(lvl);
+	rc = sc_reduce_init();
+	if (rc) {
+		SC_ERR("reduce kernels: %s", strerror(-rc));
+		return 1;
+	}
+	SC_INFO("sumcastd %s starting: reduce kernels %s, config %s", SUMCAST_VERSION,
+		sc_isa_name(sc_reduce_isa()), d->config_path ? d->config_path : "(defaults + env)");
+
+	signal(SIGPIPE, SIG_IGN);
+	d->start_ms = daemon_now_ms();
+	d->base = event_base_new();
+	if (!d->base || evq_init(&d->evq)) {
+		SC_ERR("event loop setup failed");
+		return 1;
+	}
+	if ((rc = threads_start(d)) || (rc = control_start(d)) || (rc = http_start(d)))
+		goto out;
+	d->ev_sigterm = evsignal_new(d->base, SIGTERM, signal_cb, d);
+	d->ev_sigint = evsignal_new(d->base, SIGINT, signal_cb, d);
+	d->ev_sighup = evsignal_new(d->base, SIGHUP, signal_cb, d);
+	if (!d->ev_sigterm || !d->ev_sigint || !d->ev_sighup || event_add(d->ev_sigterm, NULL) ||
+	    event_add(d->ev_sigint, NULL) || event_add(d->ev_sighup, NULL))
+		goto out;
+	if (port_file_write(d))
+		goto out;
+	d->ready = true;
+	SC_INFO("ready: control port %u, HTTP port %u, %u data thread(s), memory budget %llu bytes",
+		d->control_port, d->http_port, d->nthreads, (unsigned long long)d->cfg.memory_budget);
+	daemon_notify("READY=1\nSTATUS=Serving: control port %u, HTTP port %u", d->control_port,
+		      d->http_port);
+	event_base_dispatch(d->base);
+	status = 0;
+	SC_INFO("stopped");
+out:
+	http_stop(d);
+	threads_stop(d);
+	control_stop(d);
+	if (d->ev_sigterm)
+		event_free(d->ev_sigterm);
+	if (d->ev_sigint)
+		event_free(d->ev_sigint);
+	if (d->ev_sighup)
+		event_free(d->ev_sighup);
+	free(d->threads);
+	evq_fini(&d->evq);
+	event_base_free(d->base);
+	libevent_global_shutdown();
+	if (*d->cfg.port_file && status == 0)
+		unlink(d->cfg.port_file);
+	return status;
+}

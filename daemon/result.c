@@ -1,0 +1,62 @@
+#include "result.h"
+
+#include <rdma/fi_errno.h>
+
+#include "dataplane.h"
+#include "job.h"
+
+static int unicast_init(struct dthread *t, struct job *j)
+{
+	(void)t;
+	for (uint32_t s = 0; s < j->window; s++)
+		for (uint32_t r = 0; r < j->nranks; r++) {
+			struct rslot *rs = job_rslot(j, s, r);
+			rs->rop = (struct dop){ .job = j, .slot = s, .rank = (uint16_t)r, .kind = DOP_RECV };
+			rs->sop = (struct dop){ .job = j, .slot = s, .rank = (uint16_t)r, .kind = DOP_SEND };
+		}
+	return 0;
+}
+
+static int unicast_send(struct dthread *t, struct job *j, struct slot *s)
+{
+	while (s->send_next < j->nranks) {
+		uint32_t r = s->send_next;
+		struct job_rank *jr = &j->ranks[r];
+		int rc = fabric_tsend(t->fabric, s->acc, s->len, j->mr.desc, jr->fi_addr,
+				      wire_tag_make(WIRE_TAG_RESULT, jr->result_key, r, s->index), s->imm,
+				      &job_rslot(j, s->index, r)->sop.op);
+		if (rc == -FI_EAGAIN) {
+			dthread_retry_add(t, s);
+			return 0;
+		}
+		if (rc)
+			return rc;
+		j->ops_out++;
+		s->sends_left++;
+		s->send_next++;
+	}
+	return 0;
+}
+
+static bool unicast_done(struct dthread *t, struct job *j, struct slot *s, uint32_t rank, int err)
+{
+	(void)t;
+	(void)rank;
+	(void)err; /* a rank we cannot reach is the control plane's business */
+	s->sends_left--;
+	return s->sends_left == 0 && s->send_next == j->nranks;
+}
+
+static void unicast_fini(struct dthread *t, struct job *j)
+{
+	(void)t;
+	(void)j;
+}
+
+const struct result_ops result_unicast_ops = {
+	.name = "unicast",
+	.init = unicast_init,
+	.send_result = unicast_send,
+	.on_send_complete = unicast_done,
+	.fini = unicast_fini,
+};

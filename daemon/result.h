@@ -1,0 +1,38 @@
+/* Result delivery: how a slot's finished sum reaches the job's ranks.
+ *
+ * The slot machinery (dataplane.c) only calls these four functions, so a
+ * multicast backend (one UD send to an InfiniBand/RoCE group instead of
+ * nranks unicast sends) can be added beside the unicast one without
+ * touching slots or reduction. A backend never allocates on the data path:
+ * whatever per-send state it needs is preallocated in init(). */
+#ifndef SUMCASTD_RESULT_H
+#define SUMCASTD_RESULT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct dthread;
+struct job;
+struct slot;
+
+struct result_ops {
+	const char *name;
+	/* Once per job on its data thread, after the job's memory is registered. */
+	int (*init)(struct dthread *t, struct job *j);
+	/* The result is in s->acc: s->len bytes, immediate data s->imm. Posts
+	 * what the provider accepts now and queues the rest for retry
+	 * (dthread_retry_add); sets s->sends_left. Also called again from the
+	 * retry list. Returns 0 or a negative FI_E* the job cannot survive. */
+	int (*send_result)(struct dthread *t, struct job *j, struct slot *s);
+	/* One send of s completed (err 0 or negative FI_E*). Returns true once
+	 * the whole result is delivered and the slot may be reused. */
+	bool (*on_send_complete)(struct dthread *t, struct job *j, struct slot *s, uint32_t rank,
+				 int err);
+	/* Once per job when it ends (every operation has completed). */
+	void (*fini)(struct dthread *t, struct job *j);
+};
+
+/* One tagged send per rank: tag RESULT(result_key, rank, slot). */
+extern const struct result_ops result_unicast_ops;
+
+#endif

@@ -1,0 +1,162 @@
+#include "settings.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fabric.h"
+#include "log.h"
+
+#define S(f) offsetof(struct settings, f)
+
+const struct cfg_entry settings_table[] = {
+	{ "control", "listen", CFG_STRING, "127.0.0.1",
+	  "Address the control (job join) TCP listener binds to", S(control_listen), 0, 0, false },
+	{ "control", "port", CFG_INT, "7800", "Control TCP port; 0 picks a free port (see port-file)",
+	  S(control_port), 0, 65535, false },
+	{ "control", "port-file", CFG_STRING, "",
+	  "If set, \"control=<port> http=<port>\" is written here (atomically) once everything is up",
+	  S(port_file), 0, 0, false },
+	{ "control", "handshake-timeout", CFG_DURATION_MS, "10s",
+	  "A connection that has not sent a valid JOIN within this time is closed",
+	  S(handshake_timeout_ms), 100, 3600000, true },
+	{ "control", "drain-timeout", CFG_DURATION_MS, "5s",
+	  "On SIGTERM: how long in-flight chunks may take to finish before jobs are aborted",
+	  S(drain_timeout_ms), 0, 600000, true },
+	{ "control", "max-connections", CFG_INT, "4096",
+	  "Control connections open at once; more are closed at accept", S(max_connections), 1,
+	  1000000, true },
+	{ "http", "listen", CFG_STRING, "127.0.0.1",
+	  "Address of the HTTP listener (/healthz, /metrics, /stats)", S(http_listen), 0, 0, false },
+	{ "http", "port", CFG_INT, "7801", "HTTP port; 0 picks a free port (see port-file)",
+	  S(http_port), 0, 65535, false },
+	{ "http", "enabled", CFG_BOOL, "true", "Serve /healthz, /metrics and /stats", S(http_enabled),
+	  0, 0, false },
+	{ "fabric", "provider", CFG_STRING, FABRIC_PROV_DEFAULT,
+	  "libfabric provider of the data endpoints (tcp;ofi_rxm, verbs;ofi_rxm, efa, shm, auto)",
+	  S(provider), 0, 0, false },
+	{ "fabric", "node", CFG_STRING, "127.0.0.1",
+	  "Local address the data endpoints bind to (an interface's IP)", S(node), 0, 0, false },
+	{ "fabric", "cq-size", CFG_INT, "4096", "Completion queue entries per data endpoint",
+	  S(cq_size), 64, 1048576, false },
+	{ "data", "threads", CFG_INT, "1",
+	  "Data-plane threads; each owns one fabric endpoint and the jobs assigned to it",
+	  S(threads), 1, 256, false },
+	{ "data", "cpus", CFG_STRING, "",
+	  "CPUs to pin data threads to, e.g. \"2,3\" or \"4-7\" (thread i gets the i-th, round robin); empty: no pinning",
+	  S(cpus), 0, 0, false },
+	{ "data", "idle-spin", CFG_INT, "50",
+	  "Microseconds an idle data thread keeps busy-polling before it starts sleeping",
+	  S(idle_spin_us), 0, 1000000, false },
+	{ "data", "idle-sleep", CFG_INT, "100",
+	  "Microseconds an idle data thread sleeps between completion-queue polls",
+	  S(idle_sleep_us), 1, 10000, false },
+	{ "job", "memory-budget", CFG_SIZE, "1G",
+	  "Memory all jobs together may use: window x chunk x (nranks + 1, or + 2 with f16/bf16) each",
+	  S(memory_budget), 0, 0, true },
+	{ "job", "max-jobs", CFG_INT, "64", "Jobs served at once", S(max_jobs), 1, 1048575, true },
+	{ "job", "timeout", CFG_DURATION_MS, "30s",
+	  "Longest silence of a rank while a chunk waits for it (a JOIN may ask for less)",
+	  S(timeout_ms), 100, 86400000, true },
+	{ "job", "join-timeout", CFG_DURATION_MS, "60s",
+	  "A job whose ranks have not all joined within this time is aborted",
+	  S(join_timeout_ms), 100, 86400000, true },
+	{ "job", "max-window", CFG_INT, "64", "Largest window (chunks in flight per job) granted",
+	  S(max_window), 1, 16777216, false },
+	{ "job", "max-chunk", CFG_SIZE, "4M", "Largest chunk size granted (bytes, multiple of 8)",
+	  S(max_chunk), 8, 67108864, false },
+	{ "auth", "key-file", CFG_STRING, "",
+	  "Shared key (16..256 bytes) for HMAC-signed JOINs; empty: no authentication",
+	  S(key_file), 0, 0, true },
+	{ "log", "level", CFG_STRING, "info", "error, warn, info, debug or trace", S(log_level), 0, 0,
+	  true },
+	CFG_ENTRY_END,
+};
+
+int settings_parse_cpus(const char *s, int *cpus, int max)
+{
+	int n = 0;
+	const char *p = s;
+
+	while (*p) {
+		char *end;
+		long a = strtol(p, &end, 10), b;
+		if (end == p || a < 0 || a > 65535)
+			return -EINVAL;
+		b = a;
+		p = end;
+		if (*p == '-') {
+			p++;
+			b = strtol(p, &end, 10);
+			if (end == p || b < a || b > 65535)
+				return -EINVAL;
+			p = end;
+		}
+		for (long c = a; c <= b; c++) {
+			if (n >= max)
+				return -EINVAL;
+			cpus[n++] = (int)c;
+		}
+		while (*p == ' ')
+			p++;
+		if (*p == ',')
+			p++;
+		else if (*p)
+			return -EINVAL;
+		while (*p == ' ')
+			p++;
+	}
+	return n;
+}
+
+int settings_check(const struct settings *s, struct cfg_error *err)
+{
+	enum sc_log_level lvl;
+	int cpus[SETTINGS_CPUS_MAX];
+
+	if (sc_log_level_parse(s->log_level, &lvl)) {
+		snprintf(err->msg, sizeof(err->msg),
+			 "log.level = \"%s\": expected error, warn, info, debug or trace", s->log_level);
+		return -EINVAL;
+	}
+	if (settings_parse_cpus(s->cpus, cpus, SETTINGS_CPUS_MAX) < 0) {
+		snprintf(err->msg, sizeof(err->msg),
+			 "data.cpus = \"%s\": expected a list like \"0,2-3\"", s->cpus);
+		return -EINVAL;
+	}
+	if (s->max_chunk % 8) {
+		snprintf(err->msg, sizeof(err->msg), "job.max-chunk = %llu: must be a multiple of 8",
+			 (unsigned long long)s->max_chunk);
+		return -EINVAL;
+	}
+	if (!*s->control_listen || (s->http_enabled && !*s->http_listen)) {
+		snprintf(err->msg, sizeof(err->msg), "control.listen and http.listen must be set");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int settings_load(struct settings *s, const char *path, struct cfg_error *err)
+{
+	int rc = cfg_load(settings_table, s, path, SETTINGS_ENV_PREFIX, NULL, err);
+	return rc ? rc : settings_check(s, err);
+}
+
+void settings_dump(const struct settings *s, FILE *out)
+{
+	fprintf(out, "# sumcastd configuration. Every setting, its default and its help.\n"
+		     "# Generated by `sumcastd --dump-config`; each value can be overridden by\n"
+		     "# the environment variable named below. Sizes take K/M/G/T (powers of\n"
+		     "# 1024), durations ms/s/m.\n\n");
+	cfg_dump(settings_table, s, SETTINGS_ENV_PREFIX, NULL, out);
+}
+
+void settings_strcpy(char *dst, size_t cap, const char *src)
+{
+	size_t n = strnlen(src, cap - 1);
+
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}

@@ -1,0 +1,64 @@
+/* sumcastd settings: one table (settings.c) drives the INI file, the
+ * SUMCASTD_<SECTION>_<KEY> environment overrides, --dump-config and the
+ * SIGHUP reload. */
+#ifndef SUMCASTD_SETTINGS_H
+#define SUMCASTD_SETTINGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "config.h"
+
+#define SETTINGS_ENV_PREFIX "SUMCASTD_"
+#define SETTINGS_CPUS_MAX 256
+
+struct settings {
+	/* [control] */
+	char control_listen[CFG_STR_MAX];
+	int64_t control_port;
+	char port_file[CFG_STR_MAX];
+	int64_t handshake_timeout_ms;
+	int64_t drain_timeout_ms;
+	int64_t max_connections;
+	/* [http] */
+	char http_listen[CFG_STR_MAX];
+	int64_t http_port;
+	bool http_enabled;
+	/* [fabric] */
+	char provider[CFG_STR_MAX];
+	char node[CFG_STR_MAX];
+	int64_t cq_size;
+	/* [data] */
+	int64_t threads;
+	char cpus[CFG_STR_MAX];
+	int64_t idle_spin_us;
+	int64_t idle_sleep_us;
+	/* [job] */
+	uint64_t memory_budget;
+	int64_t max_jobs;
+	int64_t timeout_ms;
+	int64_t join_timeout_ms;
+	int64_t max_window;
+	uint64_t max_chunk;
+	/* [auth] */
+	char key_file[CFG_STR_MAX];
+	/* [log] */
+	char log_level[CFG_STR_MAX];
+};
+
+extern const struct cfg_entry settings_table[];
+
+/* defaults + file (if path) + environment, then settings_check(). */
+int settings_load(struct settings *s, const char *path, struct cfg_error *err);
+/* Cross-field checks the table cannot express (log level, cpu list). */
+int settings_check(const struct settings *s, struct cfg_error *err);
+/* Parses "0,2-3" into cpus[]; returns the count or -EINVAL. "" gives 0. */
+int settings_parse_cpus(const char *s, int *cpus, int max);
+/* Bounded copy that always terminates. */
+void settings_strcpy(char *dst, size_t cap, const char *src);
+/* Writes the whole table with values and help, as conf/sumcastd.conf. */
+void settings_dump(const struct settings *s, FILE *out);
+
+#endif

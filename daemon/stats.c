@@ -1,0 +1,39 @@
+#include "stats.h"
+
+#include <math.h>
+
+const double hist_reduce_le[HIST_BUCKETS] = { 1e-6, 2.5e-6, 5e-6,  1e-5, 2.5e-5, 5e-5, 1e-4,
+					      2.5e-4, 5e-4, 1e-3, 2.5e-3, 1e-2, 1e-1, INFINITY };
+const double hist_straggler_le[HIST_BUCKETS] = { 1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 1e-2,
+						 5e-2, 0.1,  0.5,  1,    5,    30,   INFINITY };
+
+const char *err_kind_name(unsigned kind)
+{
+	static const char *const names[] = { "foreign_source", "truncated", "bad_header",
+					     "recv_error", "send_error", "no_immediate", "cq",
+					     "handshake_timeout", "connection_limit" };
+	if (kind >= 1 && kind <= WIRE_CODE_MAX)
+		return wire_code_name((enum wire_code)kind);
+	if (kind > WIRE_CODE_MAX && kind < ERR_KIND_COUNT)
+		return names[kind - WIRE_CODE_MAX - 1];
+	return "unknown";
+}
+
+static void hist_acc(struct hist *s, const struct hist *o)
+{
+	for (int i = 0; i < HIST_BUCKETS; i++)
+		ctr_add(&s->bucket[i], ctr_get(&o->bucket[i]));
+	ctr_add(&s->count, ctr_get(&o->count));
+	ctr_add(&s->sum_ns, ctr_get(&o->sum_ns));
+}
+
+void stats_accumulate(struct stats *sum, const struct stats *one)
+{
+	ctr_add(&sum->rx_bytes, ctr_get(&one->rx_bytes));
+	ctr_add(&sum->tx_bytes, ctr_get(&one->tx_bytes));
+	ctr_add(&sum->chunks, ctr_get(&one->chunks));
+	for (int i = 0; i < ERR_KIND_COUNT; i++)
+		ctr_add(&sum->errors[i], ctr_get(&one->errors[i]));
+	hist_acc(&sum->reduce, &one->reduce);
+	hist_acc(&sum->straggler, &one->straggler);
+}
