@@ -1,0 +1,648 @@
+/* ncclNet p2p engine over one libfabric RDM endpoint per process.
+ *
+ * Tags (64 bits): kind:4 | id:28 | low:32.
+ *   CONN  kind=1, low = listen id        connector -> listener: {send id, addr}
+ *   ACK   kind=2, low = send id          listener -> connector: {recv id}
+ *   DATA  kind=3, id = receiver's recv id, low = NCCL tag
+ * Ids are unique in the process, so a receive matches exactly one comm and
+ * messages of one (comm, tag) match in posting order (FI_ORDER_SAS).
+ *
+ * Threads: NCCL calls connect/accept and isend/irecv/test from different
+ * threads, on different comms. The endpoint is FI_THREAD_SAFE; completion
+ * polling runs under a trylock (test never blocks) and only writes the
+ * completed op's fields, published with a release store of its state.
+ *
+ * connect/accept never block: the connector keeps its half-built comm in
+ * the handle NCCL hands back on every retry (NCCL's handle buffer is ours,
+ * NCCL_NET_HANDLE_MAXSIZE bytes). */
+#include "plugin.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <rdma/fi_errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+#define NETC_MAGIC 0x53434e31u /* "SCN1" */
+#define NETC_REQS 64           /* per comm; NCCL keeps at most 32 in flight */
+#define NETC_ID_MASK 0x0fffffffu
+#define TAG_CONN 1ull
+#define TAG_ACK 2ull
+#define TAG_DATA 3ull
+
+static inline uint64_t netc_tag(uint64_t kind, uint32_t id, uint32_t low)
+{
+	return kind << 60 | (uint64_t)(id & NETC_ID_MASK) << 32 | low;
+}
+
+enum { OP_IDLE = 0, OP_POSTED, OP_DONE };
+
+struct netc_op {
+	struct fabric_op fop;
+	int state; /* OP_*, atomic */
+	int err;
+	size_t len;
+	struct netc_req *req;
+};
+
+struct netc_handle {
+	uint32_t magic;
+	uint32_t listen_id;
+	uint16_t addrlen;
+	uint16_t pad;
+	uint8_t addr[FABRIC_ADDR_MAX];
+	struct netc_comm *pending; /* connector's own state between retries */
+};
+_Static_assert(sizeof(struct netc_handle) <= NCCL_NET_HANDLE_MAXSIZE, "handle too large");
+
+struct netc_conn_msg {
+	uint32_t magic;
+	uint32_t send_id;
+	uint32_t addrlen;
+	uint8_t addr[FABRIC_ADDR_MAX];
+};
+
+struct netc_ack_msg {
+	uint32_t magic;
+	uint32_t recv_id;
+};
+
+struct netc_req {
+	struct netc_comm *comm;
+	int used;
+	int n;       /* sub-operations */
+	int nposted; /* posted so far (the rest waits for -FI_EAGAIN to clear) */
+	int pending; /* posted, not completed; atomic */
+	bool send;
+	void *data[PLUGIN_MAX_RECVS];
+	size_t size[PLUGIN_MAX_RECVS];
+	void *desc[PLUGIN_MAX_RECVS];
+	uint32_t tag[PLUGIN_MAX_RECVS];
+	struct netc_op ops[PLUGIN_MAX_RECVS];
+};
+
+enum comm_kind { COMM_LISTEN = 1, COMM_SEND, COMM_RECV };
+
+struct netc_comm {
+	enum comm_kind kind;
+	uint32_t id;      /* listen id, send id or recv id */
+	uint32_t peer_id; /* send comm: the peer's recv id */
+	fi_addr_t peer;
+	int stage;        /* connect/accept progress */
+	struct netc_req *blocked; /* a request with unposted subs: later ones wait */
+	struct netc_op ctl_op, ctl_op2;
+	struct netc_conn_msg conn;  /* listen: incoming; send: outgoing */
+	struct netc_ack_msg ack;    /* send: incoming; recv (via listen): outgoing */
+	struct netc_comm *accepting; /* listen: recv comm being set up */
+	struct netc_req reqs[NETC_REQS];
+};
+
+struct netc_mr {
+	struct fabric_mr mr;
+};
+
+static struct {
+	pthread_mutex_t lock; /* open/close */
+	pthread_mutex_t progress;
+	int refs;
+	struct fabric *f;
+	uint32_t next_id;
+} netc = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, 0, NULL, 1 };
+
+static uint32_t netc_id_new(void)
+{
+	uint32_t id;
+
+	do
+		id = __atomic_fetch_add(&netc.next_id, 1, __ATOMIC_RELAXED) & NETC_ID_MASK;
+	while (id == 0);
+	return id;
+}
+
+int netc_init(void)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&netc.lock);
+	if (!netc.f) {
+		struct fabric_params p = {
+			.provider = plugin_cfg.provider,
+			.node = plugin_cfg.iface[0] ? plugin_cfg.iface : NULL,
+			.cq_size = 4096,
+			.thread_safe = true,
+		};
+		rc = fabric_open(&p, &netc.f);
+		if (!rc) {
+			char a[128];
+			fabric_addr_str(netc.f, netc.f->addr, netc.f->addrlen, a, sizeof(a));
+			SC_INFO("p2p endpoint %s on %s", a, fabric_provider(netc.f));
+		}
+	}
+	if (!rc)
+		netc.refs++;
+	pthread_mutex_unlock(&netc.lock);
+	return rc;
+}
+
+void netc_fini(void)
+{
+	pthread_mutex_lock(&netc.lock);
+	/* The endpoint stays open for the life of the process: comms of
+	 * other communicators may still use it, and NCCL does not promise to
+	 * close every comm before finalize. */
+	if (netc.refs > 0)
+		netc.refs--;
+	pthread_mutex_unlock(&netc.lock);
+}
+
+struct fabric *netc_fabric(void)
+{
+	return netc.f;
+}
+
+int netc_devices(int *ndev)
+{
+	*ndev = netc.f ? 1 : 0;
+	return 0;
+}
+
+/* Reads completions; never blocks (another thread polling is as good). */
+static void netc_progress(void)
+{
+	struct fabric_cqe cqe[32];
+	int n;
+
+	if (pthread_mutex_trylock(&netc.progress))
+		return;
+	n = fabric_cq_poll(netc.f, cqe, 32);
+	for (int i = 0; i < n; i++) {
+		struct netc_op *op = container_of(cqe[i].op, struct netc_op, fop);
+		op->len = cqe[i].err ? cqe[i].olen : cqe[i].len;
+		op->err = cqe[i].err;
+		if (op->req)
+			__atomic_fetch_sub(&op->req->pending, 1, __ATOMIC_RELEASE);
+		__atomic_store_n(&op->state, OP_DONE, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&netc.progress);
+	if (n < 0)
+		SC_LOG_RATELIMIT(SC_LOG_WARN, 1000, "p2p completion queue: %s", fi_strerror(-n));
+}
+
+static bool op_done(struct netc_op *op)
+{
+	return __atomic_load_n(&op->state, __ATOMIC_ACQUIRE) == OP_DONE;
+}
+
+/* Waits (bounded) for a posted op to finish after fi_cancel. */
+static void op_cancel_wait(struct netc_op *op)
+{
+	if (__atomic_load_n(&op->state, __ATOMIC_ACQUIRE) != OP_POSTED)
+		return;
+	fabric_cancel(netc.f, &op->fop);
+	uint64_t end = plugin_now_ns() + 2000000000ull;
+	while (!op_done(op) && plugin_now_ns() < end)
+		netc_progress();
+	if (!op_done(op))
+		SC_WARN("a posted receive did not complete its cancel within 2 s; leaking its comm");
+}
+
+static int op_recv(struct netc_op *op, void *buf, size_t len, void *desc, uint64_t tag)
+{
+	op->state = OP_POSTED;
+	int rc = fabric_trecv(netc.f, buf, len, desc, FI_ADDR_UNSPEC, tag, 0, &op->fop);
+	if (rc)
+		op->state = OP_IDLE;
+	return rc;
+}
+
+static int op_send(struct netc_op *op, const void *buf, size_t len, void *desc, fi_addr_t to,
+		   uint64_t tag)
+{
+	op->state = OP_POSTED;
+	int rc = fabric_tsend(netc.f, buf, len, desc, to, tag, 0, &op->fop);
+	if (rc)
+		op->state = OP_IDLE;
+	return rc;
+}
+
+int netc_listen(int dev, void *handle, void **listen_comm)
+{
+	struct netc_handle *h = handle;
+	struct netc_comm *lc;
+	int rc;
+
+	if (dev != 0 || !netc.f)
+		return -EINVAL;
+	lc = calloc(1, sizeof(*lc));
+	if (!lc)
+		return -ENOMEM;
+	lc->kind = COMM_LISTEN;
+	lc->id = netc_id_new();
+	do {
+		rc = op_recv(&lc->ctl_op, &lc->conn, sizeof(lc->conn), NULL,
+			     netc_tag(TAG_CONN, 0, lc->id));
+		if (rc == -FI_EAGAIN)
+			netc_progress();
+	} while (rc == -FI_EAGAIN);
+	if (rc) {
+		SC_WARN("listen: posting the connect receive failed: %s", fi_strerror(-rc));
+		free(lc);
+		return rc;
+	}
+	memset(h, 0, NCCL_NET_HANDLE_MAXSIZE);
+	h->magic = NETC_MAGIC;
+	h->listen_id = lc->id;
+	h->addrlen = (uint16_t)netc.f->addrlen;
+	memcpy(h->addr, netc.f->addr, netc.f->addrlen);
+	*listen_comm = lc;
+	return 0;
+}
+
+int netc_connect(int dev, void *handle, void **send_comm)
+{
+	struct netc_handle *h = handle;
+	struct netc_comm *c = h->pending;
+	int rc;
+
+	*send_comm = NULL;
+	if (dev != 0 || h->magic != NETC_MAGIC || h->addrlen == 0 || h->addrlen > FABRIC_ADDR_MAX) {
+		SC_WARN("connect: handle is not a Sumcast p2p handle (magic 0x%x)", h->magic);
+		return -EINVAL;
+	}
+	if (!c) {
+		c = calloc(1, sizeof(*c));
+		if (!c)
+			return -ENOMEM;
+		c->kind = COMM_SEND;
+		c->id = netc_id_new();
+		rc = fabric_av_insert(netc.f, h->addr, h->addrlen, &c->peer);
+		if (rc) {
+			SC_WARN("connect: fi_av_insert: %s", fi_strerror(-rc));
+			free(c);
+			return rc;
+		}
+		c->conn.magic = NETC_MAGIC;
+		c->conn.send_id = c->id;
+		c->conn.addrlen = (uint32_t)netc.f->addrlen;
+		memcpy(c->conn.addr, netc.f->addr, netc.f->addrlen);
+		h->pending = c;
+	}
+	netc_progress();
+	if (c->stage == 0) {
+		rc = op_recv(&c->ctl_op2, &c->ack, sizeof(c->ack), NULL, netc_tag(TAG_ACK, 0, c->id));
+		if (rc == -FI_EAGAIN)
+			return 0;
+		if (rc)
+			goto fail;
+		c->stage = 1;
+	}
+	if (c->stage == 1) {
+		/* rxm answers -FI_EAGAIN until its connection to the peer is up. */
+		rc = op_send(&c->ctl_op, &c->conn, sizeof(c->conn), NULL, c->peer,
+			     netc_tag(TAG_CONN, 0, h->listen_id));
+		if (rc == -FI_EAGAIN)
+			return 0;
+		if (rc)
+			goto fail;
+		c->stage = 2;
+	}
+	if (!op_done(&c->ctl_op) || !op_done(&c->ctl_op2))
+		return 0;
+	if (c->ctl_op.err || c->ctl_op2.err || c->ack.magic != NETC_MAGIC) {
+		rc = c->ctl_op.err ? c->ctl_op.err : c->ctl_op2.err ? c->ctl_op2.err : -FI_EOTHER;
+		goto fail;
+	}
+	c->peer_id = c->ack.recv_id;
+	h->pending = NULL;
+	*send_comm = c;
+	return 0;
+fail:
+	SC_WARN("connect to listen id %u failed: %s", h->listen_id, fi_strerror(-rc));
+	op_cancel_wait(&c->ctl_op2);
+	h->pending = NULL;
+	free(c);
+	return rc;
+}
+
+int netc_accept(void *listen_comm, void **recv_comm)
+{
+	struct netc_comm *lc = listen_comm;
+	struct netc_comm *c = lc->accepting;
+	int rc;
+
+	*recv_comm = NULL;
+	netc_progress();
+	if (!c) {
+		if (!op_done(&lc->ctl_op))
+			return 0;
+		if (lc->ctl_op.err || lc->conn.magic != NETC_MAGIC || lc->conn.addrlen == 0 ||
+		    lc->conn.addrlen > FABRIC_ADDR_MAX) {
+			SC_WARN("accept: bad connect message (%s)", lc->ctl_op.err ?
+				fi_strerror(-lc->ctl_op.err) : "magic/address");
+			return -EPROTO;
+		}
+		c = calloc(1, sizeof(*c));
+		if (!c)
+			return -ENOMEM;
+		c->kind = COMM_RECV;
+		c->id = netc_id_new();
+		rc = fabric_av_insert(netc.f, lc->conn.addr, lc->conn.addrlen, &c->peer);
+		if (rc) {
+			SC_WARN("accept: fi_av_insert: %s", fi_strerror(-rc));
+			free(c);
+			return rc;
+		}
+		c->peer_id = lc->conn.send_id;
+		c->ack.magic = NETC_MAGIC;
+		c->ack.recv_id = c->id;
+		lc->accepting = c;
+		/* Ready for the next connector. */
+		lc->ctl_op.state = OP_IDLE;
+		rc = op_recv(&lc->ctl_op, &lc->conn, sizeof(lc->conn), NULL,
+			     netc_tag(TAG_CONN, 0, lc->id));
+		if (rc)
+			SC_WARN("accept: reposting the connect receive: %s", fi_strerror(-rc));
+	}
+	if (c->stage == 0) {
+		rc = op_send(&c->ctl_op, &c->ack, sizeof(c->ack), NULL, c->peer,
+			     netc_tag(TAG_ACK, 0, c->peer_id));
+		if (rc == -FI_EAGAIN)
+			return 0;
+		if (rc) {
+			SC_WARN("accept: sending the ack: %s", fi_strerror(-rc));
+			lc->accepting = NULL;
+			free(c);
+			return rc;
+		}
+		c->stage = 1;
+	}
+	if (!op_done(&c->ctl_op))
+		return 0;
+	lc->accepting = NULL;
+	if (c->ctl_op.err) {
+		rc = c->ctl_op.err;
+		SC_WARN("accept: ack failed: %s", fi_strerror(-rc));
+		free(c);
+		return rc;
+	}
+	*recv_comm = c;
+	return 0;
+}
+
+int netc_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle)
+{
+	struct netc_mr *m;
+	int rc;
+
+	(void)comm;
+	if (type != NCCL_PTR_HOST) {
+		SC_WARN("regMr: pointer type %d is not host memory; this plugin announces NCCL_PTR_HOST only",
+			type);
+		return -EINVAL;
+	}
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	rc = fabric_mr_reg(netc.f, data, size ? size : 1, &m->mr);
+	if (rc) {
+		free(m);
+		return rc;
+	}
+	*mhandle = m;
+	return 0;
+}
+
+int netc_dereg_mr(void *comm, void *mhandle)
+{
+	struct netc_mr *m = mhandle;
+
+	(void)comm;
+	if (m) {
+		fabric_mr_dereg(&m->mr);
+		free(m);
+	}
+	return 0;
+}
+
+static struct netc_req *req_get(struct netc_comm *c)
+{
+	for (int i = 0; i < NETC_REQS; i++)
+		if (!c->reqs[i].used) {
+			struct netc_req *r = &c->reqs[i];
+			memset(r, 0, offsetof(struct netc_req, ops));
+			r->comm = c;
+			r->used = 1;
+			return r;
+		}
+	return NULL;
+}
+
+static void req_put(struct netc_req *r)
+{
+	r->used = 0;
+}
+
+/* Posts what is left of r. 0 when all is posted, -FI_EAGAIN to retry. */
+static int req_post(struct netc_req *r)
+{
+	struct netc_comm *c = r->comm;
+
+	while (r->nposted < r->n) {
+		int i = r->nposted, rc;
+		struct netc_op *op = &r->ops[i];
+		op->req = r;
+		op->err = 0;
+		op->len = 0;
+		__atomic_fetch_add(&r->pending, 1, __ATOMIC_RELAXED);
+		if (r->send)
+			rc = op_send(op, r->data[i], r->size[i], r->desc[i], c->peer,
+				     netc_tag(TAG_DATA, c->peer_id, r->tag[i]));
+		else
+			rc = op_recv(op, r->data[i], r->size[i], r->desc[i],
+				     netc_tag(TAG_DATA, c->id, r->tag[i]));
+		if (rc) {
+			__atomic_fetch_sub(&r->pending, 1, __ATOMIC_RELAXED);
+			return rc;
+		}
+		r->nposted++;
+	}
+	return 0;
+}
+
+/* A comm whose earlier request still has unposted subs accepts nothing new
+ * (that would reorder messages of one tag). */
+static bool comm_unblock(struct netc_comm *c)
+{
+	if (!c->blocked)
+		return true;
+	netc_progress();
+	int rc = req_post(c->blocked);
+	if (rc == -FI_EAGAIN)
+		return false;
+	c->blocked = NULL;
+	return true;
+}
+
+int netc_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request)
+{
+	struct netc_comm *c = send_comm;
+	struct netc_req *r;
+	int rc;
+
+	*request = NULL;
+	if (!comm_unblock(c) || !(r = req_get(c)))
+		return 0;
+	r->send = true;
+	r->n = 1;
+	r->data[0] = data;
+	r->size[0] = size;
+	r->desc[0] = mhandle ? ((struct netc_mr *)mhandle)->mr.desc : NULL;
+	r->tag[0] = (uint32_t)tag;
+	rc = req_post(r);
+	if (rc == -FI_EAGAIN) {
+		netc_progress();
+		req_put(r);
+		return 0;
+	}
+	if (rc) {
+		SC_WARN("isend of %zu bytes: %s", size, fi_strerror(-rc));
+		req_put(r);
+		return rc;
+	}
+	*request = r;
+	return 0;
+}
+
+int netc_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
+	       void **mhandles, void **request)
+{
+	struct netc_comm *c = recv_comm;
+	struct netc_req *r;
+	int rc;
+
+	*request = NULL; /* also clears NCCL_NET_OPTIONAL_RECV_COMPLETION */
+	if (n < 1 || n > PLUGIN_MAX_RECVS) {
+		SC_WARN("irecv: %d grouped receives, this plugin announced at most %d", n,
+			(int)plugin_cfg.max_recvs);
+		return -EINVAL;
+	}
+	if (!comm_unblock(c) || !(r = req_get(c)))
+		return 0;
+	r->send = false;
+	r->n = n;
+	for (int i = 0; i < n; i++) {
+		r->data[i] = data[i];
+		r->size[i] = sizes[i];
+		r->desc[i] = mhandles && mhandles[i] ? ((struct netc_mr *)mhandles[i])->mr.desc : NULL;
+		r->tag[i] = (uint32_t)tags[i];
+	}
+	rc = req_post(r);
+	if (rc == -FI_EAGAIN) {
+		if (r->nposted == 0) {
+			req_put(r);
+			netc_progress();
+			return 0;
+		}
+		c->blocked = r; /* the rest is posted by later calls */
+	} else if (rc) {
+		SC_WARN("irecv: %s", fi_strerror(-rc));
+		if (r->nposted == 0) {
+			req_put(r);
+			return rc;
+		}
+		c->blocked = r;
+	}
+	*request = r;
+	return 0;
+}
+
+int netc_test(void *request, int *done, int *sizes)
+{
+	struct netc_req *r = request;
+	struct netc_comm *c = r->comm;
+	int err = 0;
+
+	*done = 0;
+	netc_progress();
+	if (r->nposted < r->n) {
+		if (c->blocked == r && req_post(r) == 0)
+			c->blocked = NULL;
+		return 0;
+	}
+	if (__atomic_load_n(&r->pending, __ATOMIC_ACQUIRE) != 0)
+		return 0;
+	for (int i = 0; i < r->n; i++) {
+		if (!op_done(&r->ops[i]))
+			return 0;
+		if (r->ops[i].err && !err) {
+			err = r->ops[i].err;
+			SC_WARN("%s of %zu bytes (tag %u) failed: %s%s", r->send ? "send" : "receive",
+				r->size[i], r->tag[i], fi_strerror(-err),
+				err == -FI_ETRUNC ? " (message larger than the receive buffer)" : "");
+		}
+		if (sizes)
+			sizes[i] = (int)(r->send ? r->size[i] : r->ops[i].len);
+	}
+	*done = 1;
+	req_put(r);
+	return err;
+}
+
+static void comm_drain(struct netc_comm *c)
+{
+	for (int i = 0; i < NETC_REQS; i++) {
+		struct netc_req *r = &c->reqs[i];
+		if (!r->used)
+			continue;
+		for (int j = 0; j < r->nposted; j++)
+			if (!r->send)
+				op_cancel_wait(&r->ops[j]);
+	}
+}
+
+int netc_close_send(void *send_comm)
+{
+	struct netc_comm *c = send_comm;
+
+	if (!c)
+		return 0;
+	/* Sends in flight complete on their own; wait for them (bounded). */
+	uint64_t end = plugin_now_ns() + 2000000000ull;
+	for (int i = 0; i < NETC_REQS; i++)
+		while (c->reqs[i].used && __atomic_load_n(&c->reqs[i].pending, __ATOMIC_ACQUIRE) &&
+		       plugin_now_ns() < end)
+			netc_progress();
+	free(c);
+	return 0;
+}
+
+int netc_close_recv(void *recv_comm)
+{
+	struct netc_comm *c = recv_comm;
+
+	if (!c)
+		return 0;
+	comm_drain(c);
+	free(c);
+	return 0;
+}
+
+int netc_close_listen(void *listen_comm)
+{
+	struct netc_comm *lc = listen_comm;
+
+	if (!lc)
+		return 0;
+	op_cancel_wait(&lc->ctl_op);
+	if (lc->accepting) {
+		uint64_t end = plugin_now_ns() + 2000000000ull;
+		while (lc->accepting->stage == 1 && !op_done(&lc->accepting->ctl_op) &&
+		       plugin_now_ns() < end)
+			netc_progress();
+		free(lc->accepting);
+	}
+	free(lc);
+	return 0;
+}

@@ -1,0 +1,218 @@
+/* Process-wide plugin state: NCCL's logger as our log sink, the SUMCAST_*
+ * settings table, error mapping, device properties, type mapping. */
+#include "plugin.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <rdma/fi_errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+
+struct plugin_settings plugin_cfg;
+
+#define S(field) offsetof(struct plugin_settings, field)
+static const struct cfg_entry plugin_table[] = {
+	{ "", "provider", CFG_STRING, "auto", "libfabric provider (tcp, shm, efa, verbs); auto: best available",
+	  S(provider), 0, 0, false },
+	{ "", "iface", CFG_STRING, "", "local address the endpoints bind to; empty: provider's choice",
+	  S(iface), 0, 0, false },
+	{ "", "aggregators", CFG_STRING, "", "sumcastd control endpoints host:port,...; empty: ring only",
+	  S(aggregators), 0, 0, false },
+	{ "", "split", CFG_STRING, "auto", "fraction of each allreduce sent to the aggregators, or auto",
+	  S(split), 0, 0, false },
+	{ "", "link_gbps", CFG_DOUBLE, "0", "node link bandwidth in Gb/s for the split model; 0: from provider",
+	  S(link_gbps), 0, 1e6, false },
+	{ "", "agg_gbps", CFG_DOUBLE, "0", "one aggregator's link bandwidth in Gb/s; 0: same as link_gbps",
+	  S(agg_gbps), 0, 1e6, false },
+	{ "", "key_file", CFG_STRING, "", "file with the shared key that signs job joins; empty: none",
+	  S(key_file), 0, 0, false },
+	{ "", "chunk_bytes", CFG_SIZE, "256K", "aggregator chunk size",
+	  S(chunk_bytes), 4096, 64 << 20, false },
+	{ "", "window", CFG_INT, "8", "aggregator chunks in flight per aggregator",
+	  S(window), 1, 1024, false },
+	{ "", "ring_chunk_bytes", CFG_SIZE, "512K", "fallback ring chunk size",
+	  S(ring_chunk_bytes), 4096, 64 << 20, false },
+	{ "", "ring_window", CFG_INT, "4", "fallback ring chunks in flight per request",
+	  S(ring_window), 1, 16, false },
+	{ "", "small_bytes", CFG_SIZE, "64K", "below this size the path with fewer hops takes all (split=auto)",
+	  S(small_bytes), 0, 1ull << 40, false },
+	{ "", "connect_timeout", CFG_DURATION_MS, "15s", "collnet connect: limit for joins and ring setup",
+	  S(connect_timeout_ms), 100, 3600000, false },
+	{ "", "agg_timeout", CFG_DURATION_MS, "30s", "aggregator silence limit before it is declared dead",
+	  S(agg_timeout_ms), 100, 3600000, false },
+	{ "", "max_recvs", CFG_INT, "8", "grouped receives announced to NCCL (1..8)",
+	  S(max_recvs), 1, PLUGIN_MAX_RECVS, false },
+	{ "", "log_level", CFG_STRING, "info", "error|warn|info|debug|trace (NCCL_DEBUG filters too)",
+	  S(log_level), 0, 0, false },
+	CFG_ENTRY_END
+};
+#undef S
+
+static pthread_mutex_t plugin_lock = PTHREAD_MUTEX_INITIALIZER;
+static ncclDebugLogger_t plugin_logger;
+static bool plugin_ready;
+static int plugin_init_rc;
+
+static void plugin_log_sink(enum sc_log_level level, const char *file, int line, const char *msg)
+{
+	ncclDebugLogger_t lf = __atomic_load_n(&plugin_logger, __ATOMIC_ACQUIRE);
+	ncclDebugLogLevel nl = level <= SC_LOG_WARN ? NCCL_LOG_WARN
+			       : level == SC_LOG_INFO ? NCCL_LOG_INFO
+						      : NCCL_LOG_TRACE;
+
+	if (lf)
+		lf(nl, NCCL_NET | NCCL_INIT, file, line, "NET/" PLUGIN_NAME " : %s", msg);
+	else if (level <= SC_LOG_WARN)
+		fprintf(stderr, "NET/" PLUGIN_NAME " : %s\n", msg);
+}
+
+static void plugin_settings_log(const enum cfg_source *src)
+{
+	size_t n = cfg_count(plugin_table);
+
+	for (size_t i = 0; i < n; i++) {
+		char name[128], val[CFG_STR_MAX + 32];
+		cfg_env_name(&plugin_table[i], "SUMCAST_", name, sizeof(name));
+		cfg_format(&plugin_table[i], &plugin_cfg, val, sizeof(val));
+		SC_INFO("%s=%s (%s)", name, val, cfg_source_name(src[i]));
+	}
+}
+
+int plugin_init(ncclDebugLogger_t logger)
+{
+	enum cfg_source src[64] = { 0 };
+	struct cfg_error err;
+	int rc;
+
+	pthread_mutex_lock(&plugin_lock);
+	if (logger)
+		__atomic_store_n(&plugin_logger, logger, __ATOMIC_RELEASE);
+	if (plugin_ready) {
+		rc = plugin_init_rc;
+		goto out;
+	}
+	plugin_ready = true;
+	sc_log_set_ident("NET/" PLUGIN_NAME);
+	sc_log_set_sink(plugin_log_sink);
+	rc = cfg_set_defaults(plugin_table, &plugin_cfg, &err);
+	if (!rc)
+		rc = cfg_apply_env(plugin_table, &plugin_cfg, "SUMCAST_", true, src, &err);
+	if (rc) {
+		SC_WARN("bad setting: %s", err.msg);
+		plugin_init_rc = rc;
+		goto out;
+	}
+	enum sc_log_level lvl;
+	if (sc_log_level_parse(plugin_cfg.log_level, &lvl) == 0)
+		sc_log_set_level(lvl);
+	else
+		SC_WARN("SUMCAST_LOG_LEVEL=%s: not a level, using info", plugin_cfg.log_level);
+	SC_INFO("sumcast %s, settings:", SUMCAST_VERSION);
+	plugin_settings_log(src);
+	rc = sc_reduce_init();
+	if (rc) {
+		SC_WARN("reduce kernels: SUMCAST_ISA=%s is %s", getenv("SUMCAST_ISA"),
+			rc == -ENOTSUP ? "not supported by this CPU" : "unknown");
+		plugin_init_rc = rc;
+		goto out;
+	}
+	SC_INFO("reduce kernels: %s", sc_isa_name(sc_reduce_isa()));
+	plugin_init_rc = 0;
+out:
+	pthread_mutex_unlock(&plugin_lock);
+	return rc;
+}
+
+ncclResult_t plugin_result(int rc)
+{
+	if (rc >= 0)
+		return ncclSuccess;
+	switch (-rc) {
+	case EINVAL:
+	case ENOTSUP:
+		return ncclInvalidArgument;
+	case ENOMEM:
+		return ncclSystemError;
+	case EPIPE:
+	case ECONNRESET:
+	case ECONNREFUSED:
+	case ETIMEDOUT:
+	case EHOSTUNREACH:
+		return ncclRemoteError;
+	default:
+		return rc <= -FI_ERRNO_OFFSET ? ncclRemoteError : ncclInternalError;
+	}
+}
+
+uint64_t plugin_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int plugin_props_get(int dev, struct plugin_props *out)
+{
+	struct fabric *f = netc_fabric();
+	double gbps = plugin_cfg.link_gbps;
+
+	if (dev != 0 || !f)
+		return -EINVAL;
+	if (gbps <= 0)
+		gbps = fabric_link_gbps(f);
+	if (gbps <= 0)
+		gbps = 25; /* tcp/shm report nothing: a common Ethernet NIC */
+	static char name[96];
+	snprintf(name, sizeof(name), "sumcast-%s", fabric_provider(f));
+	out->name = name;
+	out->speed_mbps = (int)(gbps * 1000);
+	/* NCCL's own IB/socket transports report 0 here; an honest figure
+	 * for tcp;ofi_rxm on a LAN is ~10 us, for shm ~1 us. */
+	out->latency_us = strstr(fabric_provider(f), "shm") ? 1.0f : 10.0f;
+	out->max_recvs = (int)plugin_cfg.max_recvs;
+	out->max_p2p_bytes = 1ull << 30;
+	out->max_coll_bytes = 512ull << 20;
+	return 0;
+}
+
+int plugin_dtype(ncclDataType_t t, enum sc_dtype *out)
+{
+	static const int map[] = {
+		[ncclInt8] = SC_I8,       [ncclUint8] = SC_U8,     [ncclInt32] = SC_I32,
+		[ncclUint32] = SC_U32,    [ncclInt64] = SC_I64,    [ncclUint64] = SC_U64,
+		[ncclFloat16] = SC_F16,   [ncclFloat32] = SC_F32,  [ncclFloat64] = SC_F64,
+		[ncclBfloat16] = SC_BF16,
+	};
+
+	if ((unsigned)t > ncclBfloat16)
+		return -ENOTSUP; /* fp8: no kernels yet */
+	*out = (enum sc_dtype)map[t];
+	return 0;
+}
+
+int plugin_op(ncclRedOp_t op, enum sc_op *out)
+{
+	switch (op) {
+	case ncclSum:
+		*out = SC_OP_SUM;
+		return 0;
+	case ncclProd:
+		*out = SC_OP_PROD;
+		return 0;
+	case ncclMax:
+		*out = SC_OP_MAX;
+		return 0;
+	case ncclMin:
+		*out = SC_OP_MIN;
+		return 0;
+	default:
+		/* Avg reaches the network as Sum; PreMulSum and user ops are
+		 * not ours to compute. */
+		return -ENOTSUP;
+	}
+}

@@ -1,0 +1,97 @@
+/* Internals shared by the plugin's modules: settings, logging into NCCL,
+ * error mapping, device properties, the p2p engine (net_comm.c) and the
+ * collnet engine (collnet.c, ring.c, split.c). Nothing here is exported;
+ * only the vtables in net.c and collnet.c carry SC_EXPORT. */
+#ifndef SUMCAST_PLUGIN_H
+#define SUMCAST_PLUGIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "fabric.h"
+#include "nccl_net.h"
+#include "reduce.h"
+
+#define SC_EXPORT __attribute__((visibility("default")))
+#define PLUGIN_NAME "Sumcast"
+#define PLUGIN_MAX_RECVS 8
+
+/* SUMCAST_* settings (one table, plugin.c), each logged once at init. */
+struct plugin_settings {
+	char provider[CFG_STR_MAX];    /* libfabric provider, "auto": best available */
+	char iface[CFG_STR_MAX];       /* local address to bind, "": provider's choice */
+	char aggregators[CFG_STR_MAX]; /* "host:port,host:port"; "": ring only */
+	char split[CFG_STR_MAX];       /* "auto" or a fraction in [0, 1] */
+	double link_gbps;              /* node link; 0: from provider, else 25 */
+	double agg_gbps;               /* one aggregator's link; 0: same as link */
+	char key_file[CFG_STR_MAX];
+	uint64_t chunk_bytes;          /* aggregator chunk */
+	int64_t window;                /* aggregator chunks in flight */
+	uint64_t ring_chunk_bytes;
+	int64_t ring_window;
+	uint64_t small_bytes;          /* latency rule threshold */
+	int64_t connect_timeout_ms;
+	int64_t agg_timeout_ms;        /* aggregator silence limit */
+	int64_t max_recvs;
+	char log_level[CFG_STR_MAX];
+};
+
+extern struct plugin_settings plugin_cfg;
+
+/* Once per process: installs the NCCL logger as log sink, loads and logs the
+ * settings, picks the reduce kernels. Later calls only refresh the logger. */
+int plugin_init(ncclDebugLogger_t logger);
+
+/* The one place negative errnos / FI_E* become ncclResult_t. */
+ncclResult_t plugin_result(int rc);
+
+/* Properties shared by ncclNet and ncclCollNet. */
+struct plugin_props {
+	const char *name;
+	int speed_mbps;
+	float latency_us;
+	int max_recvs;
+	size_t max_p2p_bytes, max_coll_bytes;
+};
+int plugin_props_get(int dev, struct plugin_props *out);
+
+/* dtype/op mapping. Returns 0 or -ENOTSUP. */
+int plugin_dtype(ncclDataType_t t, enum sc_dtype *out);
+int plugin_op(ncclRedOp_t op, enum sc_op *out);
+
+uint64_t plugin_now_ns(void);
+
+/* ---- p2p engine (net_comm.c) ---- */
+int netc_init(void);
+void netc_fini(void);
+int netc_devices(int *ndev);
+struct fabric *netc_fabric(void);
+int netc_listen(int dev, void *handle, void **listen_comm);
+int netc_connect(int dev, void *handle, void **send_comm);
+int netc_accept(void *listen_comm, void **recv_comm);
+int netc_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle);
+int netc_dereg_mr(void *comm, void *mhandle);
+int netc_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request);
+int netc_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
+	       void **mhandles, void **request);
+/* sizes: n ints (NCCL's test wants int). */
+int netc_test(void *request, int *done, int *sizes);
+int netc_close_send(void *send_comm);
+int netc_close_recv(void *recv_comm);
+int netc_close_listen(void *listen_comm);
+
+/* ---- collnet engine (collnet.c) ---- */
+int colln_listen(int dev, void *handle, void **listen_comm);
+int colln_connect(void *handles[], int nranks, int rank, void *listen_comm, void **coll_comm);
+int colln_reduce_support(ncclDataType_t t, ncclRedOp_t op, int *supported);
+int colln_reg_mr(void *coll_comm, void *data, size_t size, int type, void **mhandle);
+int colln_dereg_mr(void *coll_comm, void *mhandle);
+int colln_iallreduce(void *coll_comm, void *send, void *recv, size_t count, ncclDataType_t t,
+		     ncclRedOp_t op, void *send_mh, void *recv_mh, void **request);
+int colln_test(void *request, int *done, int *size);
+int colln_close(void *coll_comm);
+int colln_close_listen(void *listen_comm);
+
+#endif
