@@ -1,0 +1,798 @@
+/* ncclCollNet: allreduce split between sumcastd aggregators (client.h) and
+ * a ring among the nodes (ring.c), both running at once.
+ *
+ * connect() is a collective (NCCL calls it once per node and expects the
+ * same answer everywhere): every node sets up its ring neighbours, tries to
+ * join the aggregators, then the nodes agree over the ring (a min-allreduce
+ * of {joined, naggs, -naggs}) before answering. Unless every node joined
+ * the same number of aggregators, every node drops them and the collnet is
+ * a pure ring (one WARN line says why). connect blocks, bounded by
+ * SUMCAST_CONNECT_TIMEOUT: NCCL's collnet setup calls it exactly once.
+ *
+ * Settings that must agree across nodes (split, bandwidths, small-message
+ * threshold, job id) travel in rank 0's listen handle. */
+#include "plugin.h"
+
+#include <errno.h>
+#include <rdma/fi_errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "log.h"
+#include "ring.h"
+#include "split.h"
+
+#define COLL_MAGIC 0x53434331u /* "SCC1" */
+#define COLL_REQS 16
+#define COLL_RANKS_MAX 2048   /* ring tags carry the step in 12 bits */
+#define COLL_AGREE_SEQ 0xFFFFFu
+
+struct coll_handle {
+	uint32_t magic;
+	uint16_t addrlen;
+	uint16_t pad;
+	uint8_t addr[FABRIC_ADDR_MAX];
+	uint64_t job_id;
+	int32_t split_ppm; /* -1: auto */
+	uint32_t link_mbps, agg_mbps;
+	uint32_t pad2;
+	uint64_t small_bytes;
+};
+_Static_assert(sizeof(struct coll_handle) <= NCCL_NET_HANDLE_MAXSIZE, "handle too large");
+
+struct coll_listen {
+	struct fabric *f;
+	uint64_t job_id;
+};
+
+struct coll_mr {
+	struct fabric_mr ring;
+	struct fabric_mr agg;
+	bool has_agg;
+};
+
+struct coll_comm;
+
+struct coll_req {
+	struct coll_comm *cc;
+	bool used;
+	size_t count, es, a;
+	struct client_req *creq;
+	bool agg_done, ring_done;
+	uint64_t t0, t_agg, t_ring;
+	struct ring_op ring;
+};
+
+struct coll_stats {
+	uint64_t ops, bytes, agg_bytes, ring_bytes, agg_ns, ring_ns;
+};
+
+struct coll_comm {
+	struct fabric *f;
+	struct ring ring;
+	struct client *client;
+	uint32_t rank, nranks;
+	uint64_t job_id;
+	struct split_model model;
+	uint32_t seq;
+	struct coll_stats st;
+	char aggs_buf[CFG_STR_MAX];
+	const char *aggs[CLIENT_AGGS_MAX];
+	size_t naggs;
+	uint8_t key[256];
+	size_t key_len;
+	struct coll_req reqs[COLL_REQS];
+};
+
+int colln_listen(int dev, void *handle, void **listen_comm)
+{
+	struct coll_handle *h = handle;
+	struct coll_listen *lc;
+	double split;
+	int rc;
+
+	if (dev != 0)
+		return -EINVAL;
+	if (split_parse(plugin_cfg.split, &split)) {
+		SC_WARN("SUMCAST_SPLIT=%s: want auto or a fraction in [0, 1]", plugin_cfg.split);
+		return -EINVAL;
+	}
+	lc = calloc(1, sizeof(*lc));
+	if (!lc)
+		return -ENOMEM;
+	struct fabric_params p = {
+		.provider = plugin_cfg.provider,
+		.node = plugin_cfg.iface[0] ? plugin_cfg.iface : NULL,
+		.cq_size = 4096,
+	};
+	rc = fabric_open(&p, &lc->f);
+	if (rc) {
+		free(lc);
+		return rc;
+	}
+	if (getrandom(&lc->job_id, sizeof(lc->job_id), 0) != sizeof(lc->job_id))
+		lc->job_id = plugin_now_ns() ^ ((uint64_t)getpid() << 32);
+	memset(h, 0, NCCL_NET_HANDLE_MAXSIZE);
+	h->magic = COLL_MAGIC;
+	h->addrlen = (uint16_t)lc->f->addrlen;
+	memcpy(h->addr, lc->f->addr, lc->f->addrlen);
+	h->job_id = lc->job_id;
+	h->split_ppm = split < 0 ? -1 : (int32_t)(split * 1e6 + 0.5);
+	struct plugin_props pp;
+	h->link_mbps = plugin_props_get(0, &pp) ? 25000 : (uint32_t)pp.speed_mbps;
+	h->agg_mbps = plugin_cfg.agg_gbps > 0 ? (uint32_t)(plugin_cfg.agg_gbps * 1000) : h->link_mbps;
+	h->small_bytes = plugin_cfg.small_bytes;
+	*listen_comm = lc;
+	return 0;
+}
+
+int colln_close_listen(void *listen_comm)
+{
+	struct coll_listen *lc = listen_comm;
+
+	if (lc) {
+		fabric_close(lc->f); /* NULL once a collComm owns it */
+		free(lc);
+	}
+	return 0;
+}
+
+static void aggs_parse(struct coll_comm *cc)
+{
+	char *save = NULL;
+
+	snprintf(cc->aggs_buf, sizeof(cc->aggs_buf), "%s", plugin_cfg.aggregators);
+	for (char *t = strtok_r(cc->aggs_buf, ", ", &save); t && cc->naggs < CLIENT_AGGS_MAX;
+	     t = strtok_r(NULL, ", ", &save))
+		cc->aggs[cc->naggs++] = t;
+}
+
+static int key_load(struct coll_comm *cc)
+{
+	FILE *fp;
+
+	if (!plugin_cfg.key_file[0])
+		return 0;
+	fp = fopen(plugin_cfg.key_file, "rb");
+	if (!fp) {
+		SC_WARN("SUMCAST_KEY_FILE=%s: %s", plugin_cfg.key_file, strerror(errno));
+		return -errno;
+	}
+	cc->key_len = fread(cc->key, 1, sizeof(cc->key), fp);
+	fclose(fp);
+	/* A key written with echo ends in a newline that is not part of it. */
+	while (cc->key_len && (cc->key[cc->key_len - 1] == '\n' || cc->key[cc->key_len - 1] == '\r'))
+		cc->key_len--;
+	return 0;
+}
+
+/* Blocking (bounded) min-allreduce of n <= 8 int32 over the ring. */
+static int coll_agree(struct coll_comm *cc, int32_t *vals, size_t n, uint64_t deadline)
+{
+	struct {
+		int32_t in[8], out[8];
+	} *buf = calloc(1, sizeof(*buf));
+	struct fabric_mr mr = { 0 };
+	struct ring_op *o = &cc->reqs[0].ring;
+	int rc;
+
+	if (!buf)
+		return -ENOMEM;
+	rc = fabric_mr_reg(cc->f, buf, sizeof(*buf), &mr);
+	if (rc)
+		goto out_free;
+	memcpy(buf->in, vals, n * sizeof(*vals));
+	ring_op_start(&cc->ring, o, COLL_AGREE_SEQ, buf->in, buf->out, n, SC_I32, SC_OP_MIN, mr.desc,
+		      mr.desc, 0);
+	for (;;) {
+		ring_poll(&cc->ring);
+		rc = ring_op_progress(o);
+		if (rc)
+			break;
+		if (plugin_now_ns() > deadline) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+	}
+	if (rc < 0)
+		ring_op_abort(o);
+	else
+		memcpy(vals, buf->out, n * sizeof(*vals));
+	fabric_mr_dereg(&mr);
+out_free:
+	free(buf);
+	return rc < 0 ? rc : 0;
+}
+
+static const struct coll_handle *handle_check(void *p, int i)
+{
+	const struct coll_handle *h = p;
+
+	if (!h || h->magic != COLL_MAGIC || h->addrlen == 0 || h->addrlen > FABRIC_ADDR_MAX) {
+		SC_WARN("collnet connect: handle of rank %d is not a Sumcast collnet handle", i);
+		return NULL;
+	}
+	return h;
+}
+
+/* Tries to join every aggregator; 0 when all are READY. */
+static int coll_join(struct coll_comm *cc, uint64_t deadline)
+{
+	struct client_params p = {
+		.provider = plugin_cfg.provider,
+		.node = plugin_cfg.iface[0] ? plugin_cfg.iface : NULL,
+		.job_id = cc->job_id,
+		.rank = cc->rank,
+		.nranks = cc->nranks,
+		.chunk_bytes = (uint32_t)plugin_cfg.chunk_bytes,
+		.window = (uint32_t)plugin_cfg.window,
+		.timeout_ms = (uint32_t)plugin_cfg.agg_timeout_ms,
+		.key = cc->key_len ? cc->key : NULL,
+		.key_len = cc->key_len,
+		.naggs = cc->naggs,
+		.aggs = cc->aggs,
+	};
+	int rc;
+
+	if (key_load(cc))
+		return -EACCES;
+	rc = client_create(&p, &cc->client);
+	if (rc) {
+		SC_WARN("aggregators %s: client setup failed: %s", plugin_cfg.aggregators,
+			strerror(-rc));
+		cc->client = NULL;
+		return rc;
+	}
+	do {
+		rc = client_connect_poll(cc->client);
+		if (rc != -EAGAIN)
+			break;
+		struct timespec ts = { 0, 200000 };
+		nanosleep(&ts, NULL);
+	} while (plugin_now_ns() < deadline);
+	if (rc == -EAGAIN) {
+		SC_WARN("aggregators %s: not ready within SUMCAST_CONNECT_TIMEOUT (%s)",
+			plugin_cfg.aggregators, client_error(cc->client));
+		rc = -ETIMEDOUT;
+	} else if (rc) {
+		SC_WARN("aggregators %s: %s", plugin_cfg.aggregators, client_error(cc->client));
+	}
+	return rc;
+}
+
+int colln_connect(void *handles[], int nranks, int rank, void *listen_comm, void **coll_comm)
+{
+	struct coll_listen *lc = listen_comm;
+	struct coll_comm *cc;
+	const struct coll_handle *h0, *hn, *hp;
+	uint64_t t0 = plugin_now_ns();
+	uint64_t deadline = t0 + (uint64_t)plugin_cfg.connect_timeout_ms * 1000000ull;
+	int rc;
+
+	*coll_comm = NULL;
+	if (nranks < 1 || nranks > COLL_RANKS_MAX || rank < 0 || rank >= nranks || !lc || !lc->f) {
+		SC_WARN("collnet connect: rank %d of %d (at most %d nodes)", rank, nranks,
+			COLL_RANKS_MAX);
+		return -EINVAL;
+	}
+	h0 = handle_check(handles[0], 0);
+	hn = handle_check(handles[(rank + 1) % nranks], (rank + 1) % nranks);
+	hp = handle_check(handles[(rank + nranks - 1) % nranks], (rank + nranks - 1) % nranks);
+	if (!h0 || !hn || !hp)
+		return -EINVAL;
+	cc = calloc(1, sizeof(*cc));
+	if (!cc)
+		return -ENOMEM;
+	cc->f = lc->f;
+	lc->f = NULL; /* NCCL closes the listen comm after a successful connect */
+	cc->rank = (uint32_t)rank;
+	cc->nranks = (uint32_t)nranks;
+	cc->job_id = h0->job_id;
+	cc->model = (struct split_model){
+		.fixed = h0->split_ppm < 0 ? -1 : h0->split_ppm / 1e6,
+		.link_gbps = h0->link_mbps / 1000.0,
+		.agg_gbps = h0->agg_mbps / 1000.0,
+		.nranks = (uint32_t)nranks,
+		.small_bytes = h0->small_bytes,
+	};
+	rc = ring_init(&cc->ring, cc->f, hn->addr, hn->addrlen, hp->addr, hp->addrlen, cc->rank,
+		       cc->nranks, plugin_cfg.ring_chunk_bytes, (uint32_t)plugin_cfg.ring_window,
+		       COLL_REQS);
+	if (rc)
+		goto err_free;
+
+	aggs_parse(cc);
+	int32_t joined = 0;
+	if (cc->naggs)
+		joined = coll_join(cc, deadline) == 0;
+	/* Agree: everyone joined, and the same number of aggregators. */
+	int32_t v[3] = { joined, (int32_t)cc->naggs, -(int32_t)cc->naggs };
+	rc = coll_agree(cc, v, 3, deadline + (uint64_t)plugin_cfg.connect_timeout_ms * 1000000ull);
+	if (rc) {
+		SC_WARN("collnet connect: rank %d of %d: ring to the neighbours failed: %s", rank, nranks,
+			rc == -ETIMEDOUT ? "timed out" : fi_strerror(-rc));
+		goto err_ring;
+	}
+	bool use_aggs = v[0] == 1 && v[1] == -v[2] && v[1] > 0;
+	if (!use_aggs && cc->client) {
+		client_destroy(cc->client);
+		cc->client = NULL;
+	}
+	if (use_aggs) {
+		cc->model.naggs = (uint32_t)cc->naggs;
+		SC_INFO("collnet job 0x%016llx: rank %d of %d, %zu aggregators (%s) + ring, split %s "
+			"(model %.2f), connected in %.1f ms",
+			(unsigned long long)cc->job_id, rank, nranks, cc->naggs, plugin_cfg.aggregators,
+			cc->model.fixed < 0 ? "auto" : plugin_cfg.split,
+			split_model_fraction(&cc->model), (plugin_now_ns() - t0) / 1e6);
+	} else if (cc->naggs || v[1] > 0) {
+		/* One clear line per node: every node takes the same decision. */
+		SC_WARN("collnet job 0x%016llx: aggregators unusable on %s (this node: %s); "
+			"all %d nodes use the ring",
+			(unsigned long long)cc->job_id, v[1] != -v[2] ? "some nodes (lists differ)"
+			: "at least one node", joined ? "joined" : "not joined", nranks);
+	} else {
+		SC_INFO("collnet job 0x%016llx: rank %d of %d, no SUMCAST_AGGREGATORS: ring only",
+			(unsigned long long)cc->job_id, rank, nranks);
+	}
+	*coll_comm = cc;
+	return 0;
+
+err_ring:
+	if (cc->client)
+		client_destroy(cc->client);
+	ring_fini(&cc->ring);
+err_free:
+	fabric_close(cc->f);
+	free(cc);
+	return rc;
+}
+
+int colln_reduce_support(ncclDataType_t t, ncclRedOp_t op, int *supported)
+{
+	enum sc_dtype d;
+	enum sc_op o;
+
+	*supported = plugin_dtype(t, &d) == 0 && plugin_op(op, &o) == 0;
+	return 0;
+}
+
+int colln_reg_mr(void *coll_comm, void *data, size_t size, int type, void **mhandle)
+{
+	struct coll_comm *cc = coll_comm;
+	struct coll_mr *m;
+	int rc;
+
+	if (type != NCCL_PTR_HOST) {
+		SC_WARN("collnet regMr: pointer type %d is not host memory (NCCL_PTR_HOST only)", type);
+		return -EINVAL;
+	}
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	rc = fabric_mr_reg(cc->f, data, size ? size : 1, &m->ring);
+	if (rc)
+		goto err_free;
+	if (cc->client) {
+		rc = client_mr_reg(cc->client, data, size ? size : 1, &m->agg);
+		if (rc)
+			goto err_ring;
+		m->has_agg = true;
+	}
+	*mhandle = m;
+	return 0;
+
+err_ring:
+	fabric_mr_dereg(&m->ring);
+err_free:
+	free(m);
+	return rc;
+}
+
+int colln_dereg_mr(void *coll_comm, void *mhandle)
+{
+	struct coll_mr *m = mhandle;
+
+	(void)coll_comm;
+	if (m) {
+		if (m->has_agg)
+			fabric_mr_dereg(&m->agg);
+		fabric_mr_dereg(&m->ring);
+		free(m);
+	}
+	return 0;
+}
+
+int colln_iallreduce(void *coll_comm, void *send, void *recv, size_t count, ncclDataType_t t,
+		     ncclRedOp_t op, void *send_mh, void *recv_mh, void **request)
+{
+	struct coll_comm *cc = coll_comm;
+	struct coll_mr *sm = send_mh, *rm = recv_mh;
+	struct coll_req *r = NULL;
+	enum sc_dtype d;
+	enum sc_op o;
+	uint32_t slot;
+	int rc;
+
+	*request = NULL;
+	if (plugin_dtype(t, &d) || plugin_op(op, &o)) {
+		SC_WARN("iallreduce: type %d / op %d was announced unsupported by reduceSupport", t, op);
+		return -EINVAL;
+	}
+	for (slot = 0; slot < COLL_REQS; slot++)
+		if (!cc->reqs[slot].used) {
+			r = &cc->reqs[slot];
+			break;
+		}
+	if (!r)
+		return 0; /* NCCL retries */
+	size_t es = sc_dtype_size(d);
+	size_t a = cc->client ? split_count(split_fraction(&cc->model, count * es), count, es) : 0;
+	struct client_req *creq = NULL;
+	if (a) {
+		rc = client_allreduce(cc->client, send, recv, a, d, o, sm && sm->has_agg ? sm->agg.desc : NULL,
+				      rm && rm->has_agg ? rm->agg.desc : NULL, &creq);
+		if (rc == -EAGAIN)
+			return 0;
+		if (rc) {
+			SC_WARN("iallreduce of %zu x %s through the aggregators: %s (%s)", a,
+				sc_dtype_name(d), strerror(-rc), client_error(cc->client));
+			return rc;
+		}
+	}
+	memset(r, 0, offsetof(struct coll_req, ring));
+	r->cc = cc;
+	r->used = true;
+	r->count = count;
+	r->es = es;
+	r->a = a;
+	r->creq = creq;
+	r->agg_done = a == 0;
+	r->t0 = plugin_now_ns();
+	ring_op_start(&cc->ring, &r->ring, cc->seq, (const char *)send + a * es, (char *)recv + a * es,
+		      count - a, d, o, sm ? sm->ring.desc : NULL, rm ? rm->ring.desc : NULL, slot);
+	cc->seq = (cc->seq + 1) & 0xFFFFF;
+	if (cc->seq == COLL_AGREE_SEQ)
+		cc->seq = 0;
+	*request = r;
+	return 0;
+}
+
+static int req_progress(struct coll_req *r)
+{
+	int rc;
+
+	if (!r->ring_done) {
+		rc = ring_op_progress(&r->ring);
+		if (rc < 0)
+			return rc;
+		if (rc == 1) {
+			r->ring_done = true;
+			r->t_ring = plugin_now_ns();
+		}
+	}
+	return 0;
+}
+
+int colln_test(void *request, int *done, int *size)
+{
+	struct coll_req *r = request;
+	struct coll_comm *cc = r->cc;
+	int rc;
+
+	*done = 0;
+	ring_poll(&cc->ring);
+	/* Every active request moves, not only the one NCCL asks about. */
+	for (int i = 0; i < COLL_REQS; i++)
+		if (cc->reqs[i].used && &cc->reqs[i] != r)
+			(void)req_progress(&cc->reqs[i]);
+	rc = req_progress(r);
+	if (!rc && !r->agg_done) {
+		int d = 0;
+		rc = client_test(cc->client, r->creq, &d);
+		if (rc) {
+			r->creq = NULL; /* freed by client_test */
+			SC_WARN("allreduce seq through the aggregators failed: %s", client_error(cc->client));
+		} else if (d) {
+			r->agg_done = true;
+			r->t_agg = plugin_now_ns();
+		}
+	}
+	if (rc) {
+		if (!r->ring_done)
+			ring_op_abort(&r->ring);
+		if (r->creq)
+			r->agg_done = true; /* left to client_destroy */
+		r->used = false;
+		return rc;
+	}
+	if (!r->agg_done || !r->ring_done)
+		return 0;
+	cc->st.ops++;
+	cc->st.bytes += r->count * r->es;
+	cc->st.agg_bytes += r->a * r->es;
+	cc->st.ring_bytes += (r->count - r->a) * r->es;
+	if (r->a)
+		cc->st.agg_ns += r->t_agg - r->t0;
+	if (r->count > r->a)
+		cc->st.ring_ns += r->t_ring - r->t0;
+	if (size)
+		*size = (int)(r->count * r->es);
+	r->used = false;
+	*done = 1;
+	return 0;
+}
+
+int colln_close(void *coll_comm)
+{
+	struct coll_comm *cc = coll_comm;
+	struct coll_stats *s;
+
+	if (!cc)
+		return 0;
+	s = &cc->st;
+	for (int i = 0; i < COLL_REQS; i++)
+		if (cc->reqs[i].used && !cc->reqs[i].ring_done)
+			ring_op_abort(&cc->reqs[i].ring);
+	SC_INFO("collnet job 0x%016llx rank %u/%u closed: %llu allreduces, %.3f GB, split %.3f "
+		"(aggregators %.3f GB at %.2f GB/s, ring %.3f GB at %.2f GB/s)",
+		(unsigned long long)cc->job_id, cc->rank, cc->nranks, (unsigned long long)s->ops,
+		s->bytes / 1e9, s->bytes ? (double)s->agg_bytes / s->bytes : 0.0, s->agg_bytes / 1e9,
+		s->agg_ns ? s->agg_bytes / (double)s->agg_ns : 0.0, s->ring_bytes / 1e9,
+		s->ring_ns ? s->ring_bytes / (double)s->ring_ns : 0.0);
+	if (cc->client)
+		client_destroy(cc->client);
+	ring_fini(&cc->ring);
+	fabric_close(cc->f);
+	free(cc);
+	return 0;
+}
+
+/* ---- entry points ---- */
+
+struct coll_ctx {
+	uint64_t comm_id;
+};
+
+static ncclResult_t coll_init_common(ncclDebugLogger_t logger)
+{
+	int rc = plugin_init(logger);
+
+	if (!rc)
+		rc = netc_init();
+	return plugin_result(rc);
+}
+
+static ncclResult_t coll_devices(int *ndev)
+{
+	return plugin_result(netc_devices(ndev));
+}
+
+static void props_v9(const struct plugin_props *p, int dev, ncclNetProperties_v9_t *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->name = (char *)p->name;
+	out->guid = (uint64_t)dev;
+	out->ptrSupport = NCCL_PTR_HOST;
+	out->speed = p->speed_mbps;
+	out->latency = p->latency_us;
+	out->maxComms = 1024;
+	out->maxRecvs = 1;
+	out->netDeviceType = NCCL_NET_DEVICE_HOST;
+	out->netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION;
+	out->vProps.ndevs = 1;
+	out->vProps.devs[0] = dev;
+	out->maxP2pBytes = p->max_p2p_bytes;
+	out->maxCollBytes = p->max_coll_bytes;
+}
+
+static ncclResult_t coll_props_v9(int dev, ncclNetProperties_v9_t *out)
+{
+	struct plugin_props p;
+	int rc = plugin_props_get(dev, &p);
+
+	if (rc)
+		return plugin_result(rc);
+	props_v9(&p, dev, out);
+	return ncclSuccess;
+}
+
+static ncclResult_t coll_props_v11(int dev, ncclNetProperties_v11_t *out)
+{
+	ncclNetProperties_v9_t p;
+	ncclResult_t r = coll_props_v9(dev, &p);
+
+	if (r)
+		return r;
+	memset(out, 0, sizeof(*out));
+	memcpy(out, &p, sizeof(p)); /* v11 = v9 + maxMultiRequestSize at the end */
+	out->maxMultiRequestSize = 1;
+	return ncclSuccess;
+}
+
+static ncclResult_t coll_props_v8(int dev, ncclNetProperties_v8_t *out)
+{
+	ncclNetProperties_v9_t p;
+	ncclResult_t r = coll_props_v9(dev, &p);
+
+	if (r)
+		return r;
+	out->name = p.name;
+	out->pciPath = p.pciPath;
+	out->guid = p.guid;
+	out->ptrSupport = p.ptrSupport;
+	out->regIsGlobal = p.regIsGlobal;
+	out->speed = p.speed;
+	out->port = p.port;
+	out->latency = p.latency;
+	out->maxComms = p.maxComms;
+	out->maxRecvs = p.maxRecvs;
+	out->netDeviceType = p.netDeviceType;
+	out->netDeviceVersion = p.netDeviceVersion;
+	return ncclSuccess;
+}
+
+static ncclResult_t coll_listen(int dev, void *handle, void **listen_comm)
+{
+	return plugin_result(colln_listen(dev, handle, listen_comm));
+}
+
+static ncclResult_t coll_connect(void *handles[], int nranks, int rank, void *listen_comm,
+				 void **coll_comm)
+{
+	return plugin_result(colln_connect(handles, nranks, rank, listen_comm, coll_comm));
+}
+
+static ncclResult_t coll_reduce_support(ncclDataType_t t, ncclRedOp_t op, int *supported)
+{
+	return plugin_result(colln_reduce_support(t, op, supported));
+}
+
+static ncclResult_t coll_reg_mr(void *c, void *data, size_t size, int type, void **mhandle)
+{
+	return plugin_result(colln_reg_mr(c, data, size, type, mhandle));
+}
+
+static ncclResult_t coll_reg_mr_dmabuf(void *c, void *data, size_t size, int type, uint64_t offset,
+				       int fd, void **mhandle)
+{
+	(void)offset;
+	(void)fd;
+	return coll_reg_mr(c, data, size, type, mhandle);
+}
+
+static ncclResult_t coll_dereg_mr(void *c, void *mhandle)
+{
+	return plugin_result(colln_dereg_mr(c, mhandle));
+}
+
+static ncclResult_t coll_iallreduce(void *c, void *send, void *recv, size_t count, ncclDataType_t t,
+				    ncclRedOp_t op, void *smh, void *rmh, void **request)
+{
+	return plugin_result(colln_iallreduce(c, send, recv, count, t, op, smh, rmh, request));
+}
+
+static ncclResult_t coll_iallreduce_v8(void *c, void *send, void *recv, int count, ncclDataType_t t,
+				       ncclRedOp_t op, void *smh, void *rmh, void **request)
+{
+	if (count < 0)
+		return ncclInvalidArgument;
+	return coll_iallreduce(c, send, recv, (size_t)count, t, op, smh, rmh, request);
+}
+
+static ncclResult_t coll_iflush(void *c, void *data, int size, void *mhandle, void **request)
+{
+	(void)c;
+	(void)data;
+	(void)size;
+	(void)mhandle;
+	*request = NULL; /* host memory: nothing to flush */
+	return ncclSuccess;
+}
+
+static ncclResult_t coll_test(void *request, int *done, int *size)
+{
+	return plugin_result(colln_test(request, done, size));
+}
+
+static ncclResult_t coll_close(void *c)
+{
+	return plugin_result(colln_close(c));
+}
+
+static ncclResult_t coll_close_listen(void *c)
+{
+	return plugin_result(colln_close_listen(c));
+}
+
+static ncclResult_t coll_init_v11(void **ctx, uint64_t comm_id, ncclDebugLogger_t logger)
+{
+	struct coll_ctx *c;
+	ncclResult_t r = coll_init_common(logger);
+
+	if (r)
+		return r;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return ncclSystemError;
+	c->comm_id = comm_id;
+	*ctx = c;
+	return ncclSuccess;
+}
+
+static ncclResult_t coll_listen_v11(void *ctx, int dev, void *handle, void **listen_comm)
+{
+	(void)ctx;
+	return coll_listen(dev, handle, listen_comm);
+}
+
+static ncclResult_t coll_finalize_v11(void *ctx)
+{
+	free(ctx);
+	netc_fini();
+	return ncclSuccess;
+}
+
+static ncclResult_t coll_init_v8(ncclDebugLogger_t logger)
+{
+	return coll_init_common(logger);
+}
+
+SC_EXPORT const ncclCollNet_v11_t ncclCollNetPlugin_v11 = {
+	.name = PLUGIN_NAME,
+	.init = coll_init_v11,
+	.devices = coll_devices,
+	.getProperties = coll_props_v11,
+	.listen = coll_listen_v11,
+	.connect = coll_connect,
+	.reduceSupport = coll_reduce_support,
+	.regMr = coll_reg_mr,
+	.regMrDmaBuf = coll_reg_mr_dmabuf,
+	.deregMr = coll_dereg_mr,
+	.iallreduce = coll_iallreduce,
+	.iallgather = NULL,
+	.ireducescatter = NULL,
+	.iflush = coll_iflush,
+	.test = coll_test,
+	.closeColl = coll_close,
+	.closeListen = coll_close_listen,
+	.makeVDevice = NULL,
+	.finalize = coll_finalize_v11,
+};
+
+#define COLL_V9_BODY                                                                  \
+	.name = PLUGIN_NAME, .init = coll_init_v8, .devices = coll_devices,           \
+	.getProperties = coll_props_v9, .listen = coll_listen, .connect = coll_connect, \
+	.reduceSupport = coll_reduce_support, .regMr = coll_reg_mr,                   \
+	.regMrDmaBuf = coll_reg_mr_dmabuf, .deregMr = coll_dereg_mr,                  \
+	.iallreduce = coll_iallreduce, .iallgather = NULL, .ireducescatter = NULL,    \
+	.iflush = coll_iflush, .test = coll_test, .closeColl = coll_close,            \
+	.closeListen = coll_close_listen, .makeVDevice = NULL
+
+SC_EXPORT const ncclCollNet_v10_t ncclCollNetPlugin_v10 = { COLL_V9_BODY };
+SC_EXPORT const ncclCollNet_v9_t ncclCollNetPlugin_v9 = { COLL_V9_BODY };
+
+SC_EXPORT const ncclCollNet_v8_t ncclCollNetPlugin_v8 = {
+	.name = PLUGIN_NAME,
+	.init = coll_init_v8,
+	.devices = coll_devices,
+	.getProperties = coll_props_v8,
+	.listen = coll_listen,
+	.connect = coll_connect,
+	.reduceSupport = coll_reduce_support,
+	.regMr = coll_reg_mr,
+	.regMrDmaBuf = coll_reg_mr_dmabuf,
+	.deregMr = coll_dereg_mr,
+	.iallreduce = coll_iallreduce_v8,
+	.iallgather = NULL,
+	.ireducescatter = NULL,
+	.iflush = coll_iflush,
+	.test = coll_test,
+	.closeColl = coll_close,
+	.closeListen = coll_close_listen,
+};

@@ -1,0 +1,309 @@
+#include "ring.h"
+
+#include <errno.h>
+#include <rdma/fi_errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+#define RING_TAG_KIND 0x5ull
+#define X_IDLE 0
+#define X_POSTED 1
+#define X_DONE 2
+
+static inline uint64_t ring_tag(uint32_t seq, uint32_t step, size_t col)
+{
+	return RING_TAG_KIND << 60 | (uint64_t)(seq & 0xFFFFF) << 40 | (uint64_t)(step & 0xFFF) << 28 |
+	       (uint64_t)(col & 0xFFFFFFF);
+}
+
+int ring_init(struct ring *r, struct fabric *f, const void *next_addr, size_t next_len,
+	      const void *prev_addr, size_t prev_len, uint32_t rank, uint32_t nranks,
+	      size_t chunk_bytes, uint32_t window, uint32_t tmp_slots)
+{
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	r->f = f;
+	r->rank = rank;
+	r->nranks = nranks;
+	r->chunk_bytes = chunk_bytes & ~(size_t)63;
+	if (r->chunk_bytes < 64)
+		r->chunk_bytes = 64;
+	r->window = window < 1 ? 1 : window > RING_WINDOW_MAX ? RING_WINDOW_MAX : window;
+	r->tmp_slots = tmp_slots;
+	if (nranks > 1) {
+		rc = fabric_av_insert(f, next_addr, next_len, &r->next);
+		if (!rc)
+			rc = fabric_av_insert(f, prev_addr, prev_len, &r->prev);
+		if (rc) {
+			SC_WARN("ring: fi_av_insert of a neighbour: %s", fi_strerror(-rc));
+			return rc;
+		}
+	}
+	return 0;
+}
+
+/* Staging for in-place requests, allocated at the first one. */
+static char *ring_tmp(struct ring *r, uint32_t slot, void **desc)
+{
+	size_t per = (size_t)r->window * r->chunk_bytes;
+
+	if (!r->tmp) {
+		if (posix_memalign((void **)&r->tmp, 4096, per * r->tmp_slots))
+			return r->tmp = NULL;
+		if (fabric_mr_reg(r->f, r->tmp, per * r->tmp_slots, &r->tmp_mr)) {
+			free(r->tmp);
+			return r->tmp = NULL;
+		}
+	}
+	*desc = r->tmp_mr.desc;
+	return r->tmp + per * slot;
+}
+
+void ring_fini(struct ring *r)
+{
+	if (r->tmp) {
+		fabric_mr_dereg(&r->tmp_mr);
+		free(r->tmp);
+		r->tmp = NULL;
+	}
+}
+
+int ring_poll(struct ring *r)
+{
+	struct fabric_cqe cqe[32];
+	int n;
+
+	do {
+		n = fabric_cq_poll(r->f, cqe, 32);
+		for (int i = 0; i < n; i++) {
+			struct ring_xfer *x = container_of(cqe[i].op, struct ring_xfer, fop);
+			x->len = cqe[i].err ? cqe[i].olen : cqe[i].len;
+			x->err = cqe[i].err;
+			x->state = X_DONE;
+		}
+	} while (n == 32);
+	if (n < 0) {
+		SC_LOG_RATELIMIT(SC_LOG_WARN, 1000, "ring completion queue: %s", fi_strerror(-n));
+		r->err = n;
+	}
+	return n < 0 ? n : 0;
+}
+
+static void seg_range(const struct ring_op *o, uint32_t k, size_t *b, size_t *e)
+{
+	size_t s = (size_t)k * o->seg_elems;
+
+	*b = s < o->count ? s : o->count;
+	s += o->seg_elems;
+	*e = s < o->count ? s : o->count;
+}
+
+/* Chunk j of segment k: element offset and length (0 if past its end). */
+static void chunk_range(const struct ring_op *o, uint32_t k, size_t j, size_t *off, size_t *len)
+{
+	size_t b, e;
+
+	seg_range(o, k, &b, &e);
+	*off = b + j * o->chunk_elems;
+	if (*off >= e) {
+		*off = e;
+		*len = 0;
+		return;
+	}
+	*len = e - *off < o->chunk_elems ? e - *off : o->chunk_elems;
+}
+
+static void step_segs(const struct ring_op *o, uint32_t g, uint32_t *sseg, uint32_t *rseg)
+{
+	uint32_t n = o->ring->nranks, r = o->ring->rank;
+
+	if (g < n - 1) {
+		*sseg = (r + n - g % n) % n;
+		*rseg = (r + 2 * n - g - 1) % n;
+	} else {
+		uint32_t t = g - (n - 1);
+		*sseg = (r + 1 + n - t) % n;
+		*rseg = (r + n - t) % n;
+	}
+}
+
+static void col_enter(struct ring_op *o, struct ring_col *c)
+{
+	uint32_t ss, rs;
+	size_t off, len;
+
+	step_segs(o, c->step, &ss, &rs);
+	chunk_range(o, ss, c->j, &off, &len);
+	c->s.state = len ? X_IDLE : X_DONE;
+	c->s.err = 0;
+	chunk_range(o, rs, c->j, &off, &len);
+	c->r.state = len ? X_IDLE : X_DONE;
+	c->r.err = 0;
+	c->r.len = 0;
+}
+
+/* Posts what the column's current step still needs. */
+static int col_post(struct ring_op *o, struct ring_col *c, size_t slot)
+{
+	struct ring *rg = o->ring;
+	uint32_t ss, rs;
+	size_t off, len;
+	int rc;
+
+	step_segs(o, c->step, &ss, &rs);
+	if (c->r.state == X_IDLE) {
+		chunk_range(o, rs, c->j, &off, &len);
+		void *dst = o->recv + off * o->es, *desc = o->rdesc;
+		if (c->step < rg->nranks - 1 && o->inplace) {
+			dst = o->tmp + slot * rg->chunk_bytes;
+			desc = o->tmp_desc;
+		}
+		rc = fabric_trecv(rg->f, dst, len * o->es, desc, FI_ADDR_UNSPEC,
+				  ring_tag(o->seq, c->step, c->j), 0, &c->r.fop);
+		if (rc == -FI_EAGAIN)
+			return 0;
+		if (rc)
+			return rc;
+		c->r.state = X_POSTED;
+	}
+	if (c->s.state == X_IDLE) {
+		chunk_range(o, ss, c->j, &off, &len);
+		const void *src = (c->step == 0 ? o->send : o->recv) + off * o->es;
+		void *desc = c->step == 0 ? o->sdesc : o->rdesc;
+		rc = fabric_tsend(rg->f, src, len * o->es, desc, rg->next,
+				  ring_tag(o->seq, c->step, c->j), 0, &c->s.fop);
+		if (rc == -FI_EAGAIN)
+			return 0;
+		if (rc)
+			return rc;
+		c->s.state = X_POSTED;
+	}
+	return 0;
+}
+
+void ring_op_start(struct ring *r, struct ring_op *o, uint32_t seq, const void *send, void *recv,
+		   size_t count, enum sc_dtype t, enum sc_op op, void *sdesc, void *rdesc,
+		   uint32_t slot)
+{
+	memset(o, 0, sizeof(*o));
+	o->ring = r;
+	o->send = send;
+	o->recv = recv;
+	o->sdesc = sdesc;
+	o->rdesc = rdesc;
+	o->count = count;
+	o->es = sc_dtype_size(t);
+	o->dtype = t;
+	o->op = op;
+	o->seq = seq;
+	if (r->nranks == 1 || count == 0) {
+		if (send != recv && count)
+			memmove(recv, send, count * o->es);
+		return; /* ncols = 0: done */
+	}
+	o->seg_elems = (count + r->nranks - 1) / r->nranks;
+	o->chunk_elems = r->chunk_bytes / o->es;
+	o->ncols = (o->seg_elems + o->chunk_elems - 1) / o->chunk_elems;
+	const char *sb = send, *rb = recv;
+	o->inplace = sb < rb + count * o->es && rb < sb + count * o->es;
+	if (o->inplace) {
+		o->tmp = ring_tmp(r, slot, &o->tmp_desc);
+		if (!o->tmp) {
+			SC_WARN("ring: no staging memory for an in-place request");
+			o->err = -ENOMEM;
+		}
+	}
+}
+
+int ring_op_progress(struct ring_op *o)
+{
+	struct ring *rg = o->ring;
+	uint32_t nsteps = 2 * (rg->nranks - 1);
+	int rc;
+
+	if (o->err)
+		return o->err;
+	if (rg->err)
+		return o->err = rg->err;
+	for (size_t i = 0; i < rg->window; i++) {
+		struct ring_col *c = &o->cols[i];
+		if (!c->active) {
+			if (o->next_col >= o->ncols)
+				continue;
+			c->active = true;
+			c->j = o->next_col++;
+			c->step = 0;
+			col_enter(o, c);
+		}
+		for (;;) {
+			rc = col_post(o, c, i);
+			if (rc) {
+				SC_WARN("ring: posting step %u of column %zu: %s", c->step, c->j,
+					fi_strerror(-rc));
+				return o->err = rc;
+			}
+			if (c->s.state != X_DONE || c->r.state != X_DONE)
+				break;
+			if (c->s.err || c->r.err) {
+				rc = c->s.err ? c->s.err : c->r.err;
+				SC_WARN("ring: step %u of column %zu (seq %u) failed: %s", c->step, c->j,
+					o->seq, fi_strerror(-rc));
+				return o->err = rc;
+			}
+			uint32_t ss, rs;
+			size_t off, len;
+			step_segs(o, c->step, &ss, &rs);
+			chunk_range(o, rs, c->j, &off, &len);
+			if (len && c->r.len != len * o->es) {
+				SC_WARN("ring: step %u got %zu bytes, expected %zu", c->step, c->r.len,
+					len * o->es);
+				return o->err = -EPROTO;
+			}
+			if (len && c->step < rg->nranks - 1) {
+				const void *src = o->inplace ? o->tmp + i * rg->chunk_bytes
+							     : o->send + off * o->es;
+				sc_reduce(o->dtype, o->op, o->recv + off * o->es, src, len);
+			}
+			if (++c->step == nsteps) {
+				c->active = false;
+				o->cols_done++;
+				if (o->next_col < o->ncols) {
+					c->active = true;
+					c->j = o->next_col++;
+					c->step = 0;
+					col_enter(o, c);
+					continue;
+				}
+				break;
+			}
+			col_enter(o, c);
+		}
+	}
+	return o->cols_done == o->ncols ? 1 : 0;
+}
+
+void ring_op_abort(struct ring_op *o)
+{
+	struct ring *rg = o->ring;
+
+	for (size_t i = 0; i < rg->window; i++) {
+		struct ring_col *c = &o->cols[i];
+		if (c->active && c->r.state == X_POSTED)
+			fabric_cancel(rg->f, &c->r.fop);
+	}
+	/* Sends finish by themselves or fail; wait (bounded) for everything. */
+	for (int spin = 0; spin < 200000; spin++) {
+		bool busy = false;
+		for (size_t i = 0; i < rg->window; i++) {
+			struct ring_col *c = &o->cols[i];
+			busy |= c->active && (c->r.state == X_POSTED || c->s.state == X_POSTED);
+		}
+		if (!busy)
+			return;
+		ring_poll(rg);
+	}
+	SC_WARN("ring: request seq %u still has transfers in flight after abort", o->seq);
+}

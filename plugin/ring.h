@@ -1,0 +1,88 @@
+/* Ring allreduce among the nodes (reduce-scatter + allgather) over the
+ * collnet's own fabric endpoint: tagged messages, chunked, pipelined across
+ * chunk columns, reduced on the host with sc_reduce. Non-blocking: the
+ * caller polls ring_poll() and ring_op_progress() from test().
+ *
+ * The ring part [first, first + count) of a request is cut into nranks
+ * segments; segment k is cut into columns of chunk_elems. A column walks
+ * 2(N-1) steps; in each it sends one chunk to the next rank and receives one
+ * from the previous, and moves on when both completed (so no buffer is
+ * written while a send still reads it). Up to `window` columns are active.
+ *
+ * Tags: kind 0x5:4 | seq:20 | step:12 | column:28. Results are bitwise
+ * equal on every rank: each segment is reduced once, by its owner's chain,
+ * and the allgather copies it. */
+#ifndef SUMCAST_PLUGIN_RING_H
+#define SUMCAST_PLUGIN_RING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fabric.h"
+#include "reduce.h"
+
+#define RING_WINDOW_MAX 16
+
+struct ring {
+	struct fabric *f;
+	fi_addr_t next, prev;
+	uint32_t rank, nranks;
+	size_t chunk_bytes;
+	uint32_t window;
+	/* staging for in-place requests: nslots x window x chunk_bytes */
+	char *tmp;
+	struct fabric_mr tmp_mr;
+	uint32_t tmp_slots;
+	int err; /* sticky CQ failure */
+};
+
+struct ring_xfer {
+	struct fabric_op fop;
+	uint8_t state; /* 0 idle, 1 posted, 2 done */
+	int err;
+	size_t len;
+};
+
+struct ring_col {
+	size_t j;      /* column index */
+	uint32_t step; /* 0 .. 2(N-1)-1 */
+	bool active;
+	struct ring_xfer s, r;
+};
+
+struct ring_op {
+	struct ring *ring;
+	const char *send;
+	char *recv;
+	void *sdesc, *rdesc;
+	size_t count, es;
+	enum sc_dtype dtype;
+	enum sc_op op;
+	uint32_t seq;
+	size_t seg_elems, chunk_elems, ncols, next_col, cols_done;
+	bool inplace;
+	char *tmp; /* this op's staging (window x chunk) if inplace */
+	void *tmp_desc;
+	int err;
+	struct ring_col cols[RING_WINDOW_MAX];
+};
+
+int ring_init(struct ring *r, struct fabric *f, const void *next_addr, size_t next_len,
+	      const void *prev_addr, size_t prev_len, uint32_t rank, uint32_t nranks,
+	      size_t chunk_bytes, uint32_t window, uint32_t tmp_slots);
+void ring_fini(struct ring *r);
+
+/* Starts an allreduce of count elements at send/recv (already offset to the
+ * ring part). slot picks the staging area for in-place requests. */
+void ring_op_start(struct ring *r, struct ring_op *o, uint32_t seq, const void *send, void *recv,
+		   size_t count, enum sc_dtype t, enum sc_op op, void *sdesc, void *rdesc,
+		   uint32_t slot);
+/* 1: done, 0: in progress, <0: failed. */
+int ring_op_progress(struct ring_op *o);
+/* Reads completions. Returns 0 or a negative FI_E*. */
+int ring_poll(struct ring *r);
+/* Cancels what o has posted and waits (bounded) for the cancels. */
+void ring_op_abort(struct ring_op *o);
+
+#endif
