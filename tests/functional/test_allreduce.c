@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -43,7 +44,7 @@
 
 #define MAX_DAEMONS 8
 #define MAX_PROCS 64
-#define SMALL_MAX_BYTES (65537 * 8)
+#define SMALL_MAX_BYTES (65537 * 8 + 64) /* + room for a guard byte */
 #define BIG_COUNT (16u << 20) /* 64 MiB of f32 */
 #define SUITE_DEADLINE_MS 150000
 
