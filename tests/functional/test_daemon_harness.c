@@ -1,0 +1,535 @@
+#include "test_daemon_harness.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef SUMCASTD_PATH
+#define SUMCASTD_PATH "sumcastd"
+#endif
+
+int th_passed, th_failed;
+
+int th_summary(const char *name)
+{
+	printf("%s: %d passed, %d failed\n", name, th_passed, th_failed);
+	return th_failed ? 1 : 0;
+}
+
+void th_skip(const char *why)
+{
+	printf("SKIP: %s\n", why);
+	exit(77);
+}
+
+uint64_t th_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void th_sleep_ms(unsigned ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+	nanosleep(&ts, NULL);
+}
+
+const char *th_provider(void)
+{
+	const char *p = getenv("SUMCAST_TEST_PROVIDER");
+	if (!p || !*p || !strcmp(p, "tcp"))
+		return "tcp;ofi_rxm";
+	return p;
+}
+
+static unsigned slow_factor(void)
+{
+	return getenv("SUMCASTD_TEST_WRAPPER") ? 10 : 1;
+}
+
+int sd_write_conf(struct sd *d, const char *extra)
+{
+	FILE *f = fopen(d->conf, "w");
+	if (!f)
+		return -1;
+	fprintf(f,
+		"[control]\nport = 0\nport-file = %s\nhandshake-timeout = 3s\ndrain-timeout = 2s\n"
+		"[http]\nport = 0\n[fabric]\nprovider = %s\n[log]\nlevel = debug\n%s\n",
+		d->ports, d->provider, extra ? extra : "");
+	return fclose(f);
+}
+
+bool sd_log_has(const struct sd *d, const char *s)
+{
+	FILE *f = fopen(d->log, "r");
+	char line[2048];
+	bool found = false;
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, s) != NULL;
+	fclose(f);
+	return found;
+}
+
+static int read_ports(struct sd *d)
+{
+	FILE *f = fopen(d->ports, "r");
+	unsigned c = 0, h = 0;
+	int n;
+
+	if (!f)
+		return -1;
+	n = fscanf(f, "control=%u http=%u", &c, &h);
+	fclose(f);
+	if (n != 2)
+		return -1;
+	d->ctl = (uint16_t)c;
+	d->http = (uint16_t)h;
+	return 0;
+}
+
+int sd_start(struct sd *d, const char *extra)
+{
+	const char *path = getenv("SUMCASTD") ? getenv("SUMCASTD") : SUMCASTD_PATH;
+	const char *wrap = getenv("SUMCASTD_TEST_WRAPPER");
+	uint64_t deadline;
+
+	memset(d, 0, sizeof(*d));
+	d->provider = th_provider();
+	snprintf(d->dir, sizeof(d->dir), "/tmp/sumcastd-test.XXXXXX");
+	if (!mkdtemp(d->dir)) {
+		perror("mkdtemp");
+		return -1;
+	}
+	snprintf(d->conf, sizeof(d->conf), "%s/sumcastd.conf", d->dir);
+	snprintf(d->ports, sizeof(d->ports), "%s/ports", d->dir);
+	snprintf(d->log, sizeof(d->log), "%s/log", d->dir);
+	if (sd_write_conf(d, extra)) {
+		perror("config");
+		return -1;
+	}
+	d->pid = fork();
+	if (d->pid < 0)
+		return -1;
+	if (d->pid == 0) {
+		int fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+			close(fd);
+		}
+		if (wrap) {
+			char cmd[1024];
+			snprintf(cmd, sizeof(cmd), "exec %s %s -c %s", wrap, path, d->conf);
+			execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		} else {
+			execl(path, "sumcastd", "-c", d->conf, (char *)NULL);
+		}
+		_exit(127);
+	}
+	deadline = th_now_ms() + 15000 * slow_factor();
+	while (th_now_ms() < deadline) {
+		int st;
+		if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+			fprintf(stderr, "sumcastd exited at start (status 0x%x); log %s\n", st, d->log);
+			d->pid = 0;
+			return -1;
+		}
+		if (!read_ports(d)) {
+			char body[64];
+			if (sd_http(d, "/healthz", body, sizeof(body)) == 200)
+				return 0;
+		}
+		th_sleep_ms(20);
+	}
+	fprintf(stderr, "sumcastd did not become healthy in time; log %s\n", d->log);
+	return -1;
+}
+
+int sd_stop(struct sd *d, int sig, unsigned timeout_ms)
+{
+	uint64_t deadline = th_now_ms() + timeout_ms * slow_factor();
+	int st;
+
+	if (d->pid <= 0)
+		return -1;
+	kill(d->pid, sig);
+	while (th_now_ms() < deadline) {
+		if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+			d->pid = 0;
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		}
+		th_sleep_ms(10);
+	}
+	kill(d->pid, SIGKILL);
+	waitpid(d->pid, &st, 0);
+	d->pid = 0;
+	return -1;
+}
+
+void sd_cleanup(struct sd *d)
+{
+	char cmd[160];
+
+	if (d->pid > 0)
+		sd_stop(d, SIGKILL, 2000);
+	if (!*d->dir)
+		return;
+	if (th_failed || getenv("SUMCASTD_TEST_KEEP")) {
+		fprintf(stderr, "daemon log kept in %s\n", d->log);
+		return;
+	}
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d->dir);
+	if (system(cmd))
+		fprintf(stderr, "could not remove %s\n", d->dir);
+}
+
+static int tcp_connect(uint16_t port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+
+	if (fd < 0)
+		return -1;
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a))) {
+		close(fd);
+		return -1;
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return fd;
+}
+
+static int read_full(int fd, void *buf, size_t len, uint64_t deadline)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		int64_t left = (int64_t)(deadline - th_now_ms());
+		struct pollfd p = { fd, POLLIN, 0 };
+		if (left <= 0)
+			return -ETIMEDOUT;
+		int n = poll(&p, 1, (int)left);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -ETIMEDOUT;
+		ssize_t r = read(fd, (char *)buf + got, len - got);
+		if (r == 0)
+			return -EPIPE;
+		if (r < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			return -EPIPE;
+		}
+		got += (size_t)r;
+	}
+	return 0;
+}
+
+int sd_http(const struct sd *d, const char *path, char *body, size_t cap)
+{
+	char req[256], *buf;
+	size_t len = 0, bcap = 1 << 20;
+	int fd = tcp_connect(d->http), status = -1;
+	uint64_t deadline = th_now_ms() + 5000;
+
+	if (fd < 0)
+		return -1;
+	snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
+	if (write(fd, req, strlen(req)) != (ssize_t)strlen(req)) {
+		close(fd);
+		return -1;
+	}
+	buf = malloc(bcap);
+	while (buf && len < bcap - 1 && th_now_ms() < deadline) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		if (poll(&p, 1, 100) <= 0)
+			continue;
+		ssize_t r = read(fd, buf + len, bcap - 1 - len);
+		if (r <= 0)
+			break;
+		len += (size_t)r;
+	}
+	close(fd);
+	if (!buf)
+		return -1;
+	buf[len] = 0;
+	if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1)
+		status = -1;
+	char *b = strstr(buf, "\r\n\r\n");
+	if (body && cap) {
+		snprintf(body, cap, "%s", b ? b + 4 : "");
+	}
+	free(buf);
+	return status;
+}
+
+double th_metric(const char *text, const char *name)
+{
+	size_t n = strlen(name);
+	const char *p = text;
+
+	while (p && *p) {
+		if (!strncmp(p, name, n) && p[n] == ' ')
+			return strtod(p + n + 1, NULL);
+		p = strchr(p, '\n');
+		if (p)
+			p++;
+	}
+	return NAN;
+}
+
+double sd_metric(const struct sd *d, const char *name)
+{
+	static char body[1 << 16];
+	if (sd_http(d, "/metrics", body, sizeof(body)) != 200)
+		return NAN;
+	return th_metric(body, name);
+}
+
+int ctl_send_raw(int fd, const void *buf, size_t len)
+{
+	return send(fd, buf, len, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -EPIPE;
+}
+
+int ctl_send(int fd, const struct wire_msg *m)
+{
+	uint8_t buf[WIRE_MSG_MAX];
+	int n = wire_msg_encode(m, buf, sizeof(buf));
+	if (n < 0)
+		return n;
+	return ctl_send_raw(fd, buf, (size_t)n);
+}
+
+int ctl_recv(int fd, struct wire_msg *m, unsigned timeout_ms)
+{
+	uint64_t deadline = th_now_ms() + timeout_ms * slow_factor();
+	uint8_t hdr[WIRE_HDR_LEN], body[WIRE_BODY_MAX];
+	struct wire_hdr h;
+	int rc = read_full(fd, hdr, sizeof(hdr), deadline);
+
+	if (rc)
+		return rc;
+	if (wire_hdr_decode(hdr, sizeof(hdr), &h))
+		return -EBADMSG;
+	if ((rc = read_full(fd, body, h.len, deadline)))
+		return rc;
+	return wire_msg_decode(h.type, body, h.len, m) ? -EBADMSG : 0;
+}
+
+int ctl_wait_closed(int fd, unsigned timeout_ms)
+{
+	uint64_t deadline = th_now_ms() + timeout_ms * slow_factor();
+	uint8_t b[256];
+
+	for (;;) {
+		int rc = read_full(fd, b, 1, deadline);
+		if (rc == -EPIPE)
+			return 0;
+		if (rc == -ETIMEDOUT)
+			return rc;
+	}
+}
+
+int ctl_connect(const struct sd *d, uint64_t *nonce)
+{
+	struct wire_msg m;
+	int fd = tcp_connect(d->ctl);
+
+	if (fd < 0)
+		return -1;
+	if (ctl_recv(fd, &m, 5000) || m.type != WIRE_HELLO) {
+		close(fd);
+		return -1;
+	}
+	if (nonce)
+		*nonce = m.u.hello.nonce;
+	return fd;
+}
+
+void join_init(struct wire_join *j, uint64_t id, uint32_t rank, uint32_t nranks,
+	       const struct fabric *f)
+{
+	memset(j, 0, sizeof(*j));
+	j->job_id = id;
+	j->rank = rank;
+	j->nranks = nranks;
+	j->chunk_bytes = 64 << 10;
+	j->window = 4;
+	j->dtype_mask = (1u << SC_F32) | (1u << SC_BF16);
+	j->result_key = (uint16_t)(0x100 + rank);
+	if (f) {
+		j->addr_len = (uint16_t)f->addrlen;
+		memcpy(j->addr, f->addr, f->addrlen);
+	} else {
+		j->addr_len = 16;
+		memset(j->addr, 0x11, 16);
+	}
+	snprintf(j->provider, sizeof(j->provider), "%s", th_provider());
+}
+
+int ctl_join(const struct sd *d, struct wire_join *j, const uint8_t *key, size_t key_len,
+	     struct wire_msg *reply)
+{
+	uint64_t nonce;
+	struct wire_msg m = { .type = WIRE_JOIN };
+	int fd = ctl_connect(d, &nonce);
+
+	if (fd < 0)
+		return -1;
+	if (wire_join_sign(key, key_len, nonce, j)) {
+		close(fd);
+		return -1;
+	}
+	m.u.join = *j;
+	if (ctl_send(fd, &m) || ctl_recv(fd, reply, 5000)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+int trank_open(struct trank *r, size_t cap)
+{
+	struct fabric_params p = { .provider = th_provider() };
+
+	memset(r, 0, sizeof(*r));
+	r->fd = -1;
+	if (strcmp(p.provider, "shm"))
+		p.node = "127.0.0.1";
+	if (fabric_open(&p, &r->f))
+		return -1;
+	r->cap = cap;
+	r->buf = aligned_alloc(4096, cap);
+	if (!r->buf || fabric_mr_reg(r->f, r->buf, cap, &r->mr))
+		return -1;
+	memset(r->buf, 0, cap);
+	return 0;
+}
+
+void trank_close(struct trank *r)
+{
+	if (r->fd >= 0)
+		close(r->fd);
+	if (r->f) {
+		fabric_mr_dereg(&r->mr);
+		fabric_close(r->f);
+	}
+	free(r->buf);
+	memset(r, 0, sizeof(*r));
+	r->fd = -1;
+}
+
+int trank_join(struct trank *r, const struct sd *d, uint64_t job, uint32_t rank, uint32_t nranks,
+	       void (*tweak)(struct wire_join *))
+{
+	struct wire_msg m;
+
+	join_init(&r->join, job, rank, nranks, r->f);
+	if (tweak)
+		tweak(&r->join);
+	r->fd = ctl_join(d, &r->join, NULL, 0, &m);
+	if (r->fd < 0)
+		return -EIO;
+	if (m.type == WIRE_REFUSE) {
+		fprintf(stderr, "join refused: %s: %s\n", wire_code_name(m.u.refuse.code), m.u.refuse.text);
+		return m.u.refuse.code;
+	}
+	if (m.type != WIRE_JOIN_OK)
+		return -EPROTO;
+	r->ok = m.u.join_ok;
+	r->rank = rank;
+	r->handle = m.u.join_ok.job_handle;
+	r->result_key = r->join.result_key;
+	if (fabric_av_insert(r->f, m.u.join_ok.addr, m.u.join_ok.addr_len, &r->daemon))
+		return -EIO;
+	return 0;
+}
+
+int trank_ready(struct trank *r, unsigned timeout_ms)
+{
+	struct wire_msg m;
+	int rc = ctl_recv(r->fd, &m, timeout_ms);
+
+	if (rc)
+		return rc;
+	return m.type == WIRE_READY && m.u.ready.job_handle == r->handle ? 0 : -EPROTO;
+}
+
+int trank_post_result(struct trank *r, uint32_t slot, size_t roff, size_t len, struct top *op)
+{
+	memset(op, 0, sizeof(*op));
+	return fabric_trecv(r->f, r->buf + r->cap / 2 + roff, len, r->mr.desc, FI_ADDR_UNSPEC,
+			    wire_tag_make(WIRE_TAG_RESULT, r->result_key, r->rank, slot), 0, &op->op);
+}
+
+int trank_send_chunk(struct trank *r, uint32_t slot, uint32_t seq, enum sc_dtype t, enum sc_op o,
+		     size_t soff, size_t len, struct top *op)
+{
+	memset(op, 0, sizeof(*op));
+	for (int i = 0; i < 1000; i++) {
+		int rc = fabric_tsend(r->f, r->buf + soff, len, r->mr.desc, r->daemon,
+				      wire_tag_make(WIRE_TAG_DATA, r->handle, r->rank, slot),
+				      wire_imm_make(t, o, seq), &op->op);
+		if (rc != -FI_EAGAIN)
+			return rc;
+		tranks_poll(&r, 1, 1);
+	}
+	return -FI_EAGAIN;
+}
+
+static void poll_one(struct trank *r)
+{
+	struct fabric_cqe e[16];
+	int n = fabric_cq_poll(r->f, e, 16);
+
+	for (int i = 0; i < n; i++) {
+		struct top *op = container_of(e[i].op, struct top, op);
+		op->done = 1;
+		op->err = e[i].err;
+		op->len = e[i].len;
+		op->data = e[i].data;
+		op->tag = e[i].tag;
+	}
+}
+
+void tranks_poll(struct trank **rs, size_t n, unsigned ms)
+{
+	uint64_t end = th_now_ms() + ms;
+
+	do {
+		for (size_t i = 0; i < n; i++)
+			poll_one(rs[i]);
+	} while (th_now_ms() < end);
+}
+
+int tranks_wait(struct trank **rs, size_t n, struct top **ops, size_t nops, unsigned timeout_ms)
+{
+	uint64_t deadline = th_now_ms() + timeout_ms * slow_factor();
+
+	while (th_now_ms() < deadline) {
+		size_t done = 0;
+		for (size_t i = 0; i < n; i++)
+			poll_one(rs[i]);
+		for (size_t i = 0; i < nops; i++)
+			done += ops[i]->done != 0;
+		if (done == nops)
+			return 0;
+	}
+	return -ETIMEDOUT;
+}

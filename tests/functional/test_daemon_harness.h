@@ -1,0 +1,128 @@
+/* Harness for the protocol-level sumcastd tests: starts the real daemon
+ * binary with a temporary config (ports 0 + port-file), waits for /healthz,
+ * talks the control protocol over raw TCP (wire.h) and the data plane with
+ * fabric.h. Independent of common/client.c on purpose. Every wait is bounded
+ * in time. */
+#ifndef TEST_DAEMON_HARNESS_H
+#define TEST_DAEMON_HARNESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <signal.h>
+#include <sys/types.h>
+
+#include "fabric.h"
+#include "reduce.h"
+#include "wire.h"
+
+extern int th_passed, th_failed;
+
+#define CHECK(cond, ...)                                                         \
+	do {                                                                     \
+		if (cond) {                                                      \
+			th_passed++;                                             \
+		} else {                                                         \
+			th_failed++;                                             \
+			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+			fprintf(stderr, __VA_ARGS__);                            \
+			fputc('\n', stderr);                                     \
+		}                                                                \
+	} while (0)
+
+/* Prints "N passed, N failed" and returns the exit code. */
+int th_summary(const char *name);
+/* Exit 77 with a reason. */
+void th_skip(const char *why) __attribute__((noreturn));
+
+uint64_t th_now_ms(void);
+void th_sleep_ms(unsigned ms);
+
+struct sd {
+	pid_t pid;
+	char dir[64];
+	char conf[128];
+	char ports[128];
+	char log[128];
+	uint16_t ctl, http;
+	const char *provider;
+};
+
+/* Test's provider: $SUMCAST_TEST_PROVIDER or "tcp;ofi_rxm". */
+const char *th_provider(void);
+/* Starts sumcastd with extra INI text appended to [job]-less base config
+ * (extra may contain sections). Returns 0, or -1 after printing why. */
+int sd_start(struct sd *d, const char *extra);
+/* Rewrites the config file (for SIGHUP tests). */
+int sd_write_conf(struct sd *d, const char *extra);
+/* Sends sig, waits up to timeout_ms; returns the exit status, 128+signal if
+ * killed by one, or -1 on timeout (then SIGKILL). */
+int sd_stop(struct sd *d, int sig, unsigned timeout_ms);
+/* Kills if still running, removes the temp dir. */
+void sd_cleanup(struct sd *d);
+/* Whether the log contains s. */
+bool sd_log_has(const struct sd *d, const char *s);
+
+/* GET path; returns the HTTP status and the body (NUL-terminated). */
+int sd_http(const struct sd *d, const char *path, char *body, size_t cap);
+/* Value of a metric line "name value" (name may include {labels}); NAN if absent. */
+double th_metric(const char *text, const char *name);
+double sd_metric(const struct sd *d, const char *name);
+
+/* Control connection: connect, read HELLO. Returns the fd or -1. */
+int ctl_connect(const struct sd *d, uint64_t *nonce);
+int ctl_send(int fd, const struct wire_msg *m);
+int ctl_send_raw(int fd, const void *buf, size_t len);
+/* 0, -ETIMEDOUT, -EPIPE (peer closed), -EBADMSG. */
+int ctl_recv(int fd, struct wire_msg *m, unsigned timeout_ms);
+/* 0 once the peer closed the connection (EOF/reset) within timeout. */
+int ctl_wait_closed(int fd, unsigned timeout_ms);
+
+/* A JOIN with test defaults: chunk 64 KiB, window 4, f32|bf16, provider. */
+void join_init(struct wire_join *j, uint64_t id, uint32_t rank, uint32_t nranks,
+	       const struct fabric *f);
+/* connect + sign + JOIN + first reply. Returns the fd (caller closes) or -1. */
+int ctl_join(const struct sd *d, struct wire_join *j, const uint8_t *key, size_t key_len,
+	     struct wire_msg *reply);
+
+/* One rank with its own endpoint. */
+struct trank {
+	struct fabric *f;
+	fi_addr_t daemon;
+	struct fabric_mr mr;
+	uint8_t *buf; /* [0, cap/2): send area, [cap/2, cap): receive area */
+	size_t cap;
+	int fd;
+	uint32_t rank, handle;
+	uint16_t result_key;
+	struct wire_join join;
+	struct wire_join_ok ok;
+};
+
+int trank_open(struct trank *r, size_t cap);
+void trank_close(struct trank *r);
+/* JOIN (+ wait JOIN_OK). Returns 0 or the refusal code / -errno. */
+int trank_join(struct trank *r, const struct sd *d, uint64_t job, uint32_t rank, uint32_t nranks,
+	       void (*tweak)(struct wire_join *));
+/* Waits for READY. */
+int trank_ready(struct trank *r, unsigned timeout_ms);
+
+/* Posts the receive of one result into recv area offset roff, sends len
+ * bytes from send area offset soff as chunk seq (slot = seq % window). */
+struct top {
+	struct fabric_op op;
+	int done, err;
+	size_t len;
+	uint32_t data;
+	uint64_t tag;
+};
+int trank_post_result(struct trank *r, uint32_t slot, size_t roff, size_t len, struct top *op);
+int trank_send_chunk(struct trank *r, uint32_t slot, uint32_t seq, enum sc_dtype t, enum sc_op o,
+		     size_t soff, size_t len, struct top *op);
+/* Polls every rank's CQ until all ops are done or timeout. 0 or -ETIMEDOUT. */
+int tranks_wait(struct trank **rs, size_t n, struct top **ops, size_t nops, unsigned timeout_ms);
+/* Polls CQs for a while (lets the provider progress). */
+void tranks_poll(struct trank **rs, size_t n, unsigned ms);
+
+#endif
