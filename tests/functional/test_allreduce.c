@@ -6,11 +6,13 @@
  * parent, which compares them).
  *
  *   test_allreduce [--daemons M] [--ranks N] [--jobs J] [--provider P]
- *                  [--big] [--kill] [--unreachable] [--chunk B] [--window W]
+ *                  [--big] [--kill|--stop] [--unreachable] [--chunk B] [--window W]
  *
  * --jobs J runs J independent jobs at once on the same daemons.
  * --kill SIGKILLs the last rank mid-job: every other rank must see
  *   client_test() fail within the job timeout, never hang.
+ * --stop SIGSTOPs it instead (its sockets stay open: only the job timeout,
+ *   1 s here, can find it).
  * --unreachable adds a closed port to the aggregator list: client_connect_poll
  *   must fail fast with "<addr> unreachable: Connection refused".
  * Values are chosen so that every result is exact whatever order the daemon
@@ -51,7 +53,7 @@
 static struct {
 	int ndaemons, nranks, njobs;
 	const char *provider;
-	bool big, kill, unreachable;
+	bool big, kill, stop, unreachable;
 	uint32_t chunk, window;
 	char dir[256];
 	pid_t daemons[MAX_DAEMONS];
@@ -511,7 +513,7 @@ static int test_unreachable(void)
 static void usage(void)
 {
 	fprintf(stderr, "usage: test_allreduce [--daemons M] [--ranks N] [--jobs J] [--provider P] "
-			"[--big] [--kill] [--unreachable] [--chunk B] [--window W]\n");
+			"[--big] [--kill] [--stop] [--unreachable] [--chunk B] [--window W]\n");
 	exit(2);
 }
 
@@ -521,6 +523,7 @@ int main(int argc, char **argv)
 		{ "daemons", required_argument, NULL, 'm' }, { "ranks", required_argument, NULL, 'n' },
 		{ "jobs", required_argument, NULL, 'j' },    { "provider", required_argument, NULL, 'p' },
 		{ "big", no_argument, NULL, 'b' },           { "kill", no_argument, NULL, 'k' },
+		{ "stop", no_argument, NULL, 's' },
 		{ "unreachable", no_argument, NULL, 'u' },   { "chunk", required_argument, NULL, 'c' },
 		{ "window", required_argument, NULL, 'w' },  { NULL, 0, NULL, 0 },
 	};
@@ -533,6 +536,7 @@ int main(int argc, char **argv)
 		case 'p': g.provider = optarg; break;
 		case 'b': g.big = true; break;
 		case 'k': g.kill = true; break;
+		case 's': g.kill = g.stop = true; break;
 		case 'u': g.unreachable = true; break;
 		case 'c': g.chunk = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'w': g.window = (uint32_t)strtoul(optarg, NULL, 0); break;
@@ -617,10 +621,11 @@ int main(int argc, char **argv)
 			if (n > 0)
 				readies += (int)n;
 			if (g.kill && !killed && readies >= nk) {
-				kill(kids[nk - 1], SIGKILL);
+				kill(kids[nk - 1], g.stop ? SIGSTOP : SIGKILL);
 				killed = true;
 				kill_ms = ms_now();
-				printf("killed rank %d (pid %d)\n", nk - 1, (int)kids[nk - 1]);
+				printf("%s rank %d (pid %d)\n", g.stop ? "stopped" : "killed", nk - 1,
+				       (int)kids[nk - 1]);
 				fflush(stdout);
 			}
 		}
