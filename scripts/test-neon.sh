@@ -25,10 +25,11 @@ export PKG_CONFIG_LIBDIR
 pkg-config --exists cmocka ||
 	skip "no arm64 cmocka (dpkg --add-architecture arm64 && apt-get install libcmocka-dev:arm64)"
 
+mkdir -p "$build"
 cmake -S "$src" -B "$build" -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64 \
 	-DCMAKE_C_COMPILER="$cc" -DSUMCAST_NEON_ONLY=ON -DSUMCAST_WERROR=ON \
-	-DCMAKE_FIND_ROOT_PATH="$sysroot" >"$build.cmake.log" 2>&1 ||
-	{ cat "$build.cmake.log"; exit 1; }
+	-DCMAKE_FIND_ROOT_PATH="$sysroot" >"$build/configure.log" 2>&1 ||
+	{ cat "$build/configure.log"; exit 1; }
 cmake --build "$build" -j2
 
 # libcmocka.so.0 for arm64 lives in the multiarch dir, libc in the sysroot.
