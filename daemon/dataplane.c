@@ -486,8 +486,9 @@ static void on_recv(struct dthread *t, const struct fabric_cqe *e, struct dop *d
 			return;
 		if (e->err == -FI_ETRUNC) {
 			count_err(t, ERR_TRUNCATED);
+			/* olen is what did not fit (fi_cq(3)). */
 			job_fail(t, j, WIRE_E_DATA, "rank %u sent %zu bytes into slot %u, the chunk is %u bytes",
-				 d->rank, e->olen, d->slot, j->chunk);
+				 d->rank, (size_t)j->chunk + e->olen, d->slot, j->chunk);
 			return;
 		}
 		count_err(t, ERR_RECV_ERROR);
