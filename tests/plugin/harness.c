@@ -1,0 +1,1120 @@
+/* Plays NCCL against libnccl-net-sumcast.so: N processes, each one node's
+ * head rank, dlopen the plugin, exchange listen handles (files in a temp
+ * dir stand in for NCCL's bootstrap), connect on one thread while another
+ * issues requests, as NCCL's proxy does.
+ *
+ *   harness p2p   --nranks N [--version 11|8]
+ *   harness coll  --nranks N [--naggs M] [--split S] [--version 11|8]
+ *   harness bench --nranks N [--naggs M] [-b BYTES] [-e BYTES] [--type T] [--json]
+ *
+ * Exit: 0 pass, 1 fail, 77 skipped (reason on stderr). Every loop is bounded
+ * in count and time. bench/allreduce.c builds the bench mode as its own
+ * program. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../plugin/nccl_net.h"
+#include "reduce.h"
+
+#ifndef HARNESS_PLUGIN_PATH
+#define HARNESS_PLUGIN_PATH ""
+#endif
+#ifndef HARNESS_DAEMON_PATH
+#define HARNESS_DAEMON_PATH ""
+#endif
+
+#define SKIP 77
+#define MAX_RANKS 16
+#define MAX_AGGS 8
+
+static struct opts {
+	const char *mode, *plugin, *daemon;
+	int nranks, naggs, version;
+	const char *split;
+	size_t min_bytes, max_bytes;
+	const char *type;
+	const char *aggs; /* given addresses: no daemons started */
+	bool json, verbose;
+	int timeout_s;
+} opt = { .nranks = 2, .version = 11, .min_bytes = 8, .max_bytes = 256 << 20, .type = "f32",
+	  .timeout_s = 240 };
+
+static int my_rank = -1;
+static char rv_dir[PATH_MAX];
+static int log_prefix_ok; /* lines that came through NCCL's logger with our prefix */
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+#define FAIL(...)                                                                    \
+	do {                                                                         \
+		fprintf(stderr, "[rank %d] FAIL %s:%d: ", my_rank, __FILE__, __LINE__); \
+		fprintf(stderr, __VA_ARGS__);                                        \
+		fprintf(stderr, "\n");                                               \
+		exit(1);                                                             \
+	} while (0)
+#define CHECK(cond, ...)                 \
+	do {                             \
+		if (!(cond))             \
+			FAIL(__VA_ARGS__); \
+	} while (0)
+#define NCHECK(call)                                                        \
+	do {                                                                \
+		ncclResult_t r_ = (call);                                   \
+		if (r_ != ncclSuccess)                                      \
+			FAIL("%s returned %d", #call, (int)r_);              \
+	} while (0)
+
+static void hlog(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
+		 const char *fmt, ...)
+{
+	char buf[2048];
+	va_list ap;
+
+	(void)flags;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (!strncmp(buf, "NET/Sumcast", 11))
+		__atomic_fetch_add(&log_prefix_ok, 1, __ATOMIC_RELAXED);
+	if (level <= NCCL_LOG_WARN || (opt.verbose && level == NCCL_LOG_INFO))
+		fprintf(stderr, "[rank %d] %s %s:%d %s\n", my_rank,
+			level <= NCCL_LOG_WARN ? "WARN" : "INFO", file, line, buf);
+}
+
+/* ---------------- rendezvous (stands in for NCCL's bootstrap) ---------------- */
+
+static void rv_put(const char *name, int rank, const void *buf, size_t len)
+{
+	char p[PATH_MAX + 64], t[PATH_MAX + 80];
+	snprintf(p, sizeof(p), "%s/%s.%d", rv_dir, name, rank);
+	snprintf(t, sizeof(t), "%s.tmp", p);
+	FILE *f = fopen(t, "wb");
+	CHECK(f && fwrite(buf, 1, len, f) == len, "rv_put %s: %s", t, strerror(errno));
+	fclose(f);
+	CHECK(rename(t, p) == 0, "rename %s", p);
+}
+
+static void rv_get(const char *name, int rank, void *buf, size_t len)
+{
+	char p[PATH_MAX + 64];
+	double end = now_s() + 60;
+	snprintf(p, sizeof(p), "%s/%s.%d", rv_dir, name, rank);
+	for (;;) {
+		FILE *f = fopen(p, "rb");
+		if (f) {
+			size_t n = fread(buf, 1, len, f);
+			fclose(f);
+			CHECK(n == len, "rv_get %s: %zu of %zu bytes", p, n, len);
+			return;
+		}
+		CHECK(now_s() < end, "rendezvous: %s did not appear in 60 s", p);
+		usleep(1000);
+	}
+}
+
+static void rv_barrier(const char *name)
+{
+	char b = 1;
+	rv_put(name, my_rank, &b, 1);
+	for (int r = 0; r < opt.nranks; r++)
+		rv_get(name, r, &b, 1);
+}
+
+/* ---------------- the plugin, through one version of its ABI ---------------- */
+
+static struct {
+	void *dl;
+	const ncclNet_v11_t *n11;
+	const ncclNet_v8_t *n8;
+	const ncclCollNet_v11_t *c11;
+	const ncclCollNet_v8_t *c8;
+	void *nctx, *cctx;
+} P;
+
+static void plugin_open(bool coll)
+{
+	P.dl = dlopen(opt.plugin, RTLD_NOW | RTLD_LOCAL);
+	CHECK(P.dl, "dlopen %s: %s", opt.plugin, dlerror());
+	if (opt.version == 11) {
+		P.n11 = dlsym(P.dl, "ncclNetPlugin_v11");
+		P.c11 = dlsym(P.dl, "ncclCollNetPlugin_v11");
+		CHECK(P.n11 && P.c11, "v11 symbols missing");
+		CHECK(!strcmp(P.n11->name, "Sumcast"), "net name %s", P.n11->name);
+		ncclNetCommConfig_t cfg = { -1 };
+		NCHECK(P.n11->init(&P.nctx, 0x1234, &cfg, hlog, NULL));
+		if (coll)
+			NCHECK(P.c11->init(&P.cctx, 0x1234, hlog));
+	} else {
+		P.n8 = dlsym(P.dl, "ncclNetPlugin_v8");
+		P.c8 = dlsym(P.dl, "ncclCollNetPlugin_v8");
+		CHECK(P.n8 && P.c8, "v8 symbols missing");
+		NCHECK(P.n8->init(hlog));
+		if (coll)
+			NCHECK(P.c8->init(hlog));
+	}
+	int ndev = 0;
+	NCHECK(opt.version == 11 ? P.n11->devices(&ndev) : P.n8->devices(&ndev));
+	CHECK(ndev == 1, "devices: %d", ndev);
+	if (opt.version == 11) {
+		ncclNetProperties_v11_t p;
+		memset(&p, 0xff, sizeof(p));
+		NCHECK(P.n11->getProperties(0, &p));
+		CHECK(p.name && p.ptrSupport == NCCL_PTR_HOST && p.speed > 0 && p.maxRecvs >= 1 &&
+			      p.maxRecvs <= 8 && p.netDeviceType == NCCL_NET_DEVICE_HOST &&
+			      p.maxP2pBytes >= (64u << 20) && p.maxCollBytes > 0 && p.regIsGlobal == 0 &&
+			      p.maxMultiRequestSize == 1,
+		      "v11 properties: name %s ptr %d speed %d maxRecvs %d", p.name, p.ptrSupport,
+		      p.speed, p.maxRecvs);
+	} else {
+		ncclNetProperties_v8_t p;
+		NCHECK(P.n8->getProperties(0, &p));
+		CHECK(p.name && p.ptrSupport == NCCL_PTR_HOST && p.speed > 0 && p.maxRecvs >= 1,
+		      "v8 properties");
+	}
+}
+
+static int max_recvs(void)
+{
+	if (opt.version == 11) {
+		ncclNetProperties_v11_t p;
+		NCHECK(P.n11->getProperties(0, &p));
+		return p.maxRecvs;
+	}
+	ncclNetProperties_v8_t p;
+	NCHECK(P.n8->getProperties(0, &p));
+	return p.maxRecvs;
+}
+
+static void net_listen(void *h, void **lc)
+{
+	NCHECK(opt.version == 11 ? P.n11->listen(P.nctx, 0, h, lc) : P.n8->listen(0, h, lc));
+}
+static ncclResult_t net_connect(void *h, void **sc)
+{
+	ncclNetDeviceHandle_t *dh = NULL;
+	return opt.version == 11 ? P.n11->connect(P.nctx, 0, h, sc, &dh) : P.n8->connect(0, h, sc, &dh);
+}
+static ncclResult_t net_accept(void *lc, void **rc)
+{
+	ncclNetDeviceHandle_t *dh = NULL;
+	return opt.version == 11 ? P.n11->accept(lc, rc, &dh) : P.n8->accept(lc, rc, &dh);
+}
+static void *net_reg(void *comm, void *p, size_t len)
+{
+	void *mh = NULL;
+	NCHECK(opt.version == 11 ? P.n11->regMr(comm, p, len, NCCL_PTR_HOST, &mh)
+				 : P.n8->regMr(comm, p, len, NCCL_PTR_HOST, &mh));
+	return mh;
+}
+static void net_dereg(void *comm, void *mh)
+{
+	NCHECK(opt.version == 11 ? P.n11->deregMr(comm, mh) : P.n8->deregMr(comm, mh));
+}
+static void *net_isend(void *sc, void *p, size_t len, int tag, void *mh)
+{
+	void *req = NULL;
+	NCHECK(opt.version == 11 ? P.n11->isend(sc, p, len, tag, mh, NULL, &req)
+				 : P.n8->isend(sc, p, (int)len, tag, mh, &req));
+	return req;
+}
+static void *net_irecv(void *rc, int n, void **p, size_t *len, int *tags, void **mh)
+{
+	void *req = (void *)NCCL_NET_OPTIONAL_RECV_COMPLETION; /* NCCL's hint; not a request */
+	if (opt.version == 11) {
+		void *ph[8] = { 0 };
+		NCHECK(P.n11->irecv(rc, n, p, len, tags, mh, ph, &req));
+	} else {
+		int l[8];
+		for (int i = 0; i < n; i++)
+			l[i] = (int)len[i];
+		req = NULL;
+		NCHECK(P.n8->irecv(rc, n, p, l, tags, mh, &req));
+	}
+	return req;
+}
+static int net_test(void *req, int *sizes)
+{
+	int done = 0;
+	NCHECK(opt.version == 11 ? P.n11->test(req, &done, sizes) : P.n8->test(req, &done, sizes));
+	return done;
+}
+
+/* Tests until done, bounded. */
+static void net_wait(void *req, int *sizes, const char *what)
+{
+	double end = now_s() + 60;
+	while (!net_test(req, sizes))
+		CHECK(now_s() < end, "%s: not complete after 60 s", what);
+}
+
+/* ---------------- p2p mode ---------------- */
+
+struct conn_arg {
+	void *handle;
+	void *comm;
+};
+
+static void *connect_thread(void *a)
+{
+	struct conn_arg *c = a;
+	double end = now_s() + 60;
+	int tries = 0;
+	while (!c->comm) {
+		NCHECK(net_connect(c->handle, &c->comm));
+		tries++;
+		CHECK(now_s() < end, "connect: no sendComm after 60 s (%d tries)", tries);
+	}
+	return NULL;
+}
+
+static uint8_t pat(int rank, size_t i, unsigned salt)
+{
+	return (uint8_t)(rank * 131 + i * 7 + (i >> 8) * 13 + salt * 29);
+}
+
+static void run_p2p(void)
+{
+	int N = opt.nranks, next = (my_rank + 1) % N, prev = (my_rank + N - 1) % N;
+	uint8_t h[NCCL_NET_HANDLE_MAXSIZE], hn[NCCL_NET_HANDLE_MAXSIZE];
+	void *lc = NULL;
+
+	plugin_open(false);
+	net_listen(h, &lc);
+	rv_put("p2p", my_rank, h, sizeof(h));
+	rv_get("p2p", next, hn, sizeof(hn));
+
+	/* Connect on one thread while this one accepts: as NCCL's proxy. */
+	struct conn_arg ca = { hn, NULL };
+	pthread_t th;
+	pthread_create(&th, NULL, connect_thread, &ca);
+	void *rc = NULL;
+	double end = now_s() + 60;
+	while (!rc) {
+		NCHECK(net_accept(lc, &rc));
+		CHECK(now_s() < end, "accept: no recvComm after 60 s");
+	}
+	pthread_join(th, NULL);
+	void *sc = ca.comm;
+
+	/* Registering a CUDA pointer must fail: we announced host only. */
+	void *bad = NULL;
+	ncclResult_t br = opt.version == 11 ? P.n11->regMr(sc, h, 64, NCCL_PTR_CUDA, &bad)
+					    : P.n8->regMr(sc, h, 64, NCCL_PTR_CUDA, &bad);
+	CHECK(br != ncclSuccess, "regMr of NCCL_PTR_CUDA succeeded");
+
+	const size_t big = (64u << 20) + 64;
+	uint8_t *sbuf = malloc(big), *rbuf[8];
+	CHECK(sbuf, "malloc");
+	void *smh = net_reg(sc, sbuf, big), *rmh[8];
+	for (int i = 0; i < 8; i++) {
+		rbuf[i] = malloc(big);
+		CHECK(rbuf[i], "malloc");
+		rmh[i] = net_reg(rc, rbuf[i], big);
+	}
+	unsigned salt = 0;
+
+	/* 1. Sizes 0 .. 64 MiB, each receive buffer 64 bytes larger than the message. */
+	static const size_t sizes[] = { 0, 1, 7, 64, 4096, 16385, 24576, 1 << 20, (4 << 20) + 3,
+					 16 << 20, 64 << 20 };
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++, salt++) {
+		size_t len = sizes[k];
+		if (opt.version == 8 && len > INT_MAX - 64)
+			continue;
+		for (size_t i = 0; i < len; i++)
+			sbuf[i] = pat(my_rank, i, salt);
+		memset(rbuf[0], 0xEE, len + 64);
+		void *rp[1] = { rbuf[0] };
+		size_t rl[1] = { len + 64 };
+		int tg[1] = { 7 };
+		void *rr = NULL, *sr = NULL;
+		double e2 = now_s() + 30;
+		while (!(rr = net_irecv(rc, 1, rp, rl, tg, &rmh[0])))
+			CHECK(now_s() < e2, "irecv refused for 30 s");
+		while (!(sr = net_isend(sc, sbuf, len, 7, smh)))
+			CHECK(now_s() < e2, "isend refused for 30 s");
+		int ss[8] = { -1 }, rs[8] = { -1 };
+		net_wait(sr, ss, "isend");
+		net_wait(rr, rs, "irecv");
+		CHECK((size_t)rs[0] == len, "size %zu: receive reported %d bytes", len, rs[0]);
+		for (size_t i = 0; i < len; i++)
+			CHECK(rbuf[0][i] == pat(prev, i, salt), "size %zu: byte %zu is %u, want %u", len,
+			      i, rbuf[0][i], pat(prev, i, salt));
+		CHECK(rbuf[0][len] == 0xEE, "size %zu: wrote past the message", len);
+	}
+
+	/* 2. Order per tag and tag matching: 8 sends over 3 tags, all outstanding. */
+	for (int round = 0; round < 20; round++) {
+		void *sr[8], *rr[8];
+		uint32_t *sv = (uint32_t *)sbuf;
+		for (int i = 0; i < 8; i++) {
+			int tag = i % 3;
+			void *rp[1] = { rbuf[i] };
+			size_t rl[1] = { 4096 };
+			double e2 = now_s() + 30;
+			while (!(rr[i] = net_irecv(rc, 1, rp, rl, &tag, &rmh[i])))
+				CHECK(now_s() < e2, "irecv refused");
+		}
+		for (int i = 0; i < 8; i++) {
+			sv[i * 1024] = (uint32_t)(my_rank << 16 | round << 8 | i);
+			double e2 = now_s() + 30;
+			while (!(sr[i] = net_isend(sc, &sv[i * 1024], 16 + (size_t)i * 100, i % 3, smh)))
+				CHECK(now_s() < e2, "isend refused");
+		}
+		for (int i = 0; i < 8; i++) {
+			int s1[8], s2[8];
+			net_wait(sr[i], s1, "isend");
+			net_wait(rr[i], s2, "irecv");
+			uint32_t want = (uint32_t)(prev << 16 | round << 8 | i);
+			CHECK(*(uint32_t *)rbuf[i] == want && s2[0] == 16 + i * 100,
+			      "round %d recv %d: got 0x%x (%d bytes), want 0x%x (%d bytes)", round, i,
+			      *(uint32_t *)rbuf[i], s2[0], want, 16 + i * 100);
+		}
+	}
+
+	/* 3. Grouped receive: n = maxRecvs subs with distinct tags, sent in reverse. */
+	int n = max_recvs();
+	if (n > 1) {
+		void *rp[8];
+		size_t rl[8];
+		int tags[8];
+		for (int i = 0; i < n; i++) {
+			rp[i] = rbuf[i];
+			rl[i] = 1 << 20;
+			tags[i] = 100 + i;
+		}
+		void *rr = NULL, *sr[8];
+		double e2 = now_s() + 30;
+		while (!(rr = net_irecv(rc, n, rp, rl, tags, rmh)))
+			CHECK(now_s() < e2, "grouped irecv refused");
+		for (int i = n - 1; i >= 0; i--) {
+			memset(sbuf + (size_t)i * (1 << 20), 0x40 + i + my_rank, 1000 + (size_t)i);
+			while (!(sr[i] = net_isend(sc, sbuf + (size_t)i * (1 << 20), 1000 + (size_t)i,
+						   100 + i, smh)))
+				CHECK(now_s() < e2, "isend refused");
+		}
+		int rs[8] = { 0 }, s1[8];
+		net_wait(rr, rs, "grouped irecv");
+		for (int i = 0; i < n; i++) {
+			net_wait(sr[i], s1, "isend");
+			CHECK(rs[i] == 1000 + i && rbuf[i][999 + i] == (uint8_t)(0x40 + i + prev),
+			      "grouped sub %d: %d bytes, byte 0x%x", i, rs[i], rbuf[i][999 + i]);
+		}
+	}
+
+	/* 4. Streams: 200 messages of 256 KiB, up to 8 outstanding each way. */
+	{
+		const int total = 200, win = 8;
+		const size_t len = 256 << 10;
+		void *sr[8] = { 0 }, *rr[8] = { 0 };
+		int sent = 0, recvd = 0, sdone = 0, rdone = 0;
+		double e2 = now_s() + 60;
+		while (sdone < total || rdone < total) {
+			CHECK(now_s() < e2, "stream: %d/%d sent, %d/%d received after 60 s", sdone,
+			      total, rdone, total);
+			if (recvd < total && recvd - rdone < win) {
+				void *rp[1] = { rbuf[recvd % win] };
+				size_t rl[1] = { len };
+				int tg[1] = { 3 };
+				void *r = net_irecv(rc, 1, rp, rl, tg, &rmh[recvd % win]);
+				if (r)
+					rr[recvd++ % win] = r;
+			}
+			if (sent < total && sent - sdone < win) {
+				uint8_t *p = sbuf + (size_t)(sent % win) * len;
+				memset(p, (uint8_t)(sent + my_rank), len);
+				void *r = net_isend(sc, p, len, 3, smh);
+				if (r)
+					sr[sent++ % win] = r;
+			}
+			int s[8];
+			if (sdone < sent && net_test(sr[sdone % win], s))
+				sdone++;
+			if (rdone < recvd && net_test(rr[rdone % win], s)) {
+				uint8_t *p = rbuf[rdone % win];
+				CHECK(s[0] == (int)len && p[0] == (uint8_t)(rdone + prev) &&
+					      p[len - 1] == (uint8_t)(rdone + prev),
+				      "stream message %d: %d bytes, byte 0x%x", rdone, s[0], p[0]);
+				rdone++;
+			}
+		}
+	}
+	rv_barrier("p2p-done");
+	net_dereg(sc, smh);
+	for (int i = 0; i < 8; i++) {
+		net_dereg(rc, rmh[i]);
+		free(rbuf[i]);
+	}
+	free(sbuf);
+	if (opt.version == 11) {
+		NCHECK(P.n11->closeSend(sc));
+		NCHECK(P.n11->closeRecv(rc));
+		NCHECK(P.n11->closeListen(lc));
+		NCHECK(P.n11->finalize(P.nctx));
+	} else {
+		NCHECK(P.n8->closeSend(sc));
+		NCHECK(P.n8->closeRecv(rc));
+		NCHECK(P.n8->closeListen(lc));
+	}
+	CHECK(log_prefix_ok > 0, "no log line came through NCCL's logger with the NET/Sumcast prefix");
+}
+
+/* ---------------- collnet mode ---------------- */
+
+static void *coll_listen(void *h)
+{
+	void *lc = NULL;
+	NCHECK(opt.version == 11 ? P.c11->listen(P.cctx, 0, h, &lc) : P.c8->listen(0, h, &lc));
+	return lc;
+}
+
+struct cconn_arg {
+	void **handles;
+	void *lc, *cc;
+	uint8_t *region;
+	size_t region_len;
+	void *mh;
+	ncclResult_t ret;
+};
+
+/* NCCL calls the collnet connect (a blocking collective) and regMr from
+ * its proxy service thread; the requests come later from the progress
+ * thread. */
+static void *coll_connect_thread(void *a)
+{
+	struct cconn_arg *c = a;
+	c->ret = opt.version == 11
+		 ? P.c11->connect(c->handles, opt.nranks, my_rank, c->lc, &c->cc)
+		 : P.c8->connect(c->handles, opt.nranks, my_rank, c->lc, &c->cc);
+	if (c->ret != ncclSuccess || !c->cc)
+		return NULL;
+	NCHECK(opt.version == 11 ? P.c11->closeListen(c->lc) : P.c8->closeListen(c->lc));
+	NCHECK(opt.version == 11 ? P.c11->regMr(c->cc, c->region, c->region_len, NCCL_PTR_HOST, &c->mh)
+				 : P.c8->regMr(c->cc, c->region, c->region_len, NCCL_PTR_HOST, &c->mh));
+	return NULL;
+}
+
+static void *coll_setup(uint8_t *region, size_t region_len, void **mh)
+{
+	uint8_t h[NCCL_NET_HANDLE_MAXSIZE];
+	static uint8_t all[MAX_RANKS][NCCL_NET_HANDLE_MAXSIZE];
+	void *handles[MAX_RANKS];
+
+	struct cconn_arg ca = { handles, coll_listen(h), NULL, region, region_len, NULL, 0 };
+	rv_put("coll", my_rank, h, sizeof(h));
+	for (int r = 0; r < opt.nranks; r++) {
+		rv_get("coll", r, all[r], sizeof(all[r]));
+		handles[r] = all[r];
+	}
+	pthread_t th;
+	pthread_create(&th, NULL, coll_connect_thread, &ca);
+	pthread_join(th, NULL);
+	CHECK(ca.ret == ncclSuccess && ca.cc, "collnet connect returned %d", (int)ca.ret);
+	*mh = ca.mh;
+	return ca.cc;
+}
+
+static void *c_iallreduce(void *cc, void *s, void *r, size_t count, ncclDataType_t t, ncclRedOp_t op,
+			  void *mh)
+{
+	void *req = NULL;
+	NCHECK(opt.version == 11 ? P.c11->iallreduce(cc, s, r, count, t, op, mh, mh, &req)
+				 : P.c8->iallreduce(cc, s, r, (int)count, t, op, mh, mh, &req));
+	return req;
+}
+
+static int c_test(void *req, int *size)
+{
+	int done = 0;
+	NCHECK(opt.version == 11 ? P.c11->test(req, &done, size) : P.c8->test(req, &done, size));
+	return done;
+}
+
+static size_t type_size(ncclDataType_t t)
+{
+	static const size_t s[] = { 1, 1, 4, 4, 8, 8, 2, 4, 8, 2 };
+	return s[t];
+}
+
+static const char *type_name(ncclDataType_t t)
+{
+	static const char *const n[] = { "i8", "u8", "i32", "u32", "i64", "u64", "f16", "f32", "f64", "bf16" };
+	return (unsigned)t < 10 ? n[t] : "?";
+}
+
+static const char *op_name(ncclRedOp_t op)
+{
+	static const char *const n[] = { "sum", "prod", "max", "min" };
+	return (unsigned)op < 4 ? n[op] : "?";
+}
+
+/* NCCL's proxy: chunks of at most 2 MiB, up to 8 outstanding, tested in order. */
+static void allreduce_chunked(void *cc, uint8_t *send, uint8_t *recv, size_t count, ncclDataType_t t,
+			      ncclRedOp_t op, void *mh)
+{
+	size_t es = type_size(t), per = (2u << 20) / es, nchunks = (count + per - 1) / per;
+	void *reqs[8];
+	size_t issued = 0, done = 0;
+	double end = now_s() + 120;
+
+	if (count == 0)
+		return;
+	while (done < nchunks) {
+		CHECK(now_s() < end, "allreduce of %zu x %s %s: %zu/%zu chunks after 120 s", count,
+		      type_name(t), op_name(op), done, nchunks);
+		if (issued < nchunks && issued - done < 8) {
+			size_t off = issued * per, n = count - off < per ? count - off : per;
+			void *r = c_iallreduce(cc, send + off * es, recv + off * es, n, t, op, mh);
+			if (r)
+				reqs[issued++ % 8] = r;
+		}
+		int size = -1;
+		if (done < issued && c_test(reqs[done % 8], &size)) {
+			size_t off = done * per, n = count - off < per ? count - off : per;
+			CHECK((size_t)size == n * es, "test size %d, want %zu", size, n * es);
+			done++;
+		}
+	}
+}
+
+static bool is_float(ncclDataType_t t)
+{
+	return t == ncclFloat16 || t == ncclFloat32 || t == ncclFloat64 || t == ncclBfloat16;
+}
+static bool is_unsigned(ncclDataType_t t)
+{
+	return t == ncclUint8 || t == ncclUint32 || t == ncclUint64;
+}
+
+/* Inputs are small integers (powers of two for prod) so every order of
+ * reduction gives the same exact result: references compare bitwise. */
+static int64_t in_val(ncclDataType_t t, ncclRedOp_t op, int rank, size_t i)
+{
+	if (op == ncclProd) {
+		int m = (int)((i + (size_t)rank) % 3);
+		return m == 0 ? 2 : m == 1 || is_unsigned(t) ? 1 : -1;
+	}
+	int64_t v = (int64_t)((i * 7 + (size_t)rank * 3 + 1) % 9);
+	return is_unsigned(t) ? v : v - 4;
+}
+
+static void put(ncclDataType_t t, void *buf, size_t i, int64_t v)
+{
+	switch (t) {
+	case ncclInt8: case ncclUint8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
+	case ncclInt32: case ncclUint32: ((uint32_t *)buf)[i] = (uint32_t)v; break;
+	case ncclInt64: case ncclUint64: ((uint64_t *)buf)[i] = (uint64_t)v; break;
+	case ncclFloat16: ((uint16_t *)buf)[i] = sc_f32_to_f16((float)v); break;
+	case ncclBfloat16: ((uint16_t *)buf)[i] = sc_f32_to_bf16((float)v); break;
+	case ncclFloat32: ((float *)buf)[i] = (float)v; break;
+	case ncclFloat64: ((double *)buf)[i] = (double)v; break;
+	default: break;
+	}
+}
+
+static int64_t ref_val(ncclDataType_t t, ncclRedOp_t op, size_t i)
+{
+	int64_t acc = in_val(t, op, 0, i);
+	for (int r = 1; r < opt.nranks; r++) {
+		int64_t v = in_val(t, op, r, i);
+		switch (op) {
+		case ncclSum: acc += v; break;
+		case ncclProd: acc *= v; break;
+		case ncclMax: acc = v > acc ? v : acc; break;
+		default: acc = v < acc ? v : acc; break;
+		}
+	}
+	(void)is_float;
+	return acc;
+}
+
+static uint64_t fnv(uint64_t h, const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 0x100000001b3ull;
+	return h;
+}
+
+static void run_coll(void)
+{
+	const size_t half = 8u << 20;
+	uint8_t *region = aligned_alloc(4096, 2 * half), *ref = malloc(half);
+	void *mh = NULL;
+	uint64_t hash = 0xcbf29ce484222325ull;
+
+	CHECK(region && ref, "malloc");
+	plugin_open(true);
+	/* reduceSupport: honest for every (type, op) NCCL asks, Avg included. */
+	for (int t = 0; t < 12; t++)
+		for (int op = 0; op < 5; op++) {
+			int sup = -1;
+			NCHECK(opt.version == 11 ? P.c11->reduceSupport(t, op, &sup)
+						 : P.c8->reduceSupport(t, op, &sup));
+			CHECK(sup == (t < 10 && op < 4), "reduceSupport(%d, %d) = %d", t, op, sup);
+		}
+	void *cc = coll_setup(region, 2 * half, &mh);
+	uint8_t *send = region, *recv = region + half;
+
+	static const size_t counts[] = { 1, 3, 17, 1007, 65549, 524289 };
+	int ncases = 0;
+	for (int t = 0; t < 10; t++)
+		for (int op = 0; op < 4; op++)
+			for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+				size_t count = counts[k], es = type_size(t);
+				/* The largest count only where it adds coverage. */
+				if (count > 100000 && !(op == ncclSum && (t == ncclFloat32 || t == ncclBfloat16 || t == ncclInt8)))
+					continue;
+				CHECK(count * es <= half, "case too large");
+				for (size_t i = 0; i < count; i++) {
+					put(t, send, i, in_val(t, op, my_rank, i));
+					put(t, ref, i, ref_val(t, op, i));
+				}
+				memset(recv, 0xA5, count * es + 64);
+				allreduce_chunked(cc, send, recv, count, t, op, mh);
+				for (size_t i = 0; i < count; i++)
+					CHECK(!memcmp(recv + i * es, ref + i * es, es),
+					      "%s %s count %zu: element %zu differs from the reference",
+					      type_name(t), op_name(op), count, i);
+				CHECK(recv[count * es] == 0xA5, "%s %s count %zu: wrote past the end",
+				      type_name(t), op_name(op), count);
+				hash = fnv(hash, recv, count * es);
+				ncases++;
+			}
+	/* In place (send == recv), as NCCL's user-buffer path may issue. */
+	for (size_t i = 0; i < 300001; i++)
+		put(ncclFloat32, recv, i, in_val(ncclFloat32, ncclSum, my_rank, i));
+	allreduce_chunked(cc, recv, recv, 300001, ncclFloat32, ncclSum, mh);
+	for (size_t i = 0; i < 300001; i++) {
+		float w = (float)ref_val(ncclFloat32, ncclSum, i);
+		CHECK(((float *)recv)[i] == w, "in-place f32 sum: element %zu", i);
+	}
+	/* Bitwise equal on every rank. */
+	rv_put("hash", my_rank, &hash, sizeof(hash));
+	for (int r = 0; r < opt.nranks; r++) {
+		uint64_t o;
+		rv_get("hash", r, &o, sizeof(o));
+		CHECK(o == hash, "results of rank %d differ bitwise from ours", r);
+	}
+	NCHECK(opt.version == 11 ? P.c11->deregMr(cc, mh) : P.c8->deregMr(cc, mh));
+	NCHECK(opt.version == 11 ? P.c11->closeColl(cc) : P.c8->closeColl(cc));
+	if (opt.version == 11) {
+		NCHECK(P.c11->finalize(P.cctx));
+		NCHECK(P.n11->finalize(P.nctx));
+	}
+	if (my_rank == 0)
+		printf("coll: %d nodes, %d cases passed, results bitwise equal on every node\n",
+		       opt.nranks, ncases);
+	free(ref);
+	free(region);
+}
+
+/* ---------------- bench mode ---------------- */
+
+static const char *bench_mode = "ring";
+
+static int parse_type(const char *s, ncclDataType_t *out)
+{
+	for (int t = 0; t < 10; t++)
+		if (!strcmp(s, type_name((ncclDataType_t)t))) {
+			*out = (ncclDataType_t)t;
+			return 0;
+		}
+	return -1;
+}
+
+static void run_bench(void)
+{
+	ncclDataType_t t = ncclFloat32;
+	CHECK(parse_type(opt.type, &t) == 0, "--type %s: one of i8 u8 i32 u32 i64 u64 f16 f32 f64 bf16", opt.type);
+	size_t es = type_size(t), half = opt.max_bytes < 64 ? 64 : opt.max_bytes;
+	uint8_t *region = aligned_alloc(4096, 2 * ((half + 4095) & ~(size_t)4095));
+	void *mh = NULL;
+
+	CHECK(region, "malloc %zu", 2 * half);
+	memset(region, 0, 2 * half);
+	plugin_open(true);
+	void *cc = coll_setup(region, 2 * half, &mh);
+	uint8_t *send = region, *recv = region + half;
+	const char *split_env = getenv("SUMCAST_SPLIT");
+	int N = opt.nranks;
+
+	if (my_rank == 0 && !opt.json)
+		printf("# mode %s, split %s, %d nodes, %d aggregators, provider %s\n"
+		       "#%12s %12s %6s %6s %10s %10s %10s\n",
+		       bench_mode, split_env ? split_env : "auto", N, opt.naggs,
+		       getenv("SUMCAST_PROVIDER"), "size", "count", "type", "redop", "time(us)",
+		       "algbw", "busbw");
+	for (size_t bytes = opt.min_bytes; bytes <= opt.max_bytes; bytes *= 2) {
+		size_t count = bytes / es;
+		if (!count)
+			continue;
+		int iters = bytes <= (1 << 20) ? 50 : bytes <= (16 << 20) ? 10 : 3;
+		/* warm-up doubles as a barrier: it is a collective */
+		allreduce_chunked(cc, send, recv, count, t, ncclSum, mh);
+		allreduce_chunked(cc, send, recv, 1, t, ncclSum, mh);
+		double t0 = now_s();
+		for (int i = 0; i < iters; i++)
+			allreduce_chunked(cc, send, recv, count, t, ncclSum, mh);
+		double us = (now_s() - t0) / iters * 1e6;
+		double algbw = bytes / us / 1e3, busbw = algbw * 2 * (N - 1) / N;
+		if (my_rank != 0)
+			continue;
+		if (opt.json)
+			printf("{\"bench\":\"allreduce\",\"mode\":\"%s\",\"split\":\"%s\",\"nranks\":%d,"
+			       "\"naggs\":%d,\"provider\":\"%s\",\"type\":\"%s\",\"op\":\"sum\","
+			       "\"bytes\":%zu,\"time_us\":%.2f,\"algbw_gbps\":%.4f,\"busbw_gbps\":%.4f}\n",
+			       bench_mode, split_env ? split_env : "auto", N, opt.naggs,
+			       getenv("SUMCAST_PROVIDER"), type_name(t), bytes, us, algbw, busbw);
+		else
+			printf(" %12zu %12zu %6s %6s %10.1f %10.3f %10.3f\n", bytes, count, type_name(t),
+			       "sum", us, algbw, busbw);
+		fflush(stdout);
+	}
+	NCHECK(opt.version == 11 ? P.c11->deregMr(cc, mh) : P.c8->deregMr(cc, mh));
+	NCHECK(opt.version == 11 ? P.c11->closeColl(cc) : P.c8->closeColl(cc));
+	free(region);
+}
+
+/* The plugin's split model, for the JSON rows (bandwidth part only). */
+static double model_split(void)
+{
+	const char *s = getenv("SUMCAST_SPLIT");
+	if (s && strcmp(s, "auto"))
+		return atof(s);
+	if (!opt.naggs)
+		return 0;
+	double link = getenv("SUMCAST_LINK_GBPS") ? atof(getenv("SUMCAST_LINK_GBPS")) : 0;
+	double agg = getenv("SUMCAST_AGG_GBPS") ? atof(getenv("SUMCAST_AGG_GBPS")) : 0;
+	if (link <= 0)
+		link = 25;
+	if (agg <= 0)
+		agg = link;
+	double n = opt.nranks, r = 2 * (n - 1) / n, k = n * link / (opt.naggs * agg);
+	return k <= 1 ? 1 : r / (k + r - 1);
+}
+
+/* ---------------- processes and daemons ---------------- */
+
+static pid_t daemons[MAX_AGGS];
+static int ndaemons;
+
+static void daemons_stop(void)
+{
+	for (int i = 0; i < ndaemons; i++) {
+		if (daemons[i] <= 0)
+			continue;
+		kill(daemons[i], SIGTERM);
+		for (int k = 0; k < 300; k++) {
+			if (waitpid(daemons[i], NULL, WNOHANG) == daemons[i]) {
+				daemons[i] = 0;
+				break;
+			}
+			usleep(10000);
+		}
+		if (daemons[i] > 0) {
+			kill(daemons[i], SIGKILL);
+			waitpid(daemons[i], NULL, 0);
+		}
+	}
+	ndaemons = 0;
+}
+
+static void rm_dir(void)
+{
+	DIR *d = opendir(rv_dir);
+	struct dirent *e;
+	char p[PATH_MAX + 300];
+
+	if (!d)
+		return;
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.') {
+			snprintf(p, sizeof(p), "%s/%s", rv_dir, e->d_name);
+			unlink(p);
+		}
+	closedir(d);
+	rmdir(rv_dir);
+}
+
+/* Starts M sumcastd on 127.0.0.1 with free ports; returns "host:port,...". */
+static int daemons_start(char *aggs, size_t len)
+{
+	if (!opt.daemon || !*opt.daemon || access(opt.daemon, X_OK)) {
+		fprintf(stderr, "SKIP: sumcastd not built (%s)\n", opt.daemon && *opt.daemon ? opt.daemon : "no path");
+		return SKIP;
+	}
+	aggs[0] = 0;
+	for (int i = 0; i < opt.naggs; i++) {
+		char conf[PATH_MAX + 32], pf[PATH_MAX + 32], logf[PATH_MAX + 32];
+		snprintf(conf, sizeof(conf), "%s/agg%d.conf", rv_dir, i);
+		snprintf(pf, sizeof(pf), "%s/agg%d.ports", rv_dir, i);
+		snprintf(logf, sizeof(logf), "%s/agg%d.log", rv_dir, i);
+		FILE *f = fopen(conf, "w");
+		CHECK(f, "%s", conf);
+		fprintf(f, "[control]\nport = 0\nport-file = %s\n[http]\nport = 0\n[fabric]\nprovider = tcp\nnode = 127.0.0.1\n", pf);
+		fclose(f);
+		pid_t pid = fork();
+		if (pid == 0) {
+			int fd = open(logf, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+			if (fd >= 0 && !opt.verbose) {
+				dup2(fd, 1);
+				dup2(fd, 2);
+			}
+			execl(opt.daemon, "sumcastd", "-c", conf, (char *)NULL);
+			_exit(127);
+		}
+		daemons[ndaemons++] = pid;
+		double end = now_s() + 15;
+		int port = 0;
+		while (!port) {
+			FILE *p = fopen(pf, "r");
+			if (p) {
+				int c = 0, h = 0;
+				if (fscanf(p, "control=%d http=%d", &c, &h) >= 1)
+					port = c;
+				fclose(p);
+			}
+			if (!port) {
+				int st;
+				if (waitpid(pid, &st, WNOHANG) == pid) {
+					daemons[ndaemons - 1] = 0;
+					fprintf(stderr, "sumcastd %d exited (status 0x%x); log %s\n", i, st, logf);
+					char cmd[PATH_MAX + 64];
+					snprintf(cmd, sizeof(cmd), "cat %s >&2", logf);
+					(void)!system(cmd);
+					return 1;
+				}
+				if (now_s() > end) {
+					fprintf(stderr, "sumcastd %d wrote no port file in 15 s\n", i);
+					return 1;
+				}
+				usleep(10000);
+			}
+		}
+		snprintf(aggs + strlen(aggs), len - strlen(aggs), "%s127.0.0.1:%d", i ? "," : "", port);
+	}
+	return 0;
+}
+
+static int run_ranks(void (*fn)(void))
+{
+	pid_t pids[MAX_RANKS];
+	int rc = 0;
+
+	fflush(stdout);
+	for (int r = 0; r < opt.nranks; r++) {
+		pids[r] = fork();
+		if (pids[r] == 0) {
+			my_rank = r;
+			fn();
+			fflush(stdout);
+			_exit(0);
+		}
+	}
+	double end = now_s() + opt.timeout_s;
+	int left = opt.nranks;
+	while (left) {
+		int st;
+		pid_t p = waitpid(-1, &st, WNOHANG);
+		if (p > 0) {
+			for (int r = 0; r < opt.nranks; r++)
+				if (pids[r] == p) {
+					pids[r] = 0;
+					left--;
+					if (!WIFEXITED(st) || WEXITSTATUS(st)) {
+						fprintf(stderr, "rank %d failed (status 0x%x)\n", r, st);
+						rc = rc ? rc : WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+					}
+				}
+			continue;
+		}
+		if (now_s() > end) {
+			fprintf(stderr, "timeout after %d s: killing %d ranks\n", opt.timeout_s, left);
+			rc = 1;
+			break;
+		}
+		if (rc)
+			break; /* one rank failed: the others may wait forever */
+		usleep(2000);
+	}
+	for (int r = 0; r < opt.nranks; r++)
+		if (pids[r] > 0) {
+			kill(pids[r], SIGKILL);
+			waitpid(pids[r], NULL, 0);
+		}
+	return rc;
+}
+
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage: %s p2p|coll|bench [--nranks N] [--naggs M] [--aggs host:port,...]\n"
+		"       [--split auto|F] [--version 11|8] [--plugin PATH] [--daemon PATH]\n"
+		"       [-b|--min-bytes B] [-e|--max-bytes B] [--type T] [--json] [--verbose]\n",
+		program_invocation_short_name);
+	exit(2);
+}
+
+static size_t parse_size(const char *s)
+{
+	char *end;
+	double v = strtod(s, &end);
+	switch (*end) {
+	case 'K': case 'k': v *= 1024; break;
+	case 'M': case 'm': v *= 1024 * 1024; break;
+	case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
+	default: break;
+	}
+	return (size_t)v;
+}
+
+static void self_relative(char *out, size_t len, const char *rel)
+{
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0) {
+		out[0] = 0;
+		return;
+	}
+	exe[n] = 0;
+	char *slash = strrchr(exe, '/');
+	if (slash)
+		*slash = 0;
+	snprintf(out, len, "%s/%s", exe, rel);
+}
+
+int harness_main(int argc, char **argv, const char *forced_mode);
+int harness_main(int argc, char **argv, const char *forced_mode)
+{
+	static const struct option lo[] = {
+		{ "nranks", 1, 0, 'n' }, { "naggs", 1, 0, 'm' }, { "split", 1, 0, 's' },
+		{ "version", 1, 0, 'v' }, { "plugin", 1, 0, 'p' }, { "daemon", 1, 0, 'd' },
+		{ "min-bytes", 1, 0, 'b' }, { "max-bytes", 1, 0, 'e' }, { "type", 1, 0, 't' },
+		{ "json", 0, 0, 'j' }, { "verbose", 0, 0, 'V' }, { "aggs", 1, 0, 'a' },
+		{ "timeout", 1, 0, 'T' }, { 0, 0, 0, 0 }
+	};
+	static char plugin_buf[PATH_MAX + 64], daemon_buf[PATH_MAX + 64], aggs[1024];
+	int c;
+
+	opt.mode = forced_mode;
+	if (!forced_mode) {
+		if (argc < 2)
+			usage();
+		opt.mode = argv[1];
+		argv++;
+		argc--;
+	}
+	opt.plugin = HARNESS_PLUGIN_PATH;
+	opt.daemon = HARNESS_DAEMON_PATH;
+	while ((c = getopt_long(argc, argv, "n:m:s:v:p:d:b:e:t:jVa:T:", lo, NULL)) != -1) {
+		switch (c) {
+		case 'n': opt.nranks = atoi(optarg); break;
+		case 'm': opt.naggs = atoi(optarg); break;
+		case 's': opt.split = optarg; break;
+		case 'v': opt.version = atoi(optarg); break;
+		case 'p': opt.plugin = optarg; break;
+		case 'd': opt.daemon = optarg; break;
+		case 'b': opt.min_bytes = parse_size(optarg); break;
+		case 'e': opt.max_bytes = parse_size(optarg); break;
+		case 't': opt.type = optarg; break;
+		case 'j': opt.json = true; break;
+		case 'V': opt.verbose = true; break;
+		case 'a': opt.aggs = optarg; break;
+		case 'T': opt.timeout_s = atoi(optarg); break;
+		default: usage();
+		}
+	}
+	if (opt.nranks < 1 || opt.nranks > MAX_RANKS || opt.naggs < 0 || opt.naggs > MAX_AGGS ||
+	    (opt.version != 11 && opt.version != 8) || opt.min_bytes < 1 || opt.min_bytes > opt.max_bytes)
+		usage();
+	if (!*opt.plugin) {
+		self_relative(plugin_buf, sizeof(plugin_buf), "../plugin/libnccl-net-sumcast.so");
+		opt.plugin = plugin_buf;
+	}
+	if (!*opt.daemon) {
+		self_relative(daemon_buf, sizeof(daemon_buf), "../daemon/sumcastd");
+		opt.daemon = daemon_buf;
+	}
+	if (access(opt.plugin, R_OK)) {
+		fprintf(stderr, "SKIP: plugin %s: %s\n", opt.plugin, strerror(errno));
+		return SKIP;
+	}
+	snprintf(rv_dir, sizeof(rv_dir), "/tmp/sumcast-harness-XXXXXX");
+	CHECK(mkdtemp(rv_dir), "mkdtemp");
+	setenv("SUMCAST_PROVIDER", "tcp", 0);
+	setenv("SUMCAST_IFACE", "127.0.0.1", 0);
+	setenv("SUMCAST_CONNECT_TIMEOUT", "10s", 0);
+	if (opt.split)
+		setenv("SUMCAST_SPLIT", opt.split, 1);
+	if (opt.verbose)
+		setenv("SUMCAST_LOG_LEVEL", "info", 0);
+
+	int rc = 0;
+	if (opt.aggs) {
+		setenv("SUMCAST_AGGREGATORS", opt.aggs, 1);
+	} else if (opt.naggs > 0) {
+		rc = daemons_start(aggs, sizeof(aggs));
+		if (rc)
+			goto out;
+		setenv("SUMCAST_AGGREGATORS", aggs, 1);
+	} else {
+		unsetenv("SUMCAST_AGGREGATORS");
+	}
+	if (!strcmp(opt.mode, "p2p")) {
+		rc = run_ranks(run_p2p);
+	} else if (!strcmp(opt.mode, "coll")) {
+		rc = run_ranks(run_coll);
+	} else if (!strcmp(opt.mode, "bench")) {
+		static const char *const modes[][2] = { { "ring", "0" }, { "agg", "1" }, { "split", "auto" } };
+		for (int m = 0; m < 3 && !rc; m++) {
+			if (m > 0 && !getenv("SUMCAST_AGGREGATORS"))
+				break;
+			if (opt.split && strcmp(opt.split, modes[m][1]))
+				continue;
+			bench_mode = modes[m][0];
+			setenv("SUMCAST_SPLIT", modes[m][1], 1);
+			if (opt.json)
+				setenv("HARNESS_SPLIT_VALUE", "", 1);
+			(void)model_split;
+			rc = run_ranks(run_bench);
+		}
+	} else {
+		usage();
+	}
+out:
+	daemons_stop();
+	rm_dir();
+	return rc;
+}
+
+#ifndef HARNESS_NO_MAIN
+int main(int argc, char **argv)
+{
+	return harness_main(argc, argv, NULL);
+}
+#endif
