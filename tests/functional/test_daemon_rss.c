@@ -1,0 +1,106 @@
+/* Memory accounting against reality: 4 jobs of 4 ranks, window 8, chunk
+ * 1 MiB, f32 only, are joined; the daemon's VmRSS must grow by the formula
+ * window x chunk x (nranks + 1) per job (job memory is prefaulted), and
+ * shrink back when the jobs end. Prints the numbers. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "test_daemon_harness.h"
+
+#define JOBS 4
+#define RANKS 4
+#define WINDOW 8
+#define CHUNKB (1u << 20)
+
+static struct sd d;
+
+static long rss_kib(pid_t pid)
+{
+	char path[64], line[256];
+	long kib = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+			break;
+	fclose(f);
+	return kib;
+}
+
+static void tweak(struct wire_join *j)
+{
+	j->window = WINDOW;
+	j->chunk_bytes = CHUNKB;
+	j->dtype_mask = 1u << SC_F32;
+}
+
+int main(void)
+{
+	struct fabric *ep[RANKS];
+	struct fabric_params fp = { .provider = th_provider() };
+	int fds[JOBS][RANKS];
+	struct wire_msg m;
+
+	if (strcmp(fp.provider, "shm"))
+		fp.node = "127.0.0.1";
+	for (int r = 0; r < RANKS; r++)
+		if (fabric_open(&fp, &ep[r]))
+			th_skip("no libfabric provider for the test endpoints");
+	if (sd_start(&d, "[job]\nmemory-budget = 1G\n"))
+		th_skip("sumcastd did not start (see above)");
+	th_sleep_ms(200);
+	long base = rss_kib(d.pid);
+
+	uint64_t formula = (uint64_t)WINDOW * CHUNKB * (RANKS + 1);
+	for (int j = 0; j < JOBS; j++)
+		for (int r = 0; r < RANKS; r++) {
+			struct wire_join w;
+			join_init(&w, 0x400 + (uint64_t)j, (uint32_t)r, RANKS, ep[r]);
+			tweak(&w);
+			fds[j][r] = ctl_join(&d, &w, NULL, 0, &m);
+			CHECK(fds[j][r] >= 0 && m.type == WIRE_JOIN_OK, "job %d rank %d join", j, r);
+		}
+	for (int j = 0; j < JOBS; j++)
+		for (int r = 0; r < RANKS; r++)
+			CHECK(ctl_recv(fds[j][r], &m, 5000) == 0 && m.type == WIRE_READY,
+			      "job %d rank %d READY", j, r);
+	th_sleep_ms(200);
+	long joined = rss_kib(d.pid);
+	double used = sd_metric(&d, "sumcast_memory_used_bytes");
+	long grew = joined - base;
+	printf("  formula: %d jobs x window %d x chunk %u x (%d ranks + 1) = %d x %llu = %llu KiB\n", JOBS,
+	       WINDOW, CHUNKB, RANKS, JOBS, (unsigned long long)formula,
+	       (unsigned long long)(JOBS * formula / 1024));
+	printf("  VmRSS idle %ld KiB, with %d jobs joined %ld KiB: +%ld KiB (%.3f x formula); "
+	       "sumcast_memory_used_bytes %.0f\n",
+	       base, JOBS, joined, grew, (double)grew * 1024 / (double)(JOBS * formula), used);
+	CHECK(used == (double)(JOBS * formula), "memory_used %g", used);
+	CHECK(grew * 1024 >= (long)(JOBS * formula * 95 / 100) &&
+		      grew * 1024 <= (long)(JOBS * formula + (16u << 20)),
+	      "RSS grew %ld KiB for %llu KiB of jobs", grew,
+	      (unsigned long long)(JOBS * formula / 1024));
+
+	for (int j = 0; j < JOBS; j++)
+		for (int r = 0; r < RANKS; r++)
+			close(fds[j][r]); /* ends the jobs (the other ranks get ABORT) */
+	uint64_t end = th_now_ms() + 5000;
+	while (sd_metric(&d, "sumcast_memory_used_bytes") != 0 && th_now_ms() < end)
+		th_sleep_ms(20);
+	th_sleep_ms(100);
+	long after = rss_kib(d.pid);
+	printf("  after the jobs ended: VmRSS %ld KiB (%+ld KiB vs idle)\n", after, after - base);
+	CHECK(sd_metric(&d, "sumcast_memory_used_bytes") == 0, "memory not returned");
+	CHECK(after - base < 8 * 1024, "RSS did not shrink: %ld KiB over idle", after - base);
+	CHECK(sd_stop(&d, SIGTERM, 10000) == 0, "exit status");
+	sd_cleanup(&d);
+	for (int r = 0; r < RANKS; r++)
+		fabric_close(ep[r]);
+	return th_summary("test_daemon_rss");
+}
