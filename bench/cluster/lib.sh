@@ -24,6 +24,7 @@ SC_DAEMON_PIDS=()
 SC_SAMPLER_PID=""
 SC_CHILD_PIDS=()     # other background processes we started (killed at cleanup)
 SC_TOPO_UP=0
+SC_FABRIC_PROVIDER=${SC_FABRIC_PROVIDER:-tcp;ofi_rxm}   # sumcastd [fabric] provider, SUMCAST_PROVIDER
 
 sc_log() { printf '[cluster %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 sc_die() { sc_log "error: $*"; exit 1; }
@@ -89,7 +90,8 @@ sc_tbf() { # ns dev rate_mbit
   local ns=$1 dev=$2 r=$3
   local burst=$(( r * 1000000 / 8 / 1000 ))
   (( burst < 131072 )) && burst=131072
-  ip netns exec "$ns" tc qdisc replace dev "$dev" root tbf rate "${r}mbit" burst "$burst" latency 100ms
+  ip netns exec "$ns" tc qdisc replace dev "$dev" root tbf rate "${r}mbit" burst "$burst" \
+    latency "${SC_TBF_LATENCY:-5ms}"
 }
 
 # ---- topology ----------------------------------------------------------------------------
@@ -275,6 +277,8 @@ sc_mpi_bin() {
 }
 
 # sc_mpi_run TIMEOUT_S BIN ARGS...: one rank per worker namespace (rank r -> P-w<r>).
+# SC_MPI_ENV: extra VAR=value words for mpirun's environment (OMPI_MCA_* reach the ranks).
+SC_MPI_ENV=()
 sc_mpi_run() {
   local tmo=$1; shift
   local wrap="$SC_RUN_DIR/rank-in-netns"
@@ -285,7 +289,7 @@ exec ip netns exec "${SC_PREFIX}-w\${OMPI_COMM_WORLD_RANK:?not started by mpirun
 EOF
   chmod +x "$wrap"
   local sub; sub=$(sc_subnet)
-  PMIX_MCA_ptl_tcp_remote_connections=1 PMIX_MCA_ptl_tcp_if_include="$sub" \
+  env "${SC_MPI_ENV[@]}" PMIX_MCA_ptl_tcp_remote_connections=1 PMIX_MCA_ptl_tcp_if_include="$sub" \
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
     timeout -k 5 "$tmo" mpirun -np "$SC_W" --oversubscribe --allow-run-as-root \
       -x PMIX_MCA_ptl_tcp_remote_connections \
@@ -319,7 +323,7 @@ port = 7800
 listen = $ip
 
 [fabric]
-provider = tcp;ofi_rxm
+provider = $SC_FABRIC_PROVIDER
 node = $ip
 
 [log]
@@ -376,7 +380,7 @@ sc_daemons_stop() {
 
 # Finds the plugin's NCCL-playing harness; prints its path or returns 1.
 sc_harness_bin() {
-  local root; root=$(cd "$SC_LIB_DIR/../.." && pwd) b
+  local root b c; root=$(cd "$SC_LIB_DIR/../.." && pwd)
   for b in ${SUMCAST_BUILD_DIR:+"$SUMCAST_BUILD_DIR"} "$root/build"; do
     for c in "$b/tests/plugin/harness" "$b/bench/allreduce"; do
       [[ -x $c ]] && { echo "$c"; return 0; }
@@ -387,10 +391,15 @@ sc_harness_bin() {
 
 # sc_cleanup: everything we started or created, in reverse order. Safe to call twice.
 sc_cleanup() {
-  local p
+  local p n
   sc_sampler_stop
   sc_daemons_stop
   for p in "${SC_CHILD_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+  for p in "${SC_CHILD_PIDS[@]}"; do      # timeout(1) passes TERM on to mpirun; 10 s at most
+    for ((n = 0; n < 100; n++)); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$p" 2>/dev/null
+    wait "$p" 2>/dev/null
+  done
   SC_CHILD_PIDS=()
   sc_topo_down
   [[ -n $SC_RUN_DIR && -d $SC_RUN_DIR && $SC_RUN_DIR == /tmp/${SC_PREFIX}.* ]] && rm -rf "$SC_RUN_DIR"

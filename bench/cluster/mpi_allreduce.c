@@ -35,6 +35,7 @@ struct opts {
   int workers, aggs;
   double link_mbit;
   const char *netdev;
+  const char *mode;
 };
 
 static double now_s(void) {
@@ -88,7 +89,7 @@ static void usage(void) {
   fprintf(stderr,
           "usage: mpi_allreduce [--min-bytes B] [--max-bytes B] [--step 2|4] [--warmup N]\n"
           "         [--iters N] [--max-seconds S] [--json] [--no-check] [--netdev DEV]\n"
-          "         [--workers W] [--aggs A] [--link-mbit R]   (labels for the JSON rows)\n");
+          "         [--workers W] [--aggs A] [--link-mbit R] [--mode NAME]  (labels for JSON rows)\n");
 }
 
 static void parse(int argc, char **argv, struct opts *o) {
@@ -99,11 +100,13 @@ static void parse(int argc, char **argv, struct opts *o) {
       {"json", no_argument, 0, 'j'},            {"no-check", no_argument, 0, 'C'},
       {"netdev", required_argument, 0, 'd'},    {"workers", required_argument, 0, 'W'},
       {"aggs", required_argument, 0, 'A'},      {"link-mbit", required_argument, 0, 'R'},
-      {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
+      {"mode", required_argument, 0, 'M'},      {"help", no_argument, 0, 'h'},
+      {0, 0, 0, 0}};
   *o = (struct opts){.min_bytes = 1 << 20, .max_bytes = 64u << 20, .step = 2, .warmup = 2,
-                     .iters = 20, .max_seconds = 10.0, .check = 1, .link_mbit = 0};
+                     .iters = 20, .max_seconds = 10.0, .check = 1, .link_mbit = 0,
+                     .mode = "mpi"};
   int c;
-  while ((c = getopt_long(argc, argv, "b:e:f:w:n:t:jCd:W:A:R:h", lo, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "b:e:f:w:n:t:jCd:W:A:R:M:h", lo, NULL)) != -1) {
     switch (c) {
     case 'b': o->min_bytes = parse_size(optarg); break;
     case 'e': o->max_bytes = parse_size(optarg); break;
@@ -117,6 +120,7 @@ static void parse(int argc, char **argv, struct opts *o) {
     case 'W': o->workers = atoi(optarg); break;
     case 'A': o->aggs = atoi(optarg); break;
     case 'R': o->link_mbit = atof(optarg); break;
+    case 'M': o->mode = optarg; break;
     default: usage(); exit(c == 'h' ? 0 : 2);
     }
   }
@@ -246,12 +250,12 @@ int main(int argc, char **argv) {
       double txm = sums[0] / n, rxm = sums[1] / n;
       double mx = maxs[0] > maxs[1] ? maxs[0] : maxs[1];
       if (o.json) {
-        printf("{\"bench\":\"allreduce\",\"mode\":\"mpi\",\"workers\":%d,\"aggs\":%d,"
+        printf("{\"bench\":\"allreduce\",\"mode\":\"%s\",\"workers\":%d,\"aggs\":%d,"
                "\"link_mbit\":%g,\"nranks\":%d,\"naggs\":0,\"provider\":\"mpi-tcp\","
                "\"type\":\"f32\",\"op\":\"sum\",\"bytes\":%" PRIu64 ",\"time_us\":%.2f,"
                "\"algbw_gbps\":%.4f,\"busbw_gbps\":%.4f,\"reps\":%d,\"wrong\":%ld,"
                "\"t_start\":%.3f,\"t_end\":%.3f",
-               o.workers, o.aggs, o.link_mbit, n, nbytes, t_us, algbw, busbw, reps, wrong_all,
+               o.mode, o.workers, o.aggs, o.link_mbit, n, nbytes, t_us, algbw, busbw, reps, wrong_all,
                wall0, wall1);
         if (have_dev)
           printf(",\"link_tx_mbit\":%.1f,\"link_rx_mbit\":%.1f,\"link_max_mbit\":%.1f", txm,
