@@ -56,7 +56,7 @@ const char *th_provider(void)
 
 static unsigned slow_factor(void)
 {
-	return getenv("SUMCASTD_TEST_WRAPPER") ? 10 : 1;
+	return getenv("SC_TEST_DAEMON_WRAPPER") ? 10 : 1;
 }
 
 int sd_write_conf(struct sd *d, const char *extra)
@@ -105,7 +105,7 @@ static int read_ports(struct sd *d)
 int sd_start(struct sd *d, const char *extra)
 {
 	const char *path = getenv("SUMCASTD") ? getenv("SUMCASTD") : SUMCASTD_PATH;
-	const char *wrap = getenv("SUMCASTD_TEST_WRAPPER");
+	const char *wrap = getenv("SC_TEST_DAEMON_WRAPPER");
 	uint64_t deadline;
 
 	memset(d, 0, sizeof(*d));
@@ -189,7 +189,7 @@ void sd_cleanup(struct sd *d)
 		sd_stop(d, SIGKILL, 2000);
 	if (!*d->dir)
 		return;
-	if (th_failed || getenv("SUMCASTD_TEST_KEEP")) {
+	if (th_failed || getenv("SC_TEST_KEEP")) {
 		fprintf(stderr, "daemon log kept in %s\n", d->log);
 		return;
 	}
