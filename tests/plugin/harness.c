@@ -63,6 +63,7 @@ static struct opts {
 
 static int my_rank = -1;
 static char rv_dir[PATH_MAX];
+static int run_gen; /* names of one set of ranks never meet the next set's */
 static int log_prefix_ok; /* lines that came through NCCL's logger with our prefix */
 
 static double now_s(void)
@@ -113,7 +114,7 @@ static void hlog(ncclDebugLogLevel level, unsigned long flags, const char *file,
 static void rv_put(const char *name, int rank, const void *buf, size_t len)
 {
 	char p[PATH_MAX + 64], t[PATH_MAX + 80];
-	snprintf(p, sizeof(p), "%s/%s.%d", rv_dir, name, rank);
+	snprintf(p, sizeof(p), "%s/%d.%s.%d", rv_dir, run_gen, name, rank);
 	snprintf(t, sizeof(t), "%s.tmp", p);
 	FILE *f = fopen(t, "wb");
 	CHECK(f && fwrite(buf, 1, len, f) == len, "rv_put %s: %s", t, strerror(errno));
@@ -125,7 +126,7 @@ static void rv_get(const char *name, int rank, void *buf, size_t len)
 {
 	char p[PATH_MAX + 64];
 	double end = now_s() + 60;
-	snprintf(p, sizeof(p), "%s/%s.%d", rv_dir, name, rank);
+	snprintf(p, sizeof(p), "%s/%d.%s.%d", rv_dir, run_gen, name, rank);
 	for (;;) {
 		FILE *f = fopen(p, "rb");
 		if (f) {
@@ -740,6 +741,7 @@ static void run_coll(void)
 /* ---------------- bench mode ---------------- */
 
 static const char *bench_mode = "ring";
+static double model_split(void);
 
 static int parse_type(const char *s, ncclDataType_t *out)
 {
@@ -789,10 +791,10 @@ static void run_bench(void)
 		if (my_rank != 0)
 			continue;
 		if (opt.json)
-			printf("{\"bench\":\"allreduce\",\"mode\":\"%s\",\"split\":\"%s\",\"nranks\":%d,"
+			printf("{\"bench\":\"allreduce\",\"mode\":\"%s\",\"split\":%.3f,\"nranks\":%d,"
 			       "\"naggs\":%d,\"provider\":\"%s\",\"type\":\"%s\",\"op\":\"sum\","
 			       "\"bytes\":%zu,\"time_us\":%.2f,\"algbw_gbps\":%.4f,\"busbw_gbps\":%.4f}\n",
-			       bench_mode, split_env ? split_env : "auto", N, opt.naggs,
+			       bench_mode, model_split(), N, opt.naggs,
 			       getenv("SUMCAST_PROVIDER"), type_name(t), bytes, us, algbw, busbw);
 		else
 			printf(" %12zu %12zu %6s %6s %10.1f %10.3f %10.3f\n", bytes, count, type_name(t),
@@ -931,6 +933,7 @@ static int run_ranks(void (*fn)(void))
 	int rc = 0;
 
 	fflush(stdout);
+	run_gen++;
 	for (int r = 0; r < opt.nranks; r++) {
 		pids[r] = fork();
 		if (pids[r] == 0) {
@@ -1102,9 +1105,15 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 				continue;
 			bench_mode = modes[m][0];
 			setenv("SUMCAST_SPLIT", modes[m][1], 1);
-			if (opt.json)
-				setenv("HARNESS_SPLIT_VALUE", "", 1);
-			(void)model_split;
+			/* Fresh daemons per mode: one job's leftovers must not
+			 * skew (or, as seen with early daemons, block) the next. */
+			if (m > 0 && opt.naggs > 0 && !opt.aggs) {
+				daemons_stop();
+				rc = daemons_start(aggs, sizeof(aggs));
+				if (rc)
+					break;
+				setenv("SUMCAST_AGGREGATORS", aggs, 1);
+			}
 			rc = run_ranks(run_bench);
 		}
 	} else {
