@@ -112,6 +112,46 @@ static inline __m128i a2_bf16n(__m256 f)
 				    _mm256_packus_epi32(a2_bf16r(blo_), a2_bf16r(bhi_)));  \
 	} while (0)
 
+/* bf16 dst op= src for sum and prod, 16 elements, no shuffles: each 32-bit
+ * lane holds an even element (low half) and an odd one (high half). Odd:
+ * v & 0xffff0000 is already its f32; even: v << 16. After the op, the RNE add
+ * r + 0x7fff + ((r >> 16) & 1) rounds both; the odd bf16 is then in the high
+ * half, the even one is shifted down, and one vpblendw puts them together.
+ * No NaN fix-up: the inputs are widened bf16 (low 16 bits zero) and the
+ * hardware returns such an input NaN quieted or the default NaN, so a NaN r
+ * has its low 16 bits zero and the quiet bit set, and the RNE add leaves its
+ * high half unchanged (still a quiet NaN). Not valid for min/max, which can
+ * return a signalling NaN input as is. */
+static inline __m256i a2_bf16_rne(__m256i r)
+{
+	__m256i lsb = _mm256_and_si256(_mm256_srli_epi32(r, 16), _mm256_set1_epi32(1));
+
+	return _mm256_add_epi32(_mm256_add_epi32(r, _mm256_set1_epi32(0x7fff)), lsb);
+}
+
+/* a + b as a * 1 + b: bit-identical to the add (the product is exact and
+ * there is one rounding), but it runs on the multiply pipes, which the
+ * shifts and integer adds of the bf16 kernels leave free. */
+static inline __m256 a2_add1_ps(__m256 a, __m256 b)
+{
+	return _mm256_fmadd_ps(a, _mm256_set1_ps(1.0f), b);
+}
+
+#define A2_STEP_BF16_EO(dp, sp, F)                                                   \
+	do {                                                                         \
+		const __m256i hi_ = _mm256_set1_epi32((int)0xffff0000u);             \
+		__m256i ed_ = A2_LDSI(dp), es_ = A2_LDSI(sp);                          \
+		__m256i re_ = _mm256_castps_si256(                                   \
+			F(_mm256_castsi256_ps(_mm256_slli_epi32(ed_, 16)),            \
+			  _mm256_castsi256_ps(_mm256_slli_epi32(es_, 16))));          \
+		__m256i ro_ = _mm256_castps_si256(                                   \
+			F(_mm256_castsi256_ps(_mm256_and_si256(ed_, hi_)),            \
+			  _mm256_castsi256_ps(_mm256_and_si256(es_, hi_))));          \
+		re_ = _mm256_srli_epi32(a2_bf16_rne(re_), 16);                       \
+		ro_ = a2_bf16_rne(ro_);                                              \
+		_mm256_storeu_si256((void *)(dp), _mm256_blend_epi16(re_, ro_, 0xaa)); \
+	} while (0)
+
 #define V_L 8
 #define V_LDF(p) A2_LDPS(p)
 #define V_STF(p, v) _mm256_storeu_ps((void *)(p), (v))
@@ -143,7 +183,10 @@ SC_BIN4(u8, SC_U8, 1, 32, A2_STEP_SI, _mm256_add_epi8, a2_mul8, _mm256_min_epu8,
 SC_DEF_16BIT_RED(f16, SC_F16, V_F16W, V_F16N)
 SC_DEF_16BIT_ACC(f16, 0, V_F16W, V_F16N)
 SC_DEF_16BIT_ACC(bf16, 1, V_BF16W, V_BF16N)
-SC_BIN4(bf16, SC_BF16, 2, 16, A2_STEP_BF16, _mm256_add_ps, _mm256_mul_ps, a2_min_ps, a2_max_ps)
+SC_BIN(bf16, sum, SC_BF16, SC_OP_SUM, 2, 16, A2_STEP_BF16_EO, a2_add1_ps)
+SC_BIN(bf16, prod, SC_BF16, SC_OP_PROD, 2, 16, A2_STEP_BF16_EO, _mm256_mul_ps)
+SC_BIN(bf16, min, SC_BF16, SC_OP_MIN, 2, 16, A2_STEP_BF16, a2_min_ps)
+SC_BIN(bf16, max, SC_BF16, SC_OP_MAX, 2, 16, A2_STEP_BF16, a2_max_ps)
 
 const struct sc_reduce_ops sc_reduce_ops_avx2 = {
 	.name = "avx2",

@@ -84,6 +84,40 @@ static inline __m256i a5_bf16n(__m512 f)
 				    _mm512_packus_epi32(a5_bf16r(blo_), a5_bf16r(bhi_)));  \
 	} while (0)
 
+/* bf16 dst op= src for sum and prod, 32 elements, no shuffles: the even/odd
+ * split of reduce_avx2.c (A2_STEP_BF16_EO, where the NaN argument is), with
+ * a masked word blend. */
+static inline __m512i a5_bf16_rne(__m512i r)
+{
+	__m512i lsb = _mm512_and_si512(_mm512_srli_epi32(r, 16), _mm512_set1_epi32(1));
+
+	return _mm512_add_epi32(_mm512_add_epi32(r, _mm512_set1_epi32(0x7fff)), lsb);
+}
+
+/* a + b as a * 1 + b: bit-identical to the add (the product is exact and
+ * there is one rounding), but it runs on the multiply pipes, which the
+ * shifts and integer adds of the bf16 kernels leave free. */
+static inline __m512 a5_add1_ps(__m512 a, __m512 b)
+{
+	return _mm512_fmadd_ps(a, _mm512_set1_ps(1.0f), b);
+}
+
+#define A5_STEP_BF16_EO(dp, sp, F)                                                   \
+	do {                                                                         \
+		const __m512i hi_ = _mm512_set1_epi32((int)0xffff0000u);             \
+		__m512i ed_ = A5_LDSI(dp), es_ = A5_LDSI(sp);                          \
+		__m512i re_ = _mm512_castps_si512(                                   \
+			F(_mm512_castsi512_ps(_mm512_slli_epi32(ed_, 16)),            \
+			  _mm512_castsi512_ps(_mm512_slli_epi32(es_, 16))));          \
+		__m512i ro_ = _mm512_castps_si512(                                   \
+			F(_mm512_castsi512_ps(_mm512_and_si512(ed_, hi_)),            \
+			  _mm512_castsi512_ps(_mm512_and_si512(es_, hi_))));          \
+		re_ = _mm512_srli_epi32(a5_bf16_rne(re_), 16);                       \
+		ro_ = a5_bf16_rne(ro_);                                              \
+		_mm512_storeu_si512((void *)(dp),                                    \
+				    _mm512_mask_blend_epi16(0xaaaaaaaau, re_, ro_)); \
+	} while (0)
+
 #define V_L 16
 #define V_LDF(p) A5_LDPS(p)
 #define V_STF(p, v) _mm512_storeu_ps((void *)(p), (v))
@@ -113,7 +147,10 @@ SC_BIN4(u8, SC_U8, 1, 64, A5_STEP_SI, _mm512_add_epi8, a5_mul8, _mm512_min_epu8,
 SC_DEF_16BIT_RED(f16, SC_F16, V_F16W, V_F16N)
 SC_DEF_16BIT_ACC(f16, 0, V_F16W, V_F16N)
 SC_DEF_16BIT_ACC(bf16, 1, V_BF16W, V_BF16N)
-SC_BIN4(bf16, SC_BF16, 2, 32, A5_STEP_BF16, _mm512_add_ps, _mm512_mul_ps, a5_min_ps, a5_max_ps)
+SC_BIN(bf16, sum, SC_BF16, SC_OP_SUM, 2, 32, A5_STEP_BF16_EO, a5_add1_ps)
+SC_BIN(bf16, prod, SC_BF16, SC_OP_PROD, 2, 32, A5_STEP_BF16_EO, _mm512_mul_ps)
+SC_BIN(bf16, min, SC_BF16, SC_OP_MIN, 2, 32, A5_STEP_BF16, a5_min_ps)
+SC_BIN(bf16, max, SC_BF16, SC_OP_MAX, 2, 32, A5_STEP_BF16, a5_max_ps)
 
 const struct sc_reduce_ops sc_reduce_ops_avx512 = {
 	.name = "avx512",
