@@ -161,7 +161,7 @@ static inline __m256 a2_add1_ps(__m256 a, __m256 b)
 #define V_F16N a2_f16n
 #define V_BF16W a2_bf16w
 #define V_BF16N a2_bf16n
-#define V_ADDF _mm256_add_ps
+#define V_ADDF a2_add1_ps
 #define V_MULF _mm256_mul_ps
 #define V_MINF a2_min_ps
 #define V_MAXF a2_max_ps
