@@ -137,6 +137,7 @@ struct job {
 	struct rslot *rslots; /* [slot * nranks + rank] */
 	struct job *dnext;
 	uint32_t ops_out;      /* posted receives + sends not completed */
+	uint32_t trunc_drops;  /* oversize messages dropped (source unknown) */
 	uint64_t last_activity_ns;
 	bool dead, removing;
 	struct dcmd abort_ev;
