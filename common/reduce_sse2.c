@@ -188,6 +188,29 @@ static inline __m128i s2_bf16n(__m128 f)
 				 _mm_packs_epi32(s2_bf16r(blo_), s2_bf16r(bhi_)));   \
 	} while (0)
 
+/* bf16 dst op= src for sum and prod, 8 elements, no unpack/pack: the
+ * even/odd split of reduce_avx2.c (A2_STEP_BF16_EO, where the argument for
+ * skipping the NaN fix-up is); SSE2 has no pblendw, so and + or. */
+static inline __m128i s2_bf16_rne(__m128i r)
+{
+	__m128i lsb = _mm_and_si128(_mm_srli_epi32(r, 16), _mm_set1_epi32(1));
+
+	return _mm_add_epi32(_mm_add_epi32(r, _mm_set1_epi32(0x7fff)), lsb);
+}
+
+#define S2_STEP_BF16_EO(dp, sp, F)                                                   \
+	do {                                                                         \
+		const __m128i hi_ = _mm_set1_epi32((int)0xffff0000u);                \
+		__m128i ed_ = S2_LDSI(dp), es_ = S2_LDSI(sp);                        \
+		__m128i re_ = _mm_castps_si128(F(_mm_castsi128_ps(_mm_slli_epi32(ed_, 16)), \
+						 _mm_castsi128_ps(_mm_slli_epi32(es_, 16)))); \
+		__m128i ro_ = _mm_castps_si128(F(_mm_castsi128_ps(_mm_and_si128(ed_, hi_)), \
+						 _mm_castsi128_ps(_mm_and_si128(es_, hi_)))); \
+		re_ = _mm_srli_epi32(s2_bf16_rne(re_), 16);                          \
+		ro_ = _mm_and_si128(s2_bf16_rne(ro_), hi_);                          \
+		_mm_storeu_si128((void *)(dp), _mm_or_si128(re_, ro_));              \
+	} while (0)
+
 #define V_L 4
 #define V_LDF(p) S2_LDPS(p)
 #define V_STF(p, v) _mm_storeu_ps((void *)(p), (v))
@@ -213,7 +236,10 @@ SC_BIN4(u8, SC_U8, 1, 16, S2_STEP_SI, _mm_add_epi8, s2_mul8, _mm_min_epu8, _mm_m
 SC_DEF_16BIT_RED(f16, SC_F16, V_F16W, V_F16N)
 SC_DEF_16BIT_ACC(f16, 0, V_F16W, V_F16N)
 SC_DEF_16BIT_ACC(bf16, 1, V_BF16W, V_BF16N)
-SC_BIN4(bf16, SC_BF16, 2, 8, S2_STEP_BF16, _mm_add_ps, _mm_mul_ps, s2_min_ps, s2_max_ps)
+SC_BIN(bf16, sum, SC_BF16, SC_OP_SUM, 2, 8, S2_STEP_BF16_EO, _mm_add_ps)
+SC_BIN(bf16, prod, SC_BF16, SC_OP_PROD, 2, 8, S2_STEP_BF16_EO, _mm_mul_ps)
+SC_BIN(bf16, min, SC_BF16, SC_OP_MIN, 2, 8, S2_STEP_BF16, s2_min_ps)
+SC_BIN(bf16, max, SC_BF16, SC_OP_MAX, 2, 8, S2_STEP_BF16, s2_max_ps)
 
 const struct sc_reduce_ops sc_reduce_ops_sse2 = {
 	.name = "sse2",
