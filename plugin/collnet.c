@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "wire.h"
 #include "log.h"
 #include "ring.h"
 #include "split.h"
@@ -152,23 +153,19 @@ static void aggs_parse(struct coll_comm *cc)
 		cc->aggs[cc->naggs++] = t;
 }
 
+/* The same reader as the daemon's (wire_key_load), so a key file means the
+ * same bytes on both sides. */
 static int key_load(struct coll_comm *cc)
 {
-	FILE *fp;
+	const char *why;
+	int rc;
 
 	if (!plugin_cfg.key_file[0])
 		return 0;
-	fp = fopen(plugin_cfg.key_file, "rb");
-	if (!fp) {
-		SC_WARN("SUMCAST_KEY_FILE=%s: %s", plugin_cfg.key_file, strerror(errno));
-		return -errno;
-	}
-	cc->key_len = fread(cc->key, 1, sizeof(cc->key), fp);
-	fclose(fp);
-	/* A key written with echo ends in a newline that is not part of it. */
-	while (cc->key_len && (cc->key[cc->key_len - 1] == '\n' || cc->key[cc->key_len - 1] == '\r'))
-		cc->key_len--;
-	return 0;
+	rc = wire_key_load(plugin_cfg.key_file, cc->key, &cc->key_len, &why);
+	if (rc)
+		SC_WARN("SUMCAST_KEY_FILE=%s: %s", plugin_cfg.key_file, why);
+	return rc;
 }
 
 /* Blocking (bounded) min-allreduce of n <= 8 int32 over the ring. */
@@ -223,6 +220,9 @@ static const struct coll_handle *handle_check(void *p, int i)
 /* Tries to join every aggregator; 0 when all are READY. */
 static int coll_join(struct coll_comm *cc, uint64_t deadline)
 {
+	/* The key must be loaded before the params copy its length. */
+	if (key_load(cc))
+		return -EACCES;
 	struct client_params p = {
 		.provider = plugin_cfg.provider,
 		.node = plugin_cfg.iface[0] ? plugin_cfg.iface : NULL,
@@ -237,11 +237,7 @@ static int coll_join(struct coll_comm *cc, uint64_t deadline)
 		.naggs = cc->naggs,
 		.aggs = cc->aggs,
 	};
-	int rc;
-
-	if (key_load(cc))
-		return -EACCES;
-	rc = client_create(&p, &cc->client);
+	int rc = client_create(&p, &cc->client);
 	if (rc) {
 		SC_WARN("aggregators %s: client setup failed: %s", plugin_cfg.aggregators,
 			strerror(-rc));

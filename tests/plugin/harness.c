@@ -58,6 +58,8 @@ static struct opts {
 	const char *aggs; /* given addresses: no daemons started */
 	bool json, verbose;
 	int timeout_s;
+	int key; /* 0: no auth, 1: same key, 2: ranks use another key */
+	const char *expect; /* "agg" or "ring": the path connect must choose */
 } opt = { .nranks = 2, .version = 11, .min_bytes = 8, .max_bytes = 256 << 20, .type = "f32",
 	  .timeout_s = 240 };
 
@@ -65,6 +67,8 @@ static int my_rank = -1;
 static char rv_dir[PATH_MAX];
 static int run_gen; /* names of one set of ranks never meet the next set's */
 static int log_prefix_ok; /* lines that came through NCCL's logger with our prefix */
+/* Which path collnet connect announced (from its log lines). */
+static int saw_agg_path, saw_fallback;
 
 static double now_s(void)
 {
@@ -104,6 +108,10 @@ static void hlog(ncclDebugLogLevel level, unsigned long flags, const char *file,
 	va_end(ap);
 	if (!strncmp(buf, "NET/Sumcast", 11))
 		__atomic_fetch_add(&log_prefix_ok, 1, __ATOMIC_RELAXED);
+	if (strstr(buf, "aggregators unusable"))
+		__atomic_store_n(&saw_fallback, 1, __ATOMIC_RELAXED);
+	else if (strstr(buf, " aggregators (") && strstr(buf, "+ ring"))
+		__atomic_store_n(&saw_agg_path, 1, __ATOMIC_RELAXED);
 	if (level <= NCCL_LOG_WARN || (opt.verbose && level == NCCL_LOG_INFO))
 		fprintf(stderr, "[rank %d] %s %s:%d %s\n", my_rank,
 			level <= NCCL_LOG_WARN ? "WARN" : "INFO", file, line, buf);
@@ -731,6 +739,12 @@ static void run_coll(void)
 		NCHECK(P.c11->finalize(P.cctx));
 		NCHECK(P.n11->finalize(P.nctx));
 	}
+	if (opt.expect) {
+		bool want_agg = !strcmp(opt.expect, "agg");
+		CHECK(want_agg ? saw_agg_path && !saw_fallback : saw_fallback && !saw_agg_path,
+		      "expected the %s path; connect logged aggregators=%d fallback=%d", opt.expect,
+		      saw_agg_path, saw_fallback);
+	}
 	if (my_rank == 0)
 		printf("coll: %d nodes, %d cases passed, results bitwise equal on every node\n",
 		       opt.nranks, ncases);
@@ -883,6 +897,8 @@ static int daemons_start(char *aggs, size_t len)
 		FILE *f = fopen(conf, "w");
 		CHECK(f, "%s", conf);
 		fprintf(f, "[control]\nport = 0\nport-file = %s\n[http]\nport = 0\n[fabric]\nprovider = tcp\nnode = 127.0.0.1\n", pf);
+		if (opt.key)
+			fprintf(f, "[auth]\nkey-file = %s/daemon.key\n", rv_dir);
 		fclose(f);
 		pid_t pid = fork();
 		if (pid == 0) {
@@ -982,7 +998,8 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: %s p2p|coll|bench [--nranks N] [--naggs M] [--aggs host:port,...]\n"
 		"       [--split auto|F] [--version 11|8] [--plugin PATH] [--daemon PATH]\n"
-		"       [-b|--min-bytes B] [-e|--max-bytes B] [--type T] [--json] [--verbose]\n",
+		"       [-b|--min-bytes B] [-e|--max-bytes B] [--type T] [--json] [--verbose]\n"
+		"       [--key same|other] [--expect agg|ring]\n",
 		program_invocation_short_name);
 	exit(2);
 }
@@ -1023,7 +1040,8 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		{ "version", 1, 0, 'v' }, { "plugin", 1, 0, 'p' }, { "daemon", 1, 0, 'd' },
 		{ "min-bytes", 1, 0, 'b' }, { "max-bytes", 1, 0, 'e' }, { "type", 1, 0, 't' },
 		{ "json", 0, 0, 'j' }, { "verbose", 0, 0, 'V' }, { "aggs", 1, 0, 'a' },
-		{ "timeout", 1, 0, 'T' }, { 0, 0, 0, 0 }
+		{ "timeout", 1, 0, 'T' }, { "key", 1, 0, 'k' },
+		{ "expect", 1, 0, 'x' }, { 0, 0, 0, 0 }
 	};
 	static char plugin_buf[PATH_MAX + 64], daemon_buf[PATH_MAX + 64], aggs[1024];
 	int c;
@@ -1038,7 +1056,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 	}
 	opt.plugin = HARNESS_PLUGIN_PATH;
 	opt.daemon = HARNESS_DAEMON_PATH;
-	while ((c = getopt_long(argc, argv, "n:m:s:v:p:d:b:e:t:jVa:T:", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "n:m:s:v:p:d:b:e:t:jVa:T:k:x:", lo, NULL)) != -1) {
 		switch (c) {
 		case 'n': opt.nranks = atoi(optarg); break;
 		case 'm': opt.naggs = atoi(optarg); break;
@@ -1053,6 +1071,16 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		case 'V': opt.verbose = true; break;
 		case 'a': opt.aggs = optarg; break;
 		case 'T': opt.timeout_s = atoi(optarg); break;
+		case 'x':
+			opt.expect = optarg;
+			if (strcmp(optarg, "agg") && strcmp(optarg, "ring"))
+				usage();
+			break;
+		case 'k':
+			opt.key = !strcmp(optarg, "same") ? 1 : !strcmp(optarg, "other") ? 2 : -1;
+			if (opt.key < 0)
+				usage();
+			break;
 		default: usage();
 		}
 	}
@@ -1081,6 +1109,23 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 	if (opt.verbose)
 		setenv("SUMCAST_LOG_LEVEL", "info", 0);
 
+	if (opt.key) {
+		/* Daemons read daemon.key, ranks rank.key: the same bytes, or
+		 * (--key other) a different key, which every daemon must refuse
+		 * and every node must answer by falling back to the ring. The
+		 * rank's copy ends in a newline, as `echo` writes it. */
+		char path[PATH_MAX + 32];
+		snprintf(path, sizeof(path), "%s/daemon.key", rv_dir);
+		FILE *kf = fopen(path, "w");
+		CHECK(kf && fputs("harness-shared-key-0123456789", kf) >= 0, "%s", path);
+		fclose(kf);
+		snprintf(path, sizeof(path), "%s/rank.key", rv_dir);
+		kf = fopen(path, "w");
+		CHECK(kf && fputs(opt.key == 1 ? "harness-shared-key-0123456789\n" : "another-key-9876543210\n",
+				  kf) >= 0, "%s", path);
+		fclose(kf);
+		setenv("SUMCAST_KEY_FILE", path, 1);
+	}
 	int rc = 0;
 	if (opt.aggs) {
 		setenv("SUMCAST_AGGREGATORS", opt.aggs, 1);
