@@ -13,6 +13,8 @@
  *   client_test() fail within the job timeout, never hang.
  * --stop SIGSTOPs it instead (its sockets stay open: only the job timeout,
  *   1 s here, can find it).
+ * --auth gives the daemons and the ranks a shared key (HMAC on JOIN) and
+ *   checks that a client with another key is refused with "auth".
  * --unreachable adds a closed port to the aggregator list: client_connect_poll
  *   must fail fast with "<addr> unreachable: Connection refused".
  * Values are chosen so that every result is exact whatever order the daemon
@@ -50,11 +52,12 @@
 #define SMALL_MAX_BYTES (65537 * 8 + 64) /* + room for a guard byte */
 #define BIG_COUNT ((16u << 20) - 3) /* 64 MiB of f32 less 3 elements: an odd tail */
 #define SUITE_DEADLINE_MS 150000
+#define TEST_KEY "sumcast-functional-test-key-0123456789"
 
 static struct {
 	int ndaemons, nranks, njobs;
 	const char *provider;
-	bool big, kill, stop, unreachable;
+	bool big, kill, stop, unreachable, auth;
 	uint32_t chunk, window;
 	char dir[256];
 	pid_t daemons[MAX_DAEMONS];
@@ -121,6 +124,8 @@ static void daemon_start(int i, const char *job_timeout)
 		"[fabric]\nprovider = %s\nnode = 127.0.0.1\n"
 		"[job]\ntimeout = %s\nmax-jobs = 16\n",
 		pf, g.provider, job_timeout);
+	if (g.auth)
+		fprintf(f, "[auth]\nkey-file = %s/key\n", g.dir);
 	fclose(f);
 	pid_t pid = fork();
 	if (pid < 0)
@@ -404,6 +409,10 @@ static int rank_main(uint32_t job, uint32_t rank, int fd, int ready_fd)
 		.naggs = g.naggs,
 		.aggs = g.aggs,
 	};
+	if (g.auth) {
+		p.key = (const uint8_t *)TEST_KEY;
+		p.key_len = strlen(TEST_KEY);
+	}
 	uint64_t t0 = ms_now();
 	int rc = client_create(&p, &x.c);
 	if (rc) {
@@ -512,10 +521,32 @@ static int test_unreachable(void)
 	return ok ? 0 : 1;
 }
 
+/* A rank with another key must be refused, with the daemon's reason. */
+static int test_wrong_key(void)
+{
+	static const char bad[] = "not-the-key-of-these-daemons";
+	struct client_params p = {
+		.provider = g.provider, .node = "127.0.0.1", .job_id = 0x99, .rank = 0, .nranks = 2,
+		.timeout_ms = 5000, .naggs = g.naggs, .aggs = g.aggs,
+		.key = (const uint8_t *)bad, .key_len = sizeof(bad) - 1,
+	};
+	struct client *c;
+	int rc = client_create(&p, &c);
+	if (rc)
+		die("client_create: %s", strerror(-rc));
+	uint64_t t0 = ms_now();
+	while ((rc = client_connect_poll(c)) == -EAGAIN && ms_now() - t0 < 10000)
+		usleep(100);
+	int ok = rc == -EACCES && strstr(client_error(c), "refused join: auth");
+	printf("wrong key: rc %d: \"%s\" -> %s\n", rc, client_error(c), ok ? "ok" : "FAIL");
+	client_destroy(c);
+	return ok ? 0 : 1;
+}
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: test_allreduce [--daemons M] [--ranks N] [--jobs J] [--provider P] "
-			"[--big] [--kill] [--stop] [--unreachable] [--chunk B] [--window W]\n");
+			"[--big] [--kill] [--stop] [--auth] [--unreachable] [--chunk B] [--window W]\n");
 	exit(2);
 }
 
@@ -525,7 +556,7 @@ int main(int argc, char **argv)
 		{ "daemons", required_argument, NULL, 'm' }, { "ranks", required_argument, NULL, 'n' },
 		{ "jobs", required_argument, NULL, 'j' },    { "provider", required_argument, NULL, 'p' },
 		{ "big", no_argument, NULL, 'b' },           { "kill", no_argument, NULL, 'k' },
-		{ "stop", no_argument, NULL, 's' },
+		{ "stop", no_argument, NULL, 's' },          { "auth", no_argument, NULL, 'a' },
 		{ "unreachable", no_argument, NULL, 'u' },   { "chunk", required_argument, NULL, 'c' },
 		{ "window", required_argument, NULL, 'w' },  { NULL, 0, NULL, 0 },
 	};
@@ -540,6 +571,7 @@ int main(int argc, char **argv)
 		case 'k': g.kill = true; break;
 		case 's': g.kill = g.stop = true; break;
 		case 'u': g.unreachable = true; break;
+		case 'a': g.auth = true; break;
 		case 'c': g.chunk = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'w': g.window = (uint32_t)strtoul(optarg, NULL, 0); break;
 		default: usage();
@@ -570,6 +602,14 @@ int main(int argc, char **argv)
 	if (!mkdtemp(g.dir))
 		die("mkdtemp: %s", strerror(errno));
 	signal(SIGPIPE, SIG_IGN);
+	if (g.auth) {
+		char kp[300];
+		snprintf(kp, sizeof(kp), "%s/key", g.dir);
+		int kfd = open(kp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		if (kfd < 0 || write(kfd, TEST_KEY "\n", strlen(TEST_KEY) + 1) < 0)
+			die("%s: %s", kp, strerror(errno));
+		close(kfd);
+	}
 	for (int i = 0; i < g.ndaemons; i++)
 		daemon_start(i, g.kill ? "1s" : "20s");
 	g.naggs = (size_t)g.ndaemons;
@@ -580,6 +620,11 @@ int main(int argc, char **argv)
 	       g.kill ? ", killing the last rank" : "");
 	fflush(stdout);
 
+	if (g.auth && test_wrong_key()) {
+		daemons_stop();
+		printf("FAIL\n");
+		return 1;
+	}
 	if (g.unreachable) {
 		int rc = test_unreachable();
 		daemons_stop();
