@@ -41,6 +41,7 @@ static struct {
 	size_t bytes;
 	uint32_t chunk, window;
 	bool json, yield;
+	int sleep_us;
 	char dir[128];
 	char daemon[PATH_MAX];
 } g = { .ranks = 4, .reps = 5, .threads = 1, .bytes = 64u << 20, .chunk = 256 * 1024,
@@ -174,7 +175,9 @@ static int wait_req(struct client *c, struct client_req *r)
 		if (done)
 			return rc;
 		/* More processes than cores here: let the daemon run. */
-		if (g.yield)
+		if (g.sleep_us)
+			usleep((useconds_t)g.sleep_us);
+		else if (g.yield)
 			sched_yield();
 	} while (ns_now() < until);
 	return -ETIME;
@@ -465,7 +468,7 @@ int main(int argc, char **argv)
 		{ "bytes", required_argument, NULL, 'b' },    { "reps", required_argument, NULL, 'r' },
 		{ "chunk", required_argument, NULL, 'c' },    { "window", required_argument, NULL, 'w' },
 		{ "threads", required_argument, NULL, 't' },  { "json", no_argument, NULL, 'j' },
-		{ "spin", no_argument, NULL, 's' },
+		{ "spin", no_argument, NULL, 's' },           { "sleep", required_argument, NULL, 'z' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *which = "both";
@@ -481,6 +484,7 @@ int main(int argc, char **argv)
 		case 't': g.threads = atoi(optarg); break;
 		case 'j': g.json = true; break;
 		case 's': g.yield = false; break;
+		case 'z': g.sleep_us = atoi(optarg); break;
 		default: usage();
 		}
 	}
