@@ -513,6 +513,61 @@ static void test_rounding_hand(void **state)
 	}
 }
 
+/* ---- 16-bit reduce on every pair of special values ---- */
+
+/* The vector f16/bf16 kernels skip the NaN fix-up (bf16 sum/prod) and add
+ * with fma(a, 1, b): every (dst, src) pair of specials (NaN, sNaN, +-Inf,
+ * +-0, subnormals, max finite, 1, ties) against the reference, all ops. */
+static void test_16bit_special_pairs(void **state)
+{
+	static const uint16_t f16_extra[] = { 0x7bff, 0xfbff, 0x3c01, 0x1000, 0x0200, 0x8200 };
+	static const uint16_t bf16_extra[] = { 0x7f7f, 0xff7f, 0x3f81, 0x3b80, 0x0040, 0x8040 };
+	enum { MAXV = 24, N = MAXV * MAXV };
+	static uint16_t vals[MAXV], d_ref[N], d_vec[N], src[N];
+
+	(void)state;
+	for (int h = 0; h < 2; h++) {
+		int t = h ? SC_BF16 : SC_F16;
+		size_t nv = 0, n;
+
+		if (h) {
+			memcpy(vals, bf16_special, sizeof(bf16_special));
+			nv = NELEM(bf16_special);
+			memcpy(vals + nv, bf16_extra, sizeof(bf16_extra));
+			nv += NELEM(bf16_extra);
+		} else {
+			memcpy(vals, f16_special, sizeof(f16_special));
+			nv = NELEM(f16_special);
+			memcpy(vals + nv, f16_extra, sizeof(f16_extra));
+			nv += NELEM(f16_extra);
+		}
+		n = nv * nv;
+		for (int isa = SC_ISA_SCALAR + 1; isa < SC_ISA_COUNT; isa++) {
+			const struct sc_reduce_ops *o = sc_reduce_ops_get((enum sc_isa)isa);
+
+			if (!o)
+				continue;
+			for (int op = 0; op < SC_OP_COUNT; op++) {
+				long bad;
+
+				for (size_t i = 0; i < n; i++) {
+					d_ref[i] = vals[i / nv];
+					src[i] = vals[i % nv];
+				}
+				memcpy(d_vec, d_ref, n * 2);
+				sc_reduce_ops_get(SC_ISA_SCALAR)->reduce[t][op](d_ref, src, n);
+				o->reduce[t][op](d_vec, src, n);
+				bad = cmp_elems(t, (void *)d_ref, (void *)d_vec, n);
+				if (bad >= 0)
+					fail_msg("%s reduce %s %s: 0x%04x op 0x%04x = 0x%04x, want 0x%04x",
+						 o->name, sc_dtype_name((enum sc_dtype)t),
+						 sc_op_name((enum sc_op)op), vals[bad / (long)nv],
+						 src[bad], d_vec[bad], d_ref[bad]);
+			}
+		}
+	}
+}
+
 /* ---- min/max NaN and signed zero ---- */
 
 static void test_minmax_rules(void **state)
@@ -851,6 +906,7 @@ int main(void)
 		cmocka_unit_test(test_tables_full),
 		cmocka_unit_test(test_init_env),
 		cmocka_unit_test(test_rounding_hand),
+		cmocka_unit_test(test_16bit_special_pairs),
 		cmocka_unit_test(test_minmax_rules),
 		cmocka_unit_test(test_int_wrap),
 		cmocka_unit_test(test_narrow_inplace),
