@@ -6,7 +6,13 @@ set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev libfuzzer-14-dev
       libfabric-dev libfabric-bin libevent-dev libinih-dev libcmocka-dev libssl-dev
-      libsystemd-dev iproute2 procps curl python3)
+      libsystemd-dev iproute2 procps curl python3
+      libcurl4-openssl-dev libjansson-dev
+      prometheus)
+# libcurl + jansson: sumcastctl. prometheus: promtool lints /metrics and the
+# server evaluates the Grafana dashboard's queries in tests/ops (~30 s to
+# install; on a host booted with systemd, Debian's package also enables a
+# prometheus.service on :9090 -- `systemctl disable --now prometheus` if unwanted).
 # Extra packages a caller may ask for (e.g. cross compilers for the NEON test).
 pkgs+=("$@")
 
