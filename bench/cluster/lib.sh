@@ -181,15 +181,24 @@ sc_leftovers() {
 # ---- link utilisation --------------------------------------------------------------------
 
 # One snapshot of every host link's byte counters, seen from the switch side:
-# "<time> <host> <host_tx_bytes> <host_rx_bytes>" (switch port rx == host tx).
+# "<time> <host> <host_tx_bytes> <host_rx_bytes>" (switch port rx == host tx), and
+# "<time> cpu <busy_jiffies> <total_jiffies>" (all cores). One `cat` reads the clock
+# (/proc/uptime, 10 ms steps) and the counters back to back, so a slow fork under load does
+# not skew the interval; SC_CLOCK_OFF turns uptime into wall-clock seconds (CLOCK_REALTIME,
+# the clock of the benchmarks' t_start/t_end).
+SC_CLOCK_OFF=""
 sc_link_snapshot() {
-  local t; t=$(date +%s.%N)
-  ip netns exec "$(sc_ns_sw)" cat /proc/net/dev 2>/dev/null |
-    awk -v t="$t" '{ sub(/^ +/, ""); split($0, f, /[: ]+/)
-      if (f[1] ~ /^[wa][0-9]+$/) printf "%s %s %s %s\n", t, f[1], f[2], f[10] }'
-  # "<time> cpu <busy_jiffies> <total_jiffies>" (all cores together)
-  awk -v t="$t" '$1 == "cpu" { tot = 0; for (i = 2; i <= NF; i++) tot += $i
-      printf "%s cpu %d %d\n", t, tot - $5 - $6, tot; exit }' /proc/stat
+  if [[ -z $SC_CLOCK_OFF ]]; then
+    local now up; now=$(date +%s.%N); read -r up _ </proc/uptime
+    SC_CLOCK_OFF=$(awk -v a="$now" -v b="$up" 'BEGIN { printf "%.3f", a - b }')
+  fi
+  ip netns exec "$(sc_ns_sw)" cat /proc/uptime /proc/net/dev /proc/stat 2>/dev/null |
+    awk -v off="$SC_CLOCK_OFF" '
+      NR == 1 { t = sprintf("%.3f", $1 + off); next }
+      $1 == "cpu" { tot = 0; for (i = 2; i <= NF; i++) tot += $i
+                    printf "%s cpu %d %d\n", t, tot - $5 - $6, tot; next }
+      { sub(/^ +/, ""); n = split($0, f, /[: ]+/)
+        if (f[1] ~ /^[wa][0-9]+$/) printf "%s %s %s %s\n", t, f[1], f[2], f[10] }'
 }
 
 # Background sampler: a snapshot every $2 s (default 0.5) into file $1, until sc_sampler_stop
@@ -217,28 +226,39 @@ sc_sampler_stop() {
 # (every link loaded in both directions at once, as a ring allreduce does). Prints one JSON
 # object per link with achieved tx/rx Mbit/s next to the configured rate.
 sc_linktest() {
-  local secs=${1:-5} i ns pids=() out="$SC_RUN_DIR/linktest.$$"
+  local secs=${1:-5} i ns p pids=() spids=()
   (( SC_W >= 2 )) || sc_die "linktest needs at least 2 workers"
   for ((i = 0; i < SC_W; i++)); do
     ns=$(sc_ns_w "$i")
-    ip netns exec "$ns" timeout -k 2 $((secs + 10)) python3 "$SC_LIB_DIR/stream.py" server \
-      --bind "$(sc_ip_w "$i")" --port 5201 --seconds $((secs + 5)) >/dev/null 2>&1 &
-    pids+=($!)
+    ip netns exec "$ns" timeout -k 2 $((secs + 20)) python3 "$SC_LIB_DIR/stream.py" server \
+      --bind "$(sc_ip_w "$i")" --port 5201 --seconds $((secs + 15)) >/dev/null 2>&1 &
+    spids+=($!)
   done
   sleep 0.5
   for ((i = 0; i < SC_W; i++)); do
     ns=$(sc_ns_w "$i")
-    ip netns exec "$ns" timeout -k 2 $((secs + 10)) python3 "$SC_LIB_DIR/stream.py" client \
-      --host "$(sc_ip_w $(((i + 1) % SC_W)))" --port 5201 --seconds $((secs + 2)) >/dev/null 2>&1 &
+    ip netns exec "$ns" timeout -k 2 $((secs + 15)) python3 "$SC_LIB_DIR/stream.py" client \
+      --host "$(sc_ip_w $(((i + 1) % SC_W)))" --port 5201 --seconds $((secs + 12)) >/dev/null 2>&1 &
     pids+=($!)
   done
-  # Measure the steady state: skip the first second (start-up, slow start).
-  sleep 1
+  # Measure the steady state: wait (<= 10 s) until every worker link carries traffic (python
+  # starts slowly on a loaded machine), then skip half a second of slow start.
+  local s0 s1 k moving; s0=$(sc_link_snapshot)
+  for ((k = 0; k < 100; k++)); do
+    sleep 0.1; s1=$(sc_link_snapshot)
+    moving=$(join <(echo "$s0" | awk '$2 ~ /^w/ { print $2, $3 }' | sort) \
+                  <(echo "$s1" | awk '$2 ~ /^w/ { print $2, $3 }' | sort) |
+             awk '$3 - $2 > 1000000 { n++ } END { print n + 0 }')
+    (( moving >= SC_W )) && break
+  done
+  sleep 0.5
   local before after; before=$(sc_link_snapshot)
   local t0; t0=$(date +%s.%N)
   sleep "$secs"
   after=$(sc_link_snapshot); local t1; t1=$(date +%s.%N)
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+  # Measured: stop the streams (they would stop by themselves, at secs + 12 s at most).
+  for p in "${pids[@]}" "${spids[@]}"; do kill -TERM "$p" 2>/dev/null; done
+  for p in "${pids[@]}" "${spids[@]}"; do wait "$p" 2>/dev/null; done
   python3 - "$SC_RATE" "$t0" "$t1" "$SC_W" <<EOF
 import sys, json
 rate, t0, t1, w = float(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])

@@ -41,7 +41,7 @@ if ! command -v mpirun >/dev/null; then echo "SKIP: mpirun not found (openmpi-bi
 
 # 1. a short MPI run
 "$RUN" --workers 2 --aggs 1 --link-mbit 500 --min-bytes 64K --max-bytes 1M --step 4 \
-  --iters 3 --warmup 1 --max-seconds 2 --modes mpi --json --time-limit 40 --out "$TMP/out" \
+  --iters 3 --warmup 1 --max-seconds 2 --modes mpi --linktest 1 --json --time-limit 40 --out "$TMP/out" \
   >"$TMP/rows.jsonl" 2>"$TMP/run.log"
 rc=$?
 if ((rc == 77)); then echo "SKIP: $(grep -m1 'cannot emulate' "$TMP/run.log")"; exit 77; fi
@@ -65,12 +65,13 @@ for r in rows:
 print(f"smoke: {len(rows)} MPI rows, busbw {[r['busbw_gbps'] for r in rows]} GB/s")
 PY
 [[ -s $TMP/out/summary.md ]] || fail "no summary.md"
+grep -q '"bench": "linktest"' "$TMP"/out/linktest-*.jsonl || fail "no linktest rows"
 if command -v gnuplot >/dev/null; then ls "$TMP"/out/*.png >/dev/null 2>&1 || fail "no plot"; fi
 echo "smoke: run ok, cleaned up ($((SECONDS - T0)) s)"
 
 # 2. interrupted while the MPI ranks run: cleanup still complete
 "$RUN" --workers 2 --aggs 1 --link-mbit 100 --min-bytes 4M --max-bytes 16M --iters 5 \
-  --max-seconds 5 --modes mpi --time-limit 40 --no-plots --out "$TMP/out2" >/dev/null 2>"$TMP/run2.log" &
+  --max-seconds 5 --modes mpi --linktest 0 --time-limit 40 --no-plots --out "$TMP/out2" >/dev/null 2>"$TMP/run2.log" &
 BGPID=$!
 for ((i = 0; i < 100; i++)); do                  # <= 10 s until its ranks exist
   pgrep -f "mpi_allreduce" >/dev/null 2>&1 && ip netns list | grep -q "^${SC_PREFIX}-w1" && break
