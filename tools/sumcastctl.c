@@ -68,7 +68,7 @@ static const char *fmt_bytes(double v, char *buf, size_t len)
 		v /= 1024;
 		i++;
 	}
-	snprintf(buf, len, i ? "%.1f %s" : "%.0f %s", v, u[i]);
+	snprintf(buf, len, i && v != floor(v) ? "%.1f %s" : "%.0f %s", v, u[i]);
 	return buf;
 }
 
@@ -112,6 +112,16 @@ static const char *fmt_uptime(double s, char *buf, size_t len)
 	else
 		snprintf(buf, len, "%" PRIu64 "m %02" PRIu64 "s", t / 60, t % 60);
 	return buf;
+}
+
+/* Integral values as JSON integers (counts, bytes), others as reals. */
+static json_t *jval(double v)
+{
+	if (isnan(v) || isinf(v))
+		return json_null();
+	if (v == floor(v) && fabs(v) < 9007199254740992.0)
+		return json_integer((json_int_t)v);
+	return json_real(v);
 }
 
 static void json_print(json_t *j)
@@ -400,20 +410,29 @@ static void job_view(const json_t *j, struct job_view *v)
 static json_t *job_view_json(const json_t *j, const struct job_view *v, double rate_in,
 			     double rate_out)
 {
-	json_t *out = json_pack("{s:s, s:s, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "id", v->id,
-				"state", v->state, "nranks", v->nranks, "joined", v->joined, "window",
-				v->window, "chunk_bytes", v->chunk, "memory_bytes", v->memory, "thread",
-				v->thread, "received_bytes", v->bytes_in, "sent_bytes", v->bytes_out,
-				"chunks", v->chunks);
+	json_t *out = json_object();
+
+	json_object_set_new(out, "id", json_string(v->id));
+	json_object_set_new(out, "state", json_string(v->state));
+	json_object_set_new(out, "nranks", jval(v->nranks));
+	json_object_set_new(out, "joined", jval(v->joined));
+	json_object_set_new(out, "window", jval(v->window));
+	json_object_set_new(out, "chunk_bytes", jval(v->chunk));
+	json_object_set_new(out, "memory_bytes", jval(v->memory));
+	json_object_set_new(out, "thread", jval(v->thread));
+	json_object_set_new(out, "received_bytes", jval(v->bytes_in));
+	json_object_set_new(out, "sent_bytes", jval(v->bytes_out));
+	json_object_set_new(out, "chunks", jval(v->chunks));
 	if (!isnan(rate_in)) {
-		json_object_set_new(out, "received_bytes_per_second", json_real(rate_in));
-		json_object_set_new(out, "sent_bytes_per_second", json_real(rate_out));
+		json_object_set_new(out, "received_bytes_per_second", jval(rate_in));
+		json_object_set_new(out, "sent_bytes_per_second", jval(rate_out));
 	}
 	if (v->slowest >= 0) {
-		json_object_set_new(out, "slowest_rank",
-				    json_pack("{s:I, s:f, s:f}", "rank", (json_int_t)v->slowest,
-					      "last_share", v->last_share, "mean_wait_seconds",
-					      v->mean_wait));
+		json_t *s = json_object();
+		json_object_set_new(s, "rank", json_integer(v->slowest));
+		json_object_set_new(s, "last_share", jval(v->last_share));
+		json_object_set_new(s, "mean_wait_seconds", jval(v->mean_wait));
+		json_object_set_new(out, "slowest_rank", s);
 	} else {
 		json_object_set_new(out, "slowest_rank", json_null());
 	}
@@ -511,25 +530,32 @@ static json_t *status_json(const struct status_view *s)
 	const json_t *st = s->stats;
 	double etotal;
 	json_t *by = errors_json(&s->m, &etotal);
-	json_t *out = json_pack(
-		"{s:s, s:I, s:s, s:s, s:s, s:s, s:f, s:f, s:b, s:I, s:f, s:f, s:f, s:f, s:f, s:f}",
-		"endpoint", o.host, "port", (json_int_t)o.port, "health", s->health, "version",
-		jstr(st, "version"), "provider", jstr(st, "provider"), "isa", jstr(st, "isa"), "threads",
-		jnum(st, "threads"), "uptime_seconds", jnum(st, "uptime_seconds"), "draining",
-		json_is_true(json_object_get(st, "draining")),
-		"jobs", (json_int_t)json_array_size(json_object_get(st, "jobs")), "ranks", s->ranks,
-		"memory_used_bytes", jnum(st, "memory_used"), "memory_budget_bytes",
-		jnum(st, "memory_budget"), "received_bytes", jnum(st, "received_bytes"), "sent_bytes",
-		jnum(st, "sent_bytes"), "chunks", jnum(st, "chunks"));
-
-	json_object_set_new(out, "rate",
-			    json_pack("{s:f, s:s, s:f, s:f, s:f}", "interval_seconds", s->rate_window,
-				      "method", s->rate_window > 0 ? "sampled" : "average since start",
-				      "received_bytes_per_second", s->rate_in,
-				      "sent_bytes_per_second", s->rate_out, "chunks_per_second",
-				      s->rate_chunks));
+	json_t *out = json_object(), *rate = json_object();
 	json_t *red = json_object(), *str = json_object();
 	double v;
+
+	json_object_set_new(out, "endpoint", json_string(o.host));
+	json_object_set_new(out, "port", json_integer(o.port));
+	json_object_set_new(out, "health", json_string(s->health));
+	json_object_set_new(out, "version", json_string(jstr(st, "version")));
+	json_object_set_new(out, "provider", json_string(jstr(st, "provider")));
+	json_object_set_new(out, "isa", json_string(jstr(st, "isa")));
+	json_object_set_new(out, "threads", jval(jnum(st, "threads")));
+	json_object_set_new(out, "uptime_seconds", jval(jnum(st, "uptime_seconds")));
+	json_object_set_new(out, "draining", json_boolean(json_is_true(json_object_get(st, "draining"))));
+	json_object_set_new(out, "jobs", json_integer((json_int_t)json_array_size(json_object_get(st, "jobs"))));
+	json_object_set_new(out, "ranks", jval(s->ranks));
+	json_object_set_new(out, "memory_used_bytes", jval(jnum(st, "memory_used")));
+	json_object_set_new(out, "memory_budget_bytes", jval(jnum(st, "memory_budget")));
+	json_object_set_new(out, "received_bytes", jval(jnum(st, "received_bytes")));
+	json_object_set_new(out, "sent_bytes", jval(jnum(st, "sent_bytes")));
+	json_object_set_new(out, "chunks", jval(jnum(st, "chunks")));
+	json_object_set_new(rate, "interval_seconds", json_real(s->rate_window));
+	json_object_set_new(rate, "method", json_string(s->rate_window > 0 ? "sampled" : "average since start"));
+	json_object_set_new(rate, "received_bytes_per_second", json_real(s->rate_in));
+	json_object_set_new(rate, "sent_bytes_per_second", json_real(s->rate_out));
+	json_object_set_new(rate, "chunks_per_second", json_real(s->rate_chunks));
+	json_object_set_new(out, "rate", rate);
 	if (!isnan(v = hist_quantile(&s->m, "sumcast_reduce_duration_seconds", 0.5)))
 		json_object_set_new(red, "p50", json_real(v));
 	if (!isnan(v = hist_quantile(&s->m, "sumcast_reduce_duration_seconds", 0.99)))
@@ -632,7 +658,7 @@ static void jobs_print(const json_t *stats, const json_t *prev, double dt)
 		printf("no jobs\n");
 		return;
 	}
-	printf("%-18s %-7s %-5s %-3s %-8s %-4s %-9s %-10s %-10s %-9s %-8s %-5s %s\n", "JOB",
+	printf("%-18s %-7s %-5s %-3s %-9s %-4s %-9s %-11s %-11s %-9s %-8s %-5s %s\n", "JOB",
 	       "STATE", "RANKS", "THR", "CHUNK", "WIN", "MEMORY", prev ? "IN/s" : "IN",
 	       prev ? "OUT/s" : "OUT", "CHUNKS", "SLOWEST", "LAST", "MEAN WAIT");
 	json_array_foreach(jobs, i, j) {
@@ -653,7 +679,7 @@ static void jobs_print(const json_t *stats, const json_t *prev, double dt)
 			fmt_si(v.bytes_in, "B", c, sizeof(c));
 			fmt_si(v.bytes_out, "B", d, sizeof(d));
 		}
-		printf("%-18s %-7s %-5s %-3.0f %-8s %-4.0f %-9s %-10s %-10s %-9.0f %-8s %-5s %s\n", v.id,
+		printf("%-18s %-7s %-5s %-3.0f %-9s %-4.0f %-9s %-11s %-11s %-9.0f %-8s %-5s %s\n", v.id,
 		       v.state, ranks, v.thread, fmt_bytes(v.chunk, a, sizeof(a)), v.window,
 		       fmt_bytes(v.memory, b, sizeof(b)), c, d, v.chunks, slow, share,
 		       fmt_secs(v.mean_wait, e, sizeof(e)));
@@ -851,10 +877,10 @@ static int cmd_config(void)
 	/* Older daemon without /config: what /stats knows. */
 	json_t *s = get_json("/stats");
 	if (o.json) {
-		json_t *j = json_pack("{s:s, s:s, s:f, s:f, s:f}", "source", "/stats (daemon has no /config)",
+		json_t *j = json_pack("{s:s, s:s, s:o, s:o, s:o}", "source", "/stats (daemon has no /config)",
 				      "fabric.provider", jstr(s, "provider"), "data.threads",
-				      jnum(s, "threads"), "job.memory-budget", jnum(s, "memory_budget"),
-				      "job.timeout_ms", jnum(s, "timeout_ms"));
+				      jval(jnum(s, "threads")), "job.memory-budget", jval(jnum(s, "memory_budget")),
+				      "job.timeout_ms", jval(jnum(s, "timeout_ms")));
 		json_print(j);
 		json_decref(j);
 	} else {

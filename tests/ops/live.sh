@@ -102,7 +102,7 @@ scrape "$tmp/idle.prom" && ok || ko "idle scrape failed"
 seconds=${SUMCAST_OPS_JOB_SECONDS:-6}
 [ "$mode" != metrics ] && seconds=${SUMCAST_OPS_JOB_SECONDS:-12}
 "$jobgen" --aggs "127.0.0.1:$ctlport" --ranks 4 --seconds "$seconds" --count 262144 \
-	--slow-rank 2 --slow-us 3000 --job-id 0x5eed > "$tmp/jobgen.log" 2>&1 &
+	--slow-rank 2 --slow-us 20000 --job-id 0x5eed > "$tmp/jobgen.log" 2>&1 &
 jpid=$!
 # Wait until the job is serving (jobs gauge 1 and chunks moving), at most 20 s.
 for _ in $(seq 200); do
@@ -149,7 +149,7 @@ else:
     if not j["chunks"] > 0 or not j["received_bytes"] > 0: bad.append("jobs: no traffic")
     s = j["slowest_rank"]
     if not s or s["rank"] != 2: bad.append("jobs: slowest rank %r, want rank 2" % s)
-    elif not (s["last_share"] > 0.5 and s["mean_wait_seconds"] > 0): bad.append("jobs: straggler %r" % s)
+    elif not (s["last_share"] > 0.4 and s["mean_wait_seconds"] > 0): bad.append("jobs: straggler %r" % s)
     if j["id"] != "0x5eed": bad.append("jobs: id %s, want 0x5eed" % j["id"])
 lines = [l for l in open(d + "/top.json") if l.strip()]
 if len(lines) != 2: bad.append("top --json: %d frames, want 2" % len(lines))
