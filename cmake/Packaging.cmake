@@ -24,7 +24,7 @@ foreach(t sumcastd nccl-net-sumcast sumcastctl)
 endforeach()
 
 install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT doc)
-file(GLOB SC_DOCS ${PROJECT_SOURCE_DIR}/docs/*.md)
+file(GLOB SC_DOCS ${PROJECT_SOURCE_DIR}/docs/*.md ${PROJECT_SOURCE_DIR}/docs/*.png)
 install(FILES ${SC_DOCS} DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT doc)
 install(FILES ${PROJECT_SOURCE_DIR}/conf/client.env DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples
   COMPONENT doc OPTIONAL)
