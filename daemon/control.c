@@ -791,13 +791,14 @@ static int key_load(struct daemon *d, const char *path, uint8_t *key, size_t *le
 int control_reload(struct daemon *d)
 {
 	struct settings n;
+	enum cfg_source nsrc[SETTINGS_MAX];
 	struct cfg_error err = { { 0 } };
 	enum sc_log_level lvl;
 	uint8_t key[256];
 	size_t key_len = 0;
 	int changed = 0, restart = 0;
 
-	if (settings_load(&n, d->config_path, &err)) {
+	if (settings_load(&n, d->config_path, nsrc, &err)) {
 		SC_ERR("reload: %s; keeping the running configuration", err.msg);
 		return -EINVAL;
 	}
@@ -827,14 +828,19 @@ int control_reload(struct daemon *d)
 			restart++;
 		}
 	}
-	/* Apply the reloadable ones. */
+	/* Apply the reloadable ones; a source follows its value. */
 	for (const struct cfg_entry *e = settings_table; e->key; e++) {
+		char a[CFG_STR_MAX + 32], b[CFG_STR_MAX + 32];
+		size_t i = (size_t)(e - settings_table);
+		cfg_format(e, &d->cfg, a, sizeof(a));
+		cfg_format(e, &n, b, sizeof(b));
+		if (e->reloadable || !strcmp(a, b))
+			d->cfg_src[i] = nsrc[i];
 		if (!e->reloadable)
 			continue;
-		char b[CFG_STR_MAX + 32];
-		cfg_format(e, &n, b, sizeof(b));
 		cfg_set(e, &d->cfg, b, NULL);
 	}
+	d->loaded = n;
 	memcpy(d->key, key, key_len);
 	d->key_len = key_len;
 	if (!sc_log_level_parse(d->cfg.log_level, &lvl))

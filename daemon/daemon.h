@@ -18,7 +18,10 @@ struct evconnlistener;
 struct evhttp;
 
 struct daemon {
-	struct settings cfg;
+	struct settings cfg;     /* running configuration */
+	enum cfg_source cfg_src[SETTINGS_MAX]; /* per settings_table row, for cfg */
+	struct settings loaded;  /* last file + env read (differs from cfg where a
+				  * change needs a restart): /config "pending" */
 	const char *config_path; /* NULL: defaults + env */
 	char cli_log_level[32];  /* --log-level wins over the file */
 	struct event_base *base;

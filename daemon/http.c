@@ -1,4 +1,4 @@
-/* HTTP: /healthz, /metrics (Prometheus text), /stats (JSON). Counters are
+/* HTTP: /healthz, /metrics (Prometheus text), /stats and /config (JSON). Counters are
  * summed from the per-thread sets at scrape time. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -6,8 +6,11 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "daemon.h"
@@ -160,6 +163,72 @@ static void stats_cb(struct evhttp_request *req, void *arg)
 	evbuffer_free(b);
 }
 
+/* A JSON string literal (quotes included). */
+static void json_str(struct evbuffer *b, const char *s)
+{
+	evbuffer_add(b, "\"", 1);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\')
+			evbuffer_add_printf(b, "\\%c", c);
+		else if (c < 0x20 || c == 0x7f)
+			evbuffer_add_printf(b, "\\u%04x", c);
+		else
+			evbuffer_add(b, s, 1);
+	}
+	evbuffer_add(b, "\"", 1);
+}
+
+/* The running configuration, one entry per settings_table row. "source" is
+ * where the running value came from (default, file, env; "cli" for a
+ * --log-level); "pending" appears when the file/env read last holds another
+ * value that needs a restart. */
+static void config_cb(struct evhttp_request *req, void *arg)
+{
+	struct daemon *d = arg;
+	struct evbuffer *b = evbuffer_new();
+	char val[CFG_STR_MAX + 32], env[256];
+
+	evbuffer_add_printf(b, "{\"config_file\":");
+	if (d->config_path) {
+		char abs[PATH_MAX];
+		json_str(b, realpath(d->config_path, abs) ? abs : d->config_path);
+	} else
+		evbuffer_add_printf(b, "null");
+	evbuffer_add_printf(b, ",\"settings\":[");
+	for (const struct cfg_entry *e = settings_table; e->key; e++) {
+		size_t i = (size_t)(e - settings_table);
+		const char *src = cfg_source_name(d->cfg_src[i]);
+		if (e->offset == offsetof(struct settings, log_level) && *d->cli_log_level)
+			src = "cli";
+		evbuffer_add_printf(b, "%s{\"section\":", i ? "," : "");
+		json_str(b, e->section);
+		evbuffer_add_printf(b, ",\"key\":");
+		json_str(b, e->key);
+		cfg_format(e, &d->cfg, val, sizeof(val));
+		evbuffer_add_printf(b, ",\"value\":");
+		json_str(b, val);
+		evbuffer_add_printf(b, ",\"default\":");
+		json_str(b, e->def);
+		evbuffer_add_printf(b, ",\"source\":\"%s\",\"env\":", src);
+		cfg_env_name(e, SETTINGS_ENV_PREFIX, env, sizeof(env));
+		json_str(b, env);
+		evbuffer_add_printf(b, ",\"reloadable\":%s,\"help\":", e->reloadable ? "true" : "false");
+		json_str(b, e->help);
+		char pend[CFG_STR_MAX + 32];
+		cfg_format(e, &d->loaded, pend, sizeof(pend));
+		if (strcmp(val, pend)) {
+			evbuffer_add_printf(b, ",\"pending\":");
+			json_str(b, pend);
+		}
+		evbuffer_add_printf(b, "}");
+	}
+	evbuffer_add_printf(b, "]}\n");
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "application/json");
+	evhttp_send_reply(req, 200, "OK", b);
+	evbuffer_free(b);
+}
+
 int http_start(struct daemon *d)
 {
 	struct evhttp_bound_socket *h;
@@ -176,6 +245,7 @@ int http_start(struct daemon *d)
 	evhttp_set_cb(d->http, "/healthz", healthz_cb, d);
 	evhttp_set_cb(d->http, "/metrics", metrics_cb, d);
 	evhttp_set_cb(d->http, "/stats", stats_cb, d);
+	evhttp_set_cb(d->http, "/config", config_cb, d);
 	h = evhttp_bind_socket_with_handle(d->http, d->cfg.http_listen, (uint16_t)d->cfg.http_port);
 	if (!h) {
 		SC_ERR("HTTP listener on %s port %lld: %s", d->cfg.http_listen,
@@ -184,7 +254,7 @@ int http_start(struct daemon *d)
 	}
 	getsockname(evhttp_bound_socket_get_fd(h), (struct sockaddr *)&ss, &len);
 	d->http_port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-	SC_INFO("HTTP on %s port %u (/healthz /metrics /stats)", d->cfg.http_listen, d->http_port);
+	SC_INFO("HTTP on %s port %u (/healthz /metrics /stats /config)", d->cfg.http_listen, d->http_port);
 	return 0;
 }
 

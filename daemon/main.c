@@ -185,12 +185,13 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (settings_load(&d->cfg, d->config_path, &err)) {
+	if (settings_load(&d->cfg, d->config_path, d->cfg_src, &err)) {
 		fprintf(stderr, "sumcastd: %s\n", err.msg);
 		return 1;
 	}
 	if (*d->cli_log_level)
 		settings_strcpy(d->cfg.log_level, sizeof(d->cfg.log_level), d->cli_log_level);
+	d->loaded = d->cfg;
 	if (dump) {
 		settings_dump(&d->cfg, stdout);
 		return 0;

@@ -138,9 +138,17 @@ int settings_check(const struct settings *s, struct cfg_error *err)
 	return 0;
 }
 
-int settings_load(struct settings *s, const char *path, struct cfg_error *err)
+int settings_load(struct settings *s, const char *path, enum cfg_source *src,
+		  struct cfg_error *err)
 {
-	int rc = cfg_load(settings_table, s, path, SETTINGS_ENV_PREFIX, NULL, err);
+	int rc;
+
+	if (cfg_count(settings_table) > SETTINGS_MAX) {
+		snprintf(err->msg, sizeof(err->msg), "settings table has %zu rows, SETTINGS_MAX is %d",
+			 cfg_count(settings_table), SETTINGS_MAX);
+		return -EINVAL;
+	}
+	rc = cfg_load(settings_table, s, path, SETTINGS_ENV_PREFIX, src, err);
 	return rc ? rc : settings_check(s, err);
 }
 

@@ -13,6 +13,8 @@
 
 #define SETTINGS_ENV_PREFIX "SUMCASTD_"
 #define SETTINGS_CPUS_MAX 256
+/* Upper bound on the rows of settings_table (checked in settings_load). */
+#define SETTINGS_MAX 48
 
 struct settings {
 	/* [control] */
@@ -50,8 +52,10 @@ struct settings {
 
 extern const struct cfg_entry settings_table[];
 
-/* defaults + file (if path) + environment, then settings_check(). */
-int settings_load(struct settings *s, const char *path, struct cfg_error *err);
+/* defaults + file (if path) + environment, then settings_check(). src (may
+ * be NULL) gets one entry per table row: where its value came from. */
+int settings_load(struct settings *s, const char *path, enum cfg_source *src,
+		  struct cfg_error *err);
 /* Cross-field checks the table cannot express (log level, cpu list). */
 int settings_check(const struct settings *s, struct cfg_error *err);
 /* Parses "0,2-3" into cpus[]; returns the count or -EINVAL. "" gives 0. */

@@ -102,9 +102,27 @@ static int read_ports(struct sd *d)
 	return 0;
 }
 
+const char *sd_binary(void)
+{
+	return getenv("SUMCASTD") ? getenv("SUMCASTD") : SUMCASTD_PATH;
+}
+
+bool th_json_ok(const char *text)
+{
+	FILE *p;
+
+	if (system("command -v python3 >/dev/null 2>&1"))
+		return true;
+	p = popen("python3 -c 'import json,sys; json.load(sys.stdin)' 2>/dev/null", "w");
+	if (!p)
+		return false;
+	fputs(text, p);
+	return pclose(p) == 0;
+}
+
 int sd_start(struct sd *d, const char *extra)
 {
-	const char *path = getenv("SUMCASTD") ? getenv("SUMCASTD") : SUMCASTD_PATH;
+	const char *path = sd_binary();
 	const char *wrap = getenv("SC_TEST_DAEMON_WRAPPER");
 	uint64_t deadline;
 
@@ -243,6 +261,12 @@ static int read_full(int fd, void *buf, size_t len, uint64_t deadline)
 
 int sd_http(const struct sd *d, const char *path, char *body, size_t cap)
 {
+	return sd_http_ctype(d, path, NULL, 0, body, cap);
+}
+
+int sd_http_ctype(const struct sd *d, const char *path, char *ctype, size_t ccap, char *body,
+		  size_t cap)
+{
 	char req[256], *buf;
 	size_t len = 0, bcap = 1 << 20;
 	int fd = tcp_connect(d->http), status = -1;
@@ -272,6 +296,17 @@ int sd_http(const struct sd *d, const char *path, char *body, size_t cap)
 	if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1)
 		status = -1;
 	char *b = strstr(buf, "\r\n\r\n");
+	if (ctype && ccap) {
+		char *h = strcasestr(buf, "\r\nContent-Type:");
+		*ctype = 0;
+		if (h && (!b || h < b)) {
+			h += strlen("\r\nContent-Type:");
+			while (*h == ' ')
+				h++;
+			size_t n = strcspn(h, "\r\n");
+			snprintf(ctype, ccap, "%.*s", (int)n, h);
+		}
+	}
 	if (body && cap) {
 		snprintf(body, cap, "%s", b ? b + 4 : "");
 	}

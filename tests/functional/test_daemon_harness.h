@@ -66,6 +66,13 @@ bool sd_log_has(const struct sd *d, const char *s);
 
 /* GET path; returns the HTTP status and the body (NUL-terminated). */
 int sd_http(const struct sd *d, const char *path, char *body, size_t cap);
+/* Same, and the Content-Type header's value into ctype (may be NULL). */
+int sd_http_ctype(const struct sd *d, const char *path, char *ctype, size_t ccap, char *body,
+		  size_t cap);
+/* Path of the sumcastd binary under test. */
+const char *sd_binary(void);
+/* Whether the JSON text parses (python3's json module; true without python3). */
+bool th_json_ok(const char *text);
 /* Value of a metric line "name value" (name may include {labels}); NAN if absent. */
 double th_metric(const char *text, const char *name);
 double sd_metric(const struct sd *d, const char *name);
