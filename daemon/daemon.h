@@ -48,6 +48,7 @@ struct daemon {
 
 	bool ready, draining, stopping;
 	uint64_t start_ms, drain_start_ms;
+	double start_unix; /* CLOCK_REALTIME at start, seconds */
 	struct stats stats; /* control-thread errors */
 };
 

@@ -72,6 +72,8 @@ static void metrics_cb(struct evhttp_request *req, void *arg)
 			    "# HELP sumcast_build_info Build of this daemon.\n# TYPE sumcast_build_info gauge\n"
 			    "sumcast_build_info{version=\"%s\",provider=\"%s\",isa=\"%s\"} 1\n",
 			    SUMCAST_VERSION, d->provider, sc_isa_name(sc_reduce_isa()));
+	METRIC(b, "sumcast_start_time_seconds", "gauge", "Start time of the daemon since the Unix epoch.",
+	       "%.3f", d->start_unix);
 	METRIC(b, "sumcast_received_bytes_total", "counter", "Bytes of DATA received from ranks.",
 	       "%" PRIu64, ctr_get(&s.rx_bytes));
 	METRIC(b, "sumcast_sent_bytes_total", "counter", "Bytes of RESULT sent to ranks.", "%" PRIu64,
@@ -102,7 +104,7 @@ static void metrics_cb(struct evhttp_request *req, void *arg)
 		evbuffer_add_printf(b, "sumcast_data_thread_busy_seconds_total{thread=\"%u\"} %.6f\n", i,
 				    (double)ctr_get(&d->threads[i].busy_ns) * 1e-9);
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-			  "text/plain; version=0.0.4");
+			  "text/plain; version=0.0.4; charset=utf-8");
 	evhttp_send_reply(req, 200, "OK", b);
 	evbuffer_free(b);
 }
@@ -150,7 +152,7 @@ static void stats_cb(struct evhttp_request *req, void *arg)
 			const struct job_rank *jr = &j->ranks[r];
 			evbuffer_add_printf(b,
 					    "%s{\"rank\":%u,\"state\":\"%s\",\"bytes\":%" PRIu64
-					    ",\"last_count\":%" PRIu64 ",\"last_wait_seconds\":%.6f}",
+					    ",\"last_count\":%" PRIu64 ",\"last_wait_seconds_total\":%.6f}",
 					    r ? "," : "", r, rank_state_name(jr->state),
 					    ctr_get(&jr->bytes_in), ctr_get(&jr->last_count),
 					    (double)ctr_get(&jr->last_wait_ns) * 1e-9);

@@ -400,7 +400,7 @@ static void job_view(const json_t *j, struct job_view *v)
 		if (c > best) {
 			best = c;
 			v->slowest = (long)jnum(r, "rank");
-			v->mean_wait = jnum(r, "last_wait_seconds") / c;
+			v->mean_wait = jnum(r, "last_wait_seconds_total") / c;
 		}
 	}
 	if (v->slowest >= 0 && total > 0)

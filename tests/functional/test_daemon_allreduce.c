@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "test_daemon_harness.h"
@@ -114,6 +115,14 @@ static long run(struct trank *rk, uint32_t n, enum sc_dtype t, uint32_t nchunks,
 	return -1;
 }
 
+static int count_str(const char *text, const char *s)
+{
+	int n = 0;
+	for (const char *p = strstr(text, s); p; p = strstr(p + 1, s))
+		n++;
+	return n;
+}
+
 static void leave_all(struct trank *rk, uint32_t n)
 {
 	struct wire_msg m;
@@ -164,6 +173,12 @@ static void one_job(uint64_t id, uint32_t n, enum sc_dtype t, uint32_t nchunks, 
 	printf("  job 0x%llx: %u ranks, %s, %u chunks of %zu bytes%s: %s\n", (unsigned long long)id, n,
 	       sc_dtype_name(t), nchunks, len, det ? ", deterministic" : "",
 	       wrong == 0 ? "sums correct" : "WRONG");
+	/* /stats per rank: last_count and the counter last_wait_seconds_total. */
+	static char st[1 << 16];
+	CHECK(sd_http(&d, "/stats", st, sizeof(st)) == 200 && th_json_ok(st), "/stats");
+	CHECK(count_str(st, "\"last_wait_seconds_total\":") == (int)n &&
+		      !strstr(st, "\"last_wait_seconds\":"),
+	      "/stats ranks without last_wait_seconds_total: %.400s", st);
 	leave_all(rk, n);
 	for (uint32_t r = 0; r < n; r++)
 		trank_close(&rk[r]);
@@ -188,9 +203,21 @@ int main(void)
 {
 	static char body[1 << 16];
 	struct trank foreign;
+	char ctype[128];
+	struct timespec t0, t1;
 
+	clock_gettime(CLOCK_REALTIME, &t0);
 	if (sd_start(&d, "[job]\nmemory-budget = 256M\n"))
 		th_skip("sumcastd did not start (see above)");
+	clock_gettime(CLOCK_REALTIME, &t1);
+	CHECK(sd_http_ctype(&d, "/metrics", ctype, sizeof(ctype), body, sizeof(body)) == 200 &&
+		      !strcmp(ctype, "text/plain; version=0.0.4; charset=utf-8"),
+	      "/metrics Content-Type \"%s\"", ctype);
+	double st0 = th_metric(body, "sumcast_start_time_seconds");
+	CHECK(st0 >= (double)t0.tv_sec && st0 <= (double)t1.tv_sec + 1,
+	      "sumcast_start_time_seconds %.3f not in [%lld, %lld]", st0, (long long)t0.tv_sec,
+	      (long long)t1.tv_sec + 1);
+	CHECK(strstr(body, "# TYPE sumcast_start_time_seconds gauge\n") != NULL, "start time TYPE");
 
 	one_job(0x101, 2, SC_F32, 23, CHUNK, false, NULL);
 	one_job(0x102, 2, SC_BF16, 11, CHUNK, false, NULL);
@@ -236,6 +263,8 @@ int main(void)
 	CHECK(bad == 0 && lines > 40, "/metrics: %d of %d lines unparsable", bad, lines);
 	CHECK(sd_http(&d, "/stats", body, sizeof(body)) == 200 && json_ok(body), "/stats JSON: %s",
 	      body);
+	CHECK(sd_metric(&d, "sumcast_start_time_seconds") == st0, "start time moved: %.3f -> %.3f", st0,
+	      sd_metric(&d, "sumcast_start_time_seconds"));
 	CHECK(sd_metric(&d, "sumcast_jobs") == 0 && sd_metric(&d, "sumcast_memory_used_bytes") == 0,
 	      "jobs left over: %g, memory %g", sd_metric(&d, "sumcast_jobs"),
 	      sd_metric(&d, "sumcast_memory_used_bytes"));
