@@ -398,11 +398,13 @@ sc_daemons_stop() {
 
 # ---- the Sumcast harness (hook; the harness does not exist yet) ----------------------------
 
-# Finds the plugin's NCCL-playing harness; prints its path or returns 1.
+# Finds the plugin's NCCL-playing harness; prints its path or returns 1. SC_HARNESS overrides
+# (the smoke test points it at tests/cluster/fake_harness.sh).
 sc_harness_bin() {
+  [[ -n ${SC_HARNESS:-} ]] && { [[ -x $SC_HARNESS ]] && echo "$SC_HARNESS"; return; }
   local root b c; root=$(cd "$SC_LIB_DIR/../.." && pwd)
   for b in ${SUMCAST_BUILD_DIR:+"$SUMCAST_BUILD_DIR"} "$root/build"; do
-    for c in "$b/tests/plugin/harness" "$b/bench/allreduce"; do
+    for c in "$b/tests/plugin/plugin_harness" "$b/tests/plugin/harness" "$b/bench/allreduce"; do
       [[ -x $c ]] && { echo "$c"; return 0; }
     done
   done

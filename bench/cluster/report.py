@@ -194,7 +194,7 @@ def cmd_final(a):
     P("# Emulated cluster: allreduce results\n")
     P("busbw = algbw * 2(W-1)/W (nccl-tests); model: bench/cluster/model.py (link rate, no TCP"
       " overhead); `util` = busiest worker link's measured rate / configured rate.\n")
-    term = gnuplot_term()
+    term = None if a.no_plots else gnuplot_term()
     for (W, A, R) in configs:
         cr = config_rows(rows, W, A, R)
         m = model.predict(W, A, R)
@@ -303,6 +303,7 @@ def main():
     f = sub.add_parser("final")
     f.add_argument("--results", required=True)
     f.add_argument("--out", required=True)
+    f.add_argument("--no-plots", action="store_true")
     sub.add_parser("linktest")
     a = p.parse_args()
     {"linktest": cmd_linktest, "tag": cmd_tag, "config": cmd_config, "final": cmd_final}[a.cmd](a)

@@ -106,6 +106,20 @@ if bin=$(sc_sumcastd_bin); then
   ) || fail "sumcastd in namespaces (rc $?)"
   left=$(leftovers); [[ -z $left ]] || fail "left behind after daemons: $left"
   echo "smoke: sumcastd started/stopped in aggregator namespaces ($bin)"
+  # 4. run's Sumcast plumbing with a stand-in harness (namespaces, --aggs, env, rows)
+  SC_HARNESS="$HERE/fake_harness.sh" "$RUN" --workers 2 --aggs 1 --link-mbit 500 \
+    --min-bytes 1M --max-bytes 1M --modes ring,split --linktest 0 --json --no-plots \
+    --time-limit 40 --out "$TMP/out4" >"$TMP/rows4.jsonl" 2>"$TMP/run4.log" ||
+    { cat "$TMP/run4.log" >&2; fail "run with the stand-in harness"; }
+  python3 - "$TMP/rows4.jsonl" <<'PY' || { cat "$TMP/run4.log" >&2; fail "stand-in harness rows"; }
+import json, sys
+rows = {r["mode"]: r for r in map(json.loads, open(sys.argv[1]))}
+assert set(rows) == {"ring", "split"}, rows
+assert rows["split"]["naggs"] == 1 and rows["ring"]["naggs"] == 0, rows
+assert all(r["workers"] == 2 and r["aggs"] == 1 and r["link_mbit"] == 500 for r in rows.values()), rows
+PY
+  left=$(leftovers); [[ -z $left ]] || fail "left behind after the Sumcast modes: $left"
+  echo "smoke: Sumcast modes' plumbing ok with a stand-in harness"
 else
   echo "smoke: sumcastd not built, daemon part not tested"
 fi
