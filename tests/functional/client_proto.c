@@ -672,6 +672,77 @@ static void test_close(void **state)
 	expect_data_error(FAKE_CLOSE, -ECONNRESET, "closed the connection");
 }
 
+
+struct foreign_seen {
+	struct fabric_op *a, *b;
+	int n;
+};
+
+static void on_foreign(void *arg, const struct fabric_cqe *e)
+{
+	struct foreign_seen *fs = arg;
+	if (e->op == fs->a || e->op == fs->b)
+		fs->n++;
+}
+
+/* A shared endpoint: the client must hand completions that are not its own
+ * to the owner, and leave the endpoint usable after client_destroy. */
+static void test_shared_fabric(void **state)
+{
+	(void)state;
+	struct fake f;
+	fake_start(&f, FAKE_ECHO, NULL);
+	struct fabric_params fp = { .provider = provider(), .node = "127.0.0.1" };
+	struct fabric *fab;
+	assert_int_equal(fabric_open(&fp, &fab), 0);
+	char agg[64];
+	snprintf(agg, sizeof(agg), "127.0.0.1:%u", f.port);
+	const char *aggs[] = { agg };
+	struct client_params p = params(aggs, 1);
+	p.fabric = fab;
+	struct client *c;
+	assert_int_equal(client_create(&p, &c), 0);
+	assert_ptr_equal(client_fabric(c), fab);
+	assert_int_equal(connect_wait(c, 10000), 0);
+	struct foreign_seen fs = { 0 };
+	struct fabric_op sop, rop;
+	fs.a = &sop;
+	fs.b = &rop;
+	client_set_foreign_cqe(c, on_foreign, &fs);
+	fi_addr_t self;
+	assert_int_equal(fabric_av_insert(fab, fab->addr, fab->addrlen, &self), 0);
+	uint64_t msg = 0x1122334455667788ull, got = 0;
+	assert_int_equal(fabric_trecv(fab, &got, 8, NULL, FI_ADDR_UNSPEC, 0x5, 0, &rop), 0);
+	int rc;
+	uint64_t until = ms_now() + 5000;
+	while ((rc = fabric_tsend(fab, &msg, 8, NULL, self, 0x5, 0, &sop)) == -FI_EAGAIN &&
+	       ms_now() < until)
+		client_progress(c);
+	assert_int_equal(rc, 0);
+	static float sb[40000], rb[40000];
+	for (int i = 0; i < 40000; i++)
+		sb[i] = (float)i;
+	struct client_req *r;
+	assert_int_equal(client_allreduce(c, sb, rb, 40000, SC_F32, SC_OP_SUM, NULL, NULL, &r), 0);
+	assert_int_equal(wait_req(c, r, 10000), 0);
+	assert_memory_equal(sb, rb, sizeof(sb));
+	for (until = ms_now() + 5000; fs.n < 2 && ms_now() < until;)
+		client_progress(c);
+	assert_int_equal(fs.n, 2);
+	assert_true(got == msg);
+	/* Destroy with a request in flight: no hang, no completion left behind. */
+	assert_int_equal(client_allreduce(c, sb, rb, 40000, SC_F32, SC_OP_SUM, NULL, NULL, &r), 0);
+	uint64_t t0 = ms_now();
+	client_destroy(c);
+	assert_true(ms_now() - t0 < 2000);
+	struct fabric_cqe ev[8];
+	usleep(100000);
+	for (int k = 0; k < 10; k++)
+		assert_true(fabric_cq_poll(fab, ev, 8) <= 0);
+	fabric_close(fab);
+	fake_stop(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -681,6 +752,7 @@ int main(void)
 		cmocka_unit_test(test_silent),   cmocka_unit_test(test_echo),
 		cmocka_unit_test(test_bad_seq),  cmocka_unit_test(test_bad_len),
 		cmocka_unit_test(test_abort),    cmocka_unit_test(test_close),
+		cmocka_unit_test(test_shared_fabric),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
