@@ -211,6 +211,7 @@ static void job_end(struct daemon *d, struct job *j)
 		return;
 	j->state = JOB_ENDING;
 	d->njobs_live--;
+	daemon_status_changed(d);
 	if (j->join_timer)
 		event_del(j->join_timer);
 	for (uint32_t r = 0; r < j->nranks; r++)
@@ -453,6 +454,7 @@ static void rank_gone(struct conn *c, bool clean)
 	jr->conn = NULL;
 	jr->state = clean && was_joined ? RANK_LEFT : RANK_GONE;
 	j->gone++;
+	daemon_status_changed(d);
 	uint32_t partial = atomic_load_explicit(&j->partial, memory_order_relaxed);
 	SC_INFO("job 0x%" PRIx64 " rank %u %s%s", j->id, r, clean ? "left" : "disconnected",
 		partial ? " with chunks in flight" : "");
@@ -649,6 +651,7 @@ static void on_rank_added(struct daemon *d, struct dcmd *ev)
 	}
 	jr->state = RANK_JOINED;
 	j->acked++;
+	daemon_status_changed(d);
 	memset(&m, 0, sizeof(m));
 	m.type = WIRE_JOIN_OK;
 	m.u.join_ok.job_handle = j->handle;
@@ -788,7 +791,7 @@ static int key_load(struct daemon *d, const char *path, uint8_t *key, size_t *le
 	return rc;
 }
 
-int control_reload(struct daemon *d)
+int control_reload(struct daemon *d, char *why, size_t why_len)
 {
 	struct settings n;
 	enum cfg_source nsrc[SETTINGS_MAX];
@@ -800,12 +803,14 @@ int control_reload(struct daemon *d)
 
 	if (settings_load(&n, d->config_path, nsrc, &err)) {
 		SC_ERR("reload: %s; keeping the running configuration", err.msg);
+		snprintf(why, why_len, "%s", err.msg);
 		return -EINVAL;
 	}
 	if (*d->cli_log_level)
 		settings_strcpy(n.log_level, sizeof(n.log_level), d->cli_log_level);
 	if (key_load(d, n.key_file, key, &key_len)) {
 		SC_ERR("reload: keeping the running configuration");
+		snprintf(why, why_len, "auth.key-file %s is not usable", n.key_file);
 		return -EINVAL;
 	}
 	for (const struct cfg_entry *e = settings_table; e->key; e++) {

@@ -5,6 +5,7 @@
 #define SUMCASTD_DAEMON_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "dataplane.h"
@@ -27,6 +28,12 @@ struct daemon {
 	struct event_base *base;
 	struct evconnlistener *listener;
 	struct event *ev_queue, *ev_sigterm, *ev_sigint, *ev_sighup, *ev_drain;
+	struct event *ev_status;   /* coalesces STATUS= updates (main.c) */
+	struct event *ev_watchdog; /* WATCHDOG=1 every WatchdogSec / 2 */
+	uint64_t watchdog_usec;    /* 0: no systemd watchdog */
+	char status_sent[400];     /* last STATUS= text sent */
+	bool reload_failed;        /* the last SIGHUP kept the previous configuration */
+	char reload_error[200];
 	struct evhttp *http;
 	uint16_t control_port, http_port;
 
@@ -58,7 +65,9 @@ uint64_t daemon_now_ms(void);
 int control_start(struct daemon *d);
 void control_stop(struct daemon *d); /* frees conns and jobs, after threads stopped */
 void control_drain(struct daemon *d); /* SIGTERM: refuse joins, finish, abort, exit loop */
-int control_reload(struct daemon *d); /* SIGHUP */
+/* SIGHUP. 0, or -EINVAL with why (what failed) when the running
+ * configuration was kept. */
+int control_reload(struct daemon *d, char *why, size_t why_len);
 /* Ranks currently joined, over all jobs. */
 uint32_t control_ranks(const struct daemon *d);
 
@@ -68,5 +77,8 @@ void http_stop(struct daemon *d);
 
 /* sd_notify, a no-op without libsystemd or NOTIFY_SOCKET. */
 void daemon_notify(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Jobs or ranks changed: a STATUS= line ("Serving: N jobs, M ranks; ...")
+ * follows within 100 ms, coalesced, and only if the text changed. */
+void daemon_status_changed(struct daemon *d);
 
 #endif

@@ -633,6 +633,7 @@ static void *dthread_main(void *arg)
 			retries_run(t);
 
 		uint64_t now = dthread_now_ns();
+		atomic_store_explicit(&t->heartbeat_ns, now, memory_order_relaxed);
 		if (now >= t->next_scan_ns) {
 			timeouts_scan(t, now);
 			t->next_scan_ns = now + SCAN_INTERVAL_NS;
@@ -679,6 +680,7 @@ int dthread_start(struct dthread *t, unsigned index, int cpu, const struct setti
 	t->result = &result_unicast_ops;
 	t->spin_us = (unsigned)s->idle_spin_us;
 	t->sleep_us = (unsigned)s->idle_sleep_us;
+	atomic_store(&t->heartbeat_ns, dthread_now_ns());
 	pthread_mutex_init(&t->cmd_lock, NULL);
 	rc = fabric_open(&p, &t->fabric);
 	if (rc)

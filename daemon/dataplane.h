@@ -67,6 +67,7 @@ struct dthread {
 	/* written by the data thread only */
 	struct stats stats;
 	_Atomic uint64_t busy_ns, idle_ns;
+	_Atomic uint64_t heartbeat_ns; /* last poll loop pass (watchdog) */
 };
 
 /* Opens the endpoint (provider, node from settings), starts the thread. */
