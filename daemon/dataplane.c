@@ -162,6 +162,7 @@ static void post_recv(struct dthread *t, struct job *j, uint32_t s, uint32_t r)
 		rs->state = RS_POSTED;
 		j->ops_out++;
 	} else if (rc == -FI_EAGAIN) {
+		ctr_add(&t->stats.eagain[EAGAIN_RECV], 1);
 		rs->state = RS_REPOST;
 		dthread_retry_add(t, &j->slots[s]);
 	} else {

@@ -92,6 +92,11 @@ static void metrics_cb(struct evhttp_request *req, void *arg)
 	for (unsigned k = 1; k < ERR_KIND_COUNT; k++)
 		evbuffer_add_printf(b, "sumcast_errors_total{kind=\"%s\"} %" PRIu64 "\n", err_kind_name(k),
 				    ctr_get(&s.errors[k]));
+	evbuffer_add_printf(b, "# HELP sumcast_fabric_eagain_total Operations the fabric provider refused with -FI_EAGAIN (queue full); each is retried.\n"
+			       "# TYPE sumcast_fabric_eagain_total counter\n"
+			       "sumcast_fabric_eagain_total{op=\"send\"} %" PRIu64 "\n"
+			       "sumcast_fabric_eagain_total{op=\"recv\"} %" PRIu64 "\n",
+			    ctr_get(&s.eagain[EAGAIN_SEND]), ctr_get(&s.eagain[EAGAIN_RECV]));
 	METRIC(b, "sumcast_memory_used_bytes", "gauge", "Job memory in use (buffers and accumulators).",
 	       "%" PRIu64, d->mem_used);
 	METRIC(b, "sumcast_memory_budget_bytes", "gauge", "Configured job memory budget.", "%" PRIu64,

@@ -26,6 +26,7 @@ static int unicast_send(struct dthread *t, struct job *j, struct slot *s)
 				      wire_tag_make(WIRE_TAG_RESULT, jr->result_key, r, s->index), s->imm,
 				      &job_rslot(j, s->index, r)->sop.op);
 		if (rc == -FI_EAGAIN) {
+			ctr_add(&t->stats.eagain[EAGAIN_SEND], 1);
 			dthread_retry_add(t, s);
 			return 0;
 		}

@@ -32,6 +32,8 @@ void stats_accumulate(struct stats *sum, const struct stats *one)
 	ctr_add(&sum->rx_bytes, ctr_get(&one->rx_bytes));
 	ctr_add(&sum->tx_bytes, ctr_get(&one->tx_bytes));
 	ctr_add(&sum->chunks, ctr_get(&one->chunks));
+	for (int i = 0; i < EAGAIN_OPS; i++)
+		ctr_add(&sum->eagain[i], ctr_get(&one->eagain[i]));
 	for (int i = 0; i < ERR_KIND_COUNT; i++)
 		ctr_add(&sum->errors[i], ctr_get(&one->errors[i]));
 	hist_acc(&sum->reduce, &one->reduce);

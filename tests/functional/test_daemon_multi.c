@@ -1,0 +1,349 @@
+/* Several jobs at once through the real sumcastd, driven by hand (JOIN over
+ * TCP, DATA/RESULT over libfabric, pipelined with window credits), every
+ * element of every result checked:
+ *
+ *   threads  [data] threads = 2 and cpus = "<b>,<a>": four jobs joined
+ *            together land on both data threads (/stats "thread"), all sums
+ *            right, and each data thread (/proc/<pid>/task/<tid>/comm =
+ *            sumcastd-dataN) has Cpus_allowed_list = its CPU.
+ *   eagain   the daemon's rxm tx queue shrunk to 8 entries
+ *            (FI_OFI_RXM_TX_SIZE=8 in its environment) under a job of 8
+ *            ranks x window 8: result sends are refused with -FI_EAGAIN for
+ *            real, go through the retry list
+ *            (sumcast_fabric_eagain_total{op="send"} > 0), and every sum is
+ *            still right.
+ *
+ * Usage: test_daemon_multi [threads|eagain]... (none: all). */
+#include <dirent.h>
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "test_daemon_harness.h"
+
+#define MAXR 8
+#define MAXW 8
+#define CHUNK (64u << 10)
+
+struct tjob {
+	uint64_t id;
+	uint32_t n, nchunks, window;
+	size_t len;
+	struct trank rk[MAXR];
+	struct top sops[MAXR][MAXW], rops[MAXR][MAXW];
+	uint32_t next[MAXR], got[MAXR];
+	long wrong;
+	bool failed;
+};
+
+static struct sd d;
+static uint32_t want_window = 4;
+
+static float val(uint64_t job, uint32_t r, uint32_t c, size_t i)
+{
+	return (float)((r + 1 + (job & 3)) * ((i + c) % 13)); /* exact sums */
+}
+
+static void tweak_window(struct wire_join *j)
+{
+	j->window = want_window;
+}
+
+static int send_chunk(struct tjob *j, uint32_t r, uint32_t c)
+{
+	struct trank *rk = &j->rk[r];
+	uint32_t s = c % j->window;
+	float *sb = (float *)(rk->buf + (size_t)s * CHUNK);
+
+	for (size_t i = 0; i < j->len / 4; i++)
+		sb[i] = val(j->id, r, c, i);
+	if (trank_post_result(rk, s, (size_t)s * CHUNK, CHUNK, &j->rops[r][s]) ||
+	    trank_send_chunk(rk, s, c & WIRE_SEQ_MASK, SC_F32, SC_OP_SUM, (size_t)s * CHUNK, j->len,
+			     &j->sops[r][s]))
+		return -1;
+	j->next[r] = c + 1;
+	return 0;
+}
+
+static int job_join(struct tjob *j, uint64_t id, uint32_t n, uint32_t nchunks, size_t len)
+{
+	memset(j, 0, sizeof(*j));
+	j->id = id;
+	j->n = n;
+	j->nchunks = nchunks;
+	j->len = len;
+	for (uint32_t r = 0; r < n; r++)
+		if (trank_open(&j->rk[r], 2 * MAXW * CHUNK) ||
+		    trank_join(&j->rk[r], &d, id, r, n, tweak_window))
+			return -1;
+	for (uint32_t r = 0; r < n; r++)
+		if (trank_ready(&j->rk[r], 5000))
+			return -1;
+	j->window = j->rk[0].ok.window;
+	return j->window >= 1 && j->window <= MAXW ? 0 : -1;
+}
+
+/* Drives every job to the end together. 0, or -1 if one did not complete. */
+static int jobs_run(struct tjob *js, size_t nj)
+{
+	struct trank *all[4 * MAXR];
+	size_t na = 0;
+	uint64_t deadline = th_now_ms() + 60000;
+
+	for (size_t k = 0; k < nj; k++)
+		for (uint32_t r = 0; r < js[k].n; r++) {
+			all[na++] = &js[k].rk[r];
+			for (uint32_t c = 0; c < js[k].window && c < js[k].nchunks; c++)
+				if (send_chunk(&js[k], r, c))
+					return -1;
+		}
+	while (th_now_ms() < deadline) {
+		bool done = true;
+		tranks_poll(all, na, 0);
+		for (size_t k = 0; k < nj; k++) {
+			struct tjob *j = &js[k];
+			for (uint32_t r = 0; r < j->n && !j->failed; r++) {
+				if (j->got[r] >= j->nchunks)
+					continue;
+				done = false;
+				uint32_t c = j->got[r], s = c % j->window;
+				struct top *ro = &j->rops[r][s];
+				if (!ro->done || !j->sops[r][s].done)
+					continue;
+				if (ro->err || ro->len != j->len || wire_imm_seq(ro->data) != (c & WIRE_SEQ_MASK)) {
+					fprintf(stderr, "job 0x%llx rank %u chunk %u: err %d len %zu seq %u\n",
+						(unsigned long long)j->id, r, c, ro->err, ro->len,
+						wire_imm_seq(ro->data));
+					j->failed = true;
+					continue;
+				}
+				const float *rb = (const float *)(j->rk[r].buf + j->rk[r].cap / 2 + (size_t)s * CHUNK);
+				for (size_t i = 0; i < j->len / 4; i++) {
+					float want = 0;
+					for (uint32_t q = 0; q < j->n; q++)
+						want += val(j->id, q, c, i);
+					j->wrong += rb[i] != want;
+				}
+				j->got[r]++;
+				if (j->next[r] < j->nchunks && send_chunk(j, r, j->next[r]))
+					j->failed = true;
+			}
+		}
+		if (done)
+			break;
+	}
+	int rc = 0;
+	for (size_t k = 0; k < nj; k++) {
+		struct tjob *j = &js[k];
+		bool complete = !j->failed;
+		for (uint32_t r = 0; r < j->n; r++)
+			complete &= j->got[r] == j->nchunks;
+		CHECK(complete && j->wrong == 0, "job 0x%llx: %s, %ld wrong elements",
+		      (unsigned long long)j->id, complete ? "complete" : "INCOMPLETE", j->wrong);
+		printf("  job 0x%llx: %u ranks, window %u, %u chunks of %zu bytes: %s\n",
+		       (unsigned long long)j->id, j->n, j->window, j->nchunks, j->len,
+		       !complete ? "incomplete" : j->wrong ? "WRONG" : "sums correct");
+		if (!complete)
+			rc = -1;
+	}
+	return rc;
+}
+
+static void job_leave(struct tjob *j)
+{
+	for (uint32_t r = 0; r < j->n; r++) {
+		struct wire_msg l = { .type = WIRE_LEAVE }, m;
+		l.u.leave.job_handle = j->rk[r].handle;
+		CHECK(ctl_send(j->rk[r].fd, &l) == 0, "LEAVE");
+		int rc = ctl_recv(j->rk[r].fd, &m, 3000);
+		CHECK(rc == -EPIPE, "job 0x%llx rank %u after LEAVE: rc %d", (unsigned long long)j->id,
+		      r, rc);
+		trank_close(&j->rk[r]);
+	}
+}
+
+/* "thread":N of the job with this handle in /stats, -1 if absent. */
+static int stats_thread(const char *st, uint32_t handle)
+{
+	char pat[64];
+	snprintf(pat, sizeof(pat), "\"handle\":%u,", handle);
+	const char *p = strstr(st, pat);
+	if (!p || !(p = strstr(p, "\"thread\":")))
+		return -1;
+	return atoi(p + strlen("\"thread\":"));
+}
+
+/* Cpus_allowed_list of the daemon thread named comm ("" if none). */
+static void task_cpus(pid_t pid, const char *comm, char *out, size_t cap)
+{
+	char path[320], line[256];
+	DIR *dir;
+	struct dirent *e;
+
+	*out = 0;
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	if (!(dir = opendir(path)))
+		return;
+	while ((e = readdir(dir))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/comm", (int)pid, e->d_name);
+		FILE *f = fopen(path, "r");
+		if (!f)
+			continue;
+		bool match = fgets(line, sizeof(line), f) && !strncmp(line, comm, strlen(comm)) &&
+			     (line[strlen(comm)] == '\n' || !line[strlen(comm)]);
+		fclose(f);
+		if (!match)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/status", (int)pid, e->d_name);
+		if (!(f = fopen(path, "r")))
+			continue;
+		while (fgets(line, sizeof(line), f))
+			if (!strncmp(line, "Cpus_allowed_list:", 18)) {
+				char *v = line + 18;
+				while (*v == ' ' || *v == '\t')
+					v++;
+				size_t n = strcspn(v, "\n");
+				if (n >= cap)
+					n = cap - 1;
+				memcpy(out, v, n);
+				out[n] = 0;
+			}
+		fclose(f);
+	}
+	closedir(dir);
+}
+
+static void mode_threads(void)
+{
+	static struct tjob js[4];
+	static char st[1 << 17];
+	cpu_set_t set;
+	int cpus[2], nc = 0;
+	char conf[256];
+
+	CPU_ZERO(&set);
+	if (sched_getaffinity(0, sizeof(set), &set) == 0)
+		for (int c = 0; c < CPU_SETSIZE && nc < 2; c++)
+			if (CPU_ISSET(c, &set))
+				cpus[nc++] = c;
+	if (nc == 2) /* reversed, so thread 0 does not just get CPU 0 */
+		snprintf(conf, sizeof(conf), "[data]\nthreads = 2\ncpus = %d,%d\n[job]\nmemory-budget = 256M\n",
+			 cpus[1], cpus[0]);
+	else
+		snprintf(conf, sizeof(conf), "[data]\nthreads = 2\n[job]\nmemory-budget = 256M\n");
+	if (sd_start(&d, conf)) {
+		CHECK(0, "sumcastd with 2 data threads did not start");
+		return;
+	}
+	CHECK(sd_metric(&d, "sumcast_data_threads") == 2, "data threads %g",
+	      sd_metric(&d, "sumcast_data_threads"));
+	if (nc == 2) {
+		char got[64], want[16];
+		for (int t = 0; t < 2; t++) {
+			char comm[32];
+			snprintf(comm, sizeof(comm), "sumcastd-data%d", t);
+			snprintf(want, sizeof(want), "%d", cpus[1 - t]);
+			task_cpus(d.pid, comm, got, sizeof(got));
+			CHECK(!strcmp(got, want), "%s: Cpus_allowed_list \"%s\", want \"%s\"", comm, got,
+			      want);
+			printf("  %s: Cpus_allowed_list %s\n", comm, got);
+		}
+		task_cpus(d.pid, "sumcastd", got, sizeof(got));
+		CHECK(*got && strcmp(got, want), "main thread pinned too: \"%s\"", got);
+	} else {
+		printf("  pinning check skipped: this process may run on %d CPU(s) only\n", nc);
+	}
+
+	/* Four jobs joined together: the daemon spreads them 2 + 2. */
+	bool ok = true;
+	want_window = 4;
+	ok &= job_join(&js[0], 0xa01, 2, 40, CHUNK) == 0;
+	ok &= job_join(&js[1], 0xa02, 3, 30, CHUNK - 400) == 0;
+	ok &= job_join(&js[2], 0xa03, 2, 50, 4096) == 0;
+	ok &= job_join(&js[3], 0xa04, 4, 20, CHUNK) == 0;
+	CHECK(ok, "joining four jobs failed");
+	if (!ok)
+		return;
+	CHECK(sd_http(&d, "/stats", st, sizeof(st)) == 200, "/stats");
+	int on[2] = { 0, 0 };
+	for (int k = 0; k < 4; k++) {
+		int t = stats_thread(st, js[k].rk[0].handle);
+		CHECK(t == 0 || t == 1, "job 0x%llx thread %d", (unsigned long long)js[k].id, t);
+		if (t == 0 || t == 1)
+			on[t]++;
+	}
+	CHECK(on[0] == 2 && on[1] == 2, "jobs per data thread: %d + %d", on[0], on[1]);
+	printf("  jobs per data thread: %d + %d\n", on[0], on[1]);
+	jobs_run(js, 4);
+	double chunks = sd_metric(&d, "sumcast_chunks_reduced_total");
+	CHECK(chunks == 40 + 30 + 50 + 20, "chunks reduced %g", chunks);
+	double busy0 = sd_metric(&d, "sumcast_data_thread_busy_seconds_total{thread=\"0\"}");
+	double busy1 = sd_metric(&d, "sumcast_data_thread_busy_seconds_total{thread=\"1\"}");
+	CHECK(busy0 > 0 && busy1 > 0, "both data threads busy: %g %g", busy0, busy1);
+	for (int k = 0; k < 4; k++)
+		job_leave(&js[k]);
+	CHECK(sd_stop(&d, SIGTERM, 10000) == 0, "exit status after SIGTERM");
+	sd_cleanup(&d);
+}
+
+static void mode_eagain(void)
+{
+	static struct tjob j;
+
+	if (strcmp(th_provider(), "tcp;ofi_rxm")) {
+		printf("  eagain: skipped, FI_OFI_RXM_TX_SIZE is for tcp;ofi_rxm\n");
+		return;
+	}
+	setenv("FI_OFI_RXM_TX_SIZE", "8", 1);
+	int rc = sd_start(&d, "[job]\nmemory-budget = 256M\n");
+	unsetenv("FI_OFI_RXM_TX_SIZE");
+	if (rc) {
+		CHECK(0, "sumcastd with FI_OFI_RXM_TX_SIZE=8 did not start");
+		return;
+	}
+	want_window = 8;
+	if (job_join(&j, 0xb01, 8, 64, CHUNK)) {
+		CHECK(0, "join 8 ranks");
+		return;
+	}
+	double e0 = sd_metric(&d, "sumcast_fabric_eagain_total{op=\"send\"}");
+	CHECK(e0 == 0, "eagain before the job: %g", e0);
+	jobs_run(&j, 1);
+	double e1 = sd_metric(&d, "sumcast_fabric_eagain_total{op=\"send\"}");
+	printf("  result sends refused with -FI_EAGAIN and retried: %g\n", e1);
+	CHECK(e1 > 0, "the -FI_EAGAIN path of result sends was not taken");
+	CHECK(sd_metric(&d, "sumcast_chunks_reduced_total") == 64, "chunks %g",
+	      sd_metric(&d, "sumcast_chunks_reduced_total"));
+	CHECK(sd_metric(&d, "sumcast_sent_bytes_total") == 64.0 * 8 * CHUNK, "sent bytes %g",
+	      sd_metric(&d, "sumcast_sent_bytes_total"));
+	CHECK(sd_metric(&d, "sumcast_errors_total{kind=\"send_error\"}") == 0, "send errors");
+	job_leave(&j);
+	CHECK(sd_stop(&d, SIGTERM, 10000) == 0, "exit status after SIGTERM");
+	sd_cleanup(&d);
+}
+
+int main(int argc, char **argv)
+{
+	bool all = argc < 2;
+
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "threads") && strcmp(argv[i], "eagain")) {
+			fprintf(stderr, "usage: %s [threads|eagain]...\n", argv[0]);
+			return 2;
+		}
+	for (int i = all ? 0 : 1; i < (all ? 1 : argc); i++)
+		if (all || !strcmp(argv[i], "threads")) {
+			printf("threads:\n");
+			mode_threads();
+		}
+	for (int i = all ? 0 : 1; i < (all ? 1 : argc); i++)
+		if (all || !strcmp(argv[i], "eagain")) {
+			printf("eagain:\n");
+			mode_eagain();
+		}
+	return th_summary("test_daemon_multi");
+}
