@@ -8,6 +8,10 @@
  * tagged messages with the same window, one sender to one receiver: that is
  * the raw rate. Both rates are the best of --reps repetitions (after one
  * warm-up); the median is printed beside them. ratio = ingest / raw.
+ * Waiting processes (ranks, raw sender and receiver) sched_yield() when a
+ * poll found nothing (--spin: never yield): this host has fewer cores than
+ * busy processes, and a spinning peer otherwise holds the core the copy
+ * needs for a whole time slice.
  *
  *   ingest [--provider shm|tcp|both] [--ranks 4] [--bytes 64M] [--reps 5]
  *          [--chunk 256K] [--window 8] [--threads 1] [--json]
@@ -21,6 +25,7 @@
 #include <rdma/fi_errno.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,6 +129,7 @@ static pid_t daemon_start(const char *prov, uint16_t *port)
 	fclose(f);
 	pid_t pid = fork();
 	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the bench */
 		execl(g.daemon, g.daemon, "-c", conf, (char *)NULL);
 		fprintf(stderr, "exec %s: %s\n", g.daemon, strerror(errno));
 		_exit(127);
@@ -256,6 +262,7 @@ static int bench_allreduce(const char *prov, double *t)
 			die("pipe: %s", strerror(errno));
 		kids[r] = fork();
 		if (kids[r] == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
 			close(pfd[r][0]);
 			_exit(rank_main(prov, port, (uint32_t)r, pfd[r][1]));
 		}
@@ -339,6 +346,8 @@ static int raw_receiver(const char *prov, int addr_fd, int ready_fd, int time_fd
 			size_t before = done;
 			if (raw_poll_all(f, &done))
 				return 1;
+			if (before == done && g.yield)
+				sched_yield(); /* same waiting as the ranks */
 			for (; before < done && posted < nchunks; before++) {
 				size_t off = posted * g.chunk;
 				size_t len = g.bytes - off < g.chunk ? g.bytes - off : g.chunk;
@@ -399,8 +408,11 @@ static int raw_sender(const char *prov, int addr_fd, int ready_fd, int time_fd)
 					return 1;
 				sent++;
 			}
+			size_t before = done;
 			if (raw_poll_all(f, &done))
 				return 1;
+			if (before == done && g.yield)
+				sched_yield();
 		}
 		if (done < nchunks)
 			return 1;
@@ -419,11 +431,15 @@ static int bench_raw(const char *prov, double *t)
 	if (pipe(addr_p) || pipe(ready_p) || pipe(ts_p) || pipe(te_p))
 		die("pipe: %s", strerror(errno));
 	pid_t rx = fork();
-	if (rx == 0)
+	if (rx == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		_exit(raw_receiver(prov, addr_p[1], ready_p[1], te_p[1]));
+	}
 	pid_t tx = fork();
-	if (tx == 0)
+	if (tx == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		_exit(raw_sender(prov, addr_p[0], ready_p[0], ts_p[1]));
+	}
 	close(addr_p[0]);
 	close(addr_p[1]);
 	close(ready_p[0]);

@@ -29,6 +29,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,6 +132,8 @@ static void daemon_start(int i, const char *job_timeout)
 	if (pid < 0)
 		die("fork: %s", strerror(errno));
 	if (pid == 0) {
+		/* Dies with the driver, even when ctest kills it on a timeout. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		const char *bin = getenv("SUMCASTD") ? getenv("SUMCASTD") : SUMCASTD_PATH;
 		execl(bin, bin, "-c", conf, (char *)NULL);
 		fprintf(stderr, "exec %s: %s\n", bin, strerror(errno));
@@ -642,6 +645,7 @@ int main(int argc, char **argv)
 		if (kids[k] < 0)
 			die("fork: %s", strerror(errno));
 		if (kids[k] == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
 			close(pfd[0]);
 			close(rfd[0]);
 			_exit(rank_main((uint32_t)(k / g.nranks), (uint32_t)(k % g.nranks), pfd[1],
