@@ -1,12 +1,17 @@
 /* Allreduce through libnccl-net-sumcast.so, nccl-tests style: ring-only,
- * aggregator-only and auto split, one row per size (size, count, type,
- * redop, time, algbw, busbw; busbw = algbw * 2(N-1)/N), or one JSON line
- * per row with --json. Starts sumcastd daemons on 127.0.0.1 itself unless
- * --aggs gives addresses. It is the harness's bench mode (the harness plays
- * NCCL's proxy: chunks of at most 2 MiB, 8 outstanding); the plugin and the
- * daemon are found next to this binary (../plugin, ../daemon).
+ * aggregator-only and auto split, one row per size with the three modes side
+ * by side (time, busbw; busbw = algbw * 2(N-1)/N; the auto split used and
+ * auto / min(ring, agg)), or one JSON line per (size, mode) with --json.
+ * The three modes run interleaved in the same processes (one copy of the
+ * plugin each) and the time is the median of per-round samples, so the load
+ * of other processes on the machine hits all three alike. Starts sumcastd
+ * daemons on 127.0.0.1 itself unless --aggs gives addresses. It is the
+ * harness's bench mode (the harness plays NCCL's proxy: chunks of at most
+ * 2 MiB, 8 outstanding); the plugin and the daemon are found next to this
+ * binary (../plugin, ../daemon).
  *
- *   allreduce --nranks 4 --naggs 2 -b 8 -e 256M [--type f32] [--json]
+ *   allreduce --nranks 4 --naggs 2 -b 8 -e 256M [-f 2] [--type f32] [--json]
+ *             [--time-per-size S] [--rounds R] [--variant NAME=SPLIT[@SO][%VAR=VAL]]...
  *
  * Benchmarks report; they do not pass or fail on time. */
 #define HARNESS_NO_MAIN 1

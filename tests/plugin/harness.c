@@ -5,7 +5,8 @@
  *
  *   harness p2p   --nranks N [--version 11|8]
  *   harness coll  --nranks N [--naggs M] [--split S] [--version 11|8]
- *   harness bench --nranks N [--naggs M] [-b BYTES] [-e BYTES] [--type T] [--json]
+ *   harness bench --nranks N [--naggs M] [-b BYTES] [-e BYTES] [-f FACTOR] [--type T] [--json]
+ *                 [--rounds R] [--time-per-size S]   (ring, agg, auto interleaved)
  *
  * Exit: 0 pass, 1 fail, 77 skipped (reason on stderr). Every loop is bounded
  * in count and time. bench/allreduce.c builds the bench mode as its own
@@ -158,7 +159,7 @@ static void rv_barrier(const char *name)
 
 /* ---------------- the plugin, through one version of its ABI ---------------- */
 
-static struct {
+static struct plug {
 	void *dl;
 	const ncclNet_v11_t *n11;
 	const ncclNet_v8_t *n8;
@@ -503,6 +504,8 @@ static void *coll_listen(void *h)
 	return lc;
 }
 
+static const char *coll_rv_name = "coll"; /* one name per collnet set up */
+
 struct cconn_arg {
 	void **handles;
 	void *lc, *cc;
@@ -536,9 +539,9 @@ static void *coll_setup(uint8_t *region, size_t region_len, void **mh)
 	void *handles[MAX_RANKS];
 
 	struct cconn_arg ca = { handles, coll_listen(h), NULL, region, region_len, NULL, 0 };
-	rv_put("coll", my_rank, h, sizeof(h));
+	rv_put(coll_rv_name, my_rank, h, sizeof(h));
 	for (int r = 0; r < opt.nranks; r++) {
-		rv_get("coll", r, all[r], sizeof(all[r]));
+		rv_get(coll_rv_name, r, all[r], sizeof(all[r]));
 		handles[r] = all[r];
 	}
 	pthread_t th;
@@ -754,8 +757,24 @@ static void run_coll(void)
 
 /* ---------------- bench mode ---------------- */
 
-static const char *bench_mode = "ring";
-static double model_split(void);
+/* The three modes run in one set of processes, interleaved: each rank loads
+ * its own copy of the plugin per mode (a copy of the .so under another name
+ * is a separate instance with its own settings): ring only (no
+ * SUMCAST_AGGREGATORS), aggregators only (SUMCAST_SPLIT=1) and the split
+ * (SUMCAST_SPLIT=auto, or --split). For each size, rounds run one sample of
+ * every mode, in an order that rotates per round, so load from other
+ * processes on the machine hits the three alike. A sample: a 1-element
+ * allreduce on the mode's collnet (a barrier, which also wakes the
+ * daemons), then k back-to-back allreduces (k = 16 up to 64 KiB, 4 up to
+ * 1 MiB, else 1), timed on every rank. A round ends with a max-allreduce of
+ * {stop, sample times} over the ring collnet, so all ranks agree on when to
+ * stop and each sample's time is the slowest rank's. Reported: the median
+ * sample per allreduce (min and mean in JSON). Rounds: at least 5 (3 above
+ * 16 MiB), at most --rounds (25), and no new round after --time-per-size
+ * seconds (2). */
+#include "../../plugin/split.c"
+
+static size_t parse_size(const char *s);
 
 static int parse_type(const char *s, ncclDataType_t *out)
 {
@@ -767,75 +786,250 @@ static int parse_type(const char *s, ncclDataType_t *out)
 	return -1;
 }
 
+#define BENCH_MAX 6
+#define BENCH_ROUNDS_MAX 200
+/* Modes: ring, agg, auto by default; --variant NAME=SPLIT[@PLUGIN] (repeated)
+ * replaces them, e.g. to compare two builds of the plugin in one run, where
+ * the machine's load hits both alike. SPLIT 0 means no aggregators. */
+static int BENCH_MODES = 3;
+static bool bench_default = true;
+static const char *bench_names[BENCH_MAX] = { "ring", "agg", "auto" };
+static const char *bench_split_env[BENCH_MAX] = { "0", "1", "auto" };
+static const char *bench_plugin[BENCH_MAX];
+static char *bench_env[BENCH_MAX]; /* "VAR=VAL": set while this variant's plugin initialises */
+static int bench_rounds = 25;
+static double bench_time_per_size = 2.0, bench_factor = 2.0;
+
+struct bench_inst {
+	struct plug p;
+	void *cc, *mh;
+	bool on;
+};
+
+static void bench_open(struct bench_inst *b, int m, uint8_t *region, size_t len)
+{
+	char so[PATH_MAX + 32], name[32];
+	snprintf(so, sizeof(so), "%s/plugin-%s.so", rv_dir, bench_names[m]);
+	const char *orig = opt.plugin;
+	const char *aggs = getenv("SUMCAST_AGGREGATORS");
+	char saved[1024];
+	snprintf(saved, sizeof(saved), "%s", aggs ? aggs : "");
+	if (!strcmp(bench_split_env[m], "0"))
+		unsetenv("SUMCAST_AGGREGATORS");
+	setenv("SUMCAST_SPLIT", bench_split_env[m], 1);
+	if (bench_env[m])
+		putenv(bench_env[m]);
+	opt.plugin = so;
+	memset(&P, 0, sizeof(P));
+	plugin_open(true);
+	if (bench_env[m]) {
+		char var[128];
+		snprintf(var, sizeof(var), "%.*s", (int)strcspn(bench_env[m], "="), bench_env[m]);
+		unsetenv(var);
+	}
+	opt.plugin = orig;
+	if (aggs)
+		setenv("SUMCAST_AGGREGATORS", saved, 1);
+	snprintf(name, sizeof(name), "coll-%s", bench_names[m]);
+	coll_rv_name = name;
+	b->cc = coll_setup(region, len, &b->mh);
+	coll_rv_name = "coll";
+	b->p = P;
+	b->on = true;
+}
+
+static double dmedian(double *v, int n)
+{
+	for (int i = 1; i < n; i++)
+		for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+			double t = v[j];
+			v[j] = v[j - 1];
+			v[j - 1] = t;
+		}
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* What the auto split sends to the aggregators for one message: split.c
+ * itself, with the model the plugin builds from the same settings. */
+static double bench_lat_us = 10;
+
+static double bench_auto_split(int mode, size_t bytes, int speed_mbps)
+{
+	if (!opt.naggs)
+		return 0;
+	double fixed = -1;
+	if (split_parse(bench_split_env[mode], &fixed))
+		return -1;
+	const char *l = getenv("SUMCAST_LINK_GBPS"), *a = getenv("SUMCAST_AGG_GBPS");
+	const char *sm = getenv("SUMCAST_SMALL_BYTES");
+	struct split_model m = {
+		.fixed = fixed,
+		.link_gbps = l && atof(l) > 0 ? atof(l) : speed_mbps / 1000.0,
+		.nranks = (uint32_t)opt.nranks,
+		.naggs = (uint32_t)opt.naggs,
+		.small_bytes = sm ? parse_size(sm) : 64 << 10,
+		.lat_us = bench_lat_us,
+		.shared_host = split_hosts_local(getenv("SUMCAST_AGGREGATORS")),
+	};
+	m.agg_gbps = a && atof(a) > 0 ? atof(a) : m.link_gbps;
+	return split_fraction(&m, bytes);
+}
+
 static void run_bench(void)
 {
 	ncclDataType_t t = ncclFloat32;
 	CHECK(parse_type(opt.type, &t) == 0, "--type %s: one of i8 u8 i32 u32 i64 u64 f16 f32 f64 bf16", opt.type);
 	size_t es = type_size(t), half = opt.max_bytes < 64 ? 64 : opt.max_bytes;
-	uint8_t *region = aligned_alloc(4096, 2 * ((half + 4095) & ~(size_t)4095));
-	void *mh = NULL;
+	half = (half + 4095) & ~(size_t)4095;
+	size_t region_len = 2 * half + 4096; /* + the round barrier's buffers */
+	uint8_t *region = aligned_alloc(4096, region_len);
+	struct bench_inst inst[BENCH_MAX];
+	int N = opt.nranks, speed = 0;
+	bool have_aggs = getenv("SUMCAST_AGGREGATORS") && *getenv("SUMCAST_AGGREGATORS");
 
-	CHECK(region, "malloc %zu", 2 * half);
-	memset(region, 0, 2 * half);
-	plugin_open(true);
-	void *cc = coll_setup(region, 2 * half, &mh);
+	CHECK(region, "malloc %zu", region_len);
+	memset(region, 0, region_len);
+	memset(inst, 0, sizeof(inst));
+	for (int m = 0; m < BENCH_MODES; m++) {
+		if (strcmp(bench_split_env[m], "0") && !have_aggs)
+			continue;
+		bench_open(&inst[m], m, region, region_len);
+		if (m == 0) {
+			ncclNetProperties_v8_t p8;
+			ncclNetProperties_v11_t p11;
+			if (opt.version == 11) {
+				NCHECK(P.n11->getProperties(0, &p11));
+				speed = p11.speed;
+				bench_lat_us = p11.latency;
+			} else {
+				NCHECK(P.n8->getProperties(0, &p8));
+				speed = p8.speed;
+				bench_lat_us = p8.latency;
+			}
+		}
+	}
 	uint8_t *send = region, *recv = region + half;
-	const char *split_env = getenv("SUMCAST_SPLIT");
-	int N = opt.nranks;
+	/* Every rank contributes 1.0: sums stay exact, reductions do real work. */
+	if (t == ncclFloat32)
+		for (size_t i = 0; i < half / 4; i++)
+			((float *)send)[i] = 1.0f;
+	double *tx = (double *)(region + 2 * half), *rx = tx + 8;
+	static double samples[BENCH_MAX][BENCH_ROUNDS_MAX];
 
-	if (my_rank == 0 && !opt.json)
-		printf("# mode %s, split %s, %d nodes, %d aggregators, provider %s\n"
-		       "#%12s %12s %6s %6s %10s %10s %10s\n",
-		       bench_mode, split_env ? split_env : "auto", N, opt.naggs,
-		       getenv("SUMCAST_PROVIDER"), "size", "count", "type", "redop", "time(us)",
-		       "algbw", "busbw");
-	for (size_t bytes = opt.min_bytes; bytes <= opt.max_bytes; bytes *= 2) {
+	if (my_rank == 0 && !opt.json) {
+		printf("# %d nodes, %d aggregators, provider %s, %s sum, FI_OFI_RXM_EAGER_LIMIT=%s;\n"
+		       "# time = median over rounds of one sample per mode (k allreduces back to back,\n"
+		       "# slowest rank), modes interleaved\n"
+		       "#%11s %11s %5s %5s %3s",
+		       N, opt.naggs, getenv("SUMCAST_PROVIDER"), type_name(t),
+		       getenv("FI_OFI_RXM_EAGER_LIMIT") ? getenv("FI_OFI_RXM_EAGER_LIMIT") : "(default)",
+		       "size", "count", "type", "redop", "k");
+		for (int m = 0; m < BENCH_MODES; m++) {
+			char h[64];
+			snprintf(h, sizeof(h), "%s(us)", bench_names[m]);
+			printf(" %10s %7s", h, "busbw");
+		}
+		if (bench_default)
+			printf(" %6s %9s", "split", "auto/best");
+		printf("\n");
+	}
+	for (double fb = (double)opt.min_bytes; fb <= (double)opt.max_bytes; fb *= bench_factor) {
+		size_t bytes = (size_t)fb;
 		size_t count = bytes / es;
 		if (!count)
 			continue;
-		int iters = bytes <= (1 << 20) ? 50 : bytes <= (16 << 20) ? 10 : 3;
-		/* warm-up doubles as a barrier: it is a collective */
-		allreduce_chunked(cc, send, recv, count, t, ncclSum, mh);
-		allreduce_chunked(cc, send, recv, 1, t, ncclSum, mh);
-		double t0 = now_s();
-		for (int i = 0; i < iters; i++)
-			allreduce_chunked(cc, send, recv, count, t, ncclSum, mh);
-		double us = (now_s() - t0) / iters * 1e6;
-		double algbw = bytes / us / 1e3, busbw = algbw * 2 * (N - 1) / N;
+		int k = bytes <= (64 << 10) ? 16 : bytes <= (1 << 20) ? 4 : 1;
+		int min_rounds = bytes <= (16 << 20) ? 5 : 3;
+		int nr = 0;
+		/* warm-up: every mode once at this size */
+		for (int m = 0; m < BENCH_MODES; m++) {
+			if (!inst[m].on)
+				continue;
+			P = inst[m].p;
+			allreduce_chunked(inst[m].cc, send, recv, count, t, ncclSum, inst[m].mh);
+		}
+		double tstart = now_s();
+		for (;;) {
+			/* round barrier + agreement to go on */
+			P = inst[0].p;
+			memset(tx, 0, 8 * sizeof(double));
+			tx[0] = nr >= bench_rounds || nr >= BENCH_ROUNDS_MAX ||
+				(nr >= min_rounds && now_s() - tstart > bench_time_per_size);
+			if (nr > 0)
+				for (int m = 0; m < BENCH_MODES; m++)
+					tx[1 + m] = samples[m][nr - 1];
+			allreduce_chunked(inst[0].cc, (uint8_t *)tx, (uint8_t *)rx, 8, ncclFloat64, ncclMax,
+					  inst[0].mh);
+			if (nr > 0)
+				for (int m = 0; m < BENCH_MODES; m++)
+					samples[m][nr - 1] = rx[1 + m];
+			if (rx[0] > 0)
+				break;
+			for (int j = 0; j < BENCH_MODES; j++) {
+				int m = (j + nr) % BENCH_MODES;
+				if (!inst[m].on)
+					continue;
+				P = inst[m].p;
+				allreduce_chunked(inst[m].cc, send, recv, 1, t, ncclSum, inst[m].mh);
+				double t0 = now_s();
+				for (int i = 0; i < k; i++)
+					allreduce_chunked(inst[m].cc, send, recv, count, t, ncclSum, inst[m].mh);
+				samples[m][nr] = (now_s() - t0) / k * 1e6;
+			}
+			nr++;
+		}
 		if (my_rank != 0)
 			continue;
-		if (opt.json)
-			printf("{\"bench\":\"allreduce\",\"mode\":\"%s\",\"split\":%.3f,\"nranks\":%d,"
-			       "\"naggs\":%d,\"provider\":\"%s\",\"type\":\"%s\",\"op\":\"sum\","
-			       "\"bytes\":%zu,\"time_us\":%.2f,\"algbw_gbps\":%.4f,\"busbw_gbps\":%.4f}\n",
-			       bench_mode, model_split(), N, opt.naggs,
-			       getenv("SUMCAST_PROVIDER"), type_name(t), bytes, us, algbw, busbw);
-		else
-			printf(" %12zu %12zu %6s %6s %10.1f %10.3f %10.3f\n", bytes, count, type_name(t),
-			       "sum", us, algbw, busbw);
+		double med[BENCH_MAX] = { 0 }, mn[BENCH_MAX] = { 0 }, mean[BENCH_MAX] = { 0 };
+		for (int m = 0; m < BENCH_MODES; m++) {
+			if (!inst[m].on)
+				continue;
+			double tmp[BENCH_ROUNDS_MAX];
+			for (int i = 0; i < nr; i++) {
+				tmp[i] = samples[m][i];
+				mean[m] += tmp[i] / nr;
+			}
+			med[m] = dmedian(tmp, nr);
+			mn[m] = tmp[0];
+		}
+		if (opt.json) {
+			for (int m = 0; m < BENCH_MODES; m++) {
+				if (!inst[m].on)
+					continue;
+				double algbw = bytes / med[m] / 1e3, busbw = algbw * 2 * (N - 1) / N;
+				printf("{\"bench\":\"allreduce\",\"mode\":\"%s\",\"split\":%.3f,\"nranks\":%d,"
+				       "\"naggs\":%d,\"provider\":\"%s\",\"type\":\"%s\",\"op\":\"sum\","
+				       "\"bytes\":%zu,\"time_us\":%.2f,\"min_us\":%.2f,\"mean_us\":%.2f,"
+				       "\"samples\":%d,\"per_sample\":%d,\"algbw_gbps\":%.4f,\"busbw_gbps\":%.4f}\n",
+				       bench_names[m], bench_auto_split(m, bytes, speed), N, opt.naggs,
+				       getenv("SUMCAST_PROVIDER"), type_name(t), bytes, med[m], mn[m], mean[m],
+				       nr, k, algbw, busbw);
+			}
+		} else {
+			printf(" %11zu %11zu %5s %5s %3d", bytes, count, type_name(t), "sum", k);
+			for (int m = 0; m < BENCH_MODES; m++) {
+				if (inst[m].on)
+					printf(" %10.1f %7.3f", med[m], bytes / med[m] / 1e3 * 2 * (N - 1) / N);
+				else
+					printf(" %10s %7s", "-", "-");
+			}
+			if (bench_default && inst[1].on && inst[2].on) {
+				double best = med[0] < med[1] ? med[0] : med[1];
+				printf(" %6.3f %9.3f", bench_auto_split(2, bytes, speed), med[2] / best);
+			}
+			printf("\n");
+		}
 		fflush(stdout);
 	}
-	NCHECK(opt.version == 11 ? P.c11->deregMr(cc, mh) : P.c8->deregMr(cc, mh));
-	NCHECK(opt.version == 11 ? P.c11->closeColl(cc) : P.c8->closeColl(cc));
+	for (int m = BENCH_MODES - 1; m >= 0; m--) {
+		if (!inst[m].on)
+			continue;
+		P = inst[m].p;
+		NCHECK(opt.version == 11 ? P.c11->deregMr(inst[m].cc, inst[m].mh)
+					 : P.c8->deregMr(inst[m].cc, inst[m].mh));
+		NCHECK(opt.version == 11 ? P.c11->closeColl(inst[m].cc) : P.c8->closeColl(inst[m].cc));
+	}
 	free(region);
-}
-
-/* The plugin's split model, for the JSON rows (bandwidth part only). */
-static double model_split(void)
-{
-	const char *s = getenv("SUMCAST_SPLIT");
-	if (s && strcmp(s, "auto"))
-		return atof(s);
-	if (!opt.naggs)
-		return 0;
-	double link = getenv("SUMCAST_LINK_GBPS") ? atof(getenv("SUMCAST_LINK_GBPS")) : 0;
-	double agg = getenv("SUMCAST_AGG_GBPS") ? atof(getenv("SUMCAST_AGG_GBPS")) : 0;
-	if (link <= 0)
-		link = 25;
-	if (agg <= 0)
-		agg = link;
-	double n = opt.nranks, r = 2 * (n - 1) / n, k = n * link / (opt.naggs * agg);
-	return k <= 1 ? 1 : r / (k + r - 1);
 }
 
 /* ---------------- processes and daemons ---------------- */
@@ -899,6 +1093,19 @@ static int daemons_start(char *aggs, size_t len)
 		fprintf(f, "[control]\nport = 0\nport-file = %s\n[http]\nport = 0\n[fabric]\nprovider = tcp\nnode = 127.0.0.1\n", pf);
 		if (opt.key)
 			fprintf(f, "[auth]\nkey-file = %s/daemon.key\n", rv_dir);
+		/* HARNESS_DAEMON_CONF: extra lines for the daemons, e.g.
+		 * "[data]\nidle-spin = 1000" (\n as two characters) */
+		const char *extra = getenv("HARNESS_DAEMON_CONF");
+		for (const char *e = extra; e && *e; e++) {
+			if (e[0] == '\\' && e[1] == 'n') {
+				fputc('\n', f);
+				e++;
+			} else {
+				fputc(*e, f);
+			}
+		}
+		if (extra)
+			fputc('\n', f);
 		fclose(f);
 		pid_t pid = fork();
 		if (pid == 0) {
@@ -999,7 +1206,9 @@ static void usage(void)
 		"usage: %s p2p|coll|bench [--nranks N] [--naggs M] [--aggs host:port,...]\n"
 		"       [--split auto|F] [--version 11|8] [--plugin PATH] [--daemon PATH]\n"
 		"       [-b|--min-bytes B] [-e|--max-bytes B] [--type T] [--json] [--verbose]\n"
-		"       [--key same|other] [--expect agg|ring]\n",
+		"       [--key same|other] [--expect agg|ring]\n"
+		"       bench: [-f|--factor F] [--rounds R] [--time-per-size S]\n"
+		"              [--variant NAME=SPLIT[@PLUGIN][%%VAR=VALUE]]...\n",
 		program_invocation_short_name);
 	exit(2);
 }
@@ -1041,9 +1250,11 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		{ "min-bytes", 1, 0, 'b' }, { "max-bytes", 1, 0, 'e' }, { "type", 1, 0, 't' },
 		{ "json", 0, 0, 'j' }, { "verbose", 0, 0, 'V' }, { "aggs", 1, 0, 'a' },
 		{ "timeout", 1, 0, 'T' }, { "key", 1, 0, 'k' },
-		{ "expect", 1, 0, 'x' }, { 0, 0, 0, 0 }
+		{ "expect", 1, 0, 'x' }, { "rounds", 1, 0, 'R' }, { "time-per-size", 1, 0, 'S' },
+		{ "factor", 1, 0, 'f' }, { "variant", 1, 0, 'W' }, { 0, 0, 0, 0 }
 	};
 	static char plugin_buf[PATH_MAX + 64], daemon_buf[PATH_MAX + 64], aggs[1024];
+	bool timeout_given = false;
 	int c;
 
 	opt.mode = forced_mode;
@@ -1056,7 +1267,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 	}
 	opt.plugin = HARNESS_PLUGIN_PATH;
 	opt.daemon = HARNESS_DAEMON_PATH;
-	while ((c = getopt_long(argc, argv, "n:m:s:v:p:d:b:e:t:jVa:T:k:x:", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "n:m:s:v:p:d:b:e:t:jVa:T:k:x:R:S:f:W:", lo, NULL)) != -1) {
 		switch (c) {
 		case 'n': opt.nranks = atoi(optarg); break;
 		case 'm': opt.naggs = atoi(optarg); break;
@@ -1070,7 +1281,31 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		case 'j': opt.json = true; break;
 		case 'V': opt.verbose = true; break;
 		case 'a': opt.aggs = optarg; break;
-		case 'T': opt.timeout_s = atoi(optarg); break;
+		case 'T': opt.timeout_s = atoi(optarg); timeout_given = true; break;
+		case 'R': bench_rounds = atoi(optarg); break;
+		case 'S': bench_time_per_size = atof(optarg); break;
+		case 'f': bench_factor = atof(optarg); break;
+		case 'W': {
+			if (bench_default) {
+				bench_default = false;
+				BENCH_MODES = 0;
+			}
+			char *v = strdup(optarg), *eq = strchr(v, '='), *at = eq ? strchr(eq, '@') : NULL;
+			char *pct = eq ? strchr(eq, '%') : NULL;
+			if (!eq || BENCH_MODES == BENCH_MAX)
+				usage();
+			if (pct) {
+				*pct = 0;
+				bench_env[BENCH_MODES] = pct + 1;
+			}
+			*eq = 0;
+			if (at)
+				*at = 0;
+			bench_names[BENCH_MODES] = v;
+			bench_split_env[BENCH_MODES] = eq + 1;
+			bench_plugin[BENCH_MODES++] = at ? at + 1 : NULL;
+			break;
+		}
 		case 'x':
 			opt.expect = optarg;
 			if (strcmp(optarg, "agg") && strcmp(optarg, "ring"))
@@ -1085,7 +1320,8 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		}
 	}
 	if (opt.nranks < 1 || opt.nranks > MAX_RANKS || opt.naggs < 0 || opt.naggs > MAX_AGGS ||
-	    (opt.version != 11 && opt.version != 8) || opt.min_bytes < 1 || opt.min_bytes > opt.max_bytes)
+	    (opt.version != 11 && opt.version != 8) || opt.min_bytes < 1 || opt.min_bytes > opt.max_bytes ||
+	    bench_rounds < 1 || bench_rounds > BENCH_ROUNDS_MAX || !(bench_factor > 1))
 		usage();
 	if (!*opt.plugin) {
 		self_relative(plugin_buf, sizeof(plugin_buf), "../plugin/libnccl-net-sumcast.so");
@@ -1106,6 +1342,8 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 	setenv("SUMCAST_CONNECT_TIMEOUT", "10s", 0);
 	if (opt.split)
 		setenv("SUMCAST_SPLIT", opt.split, 1);
+	if (!strcmp(opt.mode, "bench") && !timeout_given)
+		opt.timeout_s = 3600; /* every size is bounded by --time-per-size */
 	if (opt.verbose)
 		setenv("SUMCAST_LOG_LEVEL", "info", 0);
 
@@ -1142,25 +1380,21 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 	} else if (!strcmp(opt.mode, "coll")) {
 		rc = run_ranks(run_coll);
 	} else if (!strcmp(opt.mode, "bench")) {
-		static const char *const modes[][2] = { { "ring", "0" }, { "agg", "1" }, { "split", "auto" } };
-		for (int m = 0; m < 3 && !rc; m++) {
-			if (m > 0 && !getenv("SUMCAST_AGGREGATORS"))
-				break;
-			if (opt.split && strcmp(opt.split, modes[m][1]))
-				continue;
-			bench_mode = modes[m][0];
-			setenv("SUMCAST_SPLIT", modes[m][1], 1);
-			/* Fresh daemons per mode: one job's leftovers must not
-			 * skew (or, as seen with early daemons, block) the next. */
-			if (m > 0 && opt.naggs > 0 && !opt.aggs) {
-				daemons_stop();
-				rc = daemons_start(aggs, sizeof(aggs));
-				if (rc)
-					break;
-				setenv("SUMCAST_AGGREGATORS", aggs, 1);
+		/* One copy of the plugin per mode (bench_open): the same file
+		 * twice would be one instance with one set of settings. */
+		if (opt.split && bench_default)
+			bench_split_env[2] = opt.split;
+		for (int m = 0; m < BENCH_MODES && !rc; m++) {
+			char cmd[3 * PATH_MAX];
+			snprintf(cmd, sizeof(cmd), "cp '%s' '%s/plugin-%s.so'",
+				 bench_plugin[m] ? bench_plugin[m] : opt.plugin, rv_dir, bench_names[m]);
+			if (system(cmd)) {
+				fprintf(stderr, "%s failed\n", cmd);
+				rc = 1;
 			}
-			rc = run_ranks(run_bench);
 		}
+		if (!rc)
+			rc = run_ranks(run_bench);
 	} else {
 		usage();
 	}
