@@ -32,16 +32,17 @@
 #define COLL_REQS 16
 #define COLL_RANKS_MAX 2048   /* ring tags carry the step in 12 bits */
 #define COLL_AGREE_SEQ 0xFFFFFu
+#define COLL_F_SHARED_HOST 1u /* every aggregator on this host: never split */
 
 struct coll_handle {
 	uint32_t magic;
 	uint16_t addrlen;
-	uint16_t pad;
+	uint16_t flags; /* COLL_F_* */
 	uint8_t addr[FABRIC_ADDR_MAX];
 	uint64_t job_id;
 	int32_t split_ppm; /* -1: auto */
 	uint32_t link_mbps, agg_mbps;
-	uint32_t pad2;
+	uint32_t lat_ns; /* one hop, for the split's latency terms */
 	uint64_t small_bytes;
 };
 _Static_assert(sizeof(struct coll_handle) <= NCCL_NET_HANDLE_MAXSIZE, "handle too large");
@@ -128,6 +129,9 @@ int colln_listen(int dev, void *handle, void **listen_comm)
 	h->link_mbps = plugin_props_get(0, &pp) ? 25000 : (uint32_t)pp.speed_mbps;
 	h->agg_mbps = plugin_cfg.agg_gbps > 0 ? (uint32_t)(plugin_cfg.agg_gbps * 1000) : h->link_mbps;
 	h->small_bytes = plugin_cfg.small_bytes;
+	h->lat_ns = plugin_props_get(0, &pp) ? 10000 : (uint32_t)(pp.latency_us * 1000);
+	if (split_hosts_local(plugin_cfg.aggregators))
+		h->flags |= COLL_F_SHARED_HOST;
 	*listen_comm = lc;
 	return 0;
 }
@@ -295,6 +299,8 @@ int colln_connect(void *handles[], int nranks, int rank, void *listen_comm, void
 		.agg_gbps = h0->agg_mbps / 1000.0,
 		.nranks = (uint32_t)nranks,
 		.small_bytes = h0->small_bytes,
+		.lat_us = h0->lat_ns / 1000.0,
+		.shared_host = h0->flags & COLL_F_SHARED_HOST,
 	};
 	rc = ring_init(&cc->ring, cc->f, hn->addr, hn->addrlen, hp->addr, hp->addrlen, cc->rank,
 		       cc->nranks, plugin_cfg.ring_chunk_bytes, (uint32_t)plugin_cfg.ring_window,
@@ -322,10 +328,14 @@ int colln_connect(void *handles[], int nranks, int rank, void *listen_comm, void
 	if (use_aggs) {
 		cc->model.naggs = (uint32_t)cc->naggs;
 		SC_INFO("collnet job 0x%016llx: rank %d of %d, %zu aggregators (%s) + ring, split %s "
-			"(model %.2f), connected in %.1f ms",
+			"(model %.2f, link %.1f / aggregator %.1f Gb/s, hop %.1f us%s), connected in %.1f ms",
 			(unsigned long long)cc->job_id, rank, nranks, cc->naggs, plugin_cfg.aggregators,
 			cc->model.fixed < 0 ? "auto" : plugin_cfg.split,
-			split_model_fraction(&cc->model), (plugin_now_ns() - t0) / 1e6);
+			split_model_fraction(&cc->model), cc->model.link_gbps, cc->model.agg_gbps,
+			cc->model.lat_us,
+			cc->model.shared_host ? ", aggregators on this host: ring or aggregators, no split"
+					      : "",
+			(plugin_now_ns() - t0) / 1e6);
 	} else if (cc->naggs || v[1] > 0) {
 		/* One clear line per node: every node takes the same decision. */
 		SC_WARN("collnet job 0x%016llx: aggregators unusable on %s (this node: %s); "

@@ -42,13 +42,65 @@ double split_model_fraction(const struct split_model *m)
 
 double split_fraction(const struct split_model *m, size_t bytes)
 {
+	double n = m->nranks, b = (double)bytes, r, lk, ag, fa, ta, tr, ts, ca, cs;
+
 	if (m->naggs == 0)
 		return 0;
 	if (m->fixed >= 0)
 		return m->fixed;
+	if (m->nranks < 2)
+		return 1;
 	if (bytes <= m->small_bytes)
-		return 2 < 2 * ((double)m->nranks - 1) ? 1 : 0;
-	return split_model_fraction(m);
+		return 2 < 2 * (n - 1) ? 1 : 0;
+	r = 2 * (n - 1) / n;
+	lk = 8 / m->link_gbps;                  /* ns per byte on a node link */
+	ag = 8 / m->agg_gbps * n / m->naggs;    /* ns per byte of a on an aggregator */
+	fa = split_model_fraction(m);
+	ca = lk > ag ? lk : ag;
+	ta = 2 * m->lat_us * 1e3 + b * ca;
+	tr = 2 * (n - 1) * m->lat_us * 1e3 + b * r * lk;
+	cs = (fa + (1 - fa) * r) * lk;
+	if (fa * ag > cs)
+		cs = fa * ag;
+	ts = 2 * n * m->lat_us * 1e3 + b * cs;
+	if (!m->shared_host && fa > 0 && fa < 1 && ts < ta && ts < tr)
+		return fa;
+	return ta < tr ? 1 : 0;
+}
+
+bool split_hosts_local(const char *aggs)
+{
+	const char *p = aggs;
+	int n = 0;
+
+	if (!p)
+		return false;
+	while (*p) {
+		size_t len = strcspn(p, ", ");
+		if (len) {
+			char host[256];
+			const char *colon;
+			if (len >= sizeof(host))
+				return false;
+			memcpy(host, p, len);
+			host[len] = 0;
+			if (host[0] == '[') { /* [::1]:port */
+				char *e = strchr(host, ']');
+				if (!e)
+					return false;
+				*e = 0;
+				memmove(host, host + 1, strlen(host + 1) + 1);
+			} else if ((colon = strrchr(host, ':')) && strchr(host, ':') == colon) {
+				host[colon - host] = 0;
+			}
+			if (strncmp(host, "127.", 4) && strcmp(host, "::1") && strcasecmp(host, "localhost"))
+				return false;
+			n++;
+		}
+		p += len;
+		p += strspn(p, ", ");
+	}
+	return n > 0;
 }
 
 size_t split_count(double frac, size_t count, size_t elem_size)

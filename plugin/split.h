@@ -4,11 +4,27 @@
  * a node's link carries a + (1-a)*2(N-1)/N of the data, an aggregator
  * carries a*N/M. Time is the slower of the two; the best a makes them equal,
  * or is 1 when the aggregators are not the bottleneck even at a = 1.
- * Latency rule: below small_bytes the whole message takes the path with
- * fewer hops (aggregators: 2, ring: 2(N-1)). */
+ *
+ * split=auto for one message of b bytes (split_fraction):
+ *  - b <= small_bytes: the path with fewer hops takes all (aggregators: 2,
+ *    ring: 2(N-1); a tie goes to the ring).
+ *  - else the cheapest of three estimates, each hop latency + bytes / link:
+ *      aggregators only  2 lat        + b * max(1/link, (N/M)/agg)
+ *      ring only         2(N-1) lat   + b * (2(N-1)/N)/link
+ *      split at a*       2N lat       + b * (a* + (1-a*) 2(N-1)/N)/link
+ *    The split pays both paths' fixed latencies (they share the node's
+ *    cores and queues, so they are added, not overlapped); it is taken
+ *    only when its bandwidth saving outweighs them, i.e. above a size that
+ *    grows with lat * link.
+ *  - shared_host (every aggregator on this host, e.g. 127.0.0.1): the
+ *    "links" are the same few cores copying through the kernel, not
+ *    independent wires, so running both paths never beats the cheaper one
+ *    (the work is a weighted sum of both); auto picks ring or aggregators,
+ *    never a split. */
 #ifndef SUMCAST_PLUGIN_SPLIT_H
 #define SUMCAST_PLUGIN_SPLIT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -18,16 +34,21 @@ struct split_model {
 	double agg_gbps;    /* one aggregator's link */
 	uint32_t nranks, naggs;
 	uint64_t small_bytes;
+	double lat_us;      /* one hop (provider's figure); 0: bandwidth only */
+	bool shared_host;   /* all aggregators on this host: never split */
 };
 
 /* "auto" -> -1, "0.25" -> 0.25. 0 or -EINVAL. */
 int split_parse(const char *s, double *out);
 /* Bandwidth-optimal fraction (no latency rule). */
 double split_model_fraction(const struct split_model *m);
-/* Fraction for one message of `bytes` (latency rule included). */
+/* Fraction for one message of `bytes` (the rules above). */
 double split_fraction(const struct split_model *m, size_t bytes);
 /* Elements for the aggregators: count * frac, rounded down to 64 bytes
  * (count itself when frac >= 1). */
 size_t split_count(double frac, size_t count, size_t elem_size);
+/* true when every host of "host:port,host:port" is a loopback address
+ * (127.x, ::1, localhost); false for an empty list. */
+bool split_hosts_local(const char *aggs);
 
 #endif
