@@ -3,9 +3,14 @@
  * reduce_scalar.c (reference) and one file per ISA. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include "log.h"
 #include "reduce.h"
@@ -93,6 +98,17 @@ int sc_isa_parse(const char *s, enum sc_isa *out)
 
 /* The table an ISA file exports, or NULL if not built in or not supported
  * by this CPU (and OS: __builtin_cpu_supports checks XSAVE state for AVX). */
+#if defined(__x86_64__)
+/* F16C from CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports
+ * does not know "f16c". F16C uses the AVX register state, which the avx2
+ * check below has already required the OS to enable. */
+static bool cpu_has_f16c(void)
+{
+	unsigned a, b, c, d;
+	return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+#endif
+
 static const struct sc_reduce_ops *sc_reduce_ops_raw(enum sc_isa isa)
 {
 	switch (isa) {
@@ -102,7 +118,7 @@ static const struct sc_reduce_ops *sc_reduce_ops_raw(enum sc_isa isa)
 	case SC_ISA_SSE2:
 		return __builtin_cpu_supports("sse2") ? &sc_reduce_ops_sse2 : NULL;
 	case SC_ISA_AVX2:
-		return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
+		return __builtin_cpu_supports("avx2") && cpu_has_f16c() &&
 			       __builtin_cpu_supports("fma")
 			       ? &sc_reduce_ops_avx2
 			       : NULL;
@@ -110,7 +126,7 @@ static const struct sc_reduce_ops *sc_reduce_ops_raw(enum sc_isa isa)
 		return __builtin_cpu_supports("avx512f") &&
 			       __builtin_cpu_supports("avx512bw") &&
 			       __builtin_cpu_supports("avx512vl") &&
-			       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("f16c")
+			       __builtin_cpu_supports("avx512dq") && cpu_has_f16c()
 			       ? &sc_reduce_ops_avx512
 			       : NULL;
 #endif
