@@ -7,6 +7,15 @@
  *   harness coll  --nranks N [--naggs M] [--split S] [--version 11|8]
  *   harness bench --nranks N [--naggs M] [-b BYTES] [-e BYTES] [-f FACTOR] [--type T] [--json]
  *                 [--rounds R] [--time-per-size S]   (ring, agg, auto interleaved)
+ *                 [--splits 0,0.25,0.5,0.75,1,auto]   (one variant per split, interleaved)
+ *
+ * Emulated cluster (bench/cluster/run): with SUMCAST_HARNESS_NETNS=ns0,ns1,...
+ * rank r enters network namespace r (setns on /run/netns/<name>) right after
+ * the fork, before the plugin is opened, and with SUMCAST_HARNESS_IFACES=
+ * ip0,ip1,... binds there (SUMCAST_IFACE). The rendezvous is files in a
+ * /tmp dir, which every namespace shares. SUMCAST_HARNESS_NETDEV=eth0: bench
+ * rows carry each mode's in-band link rates (the rank's /proc/self/net/dev
+ * counters around its timed samples).
  *
  * Exit: 0 pass, 1 fail, 77 skipped (reason on stderr). Every loop is bounded
  * in count and time. bench/allreduce.c builds the bench mode as its own
@@ -155,6 +164,96 @@ static void rv_barrier(const char *name)
 	rv_put(name, my_rank, &b, 1);
 	for (int r = 0; r < opt.nranks; r++)
 		rv_get(name, r, &b, 1);
+}
+
+/* ---------------- emulated cluster: one network namespace per rank ---------------- */
+
+/* The n-th entry of a comma list, or -1. */
+static int list_nth(const char *list, int n, char *out, size_t len)
+{
+	for (int i = 0; list && *list; i++) {
+		size_t l = strcspn(list, ",");
+		if (i == n) {
+			if (!l || l >= len)
+				return -1;
+			memcpy(out, list, l);
+			out[l] = 0;
+			return 0;
+		}
+		list += l;
+		if (*list == ',')
+			list++;
+	}
+	return -1;
+}
+
+/* Rank r, just forked (one thread, nothing of the plugin or libfabric open
+ * yet): enters namespace r of SUMCAST_HARNESS_NETNS and binds to address r
+ * of SUMCAST_HARNESS_IFACES. The rendezvous files stay reachable: namespaces
+ * share the filesystem (the harness uses no Unix sockets, whose abstract
+ * names would be per namespace). */
+static void enter_netns(int r)
+{
+	const char *ns = getenv("SUMCAST_HARNESS_NETNS"), *ifs = getenv("SUMCAST_HARNESS_IFACES");
+	char name[256], path[PATH_MAX];
+
+	if (ns && *ns) {
+		CHECK(list_nth(ns, r, name, sizeof(name)) == 0,
+		      "SUMCAST_HARNESS_NETNS=%s has no entry for rank %d", ns, r);
+		snprintf(path, sizeof(path), strchr(name, '/') ? "%s" : "/run/netns/%s", name);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		CHECK(fd >= 0, "open %s: %s", path, strerror(errno));
+		CHECK(setns(fd, CLONE_NEWNET) == 0, "setns %s: %s", path, strerror(errno));
+		close(fd);
+	}
+	if (ifs && *ifs) {
+		CHECK(list_nth(ifs, r, name, sizeof(name)) == 0,
+		      "SUMCAST_HARNESS_IFACES=%s has no entry for rank %d", ifs, r);
+		setenv("SUMCAST_IFACE", name, 1);
+	}
+}
+
+/* tx/rx byte counters of SUMCAST_HARNESS_NETDEV in this process's namespace
+ * (/proc/self/net/dev follows setns; /sys/class/net would show the namespace
+ * sysfs was mounted in). False when unset or not found. */
+static bool netdev_bytes(uint64_t *tx, uint64_t *rx)
+{
+	static int fd = -2;
+	const char *dev = getenv("SUMCAST_HARNESS_NETDEV");
+	char buf[8192];
+
+	if (!dev || !*dev)
+		return false;
+	if (fd == -2)
+		fd = open("/proc/self/net/dev", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	size_t dl = strlen(dev);
+	for (char *l = buf; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+		while (*l == ' ')
+			l++;
+		if (!strncmp(l, dev, dl) && l[dl] == ':') {
+			unsigned long long v[9];
+			if (sscanf(l + dl + 1, "%llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1],
+				   &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8]) != 9)
+				return false;
+			*rx = v[0];
+			*tx = v[8];
+			return true;
+		}
+	}
+	return false;
+}
+
+static double wall_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 /* ---------------- the plugin, through one version of its ABI ---------------- */
@@ -909,12 +1008,25 @@ static void run_bench(void)
 		}
 	}
 	uint8_t *send = region, *recv = region + half;
-	/* Every rank contributes 1.0: sums stay exact, reductions do real work. */
-	if (t == ncclFloat32)
-		for (size_t i = 0; i < half / 4; i++)
-			((float *)send)[i] = 1.0f;
+	/* Every rank contributes 1.0: sums stay exact, reductions do real work,
+	 * and the first call of every mode and size is checked (sum == N). */
+	uint8_t one[8] = { 0 }, want[8] = { 0 };
+	bool checked = t == ncclFloat32 || t == ncclBfloat16 || t == ncclFloat16;
+	if (checked) {
+		put(t, one, 0, 1);
+		put(t, want, 0, N);
+		for (size_t i = 0; i < half / es; i++)
+			memcpy(send + i * es, one, es);
+	}
 	double *tx = (double *)(region + 2 * half), *rx = tx + 8;
+	/* link rates and wrong counts per mode: lt[] max over ranks, ls[] sums */
+	double *lt = tx + 16, *lr = tx + 64, *ls = tx + 112, *lsr = tx + 160;
 	static double samples[BENCH_MAX][BENCH_ROUNDS_MAX];
+	bool have_netdev;
+	{
+		uint64_t a, b;
+		have_netdev = netdev_bytes(&a, &b);
+	}
 
 	if (my_rank == 0 && !opt.json) {
 		printf("# %d nodes, %d aggregators, provider %s, %s sum, FI_OFI_RXM_EAGER_LIMIT=%s;\n"
@@ -941,14 +1053,21 @@ static void run_bench(void)
 		int k = bytes <= (64 << 10) ? 16 : bytes <= (1 << 20) ? 4 : 1;
 		int min_rounds = bytes <= (16 << 20) ? 5 : 3;
 		int nr = 0;
-		/* warm-up: every mode once at this size */
+		double wrong[BENCH_MAX] = { 0 }, ltime[BENCH_MAX] = { 0 };
+		uint64_t ltx[BENCH_MAX] = { 0 }, lrx[BENCH_MAX] = { 0 };
+		/* warm-up: every mode once at this size, checked */
 		for (int m = 0; m < BENCH_MODES; m++) {
 			if (!inst[m].on)
 				continue;
 			P = inst[m].p;
+			if (checked)
+				memset(recv, 0xA5, count * es);
 			allreduce_chunked(inst[m].cc, send, recv, count, t, ncclSum, inst[m].mh);
+			for (size_t i = 0; checked && i < count; i++)
+				if (memcmp(recv + i * es, want, es))
+					wrong[m]++;
 		}
-		double tstart = now_s();
+		double tstart = now_s(), t_start = wall_s();
 		for (;;) {
 			/* round barrier + agreement to go on */
 			P = inst[0].p;
@@ -971,15 +1090,47 @@ static void run_bench(void)
 					continue;
 				P = inst[m].p;
 				allreduce_chunked(inst[m].cc, send, recv, 1, t, ncclSum, inst[m].mh);
+				uint64_t tx0 = 0, rx0 = 0, tx1 = 0, rx1 = 0;
+				if (have_netdev)
+					netdev_bytes(&tx0, &rx0);
 				double t0 = now_s();
 				for (int i = 0; i < k; i++)
 					allreduce_chunked(inst[m].cc, send, recv, count, t, ncclSum, inst[m].mh);
-				samples[m][nr] = (now_s() - t0) / k * 1e6;
+				double t1 = now_s();
+				samples[m][nr] = (t1 - t0) / k * 1e6;
+				if (have_netdev && netdev_bytes(&tx1, &rx1)) {
+					ltx[m] += tx1 - tx0;
+					lrx[m] += rx1 - rx0;
+					ltime[m] += t1 - t0;
+				}
 			}
 			nr++;
 		}
+		double t_end = wall_s();
+		/* Per mode: this rank's link rates over its timed samples (Mbit/s);
+		 * max and sum over ranks, and the wrong elements of every rank. */
+		P = inst[0].p;
+		memset(lt, 0, 96 * sizeof(double));
+		for (int m = 0; m < BENCH_MODES; m++) {
+			double a = ltime[m] > 0 ? ltx[m] * 8 / ltime[m] / 1e6 : 0;
+			double b = ltime[m] > 0 ? lrx[m] * 8 / ltime[m] / 1e6 : 0;
+			lt[m] = a > b ? a : b;
+			lt[BENCH_MAX + m] = a;
+			lt[2 * BENCH_MAX + m] = b;
+			ls[m] = a;
+			ls[BENCH_MAX + m] = b;
+			ls[2 * BENCH_MAX + m] = wrong[m];
+		}
+		allreduce_chunked(inst[0].cc, (uint8_t *)lt, (uint8_t *)lr, 3 * BENCH_MAX, ncclFloat64, ncclMax,
+				  inst[0].mh);
+		allreduce_chunked(inst[0].cc, (uint8_t *)ls, (uint8_t *)lsr, 3 * BENCH_MAX, ncclFloat64, ncclSum,
+				  inst[0].mh);
 		if (my_rank != 0)
 			continue;
+		for (int m = 0; m < BENCH_MODES; m++)
+			if (inst[m].on && lsr[2 * BENCH_MAX + m] > 0)
+				fprintf(stderr, "WRONG: %s, %zu bytes %s: %.0f elements differ from the sum\n",
+					bench_names[m], bytes, type_name(t), lsr[2 * BENCH_MAX + m]);
 		double med[BENCH_MAX] = { 0 }, mn[BENCH_MAX] = { 0 }, mean[BENCH_MAX] = { 0 };
 		for (int m = 0; m < BENCH_MODES; m++) {
 			if (!inst[m].on)
@@ -1000,10 +1151,17 @@ static void run_bench(void)
 				printf("{\"bench\":\"allreduce\",\"mode\":\"%s\",\"split\":%.3f,\"nranks\":%d,"
 				       "\"naggs\":%d,\"provider\":\"%s\",\"type\":\"%s\",\"op\":\"sum\","
 				       "\"bytes\":%zu,\"time_us\":%.2f,\"min_us\":%.2f,\"mean_us\":%.2f,"
-				       "\"samples\":%d,\"per_sample\":%d,\"algbw_gbps\":%.4f,\"busbw_gbps\":%.4f}\n",
+				       "\"samples\":%d,\"per_sample\":%d,\"algbw_gbps\":%.4f,\"busbw_gbps\":%.4f,"
+				       "\"t_start\":%.3f,\"t_end\":%.3f",
 				       bench_names[m], bench_auto_split(m, bytes, speed), N, opt.naggs,
 				       getenv("SUMCAST_PROVIDER"), type_name(t), bytes, med[m], mn[m], mean[m],
-				       nr, k, algbw, busbw);
+				       nr, k, algbw, busbw, t_start, t_end);
+				if (checked)
+					printf(",\"wrong\":%.0f", lsr[2 * BENCH_MAX + m]);
+				if (have_netdev)
+					printf(",\"link_tx_mbit\":%.1f,\"link_rx_mbit\":%.1f,\"link_max_mbit\":%.1f",
+					       lsr[m] / N, lsr[BENCH_MAX + m] / N, lr[m]);
+				printf("}\n");
 			}
 		} else {
 			printf(" %11zu %11zu %5s %5s %3d", bytes, count, type_name(t), "sum", k);
@@ -1161,6 +1319,7 @@ static int run_ranks(void (*fn)(void))
 		pids[r] = fork();
 		if (pids[r] == 0) {
 			my_rank = r;
+			enter_netns(r);
 			fn();
 			fflush(stdout);
 			_exit(0);
@@ -1208,7 +1367,7 @@ static void usage(void)
 		"       [-b|--min-bytes B] [-e|--max-bytes B] [--type T] [--json] [--verbose]\n"
 		"       [--key same|other] [--expect agg|ring]\n"
 		"       bench: [-f|--factor F] [--rounds R] [--time-per-size S]\n"
-		"              [--variant NAME=SPLIT[@PLUGIN][%%VAR=VALUE]]...\n",
+		"              [--variant NAME=SPLIT[@PLUGIN][%%VAR=VALUE]]... [--splits S,S,...]\n",
 		program_invocation_short_name);
 	exit(2);
 }
@@ -1251,7 +1410,8 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		{ "json", 0, 0, 'j' }, { "verbose", 0, 0, 'V' }, { "aggs", 1, 0, 'a' },
 		{ "timeout", 1, 0, 'T' }, { "key", 1, 0, 'k' },
 		{ "expect", 1, 0, 'x' }, { "rounds", 1, 0, 'R' }, { "time-per-size", 1, 0, 'S' },
-		{ "factor", 1, 0, 'f' }, { "variant", 1, 0, 'W' }, { 0, 0, 0, 0 }
+		{ "factor", 1, 0, 'f' }, { "variant", 1, 0, 'W' }, { "splits", 1, 0, 'L' },
+		{ 0, 0, 0, 0 }
 	};
 	static char plugin_buf[PATH_MAX + 64], daemon_buf[PATH_MAX + 64], aggs[1024];
 	bool timeout_given = false;
@@ -1267,7 +1427,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 	}
 	opt.plugin = HARNESS_PLUGIN_PATH;
 	opt.daemon = HARNESS_DAEMON_PATH;
-	while ((c = getopt_long(argc, argv, "n:m:s:v:p:d:b:e:t:jVa:T:k:x:R:S:f:W:", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "n:m:s:v:p:d:b:e:t:jVa:T:k:x:R:S:f:W:L:", lo, NULL)) != -1) {
 		switch (c) {
 		case 'n': opt.nranks = atoi(optarg); break;
 		case 'm': opt.naggs = atoi(optarg); break;
@@ -1304,6 +1464,26 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 			bench_names[BENCH_MODES] = v;
 			bench_split_env[BENCH_MODES] = eq + 1;
 			bench_plugin[BENCH_MODES++] = at ? at + 1 : NULL;
+			break;
+		}
+		case 'L': {
+			/* --splits 0,0.25,...,auto: one variant per split, named
+			 * "x<split>" ("auto" for auto), interleaved as --variant */
+			char *list = strdup(optarg), *save = NULL;
+			bench_default = false;
+			BENCH_MODES = 0;
+			for (char *e = strtok_r(list, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
+				double f;
+				if (BENCH_MODES == BENCH_MAX || split_parse(e, &f))
+					usage();
+				char *name = malloc(strlen(e) + 2);
+				sprintf(name, "%s%s", f < 0 ? "" : "x", f < 0 ? "auto" : e);
+				bench_names[BENCH_MODES] = name;
+				bench_split_env[BENCH_MODES] = f < 0 ? "auto" : e;
+				bench_plugin[BENCH_MODES++] = NULL;
+			}
+			if (!BENCH_MODES)
+				usage();
 			break;
 		}
 		case 'x':
