@@ -237,7 +237,7 @@ static void job_free(struct daemon *d, struct job *j)
 	if (j->join_timer)
 		event_free(j->join_timer);
 	if (j->region)
-		munmap(j->region, j->mem_bytes);
+		munmap(j->region, j->region_bytes);
 	d->mem_used -= j->mem_bytes;
 	j->thread->njobs--;
 	free(j->slots);
@@ -267,6 +267,7 @@ static struct dthread *thread_pick(struct daemon *d)
 static struct job *job_create(struct daemon *d, const struct wire_join *w, uint32_t window,
 			      uint32_t chunk, uint32_t timeout_ms, bool has16, uint64_t mem)
 {
+	uint64_t region = job_region_bytes(window, chunk, w->nranks, has16);
 	struct job *j = calloc(1, sizeof(*j) + (size_t)w->nranks * sizeof(struct job_rank));
 
 	if (!j)
@@ -277,7 +278,7 @@ static struct job *job_create(struct daemon *d, const struct wire_join *w, uint3
 		goto err;
 	/* Prefaulted: the budget is real memory, and the data path never
 	 * takes a page fault on a fresh buffer. */
-	j->region = mmap(NULL, mem, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+	j->region = mmap(NULL, region, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
 			 -1, 0);
 	if (j->region == MAP_FAILED) {
 		j->region = NULL;
@@ -293,6 +294,7 @@ static struct job *job_create(struct daemon *d, const struct wire_join *w, uint3
 	j->flags = w->flags;
 	j->has16 = has16;
 	j->acc_bytes = has16 ? 2 * (size_t)chunk : chunk;
+	j->region_bytes = region;
 	j->mem_bytes = mem;
 	j->req_chunk = w->chunk_bytes;
 	j->req_window = w->window;
@@ -326,7 +328,7 @@ static struct job *job_create(struct daemon *d, const struct wire_join *w, uint3
 	return j;
 err:
 	if (j->region)
-		munmap(j->region, mem);
+		munmap(j->region, region);
 	free(j->slots);
 	free(j->rslots);
 	free(j);
@@ -377,9 +379,10 @@ static void handle_join(struct conn *c, const struct wire_join *w)
 		}
 		if (d->mem_used + mem > cfg->memory_budget) {
 			conn_refuse(c, WIRE_E_MEMORY,
-				    "job 0x%" PRIx64 " needs %" PRIu64 " bytes (window %u x chunk %u x (%u ranks + %u)), %" PRIu64
-				    " of the %" PRIu64 " byte budget are free",
+				    "job 0x%" PRIx64 " needs %" PRIu64 " bytes (window %u x chunk %u x (%u ranks + %u) + %" PRIu64
+				    " bookkeeping), %" PRIu64 " of the %" PRIu64 " byte budget are free",
 				    w->job_id, mem, window, chunk, w->nranks, has16 ? 2 : 1,
+				    job_book_bytes(window, w->nranks),
 				    cfg->memory_budget > d->mem_used ? cfg->memory_budget - d->mem_used : 0,
 				    (uint64_t)cfg->memory_budget);
 			return;
@@ -694,7 +697,7 @@ static void queue_cb(evutil_socket_t fd, short what, void *arg)
 		case DCMD_ADD_JOB:
 			if (ev->rc && j->state != JOB_ENDING)
 				job_abort(d, j, WIRE_E_INTERNAL, "registering %zu bytes for job 0x%" PRIx64 " failed: %s",
-					  j->mem_bytes, j->id, fi_strerror(-ev->rc));
+					  j->region_bytes, j->id, fi_strerror(-ev->rc));
 			break;
 		case DCMD_ADD_RANK:
 			on_rank_added(d, ev);

@@ -358,7 +358,7 @@ static void addr_put(struct dthread *t, fi_addr_t fa)
 
 static int cmd_add_job(struct dthread *t, struct job *j)
 {
-	int rc = fabric_mr_reg(t->fabric, j->region, j->mem_bytes, &j->mr);
+	int rc = fabric_mr_reg(t->fabric, j->region, j->region_bytes, &j->mr);
 
 	if (rc)
 		return rc;
@@ -417,7 +417,7 @@ static void job_finish(struct dthread *t, struct job *j)
 			addr_put(t, j->ranks[r].fi_addr);
 			j->ranks[r].added = false;
 		}
-	munmap(j->region, j->mem_bytes);
+	munmap(j->region, j->region_bytes);
 	j->region = NULL;
 	j->cmd_remove.rc = 0;
 	evq_push(t->evq, &j->cmd_remove);
@@ -730,7 +730,7 @@ void dthread_stop(struct dthread *t)
 	fabric_close(t->fabric);
 	t->fabric = NULL;
 	for (struct job *j = t->jobs; j; j = j->dnext) {
-		munmap(j->region, j->mem_bytes);
+		munmap(j->region, j->region_bytes);
 		j->region = NULL;
 	}
 	t->jobs = NULL;

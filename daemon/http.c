@@ -146,10 +146,11 @@ static void stats_cb(struct evhttp_request *req, void *arg)
 		evbuffer_add_printf(b,
 				    "%s{\"id\":\"0x%" PRIx64 "\",\"handle\":%u,\"nranks\":%u,\"joined\":%u,"
 				    "\"window\":%u,\"chunk\":%u,\"types\":\"0x%x\",\"timeout_ms\":%u,"
-				    "\"memory\":%zu,\"thread\":%u,\"state\":\"%s\",\"bytes_in\":%" PRIu64
+				    "\"memory\":%zu,\"buffer_bytes\":%zu,\"bookkeeping_bytes\":%zu,\"thread\":%u,\"state\":\"%s\",\"bytes_in\":%" PRIu64
 				    ",\"bytes_out\":%" PRIu64 ",\"chunks\":%" PRIu64 ",\"ranks\":[",
 				    first ? "" : ",", j->id, j->handle, j->nranks, j->acked, j->window,
-				    j->chunk, j->dtype_mask, j->timeout_ms, j->mem_bytes, j->thread->index,
+				    j->chunk, j->dtype_mask, j->timeout_ms, j->mem_bytes, j->region_bytes,
+				    j->mem_bytes - j->region_bytes, j->thread->index,
 				    job_state_name(j->state), ctr_get(&j->bytes_in), ctr_get(&j->bytes_out),
 				    ctr_get(&j->chunks));
 		first = false;

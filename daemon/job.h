@@ -14,7 +14,8 @@
  * Memory: one page-aligned region per job, registered once:
  *   [window x nranks receive buffers of chunk bytes][window accumulators]
  * An accumulator is chunk bytes, or 2 x chunk (f32) when the job may send
- * f16/bf16. So a job holds window x chunk x (nranks + 1, or + 2) bytes. */
+ * f16/bf16. So a job's region is window x chunk x (nranks + 1, or + 2)
+ * bytes; the budget is charged that plus the bookkeeping (job_book_bytes). */
 #ifndef SUMCASTD_JOB_H
 #define SUMCASTD_JOB_H
 
@@ -115,7 +116,8 @@ struct job {
 	uint16_t flags;
 	bool has16;
 	size_t acc_bytes; /* per slot */
-	size_t mem_bytes; /* whole region */
+	size_t region_bytes; /* the buffer region (mmap, registered) */
+	size_t mem_bytes;    /* region + bookkeeping: what the budget is charged */
 	struct dthread *thread;
 	/* what the first JOIN asked for (later JOINs must ask the same) */
 	uint32_t req_chunk, req_window, req_timeout_ms;
@@ -161,10 +163,24 @@ static inline uint8_t *job_rbuf(struct job *j, uint32_t slot, uint32_t rank)
 	return (uint8_t *)j->region + ((size_t)slot * j->nranks + rank) * j->chunk;
 }
 
-/* Bytes a job with these parameters holds. */
-static inline uint64_t job_mem_bytes(uint32_t window, uint32_t chunk, uint32_t nranks, bool has16)
+/* Bytes of a job's buffer region (receive buffers + accumulators). */
+static inline uint64_t job_region_bytes(uint32_t window, uint32_t chunk, uint32_t nranks, bool has16)
 {
 	return (uint64_t)window * chunk * (nranks + (has16 ? 2u : 1u));
+}
+
+/* Bytes of a job's bookkeeping on the heap: struct job with its ranks, the
+ * slots and the per-rank-per-slot rslots (176 bytes each on x86-64). */
+static inline uint64_t job_book_bytes(uint32_t window, uint32_t nranks)
+{
+	return sizeof(struct job) + (uint64_t)nranks * sizeof(struct job_rank) +
+	       (uint64_t)window * (sizeof(struct slot) + (uint64_t)nranks * sizeof(struct rslot));
+}
+
+/* Bytes a job with these parameters holds, charged to memory-budget. */
+static inline uint64_t job_mem_bytes(uint32_t window, uint32_t chunk, uint32_t nranks, bool has16)
+{
+	return job_region_bytes(window, chunk, nranks, has16) + job_book_bytes(window, nranks);
 }
 
 #endif

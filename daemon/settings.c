@@ -54,7 +54,7 @@ const struct cfg_entry settings_table[] = {
 	  "Microseconds an idle data thread sleeps between completion-queue polls",
 	  S(idle_sleep_us), 1, 10000, false },
 	{ "job", "memory-budget", CFG_SIZE, "1G",
-	  "Memory all jobs together may use: window x chunk x (nranks + 1, or + 2 with f16/bf16) each",
+	  "Memory all jobs together may use: window x chunk x (nranks + 1, or + 2 with f16/bf16) each, plus ~180 bytes per rank per slot of bookkeeping",
 	  S(memory_budget), 0, 0, true },
 	{ "job", "max-jobs", CFG_INT, "64", "Jobs served at once", S(max_jobs), 1, 1048575, true },
 	{ "job", "timeout", CFG_DURATION_MS, "30s",

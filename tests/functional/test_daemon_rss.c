@@ -1,7 +1,9 @@
 /* Memory accounting against reality: 4 jobs of 4 ranks, window 8, chunk
  * 1 MiB, f32 only, are joined; the daemon's VmRSS must grow by the formula
  * window x chunk x (nranks + 1) per job (job memory is prefaulted), and
- * shrink back when the jobs end. Prints the numbers. */
+ * shrink back when the jobs end. Prints the numbers. The budget is charged
+ * the buffers plus the bookkeeping (/stats buffer_bytes +
+ * bookkeeping_bytes): a budget of exactly the buffers refuses the job. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -81,7 +83,27 @@ int main(void)
 	printf("  VmRSS idle %ld KiB, with %d jobs joined %ld KiB: +%ld KiB (%.3f x formula); "
 	       "sumcast_memory_used_bytes %.0f\n",
 	       base, JOBS, joined, grew, (double)grew * 1024 / (double)(JOBS * formula), used);
-	CHECK(used == (double)(JOBS * formula), "memory_used %g", used);
+	static char st[1 << 16];
+	CHECK(sd_http(&d, "/stats", st, sizeof(st)) == 200, "/stats");
+	double sum = 0;
+	int seen = 0;
+	for (const char *p = strstr(st, "\"memory\":"); p; p = strstr(p + 1, "\"memory\":")) {
+		unsigned long long mem = 0, buf = 0, book = 0;
+		if (sscanf(p, "\"memory\":%llu,\"buffer_bytes\":%llu,\"bookkeeping_bytes\":%llu", &mem,
+			   &buf, &book) != 3)
+			break;
+		seen++;
+		sum += (double)mem;
+		CHECK(buf == formula && mem == buf + book && book > (unsigned long long)WINDOW * RANKS * 64 &&
+			      book < (unsigned long long)WINDOW * RANKS * 512 + 4096,
+		      "job memory %llu = buffers %llu + bookkeeping %llu (formula %llu)", mem, buf, book,
+		      (unsigned long long)formula);
+		if (seen == 1)
+			printf("  per job: buffers %llu + bookkeeping %llu = %llu bytes charged\n", buf, book,
+			       mem);
+	}
+	CHECK(seen == JOBS && used == sum, "memory_used %g, sum of /stats jobs %g (%d jobs)", used, sum,
+	      seen);
 	CHECK(grew * 1024 >= (long)(JOBS * formula * 95 / 100) &&
 		      grew * 1024 <= (long)(JOBS * formula + (16u << 20)),
 	      "RSS grew %ld KiB for %llu KiB of jobs", grew,
@@ -98,6 +120,27 @@ int main(void)
 	printf("  after the jobs ended: VmRSS %ld KiB (%+ld KiB vs idle)\n", after, after - base);
 	CHECK(sd_metric(&d, "sumcast_memory_used_bytes") == 0, "memory not returned");
 	CHECK(after - base < 8 * 1024, "RSS did not shrink: %ld KiB over idle", after - base);
+
+	/* Budget = the buffers of one job exactly: its bookkeeping does not fit. */
+	char conf[128];
+	snprintf(conf, sizeof(conf), "[job]\nmemory-budget = %llu\n", (unsigned long long)formula);
+	CHECK(sd_write_conf(&d, conf) == 0, "rewrite");
+	kill(d.pid, SIGHUP);
+	end = th_now_ms() + 3000;
+	while (sd_metric(&d, "sumcast_memory_budget_bytes") != (double)formula && th_now_ms() < end)
+		th_sleep_ms(20);
+	struct wire_join w;
+	join_init(&w, 0x4ff, 0, RANKS, ep[0]);
+	tweak(&w);
+	int fd = ctl_join(&d, &w, NULL, 0, &m);
+	CHECK(fd >= 0 && m.type == WIRE_REFUSE && m.u.refuse.code == WIRE_E_MEMORY &&
+		      strstr(m.u.refuse.text, "bookkeeping"),
+	      "budget = buffers exactly: %s %s", fd >= 0 ? wire_type_name(m.type) : "no reply",
+	      fd >= 0 && m.type == WIRE_REFUSE ? m.u.refuse.text : "");
+	if (fd >= 0 && m.type == WIRE_REFUSE)
+		printf("  budget %llu: %s\n", (unsigned long long)formula, m.u.refuse.text);
+	if (fd >= 0)
+		close(fd);
 	CHECK(sd_stop(&d, SIGTERM, 10000) == 0, "exit status");
 	sd_cleanup(&d);
 	for (int r = 0; r < RANKS; r++)
