@@ -59,10 +59,19 @@ static int send_chunk(struct tjob *j, uint32_t r, uint32_t c)
 
 	for (size_t i = 0; i < j->len / 4; i++)
 		sb[i] = val(j->id, r, c, i);
-	if (trank_post_result(rk, s, (size_t)s * CHUNK, CHUNK, &j->rops[r][s]) ||
-	    trank_send_chunk(rk, s, c & WIRE_SEQ_MASK, SC_F32, SC_OP_SUM, (size_t)s * CHUNK, j->len,
-			     &j->sops[r][s]))
+	int rc = trank_post_result(rk, s, (size_t)s * CHUNK, CHUNK, &j->rops[r][s]);
+	if (rc) {
+		fprintf(stderr, "job 0x%llx rank %u chunk %u: posting the result receive: %s\n",
+			(unsigned long long)j->id, r, c, fi_strerror(-rc));
 		return -1;
+	}
+	rc = trank_send_chunk(rk, s, c & WIRE_SEQ_MASK, SC_F32, SC_OP_SUM, (size_t)s * CHUNK, j->len,
+			      &j->sops[r][s]);
+	if (rc) {
+		fprintf(stderr, "job 0x%llx rank %u chunk %u: sending: %s\n", (unsigned long long)j->id,
+			r, c, fi_strerror(-rc));
+		return -1;
+	}
 	j->next[r] = c + 1;
 	return 0;
 }
@@ -175,7 +184,8 @@ static int stats_thread(const char *st, uint32_t handle)
 	return atoi(p + strlen("\"thread\":"));
 }
 
-/* Cpus_allowed_list of the daemon thread named comm ("" if none). */
+/* Cpus_allowed_list of the daemon thread named comm ("" if none); comm
+ * NULL: the main thread. */
 static void task_cpus(pid_t pid, const char *comm, char *out, size_t cap)
 {
 	char path[320], line[256];
@@ -189,12 +199,14 @@ static void task_cpus(pid_t pid, const char *comm, char *out, size_t cap)
 	while ((e = readdir(dir))) {
 		if (e->d_name[0] == '.')
 			continue;
+		if (!comm && atoi(e->d_name) != (int)pid)
+			continue;
 		snprintf(path, sizeof(path), "/proc/%d/task/%s/comm", (int)pid, e->d_name);
 		FILE *f = fopen(path, "r");
 		if (!f)
 			continue;
-		bool match = fgets(line, sizeof(line), f) && !strncmp(line, comm, strlen(comm)) &&
-			     (line[strlen(comm)] == '\n' || !line[strlen(comm)]);
+		bool match = !comm || (fgets(line, sizeof(line), f) && !strncmp(line, comm, strlen(comm)) &&
+				       (line[strlen(comm)] == '\n' || !line[strlen(comm)]));
 		fclose(f);
 		if (!match)
 			continue;
@@ -247,12 +259,16 @@ static void mode_threads(void)
 			char comm[32];
 			snprintf(comm, sizeof(comm), "sumcastd-data%d", t);
 			snprintf(want, sizeof(want), "%d", cpus[1 - t]);
-			task_cpus(d.pid, comm, got, sizeof(got));
+			/* the thread names itself when it starts running */
+			uint64_t end = th_now_ms() + 3000;
+			do
+				task_cpus(d.pid, comm, got, sizeof(got));
+			while (!*got && th_now_ms() < end && (th_sleep_ms(10), 1));
 			CHECK(!strcmp(got, want), "%s: Cpus_allowed_list \"%s\", want \"%s\"", comm, got,
 			      want);
 			printf("  %s: Cpus_allowed_list %s\n", comm, got);
 		}
-		task_cpus(d.pid, "sumcastd", got, sizeof(got));
+		task_cpus(d.pid, NULL, got, sizeof(got));
 		CHECK(*got && strcmp(got, want), "main thread pinned too: \"%s\"", got);
 	} else {
 		printf("  pinning check skipped: this process may run on %d CPU(s) only\n", nc);
@@ -318,6 +334,11 @@ static void mode_eagain(void)
 	CHECK(e1 > 0, "the -FI_EAGAIN path of result sends was not taken");
 	CHECK(sd_metric(&d, "sumcast_chunks_reduced_total") == 64, "chunks %g",
 	      sd_metric(&d, "sumcast_chunks_reduced_total"));
+	/* The daemon counts a send when its completion arrives, which may
+	 * trail the rank's receive completion a little. */
+	uint64_t end = th_now_ms() + 3000;
+	while (sd_metric(&d, "sumcast_sent_bytes_total") < 64.0 * 8 * CHUNK && th_now_ms() < end)
+		th_sleep_ms(10);
 	CHECK(sd_metric(&d, "sumcast_sent_bytes_total") == 64.0 * 8 * CHUNK, "sent bytes %g",
 	      sd_metric(&d, "sumcast_sent_bytes_total"));
 	CHECK(sd_metric(&d, "sumcast_errors_total{kind=\"send_error\"}") == 0, "send errors");

@@ -69,12 +69,19 @@ int main(void)
 	trank_post_result(&a[0], 0, 0, CHUNK, &rop);
 	trank_send_chunk(&a[0], 0, 0, SC_F32, SC_OP_SUM, 0, CHUNK, &sop);
 	struct trank *p0 = &a[0];
-	tranks_poll(&p0, 1, 100);
-	CHECK(sop.done && !sop.err, "rank 0's chunk not sent");
+	struct top *sops[1] = { &sop };
+	CHECK(tranks_wait(&p0, 1, sops, 1, 3000) == 0 && !sop.err, "rank 0's chunk not sent");
+	/* and received: the slot is partially filled (bounded wait, loaded hosts) */
+	uint64_t end = th_now_ms() + 3000;
+	while (sd_metric(&d, "sumcast_received_bytes_total") < CHUNK && th_now_ms() < end)
+		tranks_poll(&p0, 1, 10);
 	uint64_t t0 = th_now_ms();
 	kill(d.pid, SIGTERM);
-	tranks_poll(&p0, 1, 200);
-	CHECK(sd_http(&d, "/healthz", body, sizeof(body)) == 503, "healthz while draining: %s", body);
+	int hz = 0;
+	end = th_now_ms() + 1500;
+	while ((hz = sd_http(&d, "/healthz", body, sizeof(body))) != 503 && th_now_ms() < end)
+		tranks_poll(&p0, 1, 20);
+	CHECK(hz == 503, "healthz while draining: %d %s", hz, body);
 	/* the control listener is closed: a new connection fails or is closed */
 	uint64_t nonce;
 	int fd = ctl_connect(&d, &nonce);
