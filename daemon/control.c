@@ -219,6 +219,7 @@ static void job_end(struct daemon *d, struct job *j)
 			j->ranks[r].conn->job = NULL;
 			j->ranks[r].conn = NULL;
 		}
+	j->stuck_grace_ms = (uint32_t)d->cfg.stuck_grace_ms;
 	memset(&j->cmd_remove, 0, sizeof(j->cmd_remove));
 	j->cmd_remove.type = DCMD_REMOVE_JOB;
 	j->cmd_remove.job = j;
@@ -238,7 +239,7 @@ static void job_free(struct daemon *d, struct job *j)
 		event_free(j->join_timer);
 	if (j->region)
 		munmap(j->region, j->region_bytes);
-	d->mem_used -= j->mem_bytes;
+	d->mem_used -= j->region_released ? j->mem_bytes - j->region_bytes : j->mem_bytes;
 	j->thread->njobs--;
 	free(j->slots);
 	free(j->rslots);
@@ -704,6 +705,12 @@ static void queue_cb(evutil_socket_t fd, short what, void *arg)
 			break;
 		case DEV_ABORT:
 			job_abort(d, j, (enum wire_code)j->abort_code, "%s", j->abort_text);
+			break;
+		case DEV_RELEASED:
+			/* Stuck sends: the buffers are back, the bookkeeping stays
+			 * charged until the job is freed. */
+			j->region_released = true;
+			d->mem_used -= j->region_bytes;
 			break;
 		case DCMD_REMOVE_JOB:
 			SC_DBG("job 0x%" PRIx64 " (handle %u): %zu bytes back in the pool", j->id, j->handle,

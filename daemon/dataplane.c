@@ -356,6 +356,14 @@ static void addr_put(struct dthread *t, fi_addr_t fa)
 		}
 }
 
+static uint32_t addr_refs(struct dthread *t, fi_addr_t fa)
+{
+	for (size_t i = 0; i < t->naddrs; i++)
+		if (t->addrs[i].fa == fa)
+			return t->addrs[i].refs;
+	return 0;
+}
+
 static int cmd_add_job(struct dthread *t, struct job *j)
 {
 	int rc = fabric_mr_reg(t->fabric, j->region, j->region_bytes, &j->mr);
@@ -435,6 +443,7 @@ static void cmd_remove_job(struct dthread *t, struct dcmd *c)
 
 	(void)c;
 	j->removing = true;
+	j->removed_ns = dthread_now_ns();
 	if (!j->dead) {
 		j->dead = true; /* the control thread decided; no event needed */
 		job_cancel_recvs(t, j);
@@ -569,9 +578,58 @@ static void retries_run(struct dthread *t)
 	}
 }
 
+/* A removed job whose operations have not all completed: receives were
+ * cancelled, so what is left are result sends to ranks that do not take
+ * them (a hung process keeps a rendezvous send waiting). The buffers may
+ * still be read by the provider, so they are never freed before the
+ * completion. After stuck_grace_ms the job is logged, once. */
+static void stuck_check(struct dthread *t, struct job *j, uint64_t now)
+{
+	if (j->stuck_reported || now - j->removed_ns < (uint64_t)j->stuck_grace_ms * 1000000ull)
+		return;
+	j->stuck_reported = true;
+	/* Drop this job's AV references; an address no other job uses is
+	 * removed, and rxm then closes the connection and fails the sends. */
+	uint32_t removed = 0, shared = 0;
+	for (uint32_t r = 0; r < j->nranks; r++) {
+		struct job_rank *jr = &j->ranks[r];
+		if (!jr->added)
+			continue;
+		if (addr_refs(t, jr->fi_addr) > 1) {
+			shared++;
+			continue;
+		}
+		addr_put(t, jr->fi_addr);
+		jr->added = false;
+		removed++;
+	}
+	/* Give the buffers back without unmapping them: deregistered, a
+	 * provider (or a peer's RMA read) can no longer use them through the
+	 * MR, and MADV_DONTNEED frees the pages while the range stays mapped
+	 * (a stray read sees zeros, never a fault). The job struct, which the
+	 * operation contexts point into, lives on until they complete or the
+	 * daemon stops. */
+	fabric_mr_dereg(&j->mr);
+	int rc = madvise(j->region, j->region_bytes, MADV_DONTNEED);
+	SC_WARN("job 0x%" PRIx64 " (handle %u): %u result send(s) outstanding %llu ms after it ended; removed %u rank address(es) from the AV (%u shared with other jobs kept), %s its %zu buffer bytes",
+		j->id, j->handle, j->ops_out, (unsigned long long)((now - j->removed_ns) / 1000000ull),
+		removed, shared, rc ? "could not release" : "released", j->region_bytes);
+	if (rc)
+		return;
+	memset(&j->release_ev, 0, sizeof(j->release_ev));
+	j->release_ev.type = DEV_RELEASED;
+	j->release_ev.job = j;
+	evq_push(t->evq, &j->release_ev);
+}
+
 static void timeouts_scan(struct dthread *t, uint64_t now)
 {
 	for (struct job *j = t->jobs; j; j = j->dnext) {
+		atomic_store_explicit(&j->ops_seen, j->ops_out, memory_order_relaxed);
+		if (j->removing) {
+			stuck_check(t, j, now);
+			continue;
+		}
 		if (j->dead || !atomic_load_explicit(&j->partial, memory_order_relaxed))
 			continue;
 		uint64_t idle = now - j->last_activity_ns;

@@ -63,11 +63,13 @@ static void metrics_cb(struct evhttp_request *req, void *arg)
 	struct daemon *d = arg;
 	struct evbuffer *b = evbuffer_new();
 	struct stats s;
-	uint32_t jobs = 0;
+	uint32_t jobs = 0, ending = 0;
 
 	stats_sum(d, &s);
-	for (const struct job *j = d->jobs; j; j = j->next)
+	for (const struct job *j = d->jobs; j; j = j->next) {
 		jobs += j->state != JOB_ENDING;
+		ending += j->state == JOB_ENDING;
+	}
 	evbuffer_add_printf(b,
 			    "# HELP sumcast_build_info Build of this daemon.\n# TYPE sumcast_build_info gauge\n"
 			    "sumcast_build_info{version=\"%s\",provider=\"%s\",isa=\"%s\"} 1\n",
@@ -86,6 +88,8 @@ static void metrics_cb(struct evhttp_request *req, void *arg)
 		   "Time from the first to the last contribution of a chunk.", &s.straggler,
 		   hist_straggler_le);
 	METRIC(b, "sumcast_jobs", "gauge", "Jobs being served.", "%u", jobs);
+	METRIC(b, "sumcast_jobs_ending", "gauge",
+	       "Jobs that ended but still hold memory (operations outstanding).", "%u", ending);
 	METRIC(b, "sumcast_ranks", "gauge", "Ranks joined, over all jobs.", "%u", control_ranks(d));
 	evbuffer_add_printf(b, "# HELP sumcast_errors_total Errors by kind (refusals, aborts, dropped messages).\n"
 			       "# TYPE sumcast_errors_total counter\n");
@@ -147,12 +151,13 @@ static void stats_cb(struct evhttp_request *req, void *arg)
 				    "%s{\"id\":\"0x%" PRIx64 "\",\"handle\":%u,\"nranks\":%u,\"joined\":%u,"
 				    "\"window\":%u,\"chunk\":%u,\"types\":\"0x%x\",\"timeout_ms\":%u,"
 				    "\"memory\":%zu,\"buffer_bytes\":%zu,\"bookkeeping_bytes\":%zu,\"thread\":%u,\"state\":\"%s\",\"bytes_in\":%" PRIu64
-				    ",\"bytes_out\":%" PRIu64 ",\"chunks\":%" PRIu64 ",\"ranks\":[",
+				    ",\"bytes_out\":%" PRIu64 ",\"chunks\":%" PRIu64 ",\"ops_outstanding\":%u,\"ranks\":[",
 				    first ? "" : ",", j->id, j->handle, j->nranks, j->acked, j->window,
 				    j->chunk, j->dtype_mask, j->timeout_ms, j->mem_bytes, j->region_bytes,
 				    j->mem_bytes - j->region_bytes, j->thread->index,
 				    job_state_name(j->state), ctr_get(&j->bytes_in), ctr_get(&j->bytes_out),
-				    ctr_get(&j->chunks));
+				    ctr_get(&j->chunks),
+				    atomic_load_explicit((_Atomic uint32_t *)&j->ops_seen, memory_order_relaxed));
 		first = false;
 		for (uint32_t r = 0; r < j->nranks; r++) {
 			const struct job_rank *jr = &j->ranks[r];

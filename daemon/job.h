@@ -80,6 +80,9 @@ enum dcmd_type {
 	DCMD_ADD_RANK,    /* rc: 0 or -errno (bad address) */
 	DCMD_REMOVE_JOB,  /* answered as EV_REMOVED once every operation completed */
 	DEV_ABORT,        /* data thread -> control: job->abort_code/text */
+	DEV_RELEASED,     /* data -> control: a removed job's region was given back
+			   * to the kernel (stuck sends); its operations are
+			   * still outstanding */
 };
 struct dcmd {
 	int type;
@@ -130,6 +133,8 @@ struct job {
 	struct event *join_timer;
 	struct job *next;
 	bool abort_sent;
+	uint32_t stuck_grace_ms; /* set before REMOVE_JOB, read by the data thread */
+	bool region_released;    /* DEV_RELEASED seen: region_bytes not charged */
 	struct dcmd cmd_add, cmd_remove; /* commands live in the job: no malloc */
 
 	/* data */
@@ -142,12 +147,16 @@ struct job {
 	uint32_t trunc_drops;  /* oversize messages dropped (source unknown) */
 	uint64_t last_activity_ns;
 	bool dead, removing;
+	uint64_t removed_ns;   /* when REMOVE_JOB arrived */
+	bool stuck_reported;   /* ops outstanding past stuck_grace_ms: handled */
+	struct dcmd release_ev; /* DEV_RELEASED */
 	struct dcmd abort_ev;
 	uint16_t abort_code;
 	char abort_text[WIRE_TEXT_MAX];
 
 	/* shared (data writes, control reads) */
 	_Atomic uint32_t partial; /* slots with some but not all contributions */
+	_Atomic uint32_t ops_seen; /* ops_out as of the last scan (every 20 ms) */
 	_Atomic uint64_t bytes_in, bytes_out, chunks;
 
 	struct job_rank ranks[];

@@ -42,6 +42,7 @@ struct settings {
 	int64_t max_jobs;
 	int64_t timeout_ms;
 	int64_t join_timeout_ms;
+	int64_t stuck_grace_ms;
 	int64_t max_window;
 	uint64_t max_chunk;
 	/* [auth] */

@@ -1,0 +1,142 @@
+/* A result send that does not complete: rank 1 keeps its endpoint open but
+ * never posts the receive for its result (a hung process), so the daemon's
+ * rendezvous send of a 64 KiB result to it stays outstanding. Rank 0 then
+ * disconnects: the job is aborted, yet its memory cannot be returned while
+ * the provider may still read the buffer.
+ *
+ * Checked: the job is reported as ending with a send outstanding (/stats
+ * "state":"ending","ops_outstanding":1, sumcast_jobs_ending 1) and stays
+ * charged; once [job] stuck-grace (1 s here) is over the daemon logs it,
+ * drops the job's AV addresses, deregisters and frees (MADV_DONTNEED) the
+ * buffers: sumcast_memory_used_bytes falls to the bookkeeping and VmRSS by
+ * the region, while the job struct (the operation contexts) stays. Then
+ * the daemon still serves a new job and stops cleanly. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "test_daemon_harness.h"
+
+#define CHUNK (1u << 20)
+#define WINDOW 8u
+
+static struct sd d;
+
+static void tweak(struct wire_join *j)
+{
+	j->chunk_bytes = CHUNK;
+	j->window = WINDOW;
+	j->dtype_mask = 1u << SC_F32;
+}
+
+static long rss_kib(pid_t pid)
+{
+	char path[64], line[256];
+	long kib = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if (!(f = fopen(path, "r")))
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+			break;
+	fclose(f);
+	return kib;
+}
+
+static bool wait_metric(const char *name, double want, unsigned ms)
+{
+	uint64_t end = th_now_ms() + ms;
+	while (th_now_ms() < end) {
+		if (sd_metric(&d, name) == want)
+			return true;
+		th_sleep_ms(20);
+	}
+	return false;
+}
+
+int main(void)
+{
+	struct trank r[2];
+	struct top rop, sop[2];
+	struct wire_msg m;
+	static char st[1 << 16];
+
+	if (strcmp(th_provider(), "tcp;ofi_rxm"))
+		th_skip("the rendezvous send that never completes is tcp;ofi_rxm's");
+	if (sd_start(&d, "[job]\nmemory-budget = 256M\nstuck-grace = 1s\n"))
+		th_skip("sumcastd did not start (see above)");
+	bool ok = true;
+	for (int i = 0; i < 2; i++)
+		ok &= trank_open(&r[i], 4 * CHUNK) == 0 &&
+		      trank_join(&r[i], &d, 0xc01, (uint32_t)i, 2, tweak) == 0;
+	CHECK(ok, "join");
+	CHECK(trank_ready(&r[0], 3000) == 0 && trank_ready(&r[1], 3000) == 0, "READY");
+	struct trank *all[2] = { &r[0], &r[1] };
+	for (int i = 0; i < 2; i++)
+		for (size_t k = 0; k < CHUNK / 4; k++)
+			((float *)r[i].buf)[k] = 1.0f;
+	/* rank 0 waits for its result; rank 1 never posts a receive for it */
+	CHECK(trank_post_result(&r[0], 0, 0, CHUNK, &rop) == 0, "post");
+	CHECK(trank_send_chunk(&r[0], 0, 0, SC_F32, SC_OP_SUM, 0, CHUNK, &sop[0]) == 0 &&
+		      trank_send_chunk(&r[1], 0, 0, SC_F32, SC_OP_SUM, 0, CHUNK, &sop[1]) == 0,
+	      "send");
+	struct top *ops[3] = { &rop, &sop[0], &sop[1] };
+	CHECK(tranks_wait(all, 2, ops, 3, 5000) == 0 && !rop.err && rop.len == CHUNK, "rank 0 result");
+	CHECK(((float *)(r[0].buf + r[0].cap / 2))[7] == 2.0f, "sum");
+	tranks_poll(all, 2, 300); /* the send to rank 1 stays outstanding */
+	uint64_t used0 = (uint64_t)sd_metric(&d, "sumcast_memory_used_bytes");
+
+	long rss0 = rss_kib(d.pid);
+	/* rank 0's control connection drops: the job is aborted (rank_left) */
+	close(r[0].fd);
+	r[0].fd = -1;
+	int rc = ctl_recv(r[1].fd, &m, 3000);
+	CHECK(rc == 0 && m.type == WIRE_ABORT && m.u.abort.code == WIRE_E_RANK_LEFT,
+	      "rank 1: rc %d %s", rc, rc ? "" : wire_type_name(m.type));
+	trank_close(&r[0]);
+	CHECK(wait_metric("sumcast_jobs", 0, 3000), "job still counted");
+	CHECK(wait_metric("sumcast_jobs_ending", 1, 3000), "sumcast_jobs_ending %g",
+	      sd_metric(&d, "sumcast_jobs_ending"));
+	/* receives are cancelled at once; the send to rank 1 stays */
+	bool seen = false;
+	for (uint64_t e = th_now_ms() + 3000; !seen && th_now_ms() < e; th_sleep_ms(20))
+		seen = sd_http(&d, "/stats", st, sizeof(st)) == 200 &&
+		       strstr(st, "\"state\":\"ending\"") && strstr(st, "\"ops_outstanding\":1,");
+	CHECK(seen, "/stats: %.600s", st);
+	CHECK(sd_metric(&d, "sumcast_memory_used_bytes") == (double)used0 && used0 > 0,
+	      "memory while the send is outstanding: %g, was %llu",
+	      sd_metric(&d, "sumcast_memory_used_bytes"), (unsigned long long)used0);
+	uint64_t region = (uint64_t)WINDOW * CHUNK * 3;
+	/* stuck-grace (1 s): addresses dropped, buffers deregistered and freed,
+	 * only the bookkeeping stays charged */
+	CHECK(wait_metric("sumcast_memory_used_bytes", (double)(used0 - region), 5000),
+	      "memory after stuck-grace: %g, want %llu", sd_metric(&d, "sumcast_memory_used_bytes"),
+	      (unsigned long long)(used0 - region));
+	CHECK(sd_log_has(&d, "job 0xc01 (handle 1): 1 result send(s) outstanding") &&
+		      sd_log_has(&d, "removed 2 rank address(es) from the AV (0 shared with other jobs kept), released"),
+	      "stuck job not logged after stuck-grace");
+	th_sleep_ms(100);
+	long rss1 = rss_kib(d.pid);
+	printf("  job ended with a result send outstanding: %llu bytes charged, after stuck-grace %.0f; VmRSS %ld -> %ld KiB\n",
+	       (unsigned long long)used0, sd_metric(&d, "sumcast_memory_used_bytes"), rss0, rss1);
+	CHECK(rss0 - rss1 >= (long)(region / 1024 * 9 / 10), "VmRSS fell %ld KiB, region %llu KiB",
+	      rss0 - rss1, (unsigned long long)(region / 1024));
+	CHECK(sd_metric(&d, "sumcast_jobs_ending") == 1, "the job struct stays (contexts): %g",
+	      sd_metric(&d, "sumcast_jobs_ending"));
+	trank_close(&r[1]);
+
+	/* and the daemon still serves */
+	ok = true;
+	for (int i = 0; i < 2; i++)
+		ok &= trank_open(&r[i], 4 * CHUNK) == 0 &&
+		      trank_join(&r[i], &d, 0xc02, (uint32_t)i, 2, tweak) == 0;
+	CHECK(ok && trank_ready(&r[0], 3000) == 0 && trank_ready(&r[1], 3000) == 0, "new job");
+	for (int i = 0; i < 2; i++)
+		trank_close(&r[i]);
+	CHECK(sd_stop(&d, SIGTERM, 10000) == 0, "exit status after SIGTERM");
+	sd_cleanup(&d);
+	return th_summary("test_daemon_stuck");
+}
