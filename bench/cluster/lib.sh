@@ -280,6 +280,22 @@ for h in sorted((h for h in a if h != "cpu"), key=lambda h: (h[0], int(h[1:]))):
 EOF
 }
 
+# tbf drop counters: "<worker_up> <worker_down> <agg_up> <agg_down>" packets dropped so far,
+# up = host eth0 egress (host -> switch), down = switch port egress (switch -> host). TCP's
+# losses show here: several flows into one port (aggregators: W workers -> 1 aggregator, and
+# A aggregators -> 1 worker) overflow a tbf queue that one ring flow never fills.
+sc_tbf_drops() {
+  local i wu=0 wd=0 au=0 ad=0 d
+  for ((i = 0; i < SC_W + SC_A; i++)); do
+    local ns port
+    if ((i < SC_W)); then ns=$(sc_ns_w "$i"); port="w$i"; else ns=$(sc_ns_a $((i - SC_W))); port="a$((i - SC_W))"; fi
+    d=$(ip netns exec "$ns" tc -s qdisc show dev eth0 2>/dev/null | awk '/dropped/ { gsub(/[,()]/, ""); for (k = 1; k <= NF; k++) if ($k == "dropped") { print $(k + 1); exit } }')
+    local e; e=$(ip netns exec "$(sc_ns_sw)" tc -s qdisc show dev "$port" 2>/dev/null | awk '/dropped/ { gsub(/[,()]/, ""); for (k = 1; k <= NF; k++) if ($k == "dropped") { print $(k + 1); exit } }')
+    if ((i < SC_W)); then wu=$((wu + ${d:-0})); wd=$((wd + ${e:-0})); else au=$((au + ${d:-0})); ad=$((ad + ${e:-0})); fi
+  done
+  echo "$wu $wd $au $ad"
+}
+
 # ---- MPI ---------------------------------------------------------------------------------
 
 # Finds or builds the MPI benchmark; prints its path.

@@ -5,12 +5,13 @@
       adds "workers","aggs","link_mbit" (and "mode" when missing) to every JSON row, and,
       when the row has t_start/t_end and the link sampler caught >= 2 samples inside that
       window, "sampled_link_mbit" (busiest worker link, max of tx/rx), "sampled_agg_link_mbit"
-      and "cpu_busy" (share of all cores busy).
+      and "cpu_busy" (share of all cores busy). --sweep marks rows of a split sweep.
   report.py config --results F --workers W --aggs A --link-mbit R [--linkstat FILE]
       table of this configuration's rows next to the model, and per-link utilisation.
   report.py final --results F --out DIR
-      ratio tables (measured/model, sumcast/ring, sumcast/mpi per size), summary.md,
-      busbw-vs-size PNG per configuration (gnuplot).
+      nccl-tests style table per configuration and mode, ratio tables (sumcast/ring,
+      sumcast/mpi per size next to the model's ratio), the split sweep (fixed splits vs auto),
+      summary.md, busbw-vs-size PNG per configuration and type (gnuplot).
 python3 stdlib only.
 """
 import argparse, collections, json, os, shutil, subprocess, sys
@@ -95,6 +96,10 @@ def cmd_tag(a):
             continue
         r.setdefault("mode", a.mode)
         r["workers"], r["aggs"], r["link_mbit"] = a.workers, a.aggs, a.link_mbit
+        if a.agg_link_mbit:
+            r["agg_link_mbit"] = a.agg_link_mbit
+        if a.sweep:
+            r["sweep"] = True
         t0, t1 = r.get("t_start"), r.get("t_end")
         if t0 and t1:
             best = {"w": None, "a": None}
@@ -132,26 +137,63 @@ def config_rows(rows, W, A, R):
             and float(r.get("link_mbit", 0)) == float(R)]
 
 
+def key(r):
+    """Mode name, with the type when it is not f32 (ring/bf16)."""
+    t = r.get("type", "f32")
+    return r.get("mode", "?") + ("" if t == "f32" else "/" + t)
+
+
+MODE_ORDER = ("mpi", "mpi-ring") + SUMCAST_MODES
+
+
+def mode_sort(k):
+    m, _, t = k.partition("/")
+    return (t, MODE_ORDER.index(m) if m in MODE_ORDER else 99, m)
+
+
+def util_cols(r, R, RA):
+    """(worker util, aggregator util, cpu) strings: worker from in-band counters, else sampler."""
+    mx = r.get("link_max_mbit", r.get("sampled_link_mbit"))
+    ag = r.get("sampled_agg_link_mbit")
+    wu = f"{mx / R:.2f}" if mx is not None else "-"
+    au = f"{ag / RA:.2f}" if ag is not None and r.get("mode") not in ("mpi", "mpi-ring", "ring") else "-"
+    cpu = f"{r['cpu_busy']:.2f}" if "cpu_busy" in r else "-"
+    return wu, au, cpu
+
+
+def nccl_table(rows, mode_key, W, R, RA, P):
+    """nccl-tests style: one line per size of one mode."""
+    es = {"f32": 4, "bf16": 2, "f16": 2, "f64": 8, "i32": 4, "u32": 4, "i64": 8, "u64": 8,
+          "i8": 1, "u8": 1}
+    P(f"#  mode {mode_key}: W={W}, link {R:g} Mbit/s")
+    P(f"#{'size':>11} {'count':>11} {'type':>5} {'redop':>5} {'time(us)':>12} {'algbw':>8}"
+      f" {'busbw':>8} {'#wrong':>6} {'w_util':>6} {'a_util':>6} {'cpu':>5} {'n':>3}")
+    for r in sorted(rows, key=lambda r: r["bytes"]):
+        wu, au, cpu = util_cols(r, R, RA)
+        t = r.get("type", "f32")
+        n = r.get("samples", r.get("reps", "-"))
+        P(f" {r['bytes']:11d} {r['bytes'] // es.get(t, 4):11d} {t:>5} {'sum':>5}"
+          f" {r['time_us']:12.1f} {r['algbw_gbps']:8.4f} {r['busbw_gbps']:8.4f}"
+          f" {r.get('wrong', '-'):>6} {wu:>6} {au:>6} {cpu:>5} {n:>3}")
+
+
 def cmd_config(a):
     rows = config_rows(load_rows(a.results), a.workers, a.aggs, a.link_mbit)
     m = model.predict(a.workers, a.aggs, a.link_mbit, a.agg_link_mbit)
+    RA = a.agg_link_mbit or a.link_mbit
     print(f"\n## W={a.workers} A={a.aggs} link {a.link_mbit:g} Mbit/s"
           f" (model busbw: ring {m['ring']['busbw_gbps']:.4f} GB/s"
           + (f", agg {m['agg']['busbw_gbps']:.4f}, split {m['split']['busbw_gbps']:.4f}"
              if "agg" in m else "") + ")")
-    print(f"  {'mode':<6} {'size':>6} {'time_us':>12} {'algbw':>8} {'busbw':>8} {'bus/link':>8}"
-          f" {'link_tx':>8} {'link_rx':>8} {'util':>6} {'cpu':>5} {'wrong':>5} {'reps':>4}")
-    link_gbps = a.link_mbit / 8 / 1000
-    for r in sorted(rows, key=lambda r: (r.get("mode", ""), r.get("bytes", 0))):
-        tx = r.get("link_tx_mbit", r.get("sampled_link_mbit"))
-        rx = r.get("link_rx_mbit", r.get("sampled_link_mbit"))
-        mx = r.get("link_max_mbit", r.get("sampled_link_mbit"))
-        util = f"{mx / a.link_mbit:6.2f}" if mx is not None else f"{'-':>6}"
-        cpu = f"{r['cpu_busy']:5.2f}" if "cpu_busy" in r else f"{'-':>5}"
-        print(f"  {r.get('mode', '?'):<6} {fmt_size(r['bytes']):>6} {r['time_us']:12.1f}"
-              f" {r['algbw_gbps']:8.4f} {r['busbw_gbps']:8.4f} {r['busbw_gbps'] / link_gbps:8.3f}"
-              f" {tx if tx is not None else '-':>8} {rx if rx is not None else '-':>8} {util}"
-              f" {cpu} {r.get('wrong', '-'):>5} {r.get('reps', '-'):>4}")
+    print("  w_util: busiest worker link / configured (in-band counters of the ranks), a_util: busiest"
+          " aggregator link (sampler, this size's window), cpu: all cores busy (sampler)")
+    by = collections.defaultdict(list)
+    for r in rows:
+        by[key(r)].append(r)
+    for k in sorted(by, key=mode_sort):
+        out = []
+        nccl_table(by[k], k, a.workers, a.link_mbit, RA, out.append)
+        print("\n".join("  " + x for x in out))
     ls = load_linkstat(a.linkstat)
     hosts = sorted((h for h in ls if h != "cpu"), key=lambda h: (h[0] != "w", int(h[1:])))
     if hosts:
@@ -160,7 +202,7 @@ def cmd_config(a):
               f" {'tx_MiB':>9} {'rx_MiB':>9}")
         for h in hosts:
             ptx, prx, tot = peak_rates(ls[h])
-            conf = a.link_mbit if h.startswith("w") else (a.agg_link_mbit or a.link_mbit)
+            conf = a.link_mbit if h.startswith("w") else RA
             print(f"    {h:<5} {conf:10g} {ptx:8.1f} {prx:8.1f} {max(ptx, prx) / conf:9.3f}"
                   f" {tot[0] / 2**20:9.1f} {tot[1] / 2**20:9.1f}")
         c = ls.get("cpu", [])
@@ -184,6 +226,10 @@ def gnuplot_term():
     return None
 
 
+def fr(a, b):
+    return f"{a / b:.3f}" if a and b else "-"
+
+
 def cmd_final(a):
     rows = load_rows(a.results)
     os.makedirs(a.out, exist_ok=True)
@@ -192,85 +238,136 @@ def cmd_final(a):
     lines = []
     P = lines.append
     P("# Emulated cluster: allreduce results\n")
-    P("busbw = algbw * 2(W-1)/W (nccl-tests); model: bench/cluster/model.py (link rate, no TCP"
-      " overhead); `util` = busiest worker link's measured rate / configured rate.\n")
+    P("busbw = algbw * 2(W-1)/W (nccl-tests), GB/s. Model: bench/cluster/model.py (link rate, no TCP"
+      " overhead). w_util = busiest worker link's measured rate / configured rate (in-band"
+      " counters), a_util = busiest aggregator link (sampler), cpu = share of both cores busy."
+      " Sumcast / MPI uses the better of mpi and mpi-ring at each size (f32).\n")
     term = None if a.no_plots else gnuplot_term()
     for (W, A, R) in configs:
         cr = config_rows(rows, W, A, R)
-        m = model.predict(W, A, R)
-        by_mode = collections.defaultdict(dict)
-        for r in cr:
-            by_mode[r.get("mode", "?")][r["bytes"]] = r
-        sizes = sorted({r["bytes"] for r in cr})
-        P(f"\n## W={W} A={A} link {R:g} Mbit/s\n")
+        RA = next((float(r["agg_link_mbit"]) for r in cr if r.get("agg_link_mbit")), R)
+        m = model.predict(W, A, R, RA)
+        main = [r for r in cr if not r.get("sweep")]
+        sweep = [r for r in cr if r.get("sweep")]
+        by = collections.defaultdict(dict)
+        for r in main:
+            by[key(r)][r["bytes"]] = r
+        keys = sorted(by, key=mode_sort)
+        sizes = sorted({r["bytes"] for r in main})
+        load = sorted(r["loadavg1"] for r in cr if "loadavg1" in r)
+        P(f"\n## W={W} A={A} link {R:g} Mbit/s" + (f" (aggregators {RA:g})" if RA != R else ""))
         mr = m["ring"]["busbw_gbps"]
-        P(f"model busbw (GB/s): ring {mr:.4f}" + (
+        P(f"\nmodel busbw: ring {mr:.4f}" + (
             f", agg {m['agg']['busbw_gbps']:.4f}, split {m['split']['busbw_gbps']:.4f}"
-            f" (split/ring {m['ratio_split_ring']:.3f})" if "agg" in m else "") + "\n")
-        modes = [x for x in ("mpi", "mpi-ring") + SUMCAST_MODES if x in by_mode]
-        mpis = [x for x in ("mpi", "mpi-ring") if x in by_mode]
-        hdr = ("| size | " + " | ".join(f"{x} busbw" for x in modes) + " |"
-               + "".join(f" {x}/model-ring | {x} util |" for x in mpis))
-        for x in SUMCAST_MODES:
-            if x in by_mode:
-                hdr += f" {x}/ring-model | {x}/mpi |"
-                if "ring" in by_mode and x != "ring":
-                    hdr += f" {x}/ring |"
-        P(hdr)
-        P("|" + "---|" * (hdr.count("|") - 1))
-        for s in sizes:
-            cells = [fmt_size(s)]
-            for x in modes:
-                r = by_mode[x].get(s)
-                cells.append(f"{r['busbw_gbps']:.4f}" if r else "-")
-            for x in mpis:
-                q = by_mode[x].get(s)
-                cells.append(f"{q['busbw_gbps'] / mr:.3f}" if q else "-")
-                u = q and (q.get("link_max_mbit") or q.get("sampled_link_mbit"))
-                cells.append(f"{u / R:.2f}" if u else "-")
-            # Sumcast is compared with the better of the two MPI runs at each size.
-            cand = [by_mode[x][s] for x in mpis if s in by_mode[x]]
-            mp = max(cand, key=lambda q: q["busbw_gbps"]) if cand else None
-            for x in SUMCAST_MODES:
-                if x not in by_mode:
+            f" (aggregator share {m['split']['fraction']:.3f}; split/ring {m['ratio_split_ring']:.3f},"
+            f" agg/ring {m['ratio_agg_ring']:.3f})" if "agg" in m else "")
+          + (f". loadavg1 at the rows: {load[0]:g}..{load[-1]:g}" if load else "") + "\n")
+        P("```")
+        for k in keys:
+            nccl_table(by[k].values(), k, W, R, RA, P)
+        P("```")
+        types = sorted({k.partition("/")[2] for k in keys})
+        mpis = [x for x in ("mpi", "mpi-ring") if x in by]
+        for t in types:
+            sfx = "" if not t else "/" + t
+            sc = [x + sfx for x in SUMCAST_MODES if x + sfx in by]
+            if not sc:
+                continue
+            P(f"\n### Ratios ({t or 'f32'}): Sumcast / ring (same run) and Sumcast / MPI, per size,"
+              " next to the model\n")
+            hdr = ["size"] + [f"{x} busbw" for x in sc] + [f"{x} busbw" for x in mpis]
+            for x in sc:
+                if x.startswith("ring"):
                     continue
-                r = by_mode[x].get(s)
-                cells.append(f"{r['busbw_gbps'] / mr:.3f}" if r else "-")
-                cells.append(f"{r['busbw_gbps'] / mp['busbw_gbps']:.3f}" if r and mp else "-")
-                if "ring" in by_mode and x != "ring":
-                    rr = by_mode["ring"].get(s)
-                    cells.append(f"{r['busbw_gbps'] / rr['busbw_gbps']:.3f}" if r and rr else "-")
-            P("| " + " | ".join(cells) + " |")
-        # gnuplot: data per mode, model lines
-        base = f"busbw-W{W}-A{A}-R{R:g}"
-        for x in modes:
-            with open(os.path.join(a.out, f"{base}-{x}.dat"), "w") as f:
-                f.write("# bytes busbw_gbps\n")
-                for s in sorted(by_mode[x]):
-                    f.write(f"{s} {by_mode[x][s]['busbw_gbps']}\n")
-        if term and shutil.which("gnuplot") and sizes:
-            plots = [f"'{base}-{x}.dat' using 1:2 with linespoints lw 2 pt 7 title '{x} (measured)'"
-                     for x in modes]
-            plots.append(f"{mr} with lines dt 2 lw 1.5 lc rgb '#444444' title 'model: ring = link'")
-            if "agg" in m:
-                plots.append(f"{m['split']['busbw_gbps']} with lines dt 3 lw 1.5 lc rgb '#aa0000'"
-                             f" title 'model: sumcast split ({m['ratio_split_ring']:.2f}x ring)'")
-            gp = os.path.join(a.out, f"{base}.gp")
-            with open(gp, "w") as f:
-                f.write(f"set terminal {term}\nset output '{base}.png'\n"
-                        f"set title 'allreduce f32 sum, W={W} workers, A={A} aggregators, "
-                        f"{R:g} Mbit/s links (tc tbf, netns)'\n"
-                        "set logscale x 2\nset format x '%.0b%BB'\nset xlabel 'message size'\n"
-                        "set ylabel 'busbw (GB/s)'\nset yrange [0:*]\nset grid\n"
-                        f"set xrange [{sizes[0] / 1.5}:{sizes[-1] * 1.5}]\n"
-                        "set key bottom right\n"
-                        "plot " + ", \\\n     ".join(plots) + "\n")
-            r = subprocess.run(["gnuplot", os.path.basename(gp)], cwd=a.out, capture_output=True,
-                               text=True, timeout=60)
-            if r.returncode == 0:
-                P(f"\n![busbw W={W} A={A}]({base}.png)\n")
-            else:
-                print(f"gnuplot failed for {base}: {r.stderr.strip()}", file=sys.stderr)
+                mod = m.get("ratio_" + x.partition("/")[0] + "_ring")
+                hdr += [f"{x}/ring", f"model {mod:.3f}" if mod else "model"]
+            for x in sc:
+                mod = m.get("ratio_" + x.partition("/")[0] + "_ring") if not x.startswith("ring") else 1.0
+                hdr += [f"{x}/MPI", f"model {mod:.3f}" if mod else "model"]
+            P("| " + " | ".join(hdr) + " |")
+            P("|" + "---|" * len(hdr))
+            ring = by.get("ring" + sfx, {})
+            for s in sizes:
+                c = [fmt_size(s)]
+                for x in sc + mpis:
+                    r = by[x].get(s)
+                    c.append(f"{r['busbw_gbps']:.4f}" if r else "-")
+                cand = [by[x][s] for x in mpis if s in by[x]]
+                mp = max(cand, key=lambda q: q["busbw_gbps"]) if cand else None
+                for x in sc:
+                    if x.startswith("ring"):
+                        continue
+                    r, rr = by[x].get(s), ring.get(s)
+                    c.append(fr(r and r["busbw_gbps"], rr and rr["busbw_gbps"]))
+                    c.append(f"{m.get('ratio_' + x.partition('/')[0] + '_ring', 0):.3f}")
+                for x in sc:
+                    r = by[x].get(s)
+                    c.append(fr(r and r["busbw_gbps"], mp and mp["busbw_gbps"]))
+                    c.append("1.000" if x.startswith("ring") else
+                             f"{m.get('ratio_' + x.partition('/')[0] + '_ring', 0):.3f}")
+                P("| " + " | ".join(c) + " |")
+        if sweep:
+            sw = collections.defaultdict(dict)
+            for r in sweep:
+                sw[r["mode"]][r["bytes"]] = r
+            names = sorted(sw, key=lambda n: (n == "auto", float(n[1:]) if n[0] == "x" else 2))
+            fixed = [n for n in names if n != "auto"]
+            P(f"\n### Split sweep (f32, splits interleaved in one run): busbw, best fixed split,"
+              f" auto / best fixed. Model: best split {m['split']['fraction']:.3f},"
+              f" split/ring {m['ratio_split_ring']:.3f}\n")
+            hdr = ["size"] + [f"{n} busbw" for n in names] + ["best fixed", "auto split", "auto/best",
+                                                                "w_util auto", "model busbw"]
+            P("| " + " | ".join(hdr) + " |")
+            P("|" + "---|" * len(hdr))
+            for s in sorted({r["bytes"] for r in sweep}):
+                c = [fmt_size(s)]
+                for n in names:
+                    r = sw[n].get(s)
+                    c.append(f"{r['busbw_gbps']:.4f}" if r else "-")
+                fx = [(sw[n][s]["busbw_gbps"], n) for n in fixed if s in sw[n]]
+                best = max(fx) if fx else None
+                au = sw.get("auto", {}).get(s)
+                c.append(f"{best[1][1:]} ({best[0]:.4f})" if best else "-")
+                c.append(f"{au['split']:.3f}" if au else "-")
+                c.append(fr(au and au["busbw_gbps"], best and best[0]))
+                c.append(util_cols(au, R, RA)[0] if au else "-")
+                c.append(f"{m['split']['busbw_gbps']:.4f}")
+                P("| " + " | ".join(c) + " |")
+        # gnuplot: one plot per type, all modes of that type plus MPI (f32), model lines
+        for t in types or [""]:
+            sfx = "" if not t else "/" + t
+            pk = [k for k in keys if (k.partition("/")[2] == t) or (k in mpis)]
+            if not pk:
+                continue
+            base = f"busbw-W{W}-A{A}-R{R:g}" + (f"-{t}" if t else "")
+            for x in pk:
+                with open(os.path.join(a.out, f"{base}-{x.replace('/', '_')}.dat"), "w") as f:
+                    f.write("# bytes busbw_gbps\n")
+                    for s in sorted(by[x]):
+                        f.write(f"{s} {by[x][s]['busbw_gbps']}\n")
+            if term and shutil.which("gnuplot") and sizes:
+                plots = [f"'{base}-{x.replace('/', '_')}.dat' using 1:2 with linespoints lw 2 pt 7"
+                         f" title '{x}'" for x in pk]
+                plots.append(f"{mr} with lines dt 2 lw 1.5 lc rgb '#444444' title 'model: ring = link'")
+                if "agg" in m:
+                    plots.append(f"{m['split']['busbw_gbps']} with lines dt 3 lw 1.5 lc rgb '#aa0000'"
+                                 f" title 'model: sumcast ({m['ratio_split_ring']:.2f}x ring)'")
+                gp = os.path.join(a.out, f"{base}.gp")
+                with open(gp, "w") as f:
+                    f.write(f"set terminal {term}\nset output '{base}.png'\n"
+                            f"set title 'allreduce sum ({t or 'f32'}; MPI f32), W={W} workers, A={A}"
+                            f" aggregators, {R:g} Mbit/s links (tc tbf, netns)'\n"
+                            "set logscale x 2\nset format x '%.0b%BB'\nset xlabel 'message size'\n"
+                            "set ylabel 'busbw (GB/s)'\nset yrange [0:*]\nset grid\n"
+                            f"set xrange [{sizes[0] / 1.5}:{sizes[-1] * 1.5}]\n"
+                            "set key bottom right\n"
+                            "plot " + ", \\\n     ".join(plots) + "\n")
+                r = subprocess.run(["gnuplot", os.path.basename(gp)], cwd=a.out, capture_output=True,
+                                   text=True, timeout=60)
+                if r.returncode == 0:
+                    P(f"\n![busbw W={W} A={A} {t or 'f32'}]({base}.png)\n")
+                else:
+                    print(f"gnuplot failed for {base}: {r.stderr.strip()}", file=sys.stderr)
     with open(os.path.join(a.out, "summary.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
@@ -299,6 +396,7 @@ def main():
         q.add_argument("--agg-link-mbit", type=float)
         q.add_argument("--linkstat")
     t.add_argument("--mode", required=True)
+    t.add_argument("--sweep", action="store_true")
     c.add_argument("--results", required=True)
     f = sub.add_parser("final")
     f.add_argument("--results", required=True)

@@ -685,6 +685,20 @@ static const char *op_name(ncclRedOp_t op)
 	return (unsigned)op < 4 ? n[op] : "?";
 }
 
+/* SUMCAST_HARNESS_POLL_US: sleep this long after a test() that found
+ * nothing done (default 0: spin, yielding when there are more ranks than 2).
+ * On the emulated cluster W ranks and A daemons share 2 cores with the
+ * kernel's veth/tbf/TCP work; spinning ranks would starve it. */
+static long poll_us(void)
+{
+	static long v = -1;
+	if (v < 0) {
+		const char *e = getenv("SUMCAST_HARNESS_POLL_US");
+		v = e && atol(e) > 0 ? atol(e) : 0;
+	}
+	return v;
+}
+
 /* NCCL's proxy: chunks of at most 2 MiB, up to 8 outstanding, tested in order. */
 static void allreduce_chunked(void *cc, uint8_t *send, uint8_t *recv, size_t count, ncclDataType_t t,
 			      ncclRedOp_t op, void *mh)
@@ -707,7 +721,9 @@ static void allreduce_chunked(void *cc, uint8_t *send, uint8_t *recv, size_t cou
 		}
 		int size = -1;
 		if (done < issued && !c_test(reqs[done % 8], &size)) {
-			if (opt.nranks > 2)
+			if (poll_us())
+				usleep((useconds_t)poll_us());
+			else if (opt.nranks > 2)
 				sched_yield(); /* more ranks than cores here: let the peers run */
 		} else if (done < issued) {
 			size_t off = done * per, n = count - off < per ? count - off : per;
@@ -1308,6 +1324,14 @@ static int daemons_start(char *aggs, size_t len)
 	return 0;
 }
 
+/* SIGTERM/SIGINT in the parent: stop the ranks and daemons, remove the
+ * rendezvous dir, exit 128 + signal (bench/cluster/run stops us so). */
+static volatile sig_atomic_t stop_sig;
+static void on_stop(int sig)
+{
+	stop_sig = sig;
+}
+
 static int run_ranks(void (*fn)(void))
 {
 	pid_t pids[MAX_RANKS];
@@ -1319,6 +1343,8 @@ static int run_ranks(void (*fn)(void))
 		pids[r] = fork();
 		if (pids[r] == 0) {
 			my_rank = r;
+			signal(SIGTERM, SIG_DFL);
+			signal(SIGINT, SIG_DFL);
 			enter_netns(r);
 			fn();
 			fflush(stdout);
@@ -1349,6 +1375,11 @@ static int run_ranks(void (*fn)(void))
 		}
 		if (rc)
 			break; /* one rank failed: the others may wait forever */
+		if (stop_sig) {
+			fprintf(stderr, "signal %d: stopping %d ranks\n", (int)stop_sig, left);
+			rc = 128 + stop_sig;
+			break;
+		}
 		usleep(2000);
 	}
 	for (int r = 0; r < opt.nranks; r++)
@@ -1517,6 +1548,9 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 	}
 	snprintf(rv_dir, sizeof(rv_dir), "/tmp/sumcast-harness-XXXXXX");
 	CHECK(mkdtemp(rv_dir), "mkdtemp");
+	struct sigaction sa = { .sa_handler = on_stop };
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
 	setenv("SUMCAST_PROVIDER", "tcp", 0);
 	setenv("SUMCAST_IFACE", "127.0.0.1", 0);
 	setenv("SUMCAST_CONNECT_TIMEOUT", "10s", 0);
