@@ -34,6 +34,9 @@
 #define CLIENT_WINDOW_DEFAULT 8u
 #define CLIENT_TIMEOUT_DEFAULT 30000u
 #define CLIENT_REQS_DEFAULT 64u
+#ifndef CLIENT_EAGER_CHUNKS
+#define CLIENT_EAGER_CHUNKS 4u /* eager cut for shards up to this many eager chunks */
+#endif
 #define CLIENT_CQ_BATCH 32
 #define CLIENT_CTL_INTERVAL_NS 1000000ull /* control sockets: at most every 1 ms */
 #define CLIENT_DRAIN_MS 2000u             /* bounded wait for cancelled receives */
@@ -96,6 +99,7 @@ struct client_agg {
 
 struct req_agg {
 	size_t off, end; /* bytes of this aggregator's shard not yet issued */
+	size_t chunk;    /* chunk bytes for this request here (client_chunk_for) */
 	int32_t next;    /* next request in this aggregator's queue */
 };
 
@@ -119,7 +123,7 @@ struct client {
 	struct fabric *fab;
 	bool own_fabric;
 	uint64_t job_id;
-	uint32_t rank, nranks, chunk_bytes, window, dtype_mask, timeout_ms;
+	uint32_t rank, nranks, chunk_bytes, window, dtype_mask, timeout_ms, eager_bytes;
 	uint8_t key[256];
 	size_t key_len;
 	size_t naggs;
@@ -166,6 +170,44 @@ void client_shard(size_t count, size_t elem_size, size_t naggs, size_t agg, size
 	hi = agg == naggs - 1 ? count : ((agg + 1) * per < count ? (agg + 1) * per : count);
 	*first = lo;
 	*n = hi - lo;
+}
+
+/* The eager cut: a shard that fits in one window of eager-sized chunks goes
+ * as eager messages (each one send + one completion on both sides), since a
+ * message above the provider's eager limit costs rxm several progress round
+ * trips (SAR or rendezvous), which on a loaded host are scheduler waits.
+ * Larger shards keep the granted chunk: there the per-message costs are
+ * amortised and more, smaller messages only add completions. Chunks are
+ * whole elements; the same inputs give the same cut on every rank. */
+size_t client_chunk_for(size_t shard_bytes, size_t elem_size, uint32_t chunk_bytes,
+			uint32_t window, uint32_t eager_bytes)
+{
+	size_t chunk, eager;
+
+	if (!elem_size)
+		return chunk_bytes;
+	chunk = chunk_bytes / elem_size * elem_size;
+	eager = eager_bytes / elem_size * elem_size;
+	if (eager && eager < chunk && shard_bytes > eager &&
+	    shard_bytes <= (size_t)(window < CLIENT_EAGER_CHUNKS ? window : CLIENT_EAGER_CHUNKS) * eager)
+		return eager;
+	return chunk;
+}
+
+uint32_t client_eager_default(const char *provider)
+{
+	const char *env;
+	char *end;
+
+	if (!provider || !strstr(provider, "ofi_rxm"))
+		return 0;
+	env = getenv("FI_OFI_RXM_EAGER_LIMIT");
+	if (env && *env) {
+		unsigned long long v = strtoull(env, &end, 0);
+		if (!*end && v <= (64ull << 20))
+			return (uint32_t)v;
+	}
+	return 16384;
 }
 
 /* ---- errors ---- */
@@ -344,7 +386,7 @@ static void agg_issue(struct client *c, size_t ai)
 		struct client_slot *s = &a->slots[si];
 		if (s->req >= 0)
 			break; /* credit: chunk c - window has not completed */
-		size_t chunk = a->chunk_bytes / r->esize * r->esize;
+		size_t chunk = ra->chunk;
 		size_t len = ra->end - ra->off < chunk ? ra->end - ra->off : chunk;
 		uint32_t seq = (uint32_t)(a->next_c & WIRE_SEQ_MASK);
 		struct client_op *ro = &c->ops[(ai * c->window + si) * 2 + 1];
@@ -826,6 +868,7 @@ int client_create(const struct client_params *p, struct client **out)
 	c->dtype_mask = p->dtype_mask ? p->dtype_mask : (1u << SC_DTYPE_COUNT) - 1;
 	c->timeout_ms = p->timeout_ms ? p->timeout_ms : CLIENT_TIMEOUT_DEFAULT;
 	c->max_requests = p->max_requests ? p->max_requests : CLIENT_REQS_DEFAULT;
+	c->eager_bytes = p->eager_bytes;
 	if (p->key_len)
 		memcpy(c->key, p->key, p->key_len);
 	c->key_len = p->key_len;
@@ -994,7 +1037,9 @@ int client_allreduce(struct client *c, const void *send, void *recv, size_t coun
 		r->ra[ai].next = -1;
 		if (!n)
 			continue;
-		size_t chunk = a->chunk_bytes / r->esize * r->esize;
+		size_t chunk = client_chunk_for(n * r->esize, r->esize, a->chunk_bytes, a->window,
+						c->eager_bytes);
+		r->ra[ai].chunk = chunk;
 		r->chunks_left += (n * r->esize + chunk - 1) / chunk;
 		q_push(c, a, r, ai);
 	}

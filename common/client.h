@@ -45,6 +45,14 @@ struct client_params {
 	size_t naggs;
 	const char *const *aggs; /* "host:port" control endpoints */
 	uint32_t max_requests;   /* outstanding client_allreduce calls, 0: 64 */
+	/* v1.2: the provider's eager limit (largest message it sends without a
+	 * rendezvous / SAR exchange), 0: no eager cut. A request whose shard on
+	 * an aggregator fits in window x eager_bytes is cut into chunks of at
+	 * most eager_bytes there (one round trip each instead of several);
+	 * larger shards use the granted chunk. Every rank of a job must pass
+	 * the same value (chunk boundaries decide which bytes a seq carries).
+	 * client_eager_default() gives a provider's figure. */
+	uint32_t eager_bytes;
 };
 
 struct client;
@@ -109,5 +117,20 @@ int client_agg_info(const struct client *c, size_t agg, uint32_t *job_handle, ui
 typedef void (*client_foreign_cqe_fn)(void *arg, const struct fabric_cqe *e);
 void client_set_foreign_cqe(struct client *c, client_foreign_cqe_fn fn, void *arg);
 int client_handle_cqe(struct client *c, const struct fabric_cqe *e);
+
+/* Additions (client library v1.2) ------------------------------------- */
+
+/* The eager limit to use for a provider name as fabric_provider() spells it
+ * ("tcp;ofi_rxm", "shm", ...): 16 KiB for the ofi_rxm providers (rxm's
+ * FI_OFI_RXM_EAGER_LIMIT default; the environment variable overrides it if
+ * set), 0 (no eager cut) for the others. */
+uint32_t client_eager_default(const char *provider);
+
+/* Chunk size in bytes that client_allreduce() uses for a shard of
+ * shard_bytes of elements of elem_size on an aggregator that granted
+ * chunk_bytes and window, with the given eager limit. Exposed so tests and
+ * the docs agree with the code. */
+size_t client_chunk_for(size_t shard_bytes, size_t elem_size, uint32_t chunk_bytes,
+			uint32_t window, uint32_t eager_bytes);
 
 #endif

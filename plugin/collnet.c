@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -44,6 +45,7 @@ struct coll_handle {
 	uint32_t link_mbps, agg_mbps;
 	uint32_t lat_ns; /* one hop, for the split's latency terms */
 	uint64_t small_bytes;
+	uint32_t eager_bytes; /* eager cut for aggregator chunks and ring columns, 0: none */
 };
 _Static_assert(sizeof(struct coll_handle) <= NCCL_NET_HANDLE_MAXSIZE, "handle too large");
 
@@ -81,6 +83,7 @@ struct coll_comm {
 	uint32_t rank, nranks;
 	uint64_t job_id;
 	struct split_model model;
+	uint32_t eager_bytes; /* rank 0's */
 	uint32_t seq;
 	struct coll_stats st;
 	char aggs_buf[CFG_STR_MAX];
@@ -91,15 +94,43 @@ struct coll_comm {
 	struct coll_req reqs[COLL_REQS];
 };
 
+/* SUMCAST_EAGER_BYTES: "auto" (the provider's figure, client_eager_default;
+ * 0 while the provider is not known yet), or a size with K/M suffix, 0: off. */
+static int eager_parse(const char *s, const char *provider, uint32_t *out)
+{
+	unsigned long long v;
+	char *end;
+
+	if (!s || !*s || !strcasecmp(s, "auto")) {
+		*out = provider ? client_eager_default(provider) : 0;
+		return 0;
+	}
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (*end == 'k' || *end == 'K')
+		v <<= 10, end++;
+	else if (*end == 'm' || *end == 'M')
+		v <<= 20, end++;
+	if (errno || *end || end == s || v > (64ull << 20))
+		return -EINVAL;
+	*out = (uint32_t)v;
+	return 0;
+}
+
 int colln_listen(int dev, void *handle, void **listen_comm)
 {
 	struct coll_handle *h = handle;
 	struct coll_listen *lc;
 	double split;
+	uint32_t eager;
 	int rc;
 
 	if (dev != 0)
 		return -EINVAL;
+	if (eager_parse(plugin_cfg.eager_bytes, NULL, &eager)) {
+		SC_WARN("SUMCAST_EAGER_BYTES=%s: want auto or a size up to 64M", plugin_cfg.eager_bytes);
+		return -EINVAL;
+	}
 	if (split_parse(plugin_cfg.split, &split)) {
 		SC_WARN("SUMCAST_SPLIT=%s: want auto or a fraction in [0, 1]", plugin_cfg.split);
 		return -EINVAL;
@@ -129,6 +160,7 @@ int colln_listen(int dev, void *handle, void **listen_comm)
 	h->link_mbps = plugin_props_get(0, &pp) ? 25000 : (uint32_t)pp.speed_mbps;
 	h->agg_mbps = plugin_cfg.agg_gbps > 0 ? (uint32_t)(plugin_cfg.agg_gbps * 1000) : h->link_mbps;
 	h->small_bytes = plugin_cfg.small_bytes;
+	eager_parse(plugin_cfg.eager_bytes, fabric_provider(lc->f), &h->eager_bytes);
 	h->lat_ns = plugin_props_get(0, &pp) ? 10000 : (uint32_t)(pp.latency_us * 1000);
 	if (split_hosts_local(plugin_cfg.aggregators))
 		h->flags |= COLL_F_SHARED_HOST;
@@ -240,6 +272,7 @@ static int coll_join(struct coll_comm *cc, uint64_t deadline)
 		.key_len = cc->key_len,
 		.naggs = cc->naggs,
 		.aggs = cc->aggs,
+		.eager_bytes = cc->eager_bytes,
 	};
 	int rc = client_create(&p, &cc->client);
 	if (rc) {
@@ -307,6 +340,8 @@ int colln_connect(void *handles[], int nranks, int rank, void *listen_comm, void
 		       COLL_REQS);
 	if (rc)
 		goto err_free;
+	cc->eager_bytes = h0->eager_bytes;
+	cc->ring.eager_bytes = h0->eager_bytes;
 
 	aggs_parse(cc);
 	int32_t joined = 0;
@@ -328,14 +363,15 @@ int colln_connect(void *handles[], int nranks, int rank, void *listen_comm, void
 	if (use_aggs) {
 		cc->model.naggs = (uint32_t)cc->naggs;
 		SC_INFO("collnet job 0x%016llx: rank %d of %d, %zu aggregators (%s) + ring, split %s "
-			"(model %.2f, link %.1f / aggregator %.1f Gb/s, hop %.1f us%s), connected in %.1f ms",
+			"(model %.2f, link %.1f / aggregator %.1f Gb/s, hop %.1f us%s), eager cut %u B, "
+			"connected in %.1f ms",
 			(unsigned long long)cc->job_id, rank, nranks, cc->naggs, plugin_cfg.aggregators,
 			cc->model.fixed < 0 ? "auto" : plugin_cfg.split,
 			split_model_fraction(&cc->model), cc->model.link_gbps, cc->model.agg_gbps,
 			cc->model.lat_us,
 			cc->model.shared_host ? ", aggregators on this host: ring or aggregators, no split"
 					      : "",
-			(plugin_now_ns() - t0) / 1e6);
+			cc->eager_bytes, (plugin_now_ns() - t0) / 1e6);
 	} else if (cc->naggs || v[1] > 0) {
 		/* One clear line per node: every node takes the same decision. */
 		SC_WARN("collnet job 0x%016llx: aggregators unusable on %s (this node: %s); "

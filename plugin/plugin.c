@@ -47,6 +47,9 @@ static const struct cfg_entry plugin_table[] = {
 	  S(agg_timeout_ms), 100, 3600000, false },
 	{ "", "max_recvs", CFG_INT, "8", "grouped receives announced to NCCL (1..8)",
 	  S(max_recvs), 1, PLUGIN_MAX_RECVS, false },
+	{ "", "eager_bytes", CFG_STRING, "auto",
+	  "largest message the provider sends eagerly; auto: 16K for tcp/verbs (ofi_rxm), 0 (off) otherwise",
+	  S(eager_bytes), 0, 0, false },
 	{ "", "log_level", CFG_STRING, "info", "error|warn|info|debug|trace (NCCL_DEBUG filters too)",
 	  S(log_level), 0, 0, false },
 	CFG_ENTRY_END

@@ -36,6 +36,7 @@ struct plugin_settings {
 	int64_t agg_timeout_ms;        /* aggregator silence limit */
 	int64_t max_recvs;
 	char log_level[CFG_STR_MAX];
+	char eager_bytes[CFG_STR_MAX]; /* "auto": provider's eager limit, else a size, 0: off */
 };
 
 extern struct plugin_settings plugin_cfg;

@@ -8,6 +8,9 @@
 #include "log.h"
 
 #define RING_TAG_KIND 0x5ull
+#ifndef RING_EAGER_COLS
+#define RING_EAGER_COLS 2u /* eager columns for segments up to this many eager sizes */
+#endif
 #define X_IDLE 0
 #define X_POSTED 1
 #define X_DONE 2
@@ -184,6 +187,19 @@ static int col_post(struct ring_op *o, struct ring_col *c, size_t slot)
 	return 0;
 }
 
+/* Columns of eager_bytes when the segments fit in one window of them (see
+ * client_chunk_for: a step message above the eager limit costs rxm several
+ * progress round trips), else of chunk_bytes. */
+static size_t ring_chunk_for(const struct ring *r, size_t seg_bytes)
+{
+	size_t e = r->eager_bytes & ~(size_t)63;
+
+	if (e && e < r->chunk_bytes && seg_bytes > e &&
+	    seg_bytes <= (size_t)(r->window < RING_EAGER_COLS ? r->window : RING_EAGER_COLS) * e)
+		return e;
+	return r->chunk_bytes;
+}
+
 void ring_op_start(struct ring *r, struct ring_op *o, uint32_t seq, const void *send, void *recv,
 		   size_t count, enum sc_dtype t, enum sc_op op, void *sdesc, void *rdesc,
 		   uint32_t slot)
@@ -205,7 +221,7 @@ void ring_op_start(struct ring *r, struct ring_op *o, uint32_t seq, const void *
 		return; /* ncols = 0: done */
 	}
 	o->seg_elems = (count + r->nranks - 1) / r->nranks;
-	o->chunk_elems = r->chunk_bytes / o->es;
+	o->chunk_elems = ring_chunk_for(r, o->seg_elems * o->es) / o->es;
 	o->ncols = (o->seg_elems + o->chunk_elems - 1) / o->chunk_elems;
 	const char *sb = send, *rb = recv;
 	o->inplace = sb < rb + count * o->es && rb < sb + count * o->es;

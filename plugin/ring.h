@@ -30,6 +30,11 @@ struct ring {
 	uint32_t rank, nranks;
 	size_t chunk_bytes;
 	uint32_t window;
+	/* The provider's eager limit, 0: none. A request whose segments fit in
+	 * window x eager_bytes is cut into columns of eager_bytes (every step
+	 * message eager) instead of chunk_bytes. Same on every rank (set from
+	 * rank 0's handle after ring_init). */
+	size_t eager_bytes;
 	/* staging for in-place requests: nslots x window x chunk_bytes */
 	char *tmp;
 	struct fabric_mr tmp_mr;

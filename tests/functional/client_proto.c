@@ -54,6 +54,9 @@ struct fake {
 	int chunks;
 	int got_leave;
 	int max_seq_gap_ok; /* every chunk had the slot seq % window */
+	/* sizes of the data messages received, in completion order */
+	size_t lens[256];
+	int nlens;
 };
 
 static const char *provider(void)
@@ -264,6 +267,10 @@ static void *fake_main(void *arg)
 				continue;
 			}
 			f->chunks++;
+			if (f->nlens < 256) {
+				f->lens[f->nlens] = ev[i].len;
+				__atomic_store_n(&f->nlens, f->nlens + 1, __ATOMIC_RELEASE);
+			}
 			e->corrupt = f->chunks == 3;
 			uint32_t slot = (uint32_t)(e - slots);
 			/* window is a power of two here: seq c mod 2^26 keeps c % window. Completions
@@ -603,6 +610,128 @@ static void test_echo(void **state)
 	free(rb);
 }
 
+/* Message sizes the fake saw since *from (sorted, largest first); *from moves on. */
+static int fake_lens(struct fake *f, int *from, size_t *out, int max)
+{
+	int n = __atomic_load_n(&f->nlens, __ATOMIC_ACQUIRE), k = 0;
+	for (int i = *from; i < n && k < max; i++)
+		out[k++] = f->lens[i];
+	*from = n;
+	for (int i = 1; i < k; i++)
+		for (int j = i; j > 0 && out[j] > out[j - 1]; j--) {
+			size_t t = out[j];
+			out[j] = out[j - 1];
+			out[j - 1] = t;
+		}
+	return k;
+}
+
+static void test_chunk_for(void **state)
+{
+	(void)state;
+	/* off, no gain, shard within one eager message */
+	assert_int_equal(client_chunk_for(40000, 4, 262144, 8, 0), 262144);
+	assert_int_equal(client_chunk_for(40000, 4, 8192, 8, 16384), 8192);
+	assert_int_equal(client_chunk_for(16384, 4, 262144, 8, 16384), 262144);
+	/* up to 4 eager chunks (fewer when the window is smaller) */
+	assert_int_equal(client_chunk_for(16388, 4, 262144, 8, 16384), 16384);
+	assert_int_equal(client_chunk_for(65536, 4, 262144, 8, 16384), 16384);
+	assert_int_equal(client_chunk_for(65600, 4, 262144, 8, 16384), 262144);
+	assert_int_equal(client_chunk_for(32768, 4, 262144, 2, 16384), 16384);
+	assert_int_equal(client_chunk_for(32832, 4, 262144, 2, 16384), 262144);
+	/* whole elements */
+	assert_int_equal(client_chunk_for(3000, 8, 8192, 4, 1020), 1016);
+	assert_int_equal(client_chunk_for(3000, 2, 8191, 4, 16384), 8190);
+	/* the provider's figure */
+	assert_int_equal(client_eager_default("shm"), 0);
+	assert_int_equal(client_eager_default(NULL), 0);
+	if (!getenv("FI_OFI_RXM_EAGER_LIMIT"))
+		assert_int_equal(client_eager_default("tcp;ofi_rxm"), 16384);
+}
+
+/* eager_bytes: a request whose shard fits in 4 eager messages goes as
+ * eager-sized chunks, a larger one as granted chunks; the echo comes back
+ * bitwise equal either way, in place too. Two aggregators, so each sees
+ * its own shard. */
+static void test_eager_cut(void **state)
+{
+	(void)state;
+	struct fake f[2];
+	fake_start(&f[0], FAKE_ECHO, NULL);
+	fake_start(&f[1], FAKE_ECHO, NULL);
+	char a0[64], a1[64];
+	snprintf(a0, sizeof(a0), "127.0.0.1:%u", f[0].port);
+	snprintf(a1, sizeof(a1), "127.0.0.1:%u", f[1].port);
+	const char *aggs[] = { a0, a1 };
+	struct client_params p = params(aggs, 2);
+	p.chunk_bytes = FAKE_CHUNK; /* granted: 8192, window 4 */
+	p.eager_bytes = 1024;
+	struct client *c;
+	assert_int_equal(client_create(&p, &c), 0);
+	assert_int_equal(connect_wait(c, 10000), 0);
+
+	const size_t max = 64 << 10;
+	uint8_t *sb = malloc(max), *rb = malloc(max);
+	struct fabric_mr smr = { 0 }, rmr = { 0 };
+	assert_int_equal(client_mr_reg(c, sb, max, &smr), 0);
+	assert_int_equal(client_mr_reg(c, rb, max, &rmr), 0);
+	for (size_t i = 0; i < max; i++)
+		sb[i] = (uint8_t)(i * 197 + 11);
+	static const struct {
+		enum sc_dtype t;
+		size_t count;       /* elements */
+		size_t want[2][8];  /* per aggregator: message sizes, largest first */
+	} cases[] = {
+		/* shard 3008 / 2992 bytes: eager chunks of 1024 */
+		{ SC_F32, 1500, { { 1024, 1024, 960 }, { 1024, 1024, 944 } } },
+		/* shard 4096 each: exactly 4 eager chunks */
+		{ SC_F64, 1024, { { 1024, 1024, 1024, 1024 }, { 1024, 1024, 1024, 1024 } } },
+		/* shard 4160 / 4096: the first no longer fits 4 eager chunks */
+		{ SC_F32, 2064, { { 4160 }, { 1024, 1024, 1024, 1024 } } },
+		/* big: granted chunks */
+		{ SC_F32, 8197, { { 8192, 8192, 64 }, { 8192, 8148 } } },
+		/* shard within one eager message: one message either way */
+		{ SC_U8, 1000, { { 512 }, { 488 } } },
+		/* f16, shard 3008 / 2994 bytes */
+		{ SC_F16, 3001, { { 1024, 1024, 960 }, { 1024, 1024, 946 } } },
+	};
+	int from[2] = { 0, 0 };
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++)
+		for (int inplace = 0; inplace < 2; inplace++) {
+			size_t bytes = cases[k].count * sc_dtype_size(cases[k].t);
+			memset(rb, 0xee, max);
+			if (inplace)
+				memcpy(rb, sb, bytes);
+			struct client_req *r;
+			assert_int_equal(client_allreduce(c, inplace ? rb : sb, rb, cases[k].count,
+							  cases[k].t, SC_OP_SUM, inplace ? rmr.desc : smr.desc,
+							  rmr.desc, &r), 0);
+			assert_int_equal(wait_req(c, r, 10000), 0);
+			assert_memory_equal(rb, sb, bytes);
+			assert_int_equal(rb[bytes], 0xee);
+			for (int a = 0; a < 2; a++) {
+				size_t got[16] = { 0 };
+				int n = fake_lens(&f[a], &from[a], got, 16), want_n = 0;
+				while (want_n < 8 && cases[k].want[a][want_n])
+					want_n++;
+				if (n != want_n)
+					fail_msg("case %zu aggregator %d: %d messages, want %d", k, a, n,
+						 want_n);
+				for (int i = 0; i < n; i++)
+					if (got[i] != cases[k].want[a][i])
+						fail_msg("case %zu aggregator %d: message %d of %zu bytes, want "
+							 "%zu", k, a, i, got[i], cases[k].want[a][i]);
+			}
+		}
+	fabric_mr_dereg(&smr);
+	fabric_mr_dereg(&rmr);
+	client_destroy(c);
+	fake_stop(&f[0]);
+	fake_stop(&f[1]);
+	free(sb);
+	free(rb);
+}
+
 /* The aggregator misbehaves mid-request: the request must fail (never
  * report success) within a bounded time and say why. */
 static void expect_data_error(enum fake_mode mode, int want_rc, const char *want)
@@ -753,6 +882,7 @@ int main(void)
 		cmocka_unit_test(test_bad_seq),  cmocka_unit_test(test_bad_len),
 		cmocka_unit_test(test_abort),    cmocka_unit_test(test_close),
 		cmocka_unit_test(test_shared_fabric),
+		cmocka_unit_test(test_chunk_for), cmocka_unit_test(test_eager_cut),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
