@@ -647,8 +647,10 @@ static ncclResult_t coll_props_v9(int dev, ncclNetProperties_v9_t *out)
 static ncclResult_t coll_props_v11(int dev, ncclNetProperties_v11_t *out)
 {
 	ncclNetProperties_v9_t p;
-	ncclResult_t r = coll_props_v9(dev, &p);
+	ncclResult_t r;
 
+	memset(&p, 0, sizeof(p)); /* gcc -O3 cannot see that r != 0 means unfilled */
+	r = coll_props_v9(dev, &p);
 	if (r)
 		return r;
 	memset(out, 0, sizeof(*out));
@@ -660,8 +662,10 @@ static ncclResult_t coll_props_v11(int dev, ncclNetProperties_v11_t *out)
 static ncclResult_t coll_props_v8(int dev, ncclNetProperties_v8_t *out)
 {
 	ncclNetProperties_v9_t p;
-	ncclResult_t r = coll_props_v9(dev, &p);
+	ncclResult_t r;
 
+	memset(&p, 0, sizeof(p)); /* gcc -O3 cannot see that r != 0 means unfilled */
+	r = coll_props_v9(dev, &p);
 	if (r)
 		return r;
 	out->name = p.name;

@@ -3,6 +3,8 @@
  * plugin_result() only. */
 #include "plugin.h"
 
+#include <string.h>
+
 #include <errno.h>
 #include <stdlib.h>
 
@@ -31,6 +33,9 @@ static ncclResult_t net_devices(int *ndev)
 
 static void props_fill_v9(const struct plugin_props *p, int dev, ncclNetProperties_v9_t *out)
 {
+	/* Zero first: vProps.devs has more slots than we fill, and the v8/v11
+	 * copies take the struct whole. */
+	memset(out, 0, sizeof(*out));
 	out->name = (char *)p->name;
 	out->pciPath = NULL;
 	out->guid = (uint64_t)dev;
@@ -93,7 +98,10 @@ static ncclResult_t net_props_v9(int dev, ncclNetProperties_v9_t *out)
 static ncclResult_t net_props_v8(int dev, ncclNetProperties_v8_t *out)
 {
 	ncclNetProperties_v9_t p9;
-	ncclResult_t r = net_props_v9(dev, &p9);
+	ncclResult_t r;
+
+	memset(&p9, 0, sizeof(p9)); /* gcc -O3 cannot see that r != 0 means unfilled */
+	r = net_props_v9(dev, &p9);
 
 	if (r)
 		return r;
