@@ -296,6 +296,22 @@ sc_tbf_drops() {
   echo "$wu $wd $au $ad"
 }
 
+# TCP loss recovery, summed over every host namespace: "<RTO timeouts> <retransmitted segments>"
+# (/proc/net/netstat TCPTimeouts, /proc/net/snmp RetransSegs). A timeout costs at least
+# 200 ms (Linux's minimum RTO) whatever the link rate: a few per call dominate small messages.
+sc_tcp_losses() {
+  local i ns
+  for ((i = 0; i < SC_W + SC_A; i++)); do
+    if ((i < SC_W)); then ns=$(sc_ns_w "$i"); else ns=$(sc_ns_a $((i - SC_W))); fi
+    ip netns exec "$ns" cat /proc/net/netstat /proc/net/snmp 2>/dev/null
+  done | awk '
+    $1 == "TcpExt:" && !h1 { for (k = 2; k <= NF; k++) c1[k] = $k; h1 = 1; next }
+    $1 == "TcpExt:" && h1 { for (k = 2; k <= NF; k++) if (c1[k] == "TCPTimeouts") to += $k; h1 = 0; next }
+    $1 == "Tcp:" && !h2 { for (k = 2; k <= NF; k++) c2[k] = $k; h2 = 1; next }
+    $1 == "Tcp:" && h2 { for (k = 2; k <= NF; k++) if (c2[k] == "RetransSegs") rs += $k; h2 = 0; next }
+    END { printf "%d %d\n", to, rs }'
+}
+
 # ---- MPI ---------------------------------------------------------------------------------
 
 # Finds or builds the MPI benchmark; prints its path.
