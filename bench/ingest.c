@@ -8,13 +8,19 @@
  * tagged messages with the same window, one sender to one receiver: that is
  * the raw rate. Both rates are the best of --reps repetitions (after one
  * warm-up); the median is printed beside them. ratio = ingest / raw.
+ * The repetitions are interleaved (ingest, raw, raw, ingest, ...): every
+ * process stays up for the whole run and the parent starts each repetition
+ * through a pipe, the others blocked in read() meanwhile, so on a shared
+ * host both rates see the same background load.
  * Waiting processes (ranks, raw sender and receiver) sched_yield() when a
  * poll found nothing (--spin: never yield): this host has fewer cores than
  * busy processes, and a spinning peer otherwise holds the core the copy
  * needs for a whole time slice.
+ * --pin A,B: the daemon's data thread ([data] cpus) and the raw receiver on
+ * CPU A, the ranks and the raw sender on CPU B.
  *
  *   ingest [--provider shm|tcp|both] [--ranks 4] [--bytes 64M] [--reps 5]
- *          [--chunk 256K] [--window 8] [--threads 1] [--json]
+ *          [--chunk 256K] [--window 8] [--threads 1] [--pin A,B] [--json]
  *
  * The daemon is $SUMCASTD, else ../daemon/sumcastd next to this binary. */
 #include <errno.h>
@@ -47,10 +53,22 @@ static struct {
 	uint32_t chunk, window;
 	bool json, yield;
 	int sleep_us;
+	int pin_d, pin_r; /* -1: not pinned */
 	char dir[128];
 	char daemon[PATH_MAX];
 } g = { .ranks = 4, .reps = 5, .threads = 1, .bytes = 64u << 20, .chunk = 256 * 1024,
-	.window = 8, .yield = true };
+	.window = 8, .yield = true, .pin_d = -1, .pin_r = -1 };
+
+static void pin_self(int cpu)
+{
+	if (cpu < 0)
+		return;
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	if (sched_setaffinity(0, sizeof(set), &set))
+		fprintf(stderr, "ingest: pinning to CPU %d: %s\n", cpu, strerror(errno));
+}
 
 static uint64_t ns_now(void)
 {
@@ -126,6 +144,8 @@ static pid_t daemon_start(const char *prov, uint16_t *port)
 		"[fabric]\nprovider = %s\nnode = 127.0.0.1\n[data]\nthreads = %d\n"
 		"[job]\ntimeout = 30s\n[log]\nlevel = warn\n",
 		pf, prov, g.threads);
+	if (g.pin_d >= 0)
+		fprintf(f, "[data]\ncpus = %d\n", g.pin_d);
 	fclose(f);
 	pid_t pid = fork();
 	if (pid == 0) {
@@ -189,9 +209,10 @@ static int wait_req(struct client *c, struct client_req *r)
 	return -ETIME;
 }
 
-/* One rank: warm-up, then per rep a 1-element barrier and the timed
- * allreduce. Writes reps doubles (seconds) to fd, or nothing on error. */
-static int rank_main(const char *prov, uint16_t port, uint32_t rank, int fd)
+/* One rank: per rep (the first is the warm-up) waits for the parent's byte
+ * on go_fd, then a 1-element barrier and the timed allreduce; writes the
+ * rep's time (seconds, a double) to fd, nothing on error. */
+static int rank_main(const char *prov, uint16_t port, uint32_t rank, int go_fd, int fd)
 {
 	char agg[64];
 	snprintf(agg, sizeof(agg), "127.0.0.1:%u", port);
@@ -219,10 +240,12 @@ static int rank_main(const char *prov, uint16_t port, uint32_t rank, int fd)
 	for (size_t i = 0; i < n; i++)
 		sb[i] = (float)(i % 7);
 	memset(rb, 0, g.bytes);
-	double t[MAX_REPS + 1];
 	for (int rep = 0; rep <= g.reps && !rc; rep++) {
 		struct client_req *r;
 		float one = 1, sum;
+		char go;
+		if (read_full(go_fd, &go, 1, 600000))
+			return 1;
 		rc = client_allreduce(c, &one, &sum, 1, SC_F32, SC_OP_SUM, NULL, NULL, &r);
 		if (!rc)
 			rc = wait_req(c, r);
@@ -231,65 +254,84 @@ static int rank_main(const char *prov, uint16_t port, uint32_t rank, int fd)
 			rc = client_allreduce(c, sb, rb, n, SC_F32, SC_OP_SUM, smr.desc, rmr.desc, &r);
 		if (!rc)
 			rc = wait_req(c, r);
-		t[rep] = (double)(ns_now() - t0) / 1e9;
+		double t = (double)(ns_now() - t0) / 1e9;
+		if (rc)
+			break;
+		if (rb[7] != (float)(7 % 7 * g.ranks) || rb[n - 1] != (float)((n - 1) % 7 * g.ranks)) {
+			fprintf(stderr, "rank %u: wrong result\n", rank);
+			return 1;
+		}
+		(void)!write(fd, &t, sizeof(t));
 	}
 	if (rc) {
 		fprintf(stderr, "rank %u: allreduce: %s (%s)\n", rank, strerror(-rc), client_error(c));
 		return 1;
 	}
-	if (rb[7] != (float)(7 % 7 * g.ranks) || rb[n - 1] != (float)((n - 1) % 7 * g.ranks)) {
-		fprintf(stderr, "rank %u: wrong result\n", rank);
-		return 1;
-	}
-	(void)!write(fd, t + 1, sizeof(double) * (size_t)g.reps);
 	fabric_mr_dereg(&smr);
 	fabric_mr_dereg(&rmr);
 	client_destroy(c);
 	return 0;
 }
 
-/* Returns the per-rep times (slowest rank) in t[]; 0 or -1. */
-static int bench_allreduce(const char *prov, double *t)
+/* The ingest side: the daemon and its ranks, up for the whole run. */
+struct ingest {
+	pid_t daemon, kids[MAX_RANKS];
+	int go[MAX_RANKS], res[MAX_RANKS];
+};
+
+static void ingest_start(struct ingest *in, const char *prov)
 {
 	uint16_t port;
-	pid_t d = daemon_start(prov, &port);
-	int pfd[MAX_RANKS][2];
-	pid_t kids[MAX_RANKS];
-	int rc = 0;
-
+	in->daemon = daemon_start(prov, &port);
 	for (int r = 0; r < g.ranks; r++) {
-		if (pipe(pfd[r]))
+		int gp[2], rp[2];
+		if (pipe(gp) || pipe(rp))
 			die("pipe: %s", strerror(errno));
-		kids[r] = fork();
-		if (kids[r] == 0) {
+		in->kids[r] = fork();
+		if (in->kids[r] == 0) {
 			prctl(PR_SET_PDEATHSIG, SIGKILL);
-			close(pfd[r][0]);
-			_exit(rank_main(prov, port, (uint32_t)r, pfd[r][1]));
+			close(gp[1]);
+			close(rp[0]);
+			pin_self(g.pin_r);
+			_exit(rank_main(prov, port, (uint32_t)r, gp[0], rp[1]));
 		}
-		close(pfd[r][1]);
+		close(gp[0]);
+		close(rp[1]);
+		in->go[r] = gp[1];
+		in->res[r] = rp[0];
 	}
-	for (int i = 0; i < g.reps; i++)
-		t[i] = 0;
+}
+
+/* One repetition: the time of the slowest rank, or a negative number. */
+static double ingest_rep(struct ingest *in, const char *prov)
+{
+	double t = 0;
+	for (int r = 0; r < g.ranks; r++)
+		if (write(in->go[r], "g", 1) != 1)
+			return -1;
 	for (int r = 0; r < g.ranks; r++) {
-		double tr[MAX_REPS];
-		if (read_full(pfd[r][0], tr, sizeof(double) * (size_t)g.reps, 120000)) {
+		double tr;
+		if (read_full(in->res[r], &tr, sizeof(tr), 120000)) {
 			fprintf(stderr, "ingest: rank %d of the %s allreduce reported nothing\n", r, prov);
-			rc = -1;
-		} else {
-			for (int i = 0; i < g.reps; i++)
-				if (tr[i] > t[i])
-					t[i] = tr[i];
+			return -1;
 		}
-		close(pfd[r][0]);
+		if (tr > t)
+			t = tr;
 	}
+	return t;
+}
+
+static void ingest_stop(struct ingest *in, bool failed)
+{
 	for (int r = 0; r < g.ranks; r++) {
 		int st;
-		if (rc)
-			kill(kids[r], SIGKILL);
-		waitpid(kids[r], &st, 0);
+		close(in->go[r]);
+		close(in->res[r]);
+		if (failed)
+			kill(in->kids[r], SIGKILL);
+		waitpid(in->kids[r], &st, 0);
 	}
-	daemon_stop(d);
-	return rc;
+	daemon_stop(in->daemon);
 }
 
 /* ---- raw stream ---- */
@@ -313,7 +355,7 @@ static int raw_poll_all(struct fabric *f, size_t *done)
 
 /* Receiver: per rep, posts `window` receives at a time into a bytes-sized
  * buffer, says ready, writes the time of the last completion. */
-static int raw_receiver(const char *prov, int addr_fd, int ready_fd, int time_fd)
+static int raw_receiver(const char *prov, int addr_fd, int ready_fd, int go_fd, int time_fd)
 {
 	struct fabric_params fp = { .provider = prov, .node = "127.0.0.1" };
 	struct fabric *f;
@@ -341,6 +383,9 @@ static int raw_receiver(const char *prov, int addr_fd, int ready_fd, int time_fd
 			posted++;
 		}
 		(void)!write(ready_fd, "r", 1);
+		char go;
+		if (read_full(go_fd, &go, 1, 600000))
+			return 1;
 		uint64_t until = ns_now() + 60000000000ull;
 		while (done < nchunks && ns_now() < until) {
 			size_t before = done;
@@ -372,7 +417,7 @@ static int raw_receiver(const char *prov, int addr_fd, int ready_fd, int time_fd
 
 /* Sender: per rep, waits for ready, then streams with `window` sends in
  * flight (send c after send c - window completed); writes its start time. */
-static int raw_sender(const char *prov, int addr_fd, int ready_fd, int time_fd)
+static int raw_sender(const char *prov, int addr_fd, int ready_fd, int go_fd, int time_fd)
 {
 	struct fabric_params fp = { .provider = prov, .node = "127.0.0.1" };
 	struct fabric *f;
@@ -392,7 +437,7 @@ static int raw_sender(const char *prov, int addr_fd, int ready_fd, int time_fd)
 	struct raw_op *ops = calloc(nchunks, sizeof(*ops)); /* one context per message */
 	for (int rep = 0; rep <= g.reps; rep++) {
 		char r;
-		if (read_full(ready_fd, &r, 1, 60000))
+		if (read_full(ready_fd, &r, 1, 600000) || read_full(go_fd, &r, 1, 600000))
 			return 1;
 		uint64_t t0 = ns_now(), until = t0 + 60000000000ull;
 		size_t sent = 0, done = 0;
@@ -425,20 +470,28 @@ static int raw_sender(const char *prov, int addr_fd, int ready_fd, int time_fd)
 	return 0;
 }
 
-static int bench_raw(const char *prov, double *t)
+/* The raw side: one receiver and one sender, up for the whole run. */
+struct raw {
+	pid_t rx, tx;
+	int go_rx, go_tx, ts, te;
+};
+
+static void raw_start(struct raw *w, const char *prov)
 {
-	int addr_p[2], ready_p[2], ts_p[2], te_p[2];
-	if (pipe(addr_p) || pipe(ready_p) || pipe(ts_p) || pipe(te_p))
+	int addr_p[2], ready_p[2], ts_p[2], te_p[2], grx[2], gtx[2];
+	if (pipe(addr_p) || pipe(ready_p) || pipe(ts_p) || pipe(te_p) || pipe(grx) || pipe(gtx))
 		die("pipe: %s", strerror(errno));
-	pid_t rx = fork();
-	if (rx == 0) {
+	w->rx = fork();
+	if (w->rx == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		_exit(raw_receiver(prov, addr_p[1], ready_p[1], te_p[1]));
+		pin_self(g.pin_d);
+		_exit(raw_receiver(prov, addr_p[1], ready_p[1], grx[0], te_p[1]));
 	}
-	pid_t tx = fork();
-	if (tx == 0) {
+	w->tx = fork();
+	if (w->tx == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		_exit(raw_sender(prov, addr_p[0], ready_p[0], ts_p[1]));
+		pin_self(g.pin_r);
+		_exit(raw_sender(prov, addr_p[0], ready_p[0], gtx[0], ts_p[1]));
 	}
 	close(addr_p[0]);
 	close(addr_p[1]);
@@ -446,34 +499,44 @@ static int bench_raw(const char *prov, double *t)
 	close(ready_p[1]);
 	close(ts_p[1]);
 	close(te_p[1]);
-	int rc = 0;
-	for (int rep = 0; rep <= g.reps; rep++) {
-		uint64_t t0, t1;
-		if (read_full(ts_p[0], &t0, sizeof(t0), 120000) ||
-		    read_full(te_p[0], &t1, sizeof(t1), 120000)) {
-			fprintf(stderr, "ingest: raw %s stream failed\n", prov);
-			rc = -1;
-			break;
-		}
-		if (rep)
-			t[rep - 1] = (double)(t1 - t0) / 1e9;
+	close(grx[0]);
+	close(gtx[0]);
+	w->go_rx = grx[1];
+	w->go_tx = gtx[1];
+	w->ts = ts_p[0];
+	w->te = te_p[0];
+}
+
+static double raw_rep(struct raw *w, const char *prov)
+{
+	uint64_t t0, t1;
+	if (write(w->go_rx, "g", 1) != 1 || write(w->go_tx, "g", 1) != 1 ||
+	    read_full(w->ts, &t0, sizeof(t0), 120000) || read_full(w->te, &t1, sizeof(t1), 120000)) {
+		fprintf(stderr, "ingest: raw %s stream failed\n", prov);
+		return -1;
 	}
+	return (double)(t1 - t0) / 1e9;
+}
+
+static void raw_stop(struct raw *w, bool failed)
+{
 	int st;
-	if (rc) {
-		kill(rx, SIGKILL);
-		kill(tx, SIGKILL);
+	close(w->go_rx);
+	close(w->go_tx);
+	if (failed) {
+		kill(w->rx, SIGKILL);
+		kill(w->tx, SIGKILL);
 	}
-	waitpid(rx, &st, 0);
-	waitpid(tx, &st, 0);
-	close(ts_p[0]);
-	close(te_p[0]);
-	return rc;
+	waitpid(w->rx, &st, 0);
+	waitpid(w->tx, &st, 0);
+	close(w->ts);
+	close(w->te);
 }
 
 static void usage(void)
 {
 	fprintf(stderr, "usage: ingest [--provider shm|tcp|both] [--ranks N] [--bytes B] "
-			"[--reps R] [--chunk B] [--window W] [--threads T] [--json]\n");
+			"[--reps R] [--chunk B] [--window W] [--threads T] [--pin A,B] [--spin] [--json]\n");
 	exit(2);
 }
 
@@ -485,6 +548,7 @@ int main(int argc, char **argv)
 		{ "chunk", required_argument, NULL, 'c' },    { "window", required_argument, NULL, 'w' },
 		{ "threads", required_argument, NULL, 't' },  { "json", no_argument, NULL, 'j' },
 		{ "spin", no_argument, NULL, 's' },           { "sleep", required_argument, NULL, 'z' },
+		{ "pin", required_argument, NULL, 'P' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *which = "both";
@@ -501,6 +565,10 @@ int main(int argc, char **argv)
 		case 'j': g.json = true; break;
 		case 's': g.yield = false; break;
 		case 'z': g.sleep_us = atoi(optarg); break;
+		case 'P':
+			if (sscanf(optarg, "%d,%d", &g.pin_d, &g.pin_r) != 2 || g.pin_d < 0 || g.pin_r < 0)
+				usage();
+			break;
 		default: usage();
 		}
 	}
@@ -544,7 +612,30 @@ int main(int argc, char **argv)
 	int rc = 0;
 	for (int i = 0; i < nprov; i++) {
 		double ta[MAX_REPS], tr[MAX_REPS], ga[MAX_REPS], gr[MAX_REPS];
-		if (bench_allreduce(provs[i], ta) || bench_raw(provs[i], tr)) {
+		struct ingest in;
+		struct raw w;
+		bool failed = false;
+		ingest_start(&in, provs[i]);
+		raw_start(&w, provs[i]);
+		/* Rep 0 warms both up; then ingest, raw / raw, ingest / ... */
+		for (int rep = 0; rep <= g.reps && !failed; rep++) {
+			double a, b;
+			if (rep % 2) {
+				a = ingest_rep(&in, provs[i]);
+				b = a < 0 ? -1 : raw_rep(&w, provs[i]);
+			} else {
+				b = raw_rep(&w, provs[i]);
+				a = b < 0 ? -1 : ingest_rep(&in, provs[i]);
+			}
+			failed = a < 0 || b < 0;
+			if (rep) {
+				ta[rep - 1] = a;
+				tr[rep - 1] = b;
+			}
+		}
+		raw_stop(&w, failed);
+		ingest_stop(&in, failed);
+		if (failed) {
 			rc = 1;
 			continue;
 		}

@@ -304,12 +304,13 @@ static struct job *job_create(struct daemon *d, const struct wire_join *w, uint3
 	j->handle = handle_alloc(d);
 	if (!j->handle)
 		goto err;
-	uint8_t *acc = (uint8_t *)j->region + (size_t)window * w->nranks * chunk;
 	for (uint32_t s = 0; s < window; s++) {
 		j->slots[s].job = j;
 		j->slots[s].index = s;
 		j->slots[s].seq = s & WIRE_SEQ_MASK;
-		j->slots[s].acc = acc + (size_t)s * j->acc_bytes;
+		j->slots[s].acc = job_acc0(j, s);
+		for (uint32_t r = 0; r < j->nranks; r++)
+			job_rslot(j, s, r)->buf = job_rbuf(j, s, r);
 	}
 	j->join_timer = evtimer_new(d->base, job_join_timeout_cb, j);
 	if (!j->join_timer)

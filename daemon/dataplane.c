@@ -156,7 +156,7 @@ static void post_recv(struct dthread *t, struct job *j, uint32_t s, uint32_t r)
 		rs->state = RS_IDLE;
 		return;
 	}
-	rc = fabric_trecv(t->fabric, job_rbuf(j, s, r), j->chunk, j->mr.desc, FI_ADDR_UNSPEC,
+	rc = fabric_trecv(t->fabric, rs->buf, j->chunk, j->mr.desc, FI_ADDR_UNSPEC,
 			  wire_tag_make(WIRE_TAG_DATA, j->handle, r, s), 0, &rs->rop.op);
 	if (rc == 0) {
 		rs->state = RS_POSTED;
@@ -176,17 +176,46 @@ static void post_recv(struct dthread *t, struct job *j, uint32_t s, uint32_t r)
 
 static void slot_contribute(struct dthread *t, struct job *j, uint32_t s, uint32_t r);
 
+/* f16/bf16 accumulate in f32: the first chunk / 4 elements in sl->acc, the
+ * rest in the slot's fixed job_acc_hi() unit. Returns the split. */
+static size_t acc16_split(const struct job *j, size_t n)
+{
+	size_t h = j->chunk / 4;
+	return n < h ? n : h;
+}
+
+/* Rank r's contribution (in rs->buf) into the slot. The rank's receive must
+ * not be posted: the first contribution of a type accumulated as is is
+ * adopted, its buffer swapped with the accumulator (the caller posts the
+ * rank's next receive into rs->buf afterwards, the old accumulator). */
 static void slot_reduce_one(struct job *j, struct slot *sl, uint32_t r, bool first)
 {
 	enum sc_dtype dt = (enum sc_dtype)wire_imm_dtype(sl->imm);
+	enum sc_op op = (enum sc_op)wire_imm_op(sl->imm);
 	size_t n = sl->len / sc_dtype_size(dt);
-	const void *src = job_rbuf(j, sl->index, r);
+	struct rslot *rs = job_rslot(j, sl->index, r);
 	uint64_t t0 = dthread_now_ns();
 
-	if (first)
-		sc_reduce_load(dt, sl->acc, src, n);
-	else
-		sc_reduce_acc(dt, (enum sc_op)wire_imm_op(sl->imm), sl->acc, src, n);
+	if (sc_dtype_acc(dt) != dt) {
+		size_t h = acc16_split(j, n);
+		const uint16_t *src = (const uint16_t *)rs->buf;
+		uint8_t *hi = job_acc_hi(j, sl->index);
+		if (first) {
+			sc_reduce_load(dt, sl->acc, src, h);
+			if (n > h)
+				sc_reduce_load(dt, hi, src + h, n - h);
+		} else {
+			sc_reduce_acc(dt, op, sl->acc, src, h);
+			if (n > h)
+				sc_reduce_acc(dt, op, hi, src + h, n - h);
+		}
+	} else if (first) {
+		uint8_t *b = rs->buf;
+		rs->buf = sl->acc;
+		sl->acc = b;
+	} else {
+		sc_reduce_acc(dt, op, sl->acc, rs->buf, n);
+	}
 	sl->reduce_ns += dthread_now_ns() - t0;
 }
 
@@ -203,7 +232,16 @@ static void slot_complete(struct dthread *t, struct job *j, struct slot *sl)
 		for (uint32_t r = 0; r < j->nranks; r++)
 			post_recv(t, j, sl->index, r);
 	}
-	sc_reduce_store(dt, sl->acc, sl->acc, n);
+	if (sc_dtype_acc(dt) != dt) {
+		/* Rounded in place, ascending: the low part's 16-bit values
+		 * end at 2h, where the high part's go. */
+		size_t h = acc16_split(j, n);
+		uint64_t t0 = dthread_now_ns();
+		sc_reduce_store(dt, sl->acc, sl->acc, h);
+		if (n > h)
+			sc_reduce_store(dt, sl->acc + 2 * h, job_acc_hi(j, sl->index), n - h);
+		sl->reduce_ns += dthread_now_ns() - t0;
+	}
 
 	ctr_add(&t->stats.chunks, 1);
 	ctr_add(&j->chunks, 1);

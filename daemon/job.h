@@ -15,7 +15,18 @@
  *   [window x nranks receive buffers of chunk bytes][window accumulators]
  * An accumulator is chunk bytes, or 2 x chunk (f32) when the job may send
  * f16/bf16. So a job's region is window x chunk x (nranks + 1, or + 2)
- * bytes; the budget is charged that plus the bookkeeping (job_book_bytes). */
+ * bytes; the budget is charged that plus the bookkeeping (job_book_bytes).
+ *
+ * Buffers rotate. Each slot owns nranks + 1 chunk-sized units: its ranks'
+ * receive buffers (rslot->buf) and its accumulator (slot->acc), pointers
+ * into the region that start at the layout above. When the first
+ * contribution of a slot arrives in a type the daemon accumulates as is
+ * (not f16/bf16), the slot adopts the rank's buffer as its accumulator and
+ * the rank's next receive goes into the old accumulator: no copy. A job
+ * with f16/bf16 has one more unit per slot that never moves,
+ * job_acc_hi(): a 16-bit chunk of n elements widens its first chunk / 4
+ * elements into slot->acc and the rest (at most chunk / 4) there, and the
+ * rounded result is written back contiguously into slot->acc. */
 #ifndef SUMCASTD_JOB_H
 #define SUMCASTD_JOB_H
 
@@ -51,6 +62,7 @@ enum rslot_state {
 };
 struct rslot {
 	struct dop rop, sop; /* receive into the buffer; result send to the rank */
+	uint8_t *buf;        /* receive buffer, chunk bytes (rotates with slot->acc) */
 	uint32_t imm, len;   /* of the message that arrived */
 	uint8_t state;
 	bool contributed;    /* to the slot's current seq */
@@ -70,7 +82,7 @@ struct slot {
 	uint32_t sends_left; /* result sends not completed yet */
 	uint32_t last_rank;
 	uint64_t first_ns, last_ns, reduce_ns;
-	uint8_t *acc;
+	uint8_t *acc;        /* chunk bytes; f16/bf16: + job_acc_hi() (see above) */
 	struct slot *retry_next;
 };
 
@@ -167,9 +179,23 @@ static inline struct rslot *job_rslot(struct job *j, uint32_t slot, uint32_t ran
 	return &j->rslots[(size_t)slot * j->nranks + rank];
 }
 
+/* Where rank's receive buffer of slot starts (before any rotation). */
 static inline uint8_t *job_rbuf(struct job *j, uint32_t slot, uint32_t rank)
 {
 	return (uint8_t *)j->region + ((size_t)slot * j->nranks + rank) * j->chunk;
+}
+
+/* Where slot's accumulator starts (before any rotation). */
+static inline uint8_t *job_acc0(struct job *j, uint32_t slot)
+{
+	return (uint8_t *)j->region + (size_t)j->window * j->nranks * j->chunk +
+	       (size_t)slot * j->acc_bytes;
+}
+
+/* A job with f16/bf16: the slot's fixed second accumulator unit. */
+static inline uint8_t *job_acc_hi(struct job *j, uint32_t slot)
+{
+	return job_acc0(j, slot) + j->chunk;
 }
 
 /* Bytes of a job's buffer region (receive buffers + accumulators). */
@@ -179,7 +205,7 @@ static inline uint64_t job_region_bytes(uint32_t window, uint32_t chunk, uint32_
 }
 
 /* Bytes of a job's bookkeeping on the heap: struct job with its ranks, the
- * slots and the per-rank-per-slot rslots (176 bytes each on x86-64). */
+ * slots and the per-rank-per-slot rslots (184 bytes each on x86-64). */
 static inline uint64_t job_book_bytes(uint32_t window, uint32_t nranks)
 {
 	return sizeof(struct job) + (uint64_t)nranks * sizeof(struct job_rank) +
