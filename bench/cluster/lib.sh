@@ -25,6 +25,11 @@ SC_SAMPLER_PID=""
 SC_CHILD_PIDS=()     # other background processes we started (killed at cleanup)
 SC_TOPO_UP=0
 SC_FABRIC_PROVIDER=${SC_FABRIC_PROVIDER:-tcp;ofi_rxm}   # sumcastd [fabric] provider, SUMCAST_PROVIDER
+# rxm eager limit for harness and daemons: messages above it go rendezvous (RTS, then a read
+# request back on the same TCP connection, queued behind the bulk data flowing that way, then
+# the data): with the aggregators' chunks and results (256 KiB) both ways on every link, that
+# coupling held the links at ~0.7. Eager up to the chunk size: 0.90 (docs/benchmarks.md).
+export FI_OFI_RXM_EAGER_LIMIT=${FI_OFI_RXM_EAGER_LIMIT:-262144}
 
 sc_log() { printf '[cluster %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 sc_die() { sc_log "error: $*"; exit 1; }
@@ -85,14 +90,28 @@ sc_pick_subnet() {
 }
 
 # tbf burst: 1 ms at the rate, at least 128 KiB (a 64 KiB GSO packet must fit, or tbf splits
-# every one of them); queue bound: 100 ms at the rate (TCP keeps it far from full).
-sc_tbf() { # ns dev rate_mbit
-  local ns=$1 dev=$2 r=$3
+# every one of them). Queue bound (tbf "latency"), default 50ms = 3.1 MB at 500 Mbit/s on both
+# ends of every link: SC_TBF_LATENCY sets both, SC_SW_LATENCY only the switch side (switch
+# port -> host). Basis: datacenter switches share MBs of buffer among their ports (12-32 MB on
+# Trident/Tomahawk-class ASICs; dynamic thresholds let one congested port take several MB), so
+# an incast port queues MBs before it drops, and a host's egress (qdisc + NIC ring, TSQ
+# backpressure) does not drop its own TCP's 64 KiB GSO packets either. A 5 ms queue (312 KB)
+# dropped them under the aggregators' fan-in, host side included (2 RTO timeouts per 64 MiB
+# run with 5 ms on the host side only), turning the aggregator path into 200 ms RTO stalls:
+# an artefact of the emulation (docs/benchmarks.md).
+sc_tbf() { # ns dev rate_mbit latency
+  local ns=$1 dev=$2 r=$3 lat=$4
   local burst=$(( r * 1000000 / 8 / 1000 ))
   (( burst < 131072 )) && burst=131072
   ip netns exec "$ns" tc qdisc replace dev "$dev" root tbf rate "${r}mbit" burst "$burst" \
-    latency "${SC_TBF_LATENCY:-5ms}"
+    latency "$lat"
 }
+# TCP congestion control of every host namespace (a new namespace inherits the machine's
+# default: bbr on the machine of docs/benchmarks.md). SC_TCP_CC=reno|bbr pins it (cubic only
+# if the host's net.ipv4.tcp_allowed_congestion_control lists it). Default "": inherited.
+SC_TCP_CC=${SC_TCP_CC-}
+SC_HOST_LATENCY=${SC_TBF_LATENCY:-50ms}
+SC_SW_LATENCY=${SC_SW_LATENCY:-$SC_HOST_LATENCY}
 
 # ---- topology ----------------------------------------------------------------------------
 
@@ -119,14 +138,16 @@ sc_topo_up() {
     fi
     ip netns add "$ns" || sc_die "ip netns add $ns failed"
     ip -n "$ns" link set lo up
+    [[ -n $SC_TCP_CC ]] && { ip netns exec "$ns" sysctl -qw net.ipv4.tcp_congestion_control="$SC_TCP_CC" ||
+      sc_die "TCP congestion control '$SC_TCP_CC' not available in $ns"; }
     ip link add name eth0 netns "$ns" type veth peer name "$port" netns "$sw" ||
       sc_die "veth $ns/eth0 <-> $sw/$port failed"
     ip -n "$sw" link set "$port" master br0
     ip -n "$sw" link set "$port" up
     ip -n "$ns" addr add "$ip/24" dev eth0
     ip -n "$ns" link set eth0 up
-    sc_tbf "$ns" eth0 "$rate" || sc_die "tbf on $ns/eth0 failed"
-    sc_tbf "$sw" "$port" "$rate" || sc_die "tbf on $sw/$port failed"
+    sc_tbf "$ns" eth0 "$rate" "$SC_HOST_LATENCY" || sc_die "tbf on $ns/eth0 failed"
+    sc_tbf "$sw" "$port" "$rate" "$SC_SW_LATENCY" || sc_die "tbf on $sw/$port failed"
   done
   # The root namespace joins the bridge (unshaped): mpirun's PMIx server is reached over TCP.
   local rif; rif=$(sc_root_if)
@@ -144,7 +165,9 @@ sc_topo_up() {
     sleep 0.1
   done
   sc_log "topology up: $SC_W workers, $SC_A aggregators, ${SC_RATE} Mbit/s per worker link" \
-    "(${SC_AGG_RATE} per aggregator link), subnet $(sc_subnet), prefix $SC_PREFIX"
+    "(${SC_AGG_RATE} per aggregator link), tbf queue host $SC_HOST_LATENCY / switch $SC_SW_LATENCY," \
+    "TCP ${SC_TCP_CC:-$(sysctl -n net.ipv4.tcp_congestion_control)},"  \
+    "subnet $(sc_subnet), prefix $SC_PREFIX"
 }
 
 # Our namespaces (names start with "$SC_PREFIX-").
