@@ -43,6 +43,7 @@
 #include "client.h"
 #include "fabric.h"
 #include "log.h"
+#include "sumcastd_proc.h"
 
 #define MAX_RANKS 32
 #define MAX_REPS 50
@@ -129,65 +130,35 @@ static int read_full(int fd, void *buf, size_t n, int ms)
 
 /* ---- daemon ---- */
 
-static pid_t daemon_start(const char *prov, uint16_t *port)
+static void daemon_start(struct sc_daemon *d, const char *prov)
 {
-	char conf[256], pf[256];
-	snprintf(conf, sizeof(conf), "%s/ingest-%s.conf", g.dir, prov);
-	snprintf(pf, sizeof(pf), "%s/ingest-%s.ports", g.dir, prov);
-	unlink(pf);
-	FILE *f = fopen(conf, "w");
-	if (!f)
-		die("%s: %s", conf, strerror(errno));
-	fprintf(f,
-		"[control]\nlisten = 127.0.0.1\nport = 0\nport-file = %s\n"
-		"[http]\nlisten = 127.0.0.1\nport = 0\n"
-		"[fabric]\nprovider = %s\nnode = 127.0.0.1\n[data]\nthreads = %d\n"
-		"[job]\ntimeout = 30s\n[log]\nlevel = warn\n",
-		pf, prov, g.threads);
+	char name[64], extra[256];
+	int n = snprintf(extra, sizeof(extra),
+			 "[data]\nthreads = %d\n[job]\ntimeout = 30s\n[log]\nlevel = warn\n", g.threads);
 	if (g.pin_d >= 0)
-		fprintf(f, "[data]\ncpus = %d\n", g.pin_d);
-	fclose(f);
-	pid_t pid = fork();
-	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the bench */
-		execl(g.daemon, g.daemon, "-c", conf, (char *)NULL);
-		fprintf(stderr, "exec %s: %s\n", g.daemon, strerror(errno));
-		_exit(127);
-	}
-	uint64_t until = ns_now() + 10000000000ull;
-	for (;;) {
-		FILE *p = fopen(pf, "r");
-		unsigned c = 0;
-		if (p) {
-			int n = fscanf(p, "control=%u", &c);
-			fclose(p);
-			if (n == 1 && c) {
-				*port = (uint16_t)c;
-				return pid;
-			}
-		}
-		int st;
-		if (waitpid(pid, &st, WNOHANG) == pid)
-			die("sumcastd (%s) exited before it was ready (status 0x%x)", g.daemon, st);
-		if (ns_now() > until) {
-			kill(pid, SIGKILL);
-			die("sumcastd wrote no port file within 10 s");
-		}
-		usleep(5000);
+		snprintf(extra + n, sizeof(extra) - (size_t)n, "[data]\ncpus = %d\n", g.pin_d);
+	snprintf(name, sizeof(name), "ingest-%s", prov);
+	struct sc_daemon_opts o = {
+		.binary = g.daemon,
+		.provider = prov,
+		.node = "127.0.0.1",
+		.listen = "127.0.0.1",
+		.extra = extra,
+		.dir = g.dir,
+		.name = name,
+		.pdeathsig = true, /* never outlive the bench */
+		.timeout_ms = 10000,
+	};
+	if (sc_daemon_start(d, &o)) {
+		sc_daemon_cleanup(d, false);
+		die("sumcastd (%s) did not start", g.daemon);
 	}
 }
 
-static void daemon_stop(pid_t pid)
+static void daemon_stop(struct sc_daemon *d)
 {
-	int st;
-	kill(pid, SIGTERM);
-	for (int i = 0; i < 500; i++) {
-		if (waitpid(pid, &st, WNOHANG) == pid)
-			return;
-		usleep(10000);
-	}
-	kill(pid, SIGKILL);
-	waitpid(pid, &st, 0);
+	sc_daemon_stop(d, SIGTERM, 5000);
+	sc_daemon_cleanup(d, false);
 }
 
 /* ---- allreduce ranks ---- */
@@ -275,14 +246,15 @@ static int rank_main(const char *prov, uint16_t port, uint32_t rank, int go_fd, 
 
 /* The ingest side: the daemon and its ranks, up for the whole run. */
 struct ingest {
-	pid_t daemon, kids[MAX_RANKS];
+	struct sc_daemon daemon;
+	pid_t kids[MAX_RANKS];
 	int go[MAX_RANKS], res[MAX_RANKS];
 };
 
 static void ingest_start(struct ingest *in, const char *prov)
 {
-	uint16_t port;
-	in->daemon = daemon_start(prov, &port);
+	daemon_start(&in->daemon, prov);
+	uint16_t port = in->daemon.ctl;
 	for (int r = 0; r < g.ranks; r++) {
 		int gp[2], rp[2];
 		if (pipe(gp) || pipe(rp))
@@ -331,7 +303,7 @@ static void ingest_stop(struct ingest *in, bool failed)
 			kill(in->kids[r], SIGKILL);
 		waitpid(in->kids[r], &st, 0);
 	}
-	daemon_stop(in->daemon);
+	daemon_stop(&in->daemon);
 }
 
 /* ---- raw stream ---- */
@@ -658,13 +630,6 @@ int main(int argc, char **argv)
 			printf("%-6s %6d %10zu %7.2f (%6.2f) %7.2f (%6.2f) %7.2f\n", provs[i], g.ranks,
 			       g.bytes, best_a, med_a, best_r, med_r, best_a / best_r);
 		fflush(stdout);
-	}
-	char p[256];
-	for (int i = 0; i < nprov; i++) {
-		snprintf(p, sizeof(p), "%s/ingest-%s.conf", g.dir, provs[i]);
-		unlink(p);
-		snprintf(p, sizeof(p), "%s/ingest-%s.ports", g.dir, provs[i]);
-		unlink(p);
 	}
 	rmdir(g.dir);
 	return rc;

@@ -42,6 +42,7 @@
 
 #include "client.h"
 #include "log.h"
+#include "sumcastd_proc.h"
 #include "wire.h"
 
 #ifndef SUMCASTD_PATH
@@ -61,8 +62,7 @@ static struct {
 	bool big, kill, stop, unreachable, auth;
 	uint32_t chunk, window;
 	char dir[256];
-	pid_t daemons[MAX_DAEMONS];
-	uint16_t ports[MAX_DAEMONS];
+	struct sc_daemon daemons[MAX_DAEMONS];
 	char agg_str[MAX_DAEMONS + 1][64];
 	const char *aggs[MAX_DAEMONS + 1];
 	size_t naggs;
@@ -90,81 +90,32 @@ __attribute__((format(printf, 1, 2))) static void die(const char *fmt, ...)
 
 static void daemons_stop(void)
 {
-	for (int i = 0; i < g.ndaemons; i++)
-		if (g.daemons[i] > 0)
-			kill(g.daemons[i], SIGTERM);
-	uint64_t until = ms_now() + 5000;
-	for (int i = 0; i < g.ndaemons; i++) {
-		if (g.daemons[i] <= 0)
-			continue;
-		int st;
-		while (waitpid(g.daemons[i], &st, WNOHANG) == 0) {
-			if (ms_now() > until) {
-				fprintf(stderr, "daemon %d did not stop on SIGTERM, killing\n", i);
-				kill(g.daemons[i], SIGKILL);
-				waitpid(g.daemons[i], &st, 0);
-				break;
-			}
-			usleep(10000);
-		}
-		g.daemons[i] = 0;
-	}
+	sc_daemons_stop(g.daemons, (size_t)g.ndaemons, SIGTERM, 5000);
 }
 
 static void daemon_start(int i, const char *job_timeout)
 {
-	char conf[512], pf[512];
-	snprintf(conf, sizeof(conf), "%s/d%d.conf", g.dir, i);
-	snprintf(pf, sizeof(pf), "%s/d%d.ports", g.dir, i);
-	FILE *f = fopen(conf, "w");
-	if (!f)
-		die("%s: %s", conf, strerror(errno));
-	fprintf(f,
-		"[control]\nlisten = 127.0.0.1\nport = 0\nport-file = %s\n"
-		"[http]\nlisten = 127.0.0.1\nport = 0\n"
-		"[fabric]\nprovider = %s\nnode = 127.0.0.1\n"
-		"[job]\ntimeout = %s\nmax-jobs = 16\n",
-		pf, g.provider, job_timeout);
+	char name[16], extra[512];
+	int n = snprintf(extra, sizeof(extra), "[job]\ntimeout = %s\nmax-jobs = 16\n", job_timeout);
 	if (g.auth)
-		fprintf(f, "[auth]\nkey-file = %s/key\n", g.dir);
-	fclose(f);
-	pid_t pid = fork();
-	if (pid < 0)
-		die("fork: %s", strerror(errno));
-	if (pid == 0) {
-		/* Dies with the driver, even when ctest kills it on a timeout. */
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		const char *bin = getenv("SUMCASTD") ? getenv("SUMCASTD") : SUMCASTD_PATH;
-		execl(bin, bin, "-c", conf, (char *)NULL);
-		fprintf(stderr, "exec %s: %s\n", bin, strerror(errno));
-		_exit(127);
+		snprintf(extra + n, sizeof(extra) - (size_t)n, "[auth]\nkey-file = %s/key\n", g.dir);
+	snprintf(name, sizeof(name), "d%d", i);
+	struct sc_daemon_opts o = {
+		.binary = sc_daemon_binary(SUMCASTD_PATH),
+		.provider = g.provider,
+		.node = "127.0.0.1",
+		.listen = "127.0.0.1",
+		.extra = extra,
+		.dir = g.dir,
+		.name = name,
+		.pdeathsig = true, /* dies with the driver, even when ctest kills it on a timeout */
+		.timeout_ms = 10000,
+	};
+	if (sc_daemon_start(&g.daemons[i], &o)) {
+		daemons_stop();
+		die("sumcastd %d did not start", i);
 	}
-	g.daemons[i] = pid;
-	uint64_t until = ms_now() + 10000;
-	for (;;) {
-		FILE *p = fopen(pf, "r");
-		unsigned cport = 0, hport = 0;
-		if (p) {
-			int n = fscanf(p, "control=%u http=%u", &cport, &hport);
-			fclose(p);
-			if (n >= 1 && cport) {
-				g.ports[i] = (uint16_t)cport;
-				break;
-			}
-		}
-		int st;
-		if (waitpid(pid, &st, WNOHANG) == pid) {
-			g.daemons[i] = 0;
-			daemons_stop();
-			die("sumcastd %d exited before it was ready (status 0x%x)", i, st);
-		}
-		if (ms_now() > until) {
-			daemons_stop();
-			die("sumcastd %d wrote no port file %s within 10 s", i, pf);
-		}
-		usleep(5000);
-	}
-	snprintf(g.agg_str[i], sizeof(g.agg_str[i]), "127.0.0.1:%u", g.ports[i]);
+	snprintf(g.agg_str[i], sizeof(g.agg_str[i]), "127.0.0.1:%u", g.daemons[i].ctl);
 	g.aggs[i] = g.agg_str[i];
 }
 
@@ -596,7 +547,7 @@ int main(int argc, char **argv)
 		return 77;
 	}
 	fabric_close(probe);
-	const char *bin = getenv("SUMCASTD") ? getenv("SUMCASTD") : SUMCASTD_PATH;
+	const char *bin = sc_daemon_binary(SUMCASTD_PATH);
 	if (access(bin, X_OK)) {
 		printf("SKIP: no sumcastd at %s\n", bin);
 		return 77;
@@ -618,7 +569,7 @@ int main(int argc, char **argv)
 	g.naggs = (size_t)g.ndaemons;
 	printf("%d daemon(s) (%s) on ports", g.ndaemons, g.provider);
 	for (int i = 0; i < g.ndaemons; i++)
-		printf(" %u", g.ports[i]);
+		printf(" %u", g.daemons[i].ctl);
 	printf("; %d job(s) x %d ranks%s%s\n", g.njobs, g.nranks, g.big ? ", 64 MiB f32" : "",
 	       g.kill ? ", killing the last rank" : "");
 	fflush(stdout);
@@ -740,13 +691,8 @@ int main(int argc, char **argv)
 		waitpid(kids[k], &st, 0);
 	}
 	daemons_stop();
-	for (int i = 0; i < g.ndaemons; i++) {
-		char p[600];
-		snprintf(p, sizeof(p), "%s/d%d.conf", g.dir, i);
-		unlink(p);
-		snprintf(p, sizeof(p), "%s/d%d.ports", g.dir, i);
-		unlink(p);
-	}
+	for (int i = 0; i < g.ndaemons; i++)
+		sc_daemon_cleanup(&g.daemons[i], false);
 	rmdir(g.dir);
 	printf("%s\n", failures ? "FAIL" : "PASS");
 	return failures ? 1 : 0;

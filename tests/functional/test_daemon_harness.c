@@ -1,5 +1,7 @@
 #include "test_daemon_harness.h"
 
+#include "sumcastd_proc.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -59,16 +61,63 @@ static unsigned slow_factor(void)
 	return getenv("SC_TEST_DAEMON_WRAPPER") ? 10 : 1;
 }
 
+/* The daemon's options for this test (extra: the caller's INI text). */
+static struct sc_daemon_opts sd_opts(const struct sd *d, const char *extra)
+{
+	return (struct sc_daemon_opts){
+		.binary = sd_binary(),
+		.provider = d->provider,
+		.control = "handshake-timeout = 3s\ndrain-timeout = 2s\n",
+		.extra = extra,
+		.log = true,
+		.wrapper = getenv("SC_TEST_DAEMON_WRAPPER"),
+		.timeout_ms = 15000 * slow_factor(),
+	};
+}
+
+/* The base config's [log] section goes before the caller's text. */
+static char *sd_extra(const char *extra)
+{
+	char *s = NULL;
+	if (asprintf(&s, "[log]\nlevel = debug\n%s", extra ? extra : "") < 0)
+		return NULL;
+	return s;
+}
+
+static void copy_str(char *dst, size_t cap, const char *src)
+{
+	size_t n = strlen(src);
+	if (n >= cap)
+		n = cap - 1;
+	memcpy(dst, src, n);
+	dst[n] = 0;
+}
+
+/* struct sd <-> the support module's struct (same daemon). */
+static void sd_proc(const struct sd *d, struct sc_daemon *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->pid = d->pid;
+	p->own_dir = true;
+	copy_str(p->dir, sizeof(p->dir), d->dir);
+	copy_str(p->conf, sizeof(p->conf), d->conf);
+	copy_str(p->ports, sizeof(p->ports), d->ports);
+	copy_str(p->log, sizeof(p->log), d->log);
+}
+
 int sd_write_conf(struct sd *d, const char *extra)
 {
-	FILE *f = fopen(d->conf, "w");
-	if (!f)
+	struct sc_daemon p;
+	char *e = sd_extra(extra);
+	struct sc_daemon_opts o = sd_opts(d, e);
+	int rc;
+
+	if (!e)
 		return -1;
-	fprintf(f,
-		"[control]\nport = 0\nport-file = %s\nhandshake-timeout = 3s\ndrain-timeout = 2s\n"
-		"[http]\nport = 0\n[fabric]\nprovider = %s\n[log]\nlevel = debug\n%s\n",
-		d->ports, d->provider, extra ? extra : "");
-	return fclose(f);
+	sd_proc(d, &p);
+	rc = sc_daemon_write_conf(&p, &o);
+	free(e);
+	return rc;
 }
 
 bool sd_log_has(const struct sd *d, const char *s)
@@ -83,23 +132,6 @@ bool sd_log_has(const struct sd *d, const char *s)
 		found = strstr(line, s) != NULL;
 	fclose(f);
 	return found;
-}
-
-static int read_ports(struct sd *d)
-{
-	FILE *f = fopen(d->ports, "r");
-	unsigned c = 0, h = 0;
-	int n;
-
-	if (!f)
-		return -1;
-	n = fscanf(f, "control=%u http=%u", &c, &h);
-	fclose(f);
-	if (n != 2)
-		return -1;
-	d->ctl = (uint16_t)c;
-	d->http = (uint16_t)h;
-	return 0;
 }
 
 const char *sd_binary(void)
@@ -120,100 +152,73 @@ bool th_json_ok(const char *text)
 	return pclose(p) == 0;
 }
 
+/* Ready once both ports are known and /healthz answers 200. */
+static bool sd_healthy(const struct sc_daemon *p, void *arg)
+{
+	struct sd *d = arg;
+	char body[64];
+
+	if (!p->http)
+		return false;
+	d->ctl = p->ctl;
+	d->http = p->http;
+	return sd_http(d, "/healthz", body, sizeof(body)) == 200;
+}
+
 int sd_start(struct sd *d, const char *extra)
 {
-	const char *path = sd_binary();
-	const char *wrap = getenv("SC_TEST_DAEMON_WRAPPER");
-	uint64_t deadline;
+	struct sc_daemon p;
+	char *e;
+	int rc;
 
 	memset(d, 0, sizeof(*d));
 	d->provider = th_provider();
-	snprintf(d->dir, sizeof(d->dir), "/tmp/sumcastd-test.XXXXXX");
-	if (!mkdtemp(d->dir)) {
-		perror("mkdtemp");
+	if (!(e = sd_extra(extra)))
+		return -1;
+	struct sc_daemon_opts o = sd_opts(d, e);
+	o.ready = sd_healthy;
+	o.ready_arg = d;
+	rc = sc_daemon_start(&p, &o);
+	free(e);
+	if (*p.dir && (strlen(p.dir) >= sizeof(d->dir) || strlen(p.conf) >= sizeof(d->conf) ||
+		       strlen(p.ports) >= sizeof(d->ports) || strlen(p.log) >= sizeof(d->log))) {
+		fprintf(stderr, "sumcastd test paths too long (%s)\n", p.dir);
+		sc_daemon_cleanup(&p, false);
 		return -1;
 	}
-	snprintf(d->conf, sizeof(d->conf), "%s/sumcastd.conf", d->dir);
-	snprintf(d->ports, sizeof(d->ports), "%s/ports", d->dir);
-	snprintf(d->log, sizeof(d->log), "%s/log", d->dir);
-	if (sd_write_conf(d, extra)) {
-		perror("config");
-		return -1;
-	}
-	d->pid = fork();
-	if (d->pid < 0)
-		return -1;
-	if (d->pid == 0) {
-		int fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-			close(fd);
-		}
-		if (wrap) {
-			char cmd[1024];
-			snprintf(cmd, sizeof(cmd), "exec %s %s -c %s", wrap, path, d->conf);
-			execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-		} else {
-			execl(path, "sumcastd", "-c", d->conf, (char *)NULL);
-		}
-		_exit(127);
-	}
-	deadline = th_now_ms() + 15000 * slow_factor();
-	while (th_now_ms() < deadline) {
-		int st;
-		if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
-			fprintf(stderr, "sumcastd exited at start (status 0x%x); log %s\n", st, d->log);
-			d->pid = 0;
-			return -1;
-		}
-		if (!read_ports(d)) {
-			char body[64];
-			if (sd_http(d, "/healthz", body, sizeof(body)) == 200)
-				return 0;
-		}
-		th_sleep_ms(20);
-	}
-	fprintf(stderr, "sumcastd did not become healthy in time; log %s\n", d->log);
-	return -1;
+	d->pid = p.pid;
+	copy_str(d->dir, sizeof(d->dir), p.dir);
+	copy_str(d->conf, sizeof(d->conf), p.conf);
+	copy_str(d->ports, sizeof(d->ports), p.ports);
+	copy_str(d->log, sizeof(d->log), p.log);
+	d->ctl = p.ctl;
+	d->http = p.http;
+	return rc ? -1 : 0;
 }
 
 int sd_stop(struct sd *d, int sig, unsigned timeout_ms)
 {
-	uint64_t deadline = th_now_ms() + timeout_ms * slow_factor();
-	int st;
+	struct sc_daemon p;
+	int rc;
 
-	if (d->pid <= 0)
-		return -1;
-	kill(d->pid, sig);
-	while (th_now_ms() < deadline) {
-		if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
-			d->pid = 0;
-			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-		}
-		th_sleep_ms(10);
-	}
-	kill(d->pid, SIGKILL);
-	waitpid(d->pid, &st, 0);
-	d->pid = 0;
-	return -1;
+	sd_proc(d, &p);
+	rc = sc_daemon_stop(&p, sig, timeout_ms * slow_factor());
+	d->pid = p.pid;
+	return rc;
 }
 
 void sd_cleanup(struct sd *d)
 {
-	char cmd[160];
+	struct sc_daemon p;
+	bool keep = th_failed || getenv("SC_TEST_KEEP");
 
 	if (d->pid > 0)
 		sd_stop(d, SIGKILL, 2000);
-	if (!*d->dir)
-		return;
-	if (th_failed || getenv("SC_TEST_KEEP")) {
+	sd_proc(d, &p);
+	if (keep && *d->dir)
 		fprintf(stderr, "daemon log kept in %s\n", d->log);
-		return;
-	}
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d->dir);
-	if (system(cmd))
-		fprintf(stderr, "could not remove %s\n", d->dir);
+	sc_daemon_cleanup(&p, keep);
+	d->pid = p.pid;
 }
 
 static int tcp_connect(uint16_t port)

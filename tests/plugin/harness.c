@@ -47,6 +47,7 @@
 
 #include "../../plugin/nccl_net.h"
 #include "reduce.h"
+#include "sumcastd_proc.h"
 
 #ifndef HARNESS_PLUGIN_PATH
 #define HARNESS_PLUGIN_PATH ""
@@ -1208,27 +1209,12 @@ static void run_bench(void)
 
 /* ---------------- processes and daemons ---------------- */
 
-static pid_t daemons[MAX_AGGS];
+static struct sc_daemon daemons[MAX_AGGS];
 static int ndaemons;
 
 static void daemons_stop(void)
 {
-	for (int i = 0; i < ndaemons; i++) {
-		if (daemons[i] <= 0)
-			continue;
-		kill(daemons[i], SIGTERM);
-		for (int k = 0; k < 300; k++) {
-			if (waitpid(daemons[i], NULL, WNOHANG) == daemons[i]) {
-				daemons[i] = 0;
-				break;
-			}
-			usleep(10000);
-		}
-		if (daemons[i] > 0) {
-			kill(daemons[i], SIGKILL);
-			waitpid(daemons[i], NULL, 0);
-		}
-	}
+	sc_daemons_stop(daemons, (size_t)ndaemons, SIGTERM, 3000);
 	ndaemons = 0;
 }
 
@@ -1256,71 +1242,53 @@ static int daemons_start(char *aggs, size_t len)
 		fprintf(stderr, "SKIP: sumcastd not built (%s)\n", opt.daemon && *opt.daemon ? opt.daemon : "no path");
 		return SKIP;
 	}
+	/* HARNESS_DAEMON_CONF: extra lines for the daemons, e.g.
+	 * "[data]\nidle-spin = 1000" (\n as two characters) */
+	const char *env = getenv("HARNESS_DAEMON_CONF");
+	size_t cap = PATH_MAX + 64 + (env ? strlen(env) + 2 : 0), n = 0;
+	char *extra = malloc(cap);
+	CHECK(extra, "malloc");
+	if (opt.key)
+		n += (size_t)snprintf(extra, cap, "[auth]\nkey-file = %s/daemon.key\n", rv_dir);
+	for (const char *e = env; e && *e && n < cap - 2; e++) {
+		if (e[0] == '\\' && e[1] == 'n') {
+			extra[n++] = '\n';
+			e++;
+		} else {
+			extra[n++] = *e;
+		}
+	}
+	if (env)
+		extra[n++] = '\n';
+	extra[n] = 0;
 	aggs[0] = 0;
 	for (int i = 0; i < opt.naggs; i++) {
-		char conf[PATH_MAX + 32], pf[PATH_MAX + 32], logf[PATH_MAX + 32];
-		snprintf(conf, sizeof(conf), "%s/agg%d.conf", rv_dir, i);
-		snprintf(pf, sizeof(pf), "%s/agg%d.ports", rv_dir, i);
-		snprintf(logf, sizeof(logf), "%s/agg%d.log", rv_dir, i);
-		FILE *f = fopen(conf, "w");
-		CHECK(f, "%s", conf);
-		fprintf(f, "[control]\nport = 0\nport-file = %s\n[http]\nport = 0\n[fabric]\nprovider = tcp\nnode = 127.0.0.1\n", pf);
-		if (opt.key)
-			fprintf(f, "[auth]\nkey-file = %s/daemon.key\n", rv_dir);
-		/* HARNESS_DAEMON_CONF: extra lines for the daemons, e.g.
-		 * "[data]\nidle-spin = 1000" (\n as two characters) */
-		const char *extra = getenv("HARNESS_DAEMON_CONF");
-		for (const char *e = extra; e && *e; e++) {
-			if (e[0] == '\\' && e[1] == 'n') {
-				fputc('\n', f);
-				e++;
-			} else {
-				fputc(*e, f);
-			}
+		char name[32];
+		snprintf(name, sizeof(name), "agg%d", i);
+		struct sc_daemon_opts o = {
+			.binary = opt.daemon,
+			.provider = "tcp",
+			.node = "127.0.0.1",
+			.extra = extra,
+			.dir = rv_dir,
+			.name = name,
+			.log = !opt.verbose,
+			.timeout_ms = 15000,
+		};
+		struct sc_daemon *d = &daemons[ndaemons++];
+		int rc = sc_daemon_start(d, &o);
+		if (rc == SC_DAEMON_EXITED && *d->log) {
+			char cmd[PATH_MAX + 64];
+			snprintf(cmd, sizeof(cmd), "cat %s >&2", d->log);
+			(void)!system(cmd);
 		}
-		if (extra)
-			fputc('\n', f);
-		fclose(f);
-		pid_t pid = fork();
-		if (pid == 0) {
-			int fd = open(logf, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-			if (fd >= 0 && !opt.verbose) {
-				dup2(fd, 1);
-				dup2(fd, 2);
-			}
-			execl(opt.daemon, "sumcastd", "-c", conf, (char *)NULL);
-			_exit(127);
+		if (rc) {
+			free(extra);
+			return 1;
 		}
-		daemons[ndaemons++] = pid;
-		double end = now_s() + 15;
-		int port = 0;
-		while (!port) {
-			FILE *p = fopen(pf, "r");
-			if (p) {
-				int c = 0, h = 0;
-				if (fscanf(p, "control=%d http=%d", &c, &h) >= 1)
-					port = c;
-				fclose(p);
-			}
-			if (!port) {
-				int st;
-				if (waitpid(pid, &st, WNOHANG) == pid) {
-					daemons[ndaemons - 1] = 0;
-					fprintf(stderr, "sumcastd %d exited (status 0x%x); log %s\n", i, st, logf);
-					char cmd[PATH_MAX + 64];
-					snprintf(cmd, sizeof(cmd), "cat %s >&2", logf);
-					(void)!system(cmd);
-					return 1;
-				}
-				if (now_s() > end) {
-					fprintf(stderr, "sumcastd %d wrote no port file in 15 s\n", i);
-					return 1;
-				}
-				usleep(10000);
-			}
-		}
-		snprintf(aggs + strlen(aggs), len - strlen(aggs), "%s127.0.0.1:%d", i ? "," : "", port);
+		snprintf(aggs + strlen(aggs), len - strlen(aggs), "%s127.0.0.1:%u", i ? "," : "", d->ctl);
 	}
+	free(extra);
 	return 0;
 }
 
