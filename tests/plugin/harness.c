@@ -1548,6 +1548,11 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 	}
 	int rc = 0;
 	if (opt.aggs) {
+		/* Given addresses: no daemons started, but the tables, the JSON
+		 * rows and the auto-split column count them. */
+		opt.naggs = 1;
+		for (const char *p = opt.aggs; *p; p++)
+			opt.naggs += *p == ',';
 		setenv("SUMCAST_AGGREGATORS", opt.aggs, 1);
 	} else if (opt.naggs > 0) {
 		rc = daemons_start(aggs, sizeof(aggs));
