@@ -30,6 +30,10 @@ SC_FABRIC_PROVIDER=${SC_FABRIC_PROVIDER:-tcp;ofi_rxm}   # sumcastd [fabric] prov
 # the data): with the aggregators' chunks and results (256 KiB) both ways on every link, that
 # coupling held the links at ~0.7. Eager up to the chunk size: 0.90 (docs/benchmarks.md).
 export FI_OFI_RXM_EAGER_LIMIT=${FI_OFI_RXM_EAGER_LIMIT:-262144}
+# Aggregator chunk of the harness (plugin default 256K): 128 KiB measured +3% agg/ring at
+# W=4, A=4, 64 MiB with reno (3 runs each, ranges apart; docs/benchmarks.md). Must stay
+# below FI_OFI_RXM_EAGER_LIMIT (chunk + header go eager).
+export SUMCAST_CHUNK_BYTES=${SUMCAST_CHUNK_BYTES:-128K}
 
 sc_log() { printf '[cluster %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 sc_die() { sc_log "error: $*"; exit 1; }
@@ -108,8 +112,10 @@ sc_tbf() { # ns dev rate_mbit latency
 }
 # TCP congestion control of every host namespace (a new namespace inherits the machine's
 # default: bbr on the machine of docs/benchmarks.md). SC_TCP_CC=reno|bbr pins it (cubic only
-# if the host's net.ipv4.tcp_allowed_congestion_control lists it). Default "": inherited.
-SC_TCP_CC=${SC_TCP_CC-}
+# if the host's net.ipv4.tcp_allowed_congestion_control lists it). Default reno (measured
+# +3..6% on the aggregator path over bbr, every mode shares it, MPI included);
+# SC_TCP_CC= (empty) inherits the machine's.
+SC_TCP_CC=${SC_TCP_CC-reno}
 SC_HOST_LATENCY=${SC_TBF_LATENCY:-50ms}
 SC_SW_LATENCY=${SC_SW_LATENCY:-$SC_HOST_LATENCY}
 
