@@ -615,24 +615,6 @@ static ncclResult_t coll_devices(int *ndev)
 	return plugin_result(netc_devices(ndev));
 }
 
-static void props_v9(const struct plugin_props *p, int dev, ncclNetProperties_v9_t *out)
-{
-	memset(out, 0, sizeof(*out));
-	out->name = (char *)p->name;
-	out->guid = (uint64_t)dev;
-	out->ptrSupport = NCCL_PTR_HOST;
-	out->speed = p->speed_mbps;
-	out->latency = p->latency_us;
-	out->maxComms = 1024;
-	out->maxRecvs = 1;
-	out->netDeviceType = NCCL_NET_DEVICE_HOST;
-	out->netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION;
-	out->vProps.ndevs = 1;
-	out->vProps.devs[0] = dev;
-	out->maxP2pBytes = p->max_p2p_bytes;
-	out->maxCollBytes = p->max_coll_bytes;
-}
-
 static ncclResult_t coll_props_v9(int dev, ncclNetProperties_v9_t *out)
 {
 	struct plugin_props p;
@@ -640,7 +622,7 @@ static ncclResult_t coll_props_v9(int dev, ncclNetProperties_v9_t *out)
 
 	if (rc)
 		return plugin_result(rc);
-	props_v9(&p, dev, out);
+	plugin_props_v9(&p, dev, 1024, 1, out);
 	return ncclSuccess;
 }
 
@@ -653,9 +635,7 @@ static ncclResult_t coll_props_v11(int dev, ncclNetProperties_v11_t *out)
 	r = coll_props_v9(dev, &p);
 	if (r)
 		return r;
-	memset(out, 0, sizeof(*out));
-	memcpy(out, &p, sizeof(p)); /* v11 = v9 + maxMultiRequestSize at the end */
-	out->maxMultiRequestSize = 1;
+	plugin_props_v9_to_v11(&p, out);
 	return ncclSuccess;
 }
 
@@ -668,18 +648,7 @@ static ncclResult_t coll_props_v8(int dev, ncclNetProperties_v8_t *out)
 	r = coll_props_v9(dev, &p);
 	if (r)
 		return r;
-	out->name = p.name;
-	out->pciPath = p.pciPath;
-	out->guid = p.guid;
-	out->ptrSupport = p.ptrSupport;
-	out->regIsGlobal = p.regIsGlobal;
-	out->speed = p.speed;
-	out->port = p.port;
-	out->latency = p.latency;
-	out->maxComms = p.maxComms;
-	out->maxRecvs = p.maxRecvs;
-	out->netDeviceType = p.netDeviceType;
-	out->netDeviceVersion = p.netDeviceVersion;
+	plugin_props_v9_to_v8(&p, out);
 	return ncclSuccess;
 }
 

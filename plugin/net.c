@@ -31,59 +31,6 @@ static ncclResult_t net_devices(int *ndev)
 	return plugin_result(netc_devices(ndev));
 }
 
-static void props_fill_v9(const struct plugin_props *p, int dev, ncclNetProperties_v9_t *out)
-{
-	/* Zero first: vProps.devs has more slots than we fill, and the v8/v11
-	 * copies take the struct whole. */
-	memset(out, 0, sizeof(*out));
-	out->name = (char *)p->name;
-	out->pciPath = NULL;
-	out->guid = (uint64_t)dev;
-	out->ptrSupport = NCCL_PTR_HOST;
-	out->regIsGlobal = 0;
-	out->forceFlush = 0;
-	out->speed = p->speed_mbps;
-	out->port = 0;
-	out->latency = p->latency_us;
-	out->maxComms = 65536;
-	out->maxRecvs = p->max_recvs;
-	out->netDeviceType = NCCL_NET_DEVICE_HOST;
-	out->netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION;
-	out->vProps.ndevs = 1;
-	out->vProps.devs[0] = dev;
-	out->maxP2pBytes = p->max_p2p_bytes;
-	out->maxCollBytes = p->max_coll_bytes;
-}
-
-static ncclResult_t net_props_v11(int dev, ncclNetProperties_v11_t *out)
-{
-	struct plugin_props p;
-	ncclNetProperties_v9_t p9;
-	int rc = plugin_props_get(dev, &p);
-
-	if (rc)
-		return plugin_result(rc);
-	props_fill_v9(&p, dev, &p9);
-	out->name = p9.name;
-	out->pciPath = p9.pciPath;
-	out->guid = p9.guid;
-	out->ptrSupport = p9.ptrSupport;
-	out->regIsGlobal = p9.regIsGlobal;
-	out->forceFlush = p9.forceFlush;
-	out->speed = p9.speed;
-	out->port = p9.port;
-	out->latency = p9.latency;
-	out->maxComms = p9.maxComms;
-	out->maxRecvs = p9.maxRecvs;
-	out->netDeviceType = p9.netDeviceType;
-	out->netDeviceVersion = p9.netDeviceVersion;
-	out->vProps = p9.vProps;
-	out->maxP2pBytes = p9.maxP2pBytes;
-	out->maxCollBytes = p9.maxCollBytes;
-	out->maxMultiRequestSize = 1;
-	return ncclSuccess;
-}
-
 static ncclResult_t net_props_v9(int dev, ncclNetProperties_v9_t *out)
 {
 	struct plugin_props p;
@@ -91,7 +38,20 @@ static ncclResult_t net_props_v9(int dev, ncclNetProperties_v9_t *out)
 
 	if (rc)
 		return plugin_result(rc);
-	props_fill_v9(&p, dev, out);
+	plugin_props_v9(&p, dev, 65536, p.max_recvs, out);
+	return ncclSuccess;
+}
+
+static ncclResult_t net_props_v11(int dev, ncclNetProperties_v11_t *out)
+{
+	ncclNetProperties_v9_t p9;
+	ncclResult_t r;
+
+	memset(&p9, 0, sizeof(p9)); /* gcc -O3 cannot see that r != 0 means unfilled */
+	r = net_props_v9(dev, &p9);
+	if (r)
+		return r;
+	plugin_props_v9_to_v11(&p9, out);
 	return ncclSuccess;
 }
 
@@ -102,21 +62,9 @@ static ncclResult_t net_props_v8(int dev, ncclNetProperties_v8_t *out)
 
 	memset(&p9, 0, sizeof(p9)); /* gcc -O3 cannot see that r != 0 means unfilled */
 	r = net_props_v9(dev, &p9);
-
 	if (r)
 		return r;
-	out->name = p9.name;
-	out->pciPath = p9.pciPath;
-	out->guid = p9.guid;
-	out->ptrSupport = p9.ptrSupport;
-	out->regIsGlobal = p9.regIsGlobal;
-	out->speed = p9.speed;
-	out->port = p9.port;
-	out->latency = p9.latency;
-	out->maxComms = p9.maxComms;
-	out->maxRecvs = p9.maxRecvs;
-	out->netDeviceType = p9.netDeviceType;
-	out->netDeviceVersion = p9.netDeviceVersion;
+	plugin_props_v9_to_v8(&p9, out);
 	return ncclSuccess;
 }
 

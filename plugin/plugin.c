@@ -159,6 +159,65 @@ uint64_t plugin_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+void plugin_props_v9(const struct plugin_props *p, int dev, int max_comms, int max_recvs,
+		     ncclNetProperties_v9_t *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->name = (char *)p->name;
+	out->pciPath = NULL;
+	out->guid = (uint64_t)dev;
+	out->ptrSupport = NCCL_PTR_HOST;
+	out->speed = p->speed_mbps;
+	out->latency = p->latency_us;
+	out->maxComms = max_comms;
+	out->maxRecvs = max_recvs;
+	out->netDeviceType = NCCL_NET_DEVICE_HOST;
+	out->netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION;
+	out->vProps.ndevs = 1;
+	out->vProps.devs[0] = dev;
+	out->maxP2pBytes = p->max_p2p_bytes;
+	out->maxCollBytes = p->max_coll_bytes;
+}
+
+void plugin_props_v9_to_v8(const ncclNetProperties_v9_t *in, ncclNetProperties_v8_t *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->name = in->name;
+	out->pciPath = in->pciPath;
+	out->guid = in->guid;
+	out->ptrSupport = in->ptrSupport;
+	out->regIsGlobal = in->regIsGlobal;
+	out->speed = in->speed;
+	out->port = in->port;
+	out->latency = in->latency;
+	out->maxComms = in->maxComms;
+	out->maxRecvs = in->maxRecvs;
+	out->netDeviceType = in->netDeviceType;
+	out->netDeviceVersion = in->netDeviceVersion;
+}
+
+void plugin_props_v9_to_v11(const ncclNetProperties_v9_t *in, ncclNetProperties_v11_t *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->name = in->name;
+	out->pciPath = in->pciPath;
+	out->guid = in->guid;
+	out->ptrSupport = in->ptrSupport;
+	out->regIsGlobal = in->regIsGlobal;
+	out->forceFlush = in->forceFlush;
+	out->speed = in->speed;
+	out->port = in->port;
+	out->latency = in->latency;
+	out->maxComms = in->maxComms;
+	out->maxRecvs = in->maxRecvs;
+	out->netDeviceType = in->netDeviceType;
+	out->netDeviceVersion = in->netDeviceVersion;
+	out->vProps = in->vProps;
+	out->maxP2pBytes = in->maxP2pBytes;
+	out->maxCollBytes = in->maxCollBytes;
+	out->maxMultiRequestSize = 1;
+}
+
 int plugin_props_get(int dev, struct plugin_props *out)
 {
 	struct fabric *f = netc_fabric();

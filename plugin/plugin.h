@@ -57,6 +57,13 @@ struct plugin_props {
 	size_t max_p2p_bytes, max_coll_bytes;
 };
 int plugin_props_get(int dev, struct plugin_props *out);
+/* NCCL property structs: both vtables fill the v9 layout (zeroed first:
+ * vProps.devs has more slots than are set) and convert it to v8 / v11
+ * field by field. */
+void plugin_props_v9(const struct plugin_props *p, int dev, int max_comms, int max_recvs,
+		     ncclNetProperties_v9_t *out);
+void plugin_props_v9_to_v8(const ncclNetProperties_v9_t *in, ncclNetProperties_v8_t *out);
+void plugin_props_v9_to_v11(const ncclNetProperties_v9_t *in, ncclNetProperties_v11_t *out);
 
 /* dtype/op mapping. Returns 0 or -ENOTSUP. */
 int plugin_dtype(ncclDataType_t t, enum sc_dtype *out);
