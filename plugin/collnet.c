@@ -43,6 +43,7 @@ struct coll_handle {
 	uint64_t job_id;
 	int32_t split_ppm; /* -1: auto */
 	uint32_t link_mbps, agg_mbps;
+	uint32_t agg_eff_ppm; /* split model's aggregator efficiency, parts per million */
 	uint32_t lat_ns; /* one hop, for the split's latency terms */
 	uint64_t small_bytes;
 	uint32_t eager_bytes; /* eager cut for aggregator chunks and ring columns, 0: none */
@@ -159,6 +160,7 @@ int colln_listen(int dev, void *handle, void **listen_comm)
 	struct plugin_props pp;
 	h->link_mbps = plugin_props_get(0, &pp) ? 25000 : (uint32_t)pp.speed_mbps;
 	h->agg_mbps = plugin_cfg.agg_gbps > 0 ? (uint32_t)(plugin_cfg.agg_gbps * 1000) : h->link_mbps;
+	h->agg_eff_ppm = (uint32_t)(plugin_cfg.agg_eff * 1e6 + 0.5);
 	h->small_bytes = plugin_cfg.small_bytes;
 	eager_parse(plugin_cfg.eager_bytes, fabric_provider(lc->f), &h->eager_bytes);
 	h->lat_ns = plugin_props_get(0, &pp) ? 10000 : (uint32_t)(pp.latency_us * 1000);
@@ -330,6 +332,7 @@ int colln_connect(void *handles[], int nranks, int rank, void *listen_comm, void
 		.fixed = h0->split_ppm < 0 ? -1 : h0->split_ppm / 1e6,
 		.link_gbps = h0->link_mbps / 1000.0,
 		.agg_gbps = h0->agg_mbps / 1000.0,
+		.agg_eff = h0->agg_eff_ppm / 1e6,
 		.nranks = (uint32_t)nranks,
 		.small_bytes = h0->small_bytes,
 		.lat_us = h0->lat_ns / 1000.0,
@@ -363,12 +366,12 @@ int colln_connect(void *handles[], int nranks, int rank, void *listen_comm, void
 	if (use_aggs) {
 		cc->model.naggs = (uint32_t)cc->naggs;
 		SC_INFO("collnet job 0x%016llx: rank %d of %d, %zu aggregators (%s) + ring, split %s "
-			"(model %.2f, link %.1f / aggregator %.1f Gb/s, hop %.1f us%s), eager cut %u B, "
+			"(model %.3f, link %.1f / aggregator %.1f Gb/s x %.2f, hop %.1f us%s), eager cut %u B, "
 			"connected in %.1f ms",
 			(unsigned long long)cc->job_id, rank, nranks, cc->naggs, plugin_cfg.aggregators,
 			cc->model.fixed < 0 ? "auto" : plugin_cfg.split,
 			split_model_fraction(&cc->model), cc->model.link_gbps, cc->model.agg_gbps,
-			cc->model.lat_us,
+			cc->model.agg_eff, cc->model.lat_us,
 			cc->model.shared_host ? ", aggregators on this host: ring or aggregators, no split"
 					      : "",
 			cc->eager_bytes, (plugin_now_ns() - t0) / 1e6);

@@ -1,6 +1,7 @@
 /* Process-wide plugin state: NCCL's logger as our log sink, the SUMCAST_*
  * settings table, error mapping, device properties, type mapping. */
 #include "plugin.h"
+#include "split.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -29,6 +30,9 @@ static const struct cfg_entry plugin_table[] = {
 	  S(link_gbps), 0, 1e6, false },
 	{ "", "agg_gbps", CFG_DOUBLE, "0", "one aggregator's link bandwidth in Gb/s; 0: same as link_gbps",
 	  S(agg_gbps), 0, 1e6, false },
+	{ "", "agg_efficiency", CFG_DOUBLE, SPLIT_AGG_EFF_DEFAULT,
+	  "share of its link the aggregator path reaches while the ring shares the node links (split model)",
+	  S(agg_eff), 0.1, 1, false },
 	{ "", "key_file", CFG_STRING, "", "file with the shared key that signs job joins; empty: none",
 	  S(key_file), 0, 0, false },
 	{ "", "chunk_bytes", CFG_SIZE, "256K", "aggregator chunk size",

@@ -26,6 +26,7 @@ struct plugin_settings {
 	char split[CFG_STR_MAX];       /* "auto" or a fraction in [0, 1] */
 	double link_gbps;              /* node link; 0: from provider, else 25 */
 	double agg_gbps;               /* one aggregator's link; 0: same as link */
+	double agg_eff;                /* split model: aggregator path's share of its link */
 	char key_file[CFG_STR_MAX];
 	uint64_t chunk_bytes;          /* aggregator chunk */
 	int64_t window;                /* aggregator chunks in flight */

@@ -23,9 +23,15 @@ int split_parse(const char *s, double *out)
 	return 0;
 }
 
+/* Share of its link the aggregator path reaches while the ring runs too. */
+static double agg_eff(const struct split_model *m)
+{
+	return m->agg_eff > 0 && m->agg_eff <= 1 ? m->agg_eff : 1;
+}
+
 double split_model_fraction(const struct split_model *m)
 {
-	double n = m->nranks, r, k;
+	double n = m->nranks, r, k, ke, a;
 
 	if (m->naggs == 0)
 		return 0;
@@ -36,8 +42,11 @@ double split_model_fraction(const struct split_model *m)
 	k = n * m->link_gbps / (m->naggs * m->agg_gbps);
 	if (k <= 1)
 		return 1; /* at a = 1 the node link is still the slower one */
-	/* a + (1 - a) r = a k  ->  a = r / (k + r - 1) */
-	return r / (k + r - 1);
+	/* a + (1 - a) r = a k/e  ->  a = r / (k/e + r - 1) */
+	ke = k / agg_eff(m);
+	a = r / (ke + r - 1);
+	/* a = 1 costs k node-link times (one pipeline, no e); the split a + (1-a) r. */
+	return k <= a + (1 - a) * r ? 1 : a;
 }
 
 double split_fraction(const struct split_model *m, size_t bytes)
@@ -60,8 +69,8 @@ double split_fraction(const struct split_model *m, size_t bytes)
 	ta = 2 * m->lat_us * 1e3 + b * ca;
 	tr = 2 * (n - 1) * m->lat_us * 1e3 + b * r * lk;
 	cs = (fa + (1 - fa) * r) * lk;
-	if (fa * ag > cs)
-		cs = fa * ag;
+	if (fa * ag / agg_eff(m) > cs)
+		cs = fa * ag / agg_eff(m);
 	ts = 2 * n * m->lat_us * 1e3 + b * cs;
 	if (!m->shared_host && fa > 0 && fa < 1 && ts < ta && ts < tr)
 		return fa;

@@ -2,8 +2,16 @@
  *
  * Bandwidth model (docs/plugin.md, DESIGN.md): with a the aggregator share,
  * a node's link carries a + (1-a)*2(N-1)/N of the data, an aggregator
- * carries a*N/M. Time is the slower of the two; the best a makes them equal,
- * or is 1 when the aggregators are not the bottleneck even at a = 1.
+ * carries a*N/M. Time is the slower of the two.
+ *  - a = 1 (aggregators only): one pipeline, node and aggregator links
+ *    carry the same flows; time max(1, k), k = N link / (M agg).
+ *  - 0 < a < 1: both paths share each node's link. Measured (emulated
+ *    cluster, docs/benchmarks.md): the aggregator path then reaches only a
+ *    share e (agg_eff) of its links when they are as loaded as the nodes',
+ *    because the ring's short-RTT flows take more than their share of
+ *    the node uplinks and the aggregator's tail runs alone. So the
+ *    interior split balances a*k/e = a + (1-a) r: a_e = r / (k/e + r - 1).
+ *  The best a is the faster of those two.
  *
  * split=auto for one message of b bytes (split_fraction):
  *  - b <= small_bytes: the path with fewer hops takes all (aggregators: 2,
@@ -28,10 +36,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* agg_eff's default: measured on the emulated cluster (tcp, W=4, one
+ * aggregator, docs/benchmarks.md): the best fixed split sat at
+ * e = 0.83-0.9 of the e = 1 model's. */
+#define SPLIT_AGG_EFF_DEFAULT "0.85"
+
 struct split_model {
 	double fixed;       /* < 0: auto; else the fraction in [0, 1] */
 	double link_gbps;   /* node link */
 	double agg_gbps;    /* one aggregator's link */
+	double agg_eff;     /* (0, 1]: aggregator path's share of its link in a split; 0: 1 */
 	uint32_t nranks, naggs;
 	uint64_t small_bytes;
 	double lat_us;      /* one hop (provider's figure); 0: bandwidth only */

@@ -977,7 +977,7 @@ static double bench_auto_split(int mode, size_t bytes, int speed_mbps)
 	if (split_parse(bench_split_env[mode], &fixed))
 		return -1;
 	const char *l = getenv("SUMCAST_LINK_GBPS"), *a = getenv("SUMCAST_AGG_GBPS");
-	const char *sm = getenv("SUMCAST_SMALL_BYTES");
+	const char *sm = getenv("SUMCAST_SMALL_BYTES"), *e = getenv("SUMCAST_AGG_EFFICIENCY");
 	struct split_model m = {
 		.fixed = fixed,
 		.link_gbps = l && atof(l) > 0 ? atof(l) : speed_mbps / 1000.0,
@@ -988,6 +988,7 @@ static double bench_auto_split(int mode, size_t bytes, int speed_mbps)
 		.shared_host = split_hosts_local(getenv("SUMCAST_AGGREGATORS")),
 	};
 	m.agg_gbps = a && atof(a) > 0 ? atof(a) : m.link_gbps;
+	m.agg_eff = atof(e && *e ? e : SPLIT_AGG_EFF_DEFAULT);
 	return split_fraction(&m, bytes);
 }
 
