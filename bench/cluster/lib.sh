@@ -30,10 +30,13 @@ SC_FABRIC_PROVIDER=${SC_FABRIC_PROVIDER:-tcp;ofi_rxm}   # sumcastd [fabric] prov
 # the data): with the aggregators' chunks and results (256 KiB) both ways on every link, that
 # coupling held the links at ~0.7. Eager up to the chunk size: 0.90 (docs/benchmarks.md).
 export FI_OFI_RXM_EAGER_LIMIT=${FI_OFI_RXM_EAGER_LIMIT:-262144}
-# Aggregator chunk of the harness (plugin default 256K): 128 KiB measured +3% agg/ring at
-# W=4, A=4, 64 MiB with reno (3 runs each, ranges apart; docs/benchmarks.md). Must stay
-# below FI_OFI_RXM_EAGER_LIMIT (chunk + header go eager).
-export SUMCAST_CHUNK_BYTES=${SUMCAST_CHUNK_BYTES:-128K}
+# Aggregator chunk of the harness (plugin default 256K, sized for real links): a chunk is
+# stored and forwarded by the aggregator once every rank's copy is in, so on these slow links
+# its time (32 KiB = 0.5 ms at 500 Mbit/s) is the pipeline's fill and skew cost. Measured
+# agg/ring at W=4, A=4: 32K 1.480 / 64K 1.472 / 128K 1.448 at 64 MiB, 1.437 vs 1.320 (128K)
+# at 16 MiB; W=8: 1.697 vs 1.675 at 64 MiB, CPU 0.94 of 2 cores (docs/benchmarks.md).
+# Must stay below FI_OFI_RXM_EAGER_LIMIT (chunk + header go eager).
+export SUMCAST_CHUNK_BYTES=${SUMCAST_CHUNK_BYTES:-32K}
 
 sc_log() { printf '[cluster %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 sc_die() { sc_log "error: $*"; exit 1; }
