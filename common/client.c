@@ -123,7 +123,7 @@ struct client {
 	struct fabric *fab;
 	bool own_fabric;
 	uint64_t job_id;
-	uint32_t rank, nranks, chunk_bytes, window, dtype_mask, timeout_ms, eager_bytes;
+	uint32_t rank, nranks, chunk_bytes, window, dtype_mask, timeout_ms, eager_bytes, join_flags;
 	uint8_t key[256];
 	size_t key_len;
 	size_t naggs;
@@ -560,7 +560,7 @@ static void send_join(struct client *c, struct client_agg *a, size_t ai, uint64_
 	j->dtype_mask = c->dtype_mask;
 	j->timeout_ms = c->timeout_ms;
 	j->result_key = (uint16_t)ai;
-	j->flags = 0;
+	j->flags = (uint16_t)c->join_flags;
 	j->addr_len = (uint16_t)c->fab->addrlen;
 	memcpy(j->addr, c->fab->addr, c->fab->addrlen);
 	snprintf(j->provider, sizeof(j->provider), "%s", fabric_provider(c->fab));
@@ -839,6 +839,9 @@ static int params_check(const struct client_params *p, char *why, size_t len)
 		snprintf(why, len, "key of %zu bytes: at most 256", p->key_len);
 	else if (p->max_requests > 65536)
 		snprintf(why, len, "max_requests %u: at most 65536", p->max_requests);
+	else if (p->join_flags & ~(uint32_t)WIRE_JOIN_F_DETERMINISTIC)
+		snprintf(why, len, "join_flags 0x%x: unknown bits 0x%x", p->join_flags,
+			 p->join_flags & ~(uint32_t)WIRE_JOIN_F_DETERMINISTIC);
 	else
 		return 0;
 	return -EINVAL;
@@ -869,6 +872,7 @@ int client_create(const struct client_params *p, struct client **out)
 	c->timeout_ms = p->timeout_ms ? p->timeout_ms : CLIENT_TIMEOUT_DEFAULT;
 	c->max_requests = p->max_requests ? p->max_requests : CLIENT_REQS_DEFAULT;
 	c->eager_bytes = p->eager_bytes;
+	c->join_flags = p->join_flags;
 	if (p->key_len)
 		memcpy(c->key, p->key, p->key_len);
 	c->key_len = p->key_len;

@@ -53,6 +53,12 @@ struct client_params {
 	 * the same value (chunk boundaries decide which bytes a seq carries).
 	 * client_eager_default() gives a provider's figure. */
 	uint32_t eager_bytes;
+	/* v1.3: WIRE_JOIN_F_* flags for the join, 0: none. WIRE_JOIN_F_DETERMINISTIC:
+	 * the aggregators reduce each chunk in rank order once every rank's copy is
+	 * in (bitwise the same result run after run; costs holding the copies).
+	 * Every rank of a job must pass the same flags (the daemon refuses a
+	 * mismatch). */
+	uint32_t join_flags;
 };
 
 struct client;

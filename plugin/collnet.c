@@ -34,6 +34,7 @@
 #define COLL_RANKS_MAX 2048   /* ring tags carry the step in 12 bits */
 #define COLL_AGREE_SEQ 0xFFFFFu
 #define COLL_F_SHARED_HOST 1u /* every aggregator on this host: never split */
+#define COLL_F_DETERMINISTIC 2u /* SUMCAST_DETERMINISTIC on rank 0: rank-order sums */
 
 struct coll_handle {
 	uint32_t magic;
@@ -85,6 +86,7 @@ struct coll_comm {
 	uint64_t job_id;
 	struct split_model model;
 	uint32_t eager_bytes; /* rank 0's */
+	bool deterministic;    /* rank 0's SUMCAST_DETERMINISTIC: join with WIRE_JOIN_F_DETERMINISTIC */
 	uint32_t seq;
 	struct coll_stats st;
 	char aggs_buf[CFG_STR_MAX];
@@ -166,6 +168,8 @@ int colln_listen(int dev, void *handle, void **listen_comm)
 	h->lat_ns = plugin_props_get(0, &pp) ? 10000 : (uint32_t)(pp.latency_us * 1000);
 	if (split_hosts_local(plugin_cfg.aggregators))
 		h->flags |= COLL_F_SHARED_HOST;
+	if (plugin_cfg.deterministic)
+		h->flags |= COLL_F_DETERMINISTIC;
 	*listen_comm = lc;
 	return 0;
 }
@@ -275,6 +279,7 @@ static int coll_join(struct coll_comm *cc, uint64_t deadline)
 		.naggs = cc->naggs,
 		.aggs = cc->aggs,
 		.eager_bytes = cc->eager_bytes,
+		.join_flags = cc->deterministic ? WIRE_JOIN_F_DETERMINISTIC : 0,
 	};
 	int rc = client_create(&p, &cc->client);
 	if (rc) {
@@ -345,6 +350,7 @@ int colln_connect(void *handles[], int nranks, int rank, void *listen_comm, void
 		goto err_free;
 	cc->eager_bytes = h0->eager_bytes;
 	cc->ring.eager_bytes = h0->eager_bytes;
+	cc->deterministic = h0->flags & COLL_F_DETERMINISTIC;
 
 	aggs_parse(cc);
 	int32_t joined = 0;
@@ -366,7 +372,7 @@ int colln_connect(void *handles[], int nranks, int rank, void *listen_comm, void
 	if (use_aggs) {
 		cc->model.naggs = (uint32_t)cc->naggs;
 		SC_INFO("collnet job 0x%016llx: rank %d of %d, %zu aggregators (%s) + ring, split %s "
-			"(model %.3f, link %.1f / aggregator %.1f Gb/s x %.2f, hop %.1f us%s), eager cut %u B, "
+			"(model %.3f, link %.1f / aggregator %.1f Gb/s x %.2f, hop %.1f us%s), eager cut %u B%s, "
 			"connected in %.1f ms",
 			(unsigned long long)cc->job_id, rank, nranks, cc->naggs, plugin_cfg.aggregators,
 			cc->model.fixed < 0 ? "auto" : plugin_cfg.split,
@@ -374,7 +380,8 @@ int colln_connect(void *handles[], int nranks, int rank, void *listen_comm, void
 			cc->model.agg_eff, cc->model.lat_us,
 			cc->model.shared_host ? ", aggregators on this host: ring or aggregators, no split"
 					      : "",
-			cc->eager_bytes, (plugin_now_ns() - t0) / 1e6);
+			cc->eager_bytes, cc->deterministic ? ", deterministic (rank-order sums)" : "",
+			(plugin_now_ns() - t0) / 1e6);
 	} else if (cc->naggs || v[1] > 0) {
 		/* One clear line per node: every node takes the same decision. */
 		SC_WARN("collnet job 0x%016llx: aggregators unusable on %s (this node: %s); "

@@ -54,6 +54,9 @@ static const struct cfg_entry plugin_table[] = {
 	{ "", "eager_bytes", CFG_STRING, "auto",
 	  "largest message the provider sends eagerly; auto: 16K for tcp/verbs (ofi_rxm), 0 (off) otherwise",
 	  S(eager_bytes), 0, 0, false },
+	{ "", "deterministic", CFG_BOOL, "false",
+	  "aggregators reduce every chunk in rank order: bitwise the same sums run after run (rank 0's setting)",
+	  S(deterministic), 0, 0, false },
 	{ "", "log_level", CFG_STRING, "info", "error|warn|info|debug|trace (NCCL_DEBUG filters too)",
 	  S(log_level), 0, 0, false },
 	CFG_ENTRY_END

@@ -38,6 +38,7 @@ struct plugin_settings {
 	int64_t max_recvs;
 	char log_level[CFG_STR_MAX];
 	char eager_bytes[CFG_STR_MAX]; /* "auto": provider's eager limit, else a size, 0: off */
+	bool deterministic;            /* aggregators reduce in rank order (rank 0's decides) */
 };
 
 extern struct plugin_settings plugin_cfg;

@@ -5,6 +5,8 @@
  *
  *   harness p2p   --nranks N [--version 11|8]
  *   harness coll  --nranks N [--naggs M] [--split S] [--version 11|8]
+ *                 [--deterministic]   (SUMCAST_DETERMINISTIC=1, --split 1: sums
+ *                 whose rounding depends on the order must equal the rank-order sum)
  *   harness bench --nranks N [--naggs M] [-b BYTES] [-e BYTES] [-f FACTOR] [--type T] [--json]
  *                 [--rounds R] [--time-per-size S]   (ring, agg, auto interleaved)
  *                 [--splits 0,0.25,0.5,0.75,1,auto]   (one variant per split, interleaved)
@@ -71,6 +73,7 @@ static struct opts {
 	int timeout_s;
 	int key; /* 0: no auth, 1: same key, 2: ranks use another key */
 	const char *expect; /* "agg" or "ring": the path connect must choose */
+	bool deterministic; /* SUMCAST_DETERMINISTIC=1 and the rank-order check */
 } opt = { .nranks = 2, .version = 11, .min_bytes = 8, .max_bytes = 256 << 20, .type = "f32",
 	  .timeout_s = 240 };
 
@@ -792,6 +795,65 @@ static uint64_t fnv(uint64_t h, const uint8_t *p, size_t n)
 	return h;
 }
 
+/* An f32 input whose sum rounds differently in different orders: mantissas
+ * and exponents spread over 2^-20..2^20, sign by rank and index. */
+static float order_val(int rank, size_t i)
+{
+	uint64_t h = (i + 1) * 0x9e3779b97f4a7c15ull ^ (uint64_t)(rank + 1) * 0xc2b2ae3d27d4eb4full;
+	h ^= h >> 29;
+	float m = 1.0f + (float)(h % 8388608) / 8388608.0f;
+	int e = (int)((h >> 23) % 41) - 20;
+	return ((h >> 40) & 1 ? -1.0f : 1.0f) * ldexpf(m, e);
+}
+
+/* SUMCAST_DETERMINISTIC (--deterministic, split 1): every element must be the
+ * rank-order sum ((x0 + x1) + x2) + ... in f32, and bf16 the f32 rank-order
+ * sum rounded once, however the copies arrived. The f32 case also checks the
+ * inputs are order-sensitive at all: the reverse order must differ somewhere,
+ * or the check would prove nothing. */
+static uint64_t check_rank_order(void *cc, uint8_t *send, uint8_t *recv, size_t half, void *mh,
+				 uint64_t hash)
+{
+	size_t count = half / sizeof(float), differ = 0;
+	float *s = (float *)send, *r = (float *)recv;
+
+	for (int pass = 0; pass < 3; pass++) {
+		for (size_t i = 0; i < count; i++)
+			s[i] = order_val(my_rank, i + (size_t)pass * 7);
+		allreduce_chunked(cc, send, recv, count, ncclFloat32, ncclSum, mh);
+		for (size_t i = 0; i < count; i++) {
+			float fwd = order_val(0, i + (size_t)pass * 7), rev = order_val(opt.nranks - 1, i + (size_t)pass * 7);
+			for (int k = 1; k < opt.nranks; k++) {
+				fwd += order_val(k, i + (size_t)pass * 7);
+				rev += order_val(opt.nranks - 1 - k, i + (size_t)pass * 7);
+			}
+			CHECK(memcmp(&r[i], &fwd, sizeof(fwd)) == 0,
+			      "deterministic f32 sum, pass %d: element %zu is %a, rank order gives %a", pass, i,
+			      (double)r[i], (double)fwd);
+			differ += memcmp(&fwd, &rev, sizeof(fwd)) != 0;
+		}
+		hash = fnv(hash, recv, count * sizeof(float));
+	}
+	CHECK(differ > 0, "deterministic check: no element's sum depends on the order (inputs useless)");
+	count = half / 2;
+	uint16_t *s16 = (uint16_t *)send, *r16 = (uint16_t *)recv;
+	for (size_t i = 0; i < count; i++)
+		s16[i] = sc_f32_to_bf16(order_val(my_rank, i));
+	allreduce_chunked(cc, send, recv, count, ncclBfloat16, ncclSum, mh);
+	for (size_t i = 0; i < count; i++) {
+		float acc = sc_bf16_to_f32(sc_f32_to_bf16(order_val(0, i)));
+		for (int k = 1; k < opt.nranks; k++)
+			acc += sc_bf16_to_f32(sc_f32_to_bf16(order_val(k, i)));
+		uint16_t want = sc_f32_to_bf16(acc);
+		CHECK(r16[i] == want, "deterministic bf16 sum: element %zu is 0x%04x, rank order gives 0x%04x",
+		      i, r16[i], want);
+	}
+	if (my_rank == 0)
+		fprintf(stderr, "deterministic: %zu f32 elements x 3 and %zu bf16 equal to the rank-order sum "
+			"(%zu f32 sums differ in reverse order)\n", half / sizeof(float), count, differ);
+	return fnv(hash, recv, count * 2);
+}
+
 static void run_coll(void)
 {
 	const size_t half = 8u << 20;
@@ -845,6 +907,8 @@ static void run_coll(void)
 		float w = (float)ref_val(ncclFloat32, ncclSum, i);
 		CHECK(((float *)recv)[i] == w, "in-place f32 sum: element %zu", i);
 	}
+	if (opt.deterministic)
+		hash = check_rank_order(cc, send, recv, half, mh, hash);
 	/* Bitwise equal on every rank. */
 	rv_put("hash", my_rank, &hash, sizeof(hash));
 	for (int r = 0; r < opt.nranks; r++) {
@@ -1411,7 +1475,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		{ "timeout", 1, 0, 'T' }, { "key", 1, 0, 'k' },
 		{ "expect", 1, 0, 'x' }, { "rounds", 1, 0, 'R' }, { "time-per-size", 1, 0, 'S' },
 		{ "factor", 1, 0, 'f' }, { "variant", 1, 0, 'W' }, { "splits", 1, 0, 'L' },
-		{ 0, 0, 0, 0 }
+		{ "deterministic", 0, 0, 'D' }, { 0, 0, 0, 0 }
 	};
 	static char plugin_buf[PATH_MAX + 64], daemon_buf[PATH_MAX + 64], aggs[1024];
 	bool timeout_given = false;
@@ -1427,7 +1491,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 	}
 	opt.plugin = HARNESS_PLUGIN_PATH;
 	opt.daemon = HARNESS_DAEMON_PATH;
-	while ((c = getopt_long(argc, argv, "n:m:s:v:p:d:b:e:t:jVa:T:k:x:R:S:f:W:L:", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "n:m:s:v:p:d:b:e:t:jVa:T:k:x:R:S:f:W:L:D", lo, NULL)) != -1) {
 		switch (c) {
 		case 'n': opt.nranks = atoi(optarg); break;
 		case 'm': opt.naggs = atoi(optarg); break;
@@ -1491,6 +1555,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 			if (strcmp(optarg, "agg") && strcmp(optarg, "ring"))
 				usage();
 			break;
+		case 'D': opt.deterministic = true; break;
 		case 'k':
 			opt.key = !strcmp(optarg, "same") ? 1 : !strcmp(optarg, "other") ? 2 : -1;
 			if (opt.key < 0)
@@ -1525,6 +1590,12 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 	setenv("SUMCAST_CONNECT_TIMEOUT", "10s", 0);
 	if (opt.split)
 		setenv("SUMCAST_SPLIT", opt.split, 1);
+	if (opt.deterministic) {
+		/* The rank-order check holds for the aggregators' part only. */
+		CHECK(opt.split && !strcmp(opt.split, "1") && opt.naggs > 0,
+		      "--deterministic wants --split 1 and --naggs M");
+		setenv("SUMCAST_DETERMINISTIC", "1", 1);
+	}
 	if (!strcmp(opt.mode, "bench") && !timeout_given)
 		opt.timeout_s = 3600; /* every size is bounded by --time-per-size */
 	if (opt.verbose)
