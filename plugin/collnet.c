@@ -370,13 +370,18 @@ int colln_connect(void *handles[], int nranks, int rank, void *listen_comm, void
 		cc->client = NULL;
 	}
 	if (use_aggs) {
+		char split_s[16];
 		cc->model.naggs = (uint32_t)cc->naggs;
+		/* rank 0's split, which every node uses */
+		if (cc->model.fixed < 0)
+			snprintf(split_s, sizeof(split_s), "auto");
+		else
+			snprintf(split_s, sizeof(split_s), "%.3f", cc->model.fixed);
 		SC_INFO("collnet job 0x%016llx: rank %d of %d, %zu aggregators (%s) + ring, split %s "
 			"(model %.3f, link %.1f / aggregator %.1f Gb/s x %.2f, hop %.1f us%s), eager cut %u B%s, "
 			"connected in %.1f ms",
 			(unsigned long long)cc->job_id, rank, nranks, cc->naggs, plugin_cfg.aggregators,
-			cc->model.fixed < 0 ? "auto" : plugin_cfg.split,
-			split_model_fraction(&cc->model), cc->model.link_gbps, cc->model.agg_gbps,
+			split_s, split_model_fraction(&cc->model), cc->model.link_gbps, cc->model.agg_gbps,
 			cc->model.agg_eff, cc->model.lat_us,
 			cc->model.shared_host ? ", aggregators on this host: ring or aggregators, no split"
 					      : "",
