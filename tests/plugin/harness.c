@@ -818,14 +818,16 @@ static uint64_t check_rank_order(void *cc, uint8_t *send, uint8_t *recv, size_t 
 	float *s = (float *)send, *r = (float *)recv;
 
 	for (int pass = 0; pass < 3; pass++) {
+		size_t shift = (size_t)pass * 7; /* other inputs each pass */
 		for (size_t i = 0; i < count; i++)
-			s[i] = order_val(my_rank, i + (size_t)pass * 7);
+			s[i] = order_val(my_rank, i + shift);
 		allreduce_chunked(cc, send, recv, count, ncclFloat32, ncclSum, mh);
 		for (size_t i = 0; i < count; i++) {
-			float fwd = order_val(0, i + (size_t)pass * 7), rev = order_val(opt.nranks - 1, i + (size_t)pass * 7);
+			size_t x = i + shift;
+			float fwd = order_val(0, x), rev = order_val(opt.nranks - 1, x);
 			for (int k = 1; k < opt.nranks; k++) {
-				fwd += order_val(k, i + (size_t)pass * 7);
-				rev += order_val(opt.nranks - 1 - k, i + (size_t)pass * 7);
+				fwd += order_val(k, x);
+				rev += order_val(opt.nranks - 1 - k, x);
 			}
 			CHECK(memcmp(&r[i], &fwd, sizeof(fwd)) == 0,
 			      "deterministic f32 sum, pass %d: element %zu is %a, rank order gives %a", pass, i,
