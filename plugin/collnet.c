@@ -68,6 +68,8 @@ struct coll_req {
 	struct coll_comm *cc;
 	bool used;
 	size_t count, es, a;
+	uint8_t dtype, op; /* enum sc_dtype / sc_op, for the trace */
+	uint32_t seq;
 	struct client_req *creq;
 	bool agg_done, ring_done;
 	uint64_t t0, t_agg, t_ring;
@@ -87,6 +89,7 @@ struct coll_comm {
 	struct split_model model;
 	uint32_t eager_bytes; /* rank 0's */
 	bool deterministic;    /* rank 0's SUMCAST_DETERMINISTIC: join with WIRE_JOIN_F_DETERMINISTIC */
+	FILE *trace;           /* SUMCAST_TRACE: a JSON line per allreduce; NULL: off */
 	uint32_t seq;
 	struct coll_stats st;
 	char aggs_buf[CFG_STR_MAX];
@@ -305,6 +308,46 @@ static int coll_join(struct coll_comm *cc, uint64_t deadline)
 	return rc;
 }
 
+/* SUMCAST_TRACE=<prefix>: <prefix>.<job id>.<rank>.jsonl, one line per
+ * allreduce as it completes or fails (docs/plugin.md, "Trace"). A file that
+ * cannot be opened costs a WARN, not the job. */
+static void trace_open(struct coll_comm *cc)
+{
+	char path[CFG_STR_MAX + 64];
+
+	if (!plugin_cfg.trace[0])
+		return;
+	snprintf(path, sizeof(path), "%s.%016llx.%u.jsonl", plugin_cfg.trace,
+		 (unsigned long long)cc->job_id, cc->rank);
+	cc->trace = fopen(path, "we");
+	if (!cc->trace)
+		SC_WARN("SUMCAST_TRACE: cannot open %s: %s; no trace for job 0x%016llx", path,
+			strerror(errno), (unsigned long long)cc->job_id);
+	else
+		SC_INFO("collnet job 0x%016llx: tracing every allreduce to %s",
+			(unsigned long long)cc->job_id, path);
+}
+
+static void trace_req(struct coll_comm *cc, const struct coll_req *r, uint64_t t_end, int rc)
+{
+	char agg[32] = "null", ring[32] = "null";
+
+	if (!cc->trace)
+		return;
+	if (r->a && r->agg_done && r->t_agg)
+		snprintf(agg, sizeof(agg), "%.1f", (r->t_agg - r->t0) / 1e3);
+	if (r->count > r->a && r->ring_done)
+		snprintf(ring, sizeof(ring), "%.1f", (r->t_ring - r->t0) / 1e3);
+	fprintf(cc->trace,
+		"{\"job\":\"0x%016llx\",\"rank\":%u,\"nranks\":%u,\"seq\":%u,\"type\":\"%s\","
+		"\"op\":\"%s\",\"count\":%zu,\"bytes\":%zu,\"agg_bytes\":%zu,\"start_ns\":%llu,"
+		"\"time_us\":%.1f,\"agg_us\":%s,\"ring_us\":%s,\"status\":\"%s\"}\n",
+		(unsigned long long)cc->job_id, cc->rank, cc->nranks, r->seq,
+		sc_dtype_name((enum sc_dtype)r->dtype), sc_op_name((enum sc_op)r->op), r->count,
+		r->count * r->es, r->a * r->es, (unsigned long long)r->t0, (t_end - r->t0) / 1e3, agg,
+		ring, rc ? "error" : "ok");
+}
+
 int colln_connect(void *handles[], int nranks, int rank, void *listen_comm, void **coll_comm)
 {
 	struct coll_listen *lc = listen_comm;
@@ -397,6 +440,7 @@ int colln_connect(void *handles[], int nranks, int rank, void *listen_comm, void
 		SC_INFO("collnet job 0x%016llx: rank %d of %d, no SUMCAST_AGGREGATORS: ring only",
 			(unsigned long long)cc->job_id, rank, nranks);
 	}
+	trace_open(cc);
 	*coll_comm = cc;
 	return 0;
 
@@ -508,6 +552,9 @@ int colln_iallreduce(void *coll_comm, void *send, void *recv, size_t count, nccl
 	r->count = count;
 	r->es = es;
 	r->a = a;
+	r->dtype = (uint8_t)d;
+	r->op = (uint8_t)o;
+	r->seq = cc->seq;
 	r->creq = creq;
 	r->agg_done = a == 0;
 	r->t0 = plugin_now_ns();
@@ -565,11 +612,13 @@ int colln_test(void *request, int *done, int *size)
 			ring_op_abort(&r->ring);
 		if (r->creq)
 			r->agg_done = true; /* left to client_destroy */
+		trace_req(cc, r, plugin_now_ns(), rc);
 		r->used = false;
 		return rc;
 	}
 	if (!r->agg_done || !r->ring_done)
 		return 0;
+	trace_req(cc, r, plugin_now_ns(), 0);
 	cc->st.ops++;
 	cc->st.bytes += r->count * r->es;
 	cc->st.agg_bytes += r->a * r->es;
@@ -602,6 +651,9 @@ int colln_close(void *coll_comm)
 		s->bytes / 1e9, s->bytes ? (double)s->agg_bytes / s->bytes : 0.0, s->agg_bytes / 1e9,
 		s->agg_ns ? s->agg_bytes / (double)s->agg_ns : 0.0, s->ring_bytes / 1e9,
 		s->ring_ns ? s->ring_bytes / (double)s->ring_ns : 0.0);
+	if (cc->trace && fclose(cc->trace))
+		SC_WARN("SUMCAST_TRACE: closing the trace of job 0x%016llx: %s",
+			(unsigned long long)cc->job_id, strerror(errno));
 	if (cc->client)
 		client_destroy(cc->client);
 	ring_fini(&cc->ring);

@@ -57,6 +57,9 @@ static const struct cfg_entry plugin_table[] = {
 	{ "", "deterministic", CFG_BOOL, "false",
 	  "aggregators reduce every chunk in rank order: bitwise the same sums run after run (rank 0's setting)",
 	  S(deterministic), 0, 0, false },
+	{ "", "trace", CFG_STRING, "",
+	  "file prefix for a JSON line per allreduce (<prefix>.<job>.<rank>.jsonl); empty: off",
+	  S(trace), 0, 0, false },
 	{ "", "log_level", CFG_STRING, "info", "error|warn|info|debug|trace (NCCL_DEBUG filters too)",
 	  S(log_level), 0, 0, false },
 	CFG_ENTRY_END

@@ -39,6 +39,7 @@ struct plugin_settings {
 	char log_level[CFG_STR_MAX];
 	char eager_bytes[CFG_STR_MAX]; /* "auto": provider's eager limit, else a size, 0: off */
 	bool deterministic;            /* aggregators reduce in rank order (rank 0's decides) */
+	char trace[CFG_STR_MAX];       /* file prefix for the per-allreduce trace; "": off */
 };
 
 extern struct plugin_settings plugin_cfg;

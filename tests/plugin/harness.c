@@ -5,6 +5,7 @@
  *
  *   harness p2p   --nranks N [--version 11|8]
  *   harness coll  --nranks N [--naggs M] [--split S] [--version 11|8]
+ *                 [--trace]   (SUMCAST_TRACE: each rank checks its trace file)
  *                 [--deterministic]   (SUMCAST_DETERMINISTIC=1, --split 1: sums
  *                 whose rounding depends on the order must equal the rank-order sum)
  *   harness bench --nranks N [--naggs M] [-b BYTES] [-e BYTES] [-f FACTOR] [--type T] [--json]
@@ -74,6 +75,7 @@ static struct opts {
 	int key; /* 0: no auth, 1: same key, 2: ranks use another key */
 	const char *expect; /* "agg" or "ring": the path connect must choose */
 	bool deterministic; /* SUMCAST_DETERMINISTIC=1 and the rank-order check */
+	bool trace;         /* SUMCAST_TRACE=<rv_dir>/trace and the trace check */
 } opt = { .nranks = 2, .version = 11, .min_bytes = 8, .max_bytes = 256 << 20, .type = "f32",
 	  .timeout_s = 240 };
 
@@ -655,12 +657,25 @@ static void *coll_setup(uint8_t *region, size_t region_len, void **mh)
 	return ca.cc;
 }
 
+static size_t type_size(ncclDataType_t t)
+{
+	static const size_t s[] = { 1, 1, 4, 4, 8, 8, 2, 4, 8, 2 };
+	return s[t];
+}
+
+/* Requests this rank issued (and their bytes): what its trace must list. */
+static uint64_t issued_reqs, issued_bytes;
+
 static void *c_iallreduce(void *cc, void *s, void *r, size_t count, ncclDataType_t t, ncclRedOp_t op,
 			  void *mh)
 {
 	void *req = NULL;
 	NCHECK(opt.version == 11 ? P.c11->iallreduce(cc, s, r, count, t, op, mh, mh, &req)
 				 : P.c8->iallreduce(cc, s, r, (int)count, t, op, mh, mh, &req));
+	if (req) {
+		issued_reqs++;
+		issued_bytes += count * type_size(t);
+	}
 	return req;
 }
 
@@ -669,12 +684,6 @@ static int c_test(void *req, int *size)
 	int done = 0;
 	NCHECK(opt.version == 11 ? P.c11->test(req, &done, size) : P.c8->test(req, &done, size));
 	return done;
-}
-
-static size_t type_size(ncclDataType_t t)
-{
-	static const size_t s[] = { 1, 1, 4, 4, 8, 8, 2, 4, 8, 2 };
-	return s[t];
 }
 
 static const char *type_name(ncclDataType_t t)
@@ -856,6 +865,60 @@ static uint64_t check_rank_order(void *cc, uint8_t *send, uint8_t *recv, size_t 
 	return fnv(hash, recv, count * 2);
 }
 
+/* --trace: this rank's file <rv_dir>/trace.<job>.<rank>.jsonl (closed by
+ * closeColl) lists every request it issued, in order of completion: one
+ * well-formed line each, status ok, bytes adding up, seqs all different. */
+static void check_trace(void)
+{
+	char suffix[32], path[PATH_MAX + 300] = "", line[1024];
+	DIR *d = opendir(rv_dir);
+	struct dirent *e;
+	int files = 0;
+
+	CHECK(d, "opendir %s", rv_dir);
+	snprintf(suffix, sizeof(suffix), ".%d.jsonl", my_rank);
+	while ((e = readdir(d))) {
+		size_t n = strlen(e->d_name), k = strlen(suffix);
+		if (!strncmp(e->d_name, "trace.", 6) && n > k && !strcmp(e->d_name + n - k, suffix)) {
+			snprintf(path, sizeof(path), "%s/%s", rv_dir, e->d_name);
+			files++;
+		}
+	}
+	closedir(d);
+	CHECK(files == 1, "trace: %d files for rank %d, want 1", files, my_rank);
+	FILE *f = fopen(path, "r");
+	CHECK(f, "trace: open %s", path);
+	uint64_t lines = 0, bytes = 0;
+	static uint8_t seen[1 << 17]; /* seq bits: at most 2^20 */
+	memset(seen, 0, sizeof(seen));
+	while (fgets(line, sizeof(line), f)) {
+		unsigned rank = 0, nranks = 0, seq = 0;
+		unsigned long long job = 0;
+		size_t count = 0, b = 0, ab = 0;
+		char type[8] = "", op[8] = "";
+		int n = sscanf(line, "{\"job\":\"0x%llx\",\"rank\":%u,\"nranks\":%u,\"seq\":%u,"
+			       "\"type\":\"%7[a-z0-9]\",\"op\":\"%7[a-z]\",\"count\":%zu,\"bytes\":%zu,"
+			       "\"agg_bytes\":%zu,", &job, &rank, &nranks, &seq, type, op, &count, &b, &ab);
+		CHECK(n == 9, "trace line %llu does not parse (%d fields): %s", (unsigned long long)lines + 1, n, line);
+		CHECK(rank == (unsigned)my_rank && nranks == (unsigned)opt.nranks && ab <= b && b > 0,
+		      "trace line %llu: %s", (unsigned long long)lines + 1, line);
+		CHECK(strstr(line, "\"status\":\"ok\"}") && strstr(line, "\"time_us\":"),
+		      "trace line %llu: %s", (unsigned long long)lines + 1, line);
+		CHECK(!(seen[seq >> 3] & (1u << (seq & 7))), "trace: seq %u twice", seq);
+		seen[seq >> 3] |= (uint8_t)(1u << (seq & 7));
+		lines++;
+		bytes += b;
+	}
+	fclose(f);
+	CHECK(lines == issued_reqs && bytes == issued_bytes,
+	      "trace: %llu lines / %llu bytes, issued %llu requests / %llu bytes",
+	      (unsigned long long)lines, (unsigned long long)bytes, (unsigned long long)issued_reqs,
+	      (unsigned long long)issued_bytes);
+	if (my_rank == 0)
+		fprintf(stderr, "trace: %llu allreduces, %llu bytes, one line each\n",
+			(unsigned long long)lines, (unsigned long long)bytes);
+}
+
 static void run_coll(void)
 {
 	const size_t half = 8u << 20;
@@ -920,6 +983,8 @@ static void run_coll(void)
 	}
 	NCHECK(opt.version == 11 ? P.c11->deregMr(cc, mh) : P.c8->deregMr(cc, mh));
 	NCHECK(opt.version == 11 ? P.c11->closeColl(cc) : P.c8->closeColl(cc));
+	if (opt.trace)
+		check_trace();
 	if (opt.version == 11) {
 		NCHECK(P.c11->finalize(P.cctx));
 		NCHECK(P.n11->finalize(P.nctx));
@@ -1477,7 +1542,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		{ "timeout", 1, 0, 'T' }, { "key", 1, 0, 'k' },
 		{ "expect", 1, 0, 'x' }, { "rounds", 1, 0, 'R' }, { "time-per-size", 1, 0, 'S' },
 		{ "factor", 1, 0, 'f' }, { "variant", 1, 0, 'W' }, { "splits", 1, 0, 'L' },
-		{ "deterministic", 0, 0, 'D' }, { 0, 0, 0, 0 }
+		{ "deterministic", 0, 0, 'D' }, { "trace", 0, 0, 'r' }, { 0, 0, 0, 0 }
 	};
 	static char plugin_buf[PATH_MAX + 64], daemon_buf[PATH_MAX + 64], aggs[1024];
 	bool timeout_given = false;
@@ -1493,7 +1558,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 	}
 	opt.plugin = HARNESS_PLUGIN_PATH;
 	opt.daemon = HARNESS_DAEMON_PATH;
-	while ((c = getopt_long(argc, argv, "n:m:s:v:p:d:b:e:t:jVa:T:k:x:R:S:f:W:L:D", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "n:m:s:v:p:d:b:e:t:jVa:T:k:x:R:S:f:W:L:Dr", lo, NULL)) != -1) {
 		switch (c) {
 		case 'n': opt.nranks = atoi(optarg); break;
 		case 'm': opt.naggs = atoi(optarg); break;
@@ -1558,6 +1623,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 				usage();
 			break;
 		case 'D': opt.deterministic = true; break;
+		case 'r': opt.trace = true; break;
 		case 'k':
 			opt.key = !strcmp(optarg, "same") ? 1 : !strcmp(optarg, "other") ? 2 : -1;
 			if (opt.key < 0)
@@ -1592,6 +1658,11 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 	setenv("SUMCAST_CONNECT_TIMEOUT", "10s", 0);
 	if (opt.split)
 		setenv("SUMCAST_SPLIT", opt.split, 1);
+	if (opt.trace) {
+		char tp[PATH_MAX + 16];
+		snprintf(tp, sizeof(tp), "%s/trace", rv_dir);
+		setenv("SUMCAST_TRACE", tp, 1);
+	}
 	if (opt.deterministic) {
 		/* The rank-order check holds for the aggregators' part only. */
 		CHECK(opt.split && !strcmp(opt.split, "1") && opt.naggs > 0,
