@@ -39,6 +39,10 @@
 #endif
 #define CLIENT_CQ_BATCH 32
 #define CLIENT_CTL_INTERVAL_NS 1000000ull /* control sockets: at most every 1 ms */
+/* A result-less aggregator is declared dead this long after the job timeout it
+ * granted: when a rank is the one stuck, the aggregator's ABORT (which names
+ * the rank) arrives first and is what the user sees. */
+#define CLIENT_SILENCE_GRACE_MS 2000u
 #define CLIENT_DRAIN_MS 2000u             /* bounded wait for cancelled receives */
 #define CLIENT_NAME_MAX 280
 #define CLIENT_ERR_MAX 512
@@ -1076,11 +1080,14 @@ int client_progress(struct client *c)
 			struct client_agg *a = &c->aggs[ai];
 			if (a->st != AGG_READY || !a->inflight)
 				continue;
-			if (t - a->last_ns > (uint64_t)c->timeout_ms * 1000000ull)
+			uint32_t lim = (a->timeout_ms && a->timeout_ms < c->timeout_ms ? a->timeout_ms
+										: c->timeout_ms) +
+				       CLIENT_SILENCE_GRACE_MS;
+			if (t - a->last_ns > (uint64_t)lim * 1000000ull)
 				agg_fail(c, a, -ETIMEDOUT,
-					 "%s: no result for %u ms with %u chunks in flight (a rank or "
-					 "the aggregator is stuck)",
-					 a->name, c->timeout_ms, a->inflight);
+					 "%s: no result for %u ms with %u chunks in flight and no word "
+					 "from it (the aggregator is stuck, or cannot be reached)",
+					 a->name, lim, a->inflight);
 		}
 	}
 	return c->err;
