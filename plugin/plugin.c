@@ -47,7 +47,7 @@ static const struct cfg_entry plugin_table[] = {
 	  S(small_bytes), 0, 1ull << 40, false },
 	{ "", "connect_timeout", CFG_DURATION_MS, "15s", "collnet connect: limit for joins and ring setup",
 	  S(connect_timeout_ms), 100, 3600000, false },
-	{ "", "agg_timeout", CFG_DURATION_MS, "30s", "aggregator silence limit before it is declared dead",
+	{ "", "agg_timeout", CFG_DURATION_MS, "30s", "job timeout asked of the aggregators; an aggregator silent for it + 2 s is dead",
 	  S(agg_timeout_ms), 100, 3600000, false },
 	{ "", "max_recvs", CFG_INT, "8", "grouped receives announced to NCCL (1..8)",
 	  S(max_recvs), 1, PLUGIN_MAX_RECVS, false },
