@@ -695,28 +695,12 @@ static ncclResult_t coll_props_v9(int dev, ncclNetProperties_v9_t *out)
 
 static ncclResult_t coll_props_v11(int dev, ncclNetProperties_v11_t *out)
 {
-	ncclNetProperties_v9_t p;
-	ncclResult_t r;
-
-	memset(&p, 0, sizeof(p)); /* gcc -O3 cannot see that r != 0 means unfilled */
-	r = coll_props_v9(dev, &p);
-	if (r)
-		return r;
-	plugin_props_v9_to_v11(&p, out);
-	return ncclSuccess;
+	return plugin_props_as_v11(coll_props_v9, dev, out);
 }
 
 static ncclResult_t coll_props_v8(int dev, ncclNetProperties_v8_t *out)
 {
-	ncclNetProperties_v9_t p;
-	ncclResult_t r;
-
-	memset(&p, 0, sizeof(p)); /* gcc -O3 cannot see that r != 0 means unfilled */
-	r = coll_props_v9(dev, &p);
-	if (r)
-		return r;
-	plugin_props_v9_to_v8(&p, out);
-	return ncclSuccess;
+	return plugin_props_as_v8(coll_props_v9, dev, out);
 }
 
 static ncclResult_t coll_listen(int dev, void *handle, void **listen_comm)

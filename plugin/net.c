@@ -44,28 +44,12 @@ static ncclResult_t net_props_v9(int dev, ncclNetProperties_v9_t *out)
 
 static ncclResult_t net_props_v11(int dev, ncclNetProperties_v11_t *out)
 {
-	ncclNetProperties_v9_t p9;
-	ncclResult_t r;
-
-	memset(&p9, 0, sizeof(p9)); /* gcc -O3 cannot see that r != 0 means unfilled */
-	r = net_props_v9(dev, &p9);
-	if (r)
-		return r;
-	plugin_props_v9_to_v11(&p9, out);
-	return ncclSuccess;
+	return plugin_props_as_v11(net_props_v9, dev, out);
 }
 
 static ncclResult_t net_props_v8(int dev, ncclNetProperties_v8_t *out)
 {
-	ncclNetProperties_v9_t p9;
-	ncclResult_t r;
-
-	memset(&p9, 0, sizeof(p9)); /* gcc -O3 cannot see that r != 0 means unfilled */
-	r = net_props_v9(dev, &p9);
-	if (r)
-		return r;
-	plugin_props_v9_to_v8(&p9, out);
-	return ncclSuccess;
+	return plugin_props_as_v8(net_props_v9, dev, out);
 }
 
 static ncclResult_t net_listen(int dev, void *handle, void **listen_comm)

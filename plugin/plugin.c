@@ -189,7 +189,7 @@ void plugin_props_v9(const struct plugin_props *p, int dev, int max_comms, int m
 	out->maxCollBytes = p->max_coll_bytes;
 }
 
-void plugin_props_v9_to_v8(const ncclNetProperties_v9_t *in, ncclNetProperties_v8_t *out)
+static void props_v9_to_v8(const ncclNetProperties_v9_t *in, ncclNetProperties_v8_t *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->name = in->name;
@@ -206,7 +206,7 @@ void plugin_props_v9_to_v8(const ncclNetProperties_v9_t *in, ncclNetProperties_v
 	out->netDeviceVersion = in->netDeviceVersion;
 }
 
-void plugin_props_v9_to_v11(const ncclNetProperties_v9_t *in, ncclNetProperties_v11_t *out)
+static void props_v9_to_v11(const ncclNetProperties_v9_t *in, ncclNetProperties_v11_t *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->name = in->name;
@@ -226,6 +226,32 @@ void plugin_props_v9_to_v11(const ncclNetProperties_v9_t *in, ncclNetProperties_
 	out->maxP2pBytes = in->maxP2pBytes;
 	out->maxCollBytes = in->maxCollBytes;
 	out->maxMultiRequestSize = 1;
+}
+
+ncclResult_t plugin_props_as_v8(plugin_props_v9_fn v9, int dev, ncclNetProperties_v8_t *out)
+{
+	ncclNetProperties_v9_t p;
+	ncclResult_t r;
+
+	memset(&p, 0, sizeof(p)); /* gcc -O3 cannot see that r != 0 means unfilled */
+	r = v9(dev, &p);
+	if (r)
+		return r;
+	props_v9_to_v8(&p, out);
+	return ncclSuccess;
+}
+
+ncclResult_t plugin_props_as_v11(plugin_props_v9_fn v9, int dev, ncclNetProperties_v11_t *out)
+{
+	ncclNetProperties_v9_t p;
+	ncclResult_t r;
+
+	memset(&p, 0, sizeof(p)); /* gcc -O3 cannot see that r != 0 means unfilled */
+	r = v9(dev, &p);
+	if (r)
+		return r;
+	props_v9_to_v11(&p, out);
+	return ncclSuccess;
 }
 
 int plugin_props_get(int dev, struct plugin_props *out)

@@ -65,8 +65,10 @@ int plugin_props_get(int dev, struct plugin_props *out);
  * field by field. */
 void plugin_props_v9(const struct plugin_props *p, int dev, int max_comms, int max_recvs,
 		     ncclNetProperties_v9_t *out);
-void plugin_props_v9_to_v8(const ncclNetProperties_v9_t *in, ncclNetProperties_v8_t *out);
-void plugin_props_v9_to_v11(const ncclNetProperties_v9_t *in, ncclNetProperties_v11_t *out);
+/* A vtable's own v9 getter, then the v8 / v11 conversion of what it filled. */
+typedef ncclResult_t (*plugin_props_v9_fn)(int dev, ncclNetProperties_v9_t *out);
+ncclResult_t plugin_props_as_v8(plugin_props_v9_fn v9, int dev, ncclNetProperties_v8_t *out);
+ncclResult_t plugin_props_as_v11(plugin_props_v9_fn v9, int dev, ncclNetProperties_v11_t *out);
 
 /* dtype/op mapping. Returns 0 or -ENOTSUP. */
 int plugin_dtype(ncclDataType_t t, enum sc_dtype *out);
