@@ -37,13 +37,25 @@ struct conn {
 
 static void job_end(struct daemon *d, struct job *j);
 static void conn_event_cb(struct bufferevent *bev, short what, void *arg);
+static void rank_gone(struct conn *c, bool clean);
 
 /* ---- connections ---- */
+
+/* Every way a connection closes goes through conn_free or
+ * conn_close_after_flush, and both first detach it from its job: a rank
+ * whose connection goes away without a LEAVE is gone (rank_gone), so no
+ * job ever keeps a pointer to a freed connection. */
+static void conn_detach(struct conn *c)
+{
+	if (c->job)
+		rank_gone(c, false);
+}
 
 static void conn_free(struct conn *c)
 {
 	struct daemon *d = c->d;
 
+	conn_detach(c);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -66,8 +78,8 @@ static void conn_flushed_cb(struct bufferevent *bev, void *arg)
 /* Stop reading, free once what is queued has been written. */
 static void conn_close_after_flush(struct conn *c)
 {
+	conn_detach(c);
 	c->state = CONN_CLOSING;
-	c->job = NULL;
 	bufferevent_disable(c->bev, EV_READ);
 	bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
 	bufferevent_setcb(c->bev, NULL, conn_flushed_cb, conn_event_cb, c);
@@ -75,8 +87,9 @@ static void conn_close_after_flush(struct conn *c)
 	struct timeval tv = { 5, 0 };
 	bufferevent_set_timeouts(c->bev, NULL, &tv);
 	bufferevent_enable(c->bev, EV_WRITE);
+	/* Freed from the loop, never here: callers still hold c. */
 	if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
-		conn_free(c);
+		bufferevent_trigger(c->bev, EV_WRITE, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
 }
 
 static int conn_send(struct conn *c, const struct wire_msg *m)
@@ -180,9 +193,13 @@ static void job_abort(struct daemon *d, struct job *j, enum wire_code code, cons
 	va_end(ap);
 	for (uint32_t r = 0; r < j->nranks; r++) {
 		struct job_rank *jr = &j->ranks[r];
-		if (jr->conn) {
-			conn_abort(jr->conn, j->handle, code, text);
+		struct conn *c = jr->conn;
+		if (c) {
+			/* Detached first: the ABORT closes it, and its rank is
+			 * not "gone" on its own account. */
 			jr->conn = NULL;
+			c->job = NULL;
+			conn_abort(c, j->handle, code, text);
 			told++;
 		}
 	}
@@ -519,8 +536,6 @@ static void conn_read_cb(struct bufferevent *bev, void *arg)
 		if (rc) {
 			ctr_add(&c->d->stats.errors[ERR_BAD_HEADER], 1);
 			SC_LOG_RATELIMIT(SC_LOG_WARN, 1000, "%s: not a sumcast header, closing", c->peer);
-			if (c->job)
-				rank_gone(c, false);
 			conn_free(c);
 			return;
 		}
@@ -530,8 +545,6 @@ static void conn_read_cb(struct bufferevent *bev, void *arg)
 		rc = wire_msg_decode(h.type, p + WIRE_HDR_LEN, h.len, &m);
 		evbuffer_drain(in, WIRE_HDR_LEN + h.len);
 		if (rc) {
-			if (c->job)
-				rank_gone(c, false);
 			conn_refuse(c, WIRE_E_MALFORMED, "%s message of %u bytes failed validation",
 				    wire_type_name(h.type), h.len);
 			return;
@@ -544,8 +557,6 @@ static void conn_read_cb(struct bufferevent *bev, void *arg)
 			handle_leave(c, &m.u.leave);
 			return;
 		default:
-			if (c->job)
-				rank_gone(c, false);
 			conn_refuse(c, WIRE_E_MALFORMED, "a rank may not send %s", wire_type_name(h.type));
 			return;
 		}
@@ -563,8 +574,6 @@ static void conn_event_cb(struct bufferevent *bev, short what, void *arg)
 			SC_DBG("%s: no JOIN within the handshake timeout, closing", c->peer);
 		}
 	}
-	if (c->job)
-		rank_gone(c, false);
 	conn_free(c);
 }
 
@@ -926,6 +935,8 @@ int control_start(struct daemon *d)
 
 void control_stop(struct daemon *d)
 {
+	for (struct conn *c = d->conns; c; c = c->next)
+		c->job = NULL; /* the jobs are freed below, nobody is told */
 	while (d->conns)
 		conn_free(d->conns);
 	while (d->jobs)
