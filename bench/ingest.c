@@ -44,6 +44,7 @@
 #include "fabric.h"
 #include "log.h"
 #include "sumcastd_proc.h"
+#include "clock.h"
 
 #define MAX_RANKS 32
 #define MAX_REPS 50
@@ -69,13 +70,6 @@ static void pin_self(int cpu)
 	CPU_SET(cpu, &set);
 	if (sched_setaffinity(0, sizeof(set), &set))
 		fprintf(stderr, "ingest: pinning to CPU %d: %s\n", cpu, strerror(errno));
-}
-
-static uint64_t ns_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 __attribute__((format(printf, 1, 2))) static void die(const char *fmt, ...)
@@ -112,10 +106,10 @@ static int cmp_d(const void *a, const void *b)
 static int read_full(int fd, void *buf, size_t n, int ms)
 {
 	uint8_t *p = buf;
-	uint64_t until = ns_now() + (uint64_t)ms * 1000000ull;
+	uint64_t until = sc_now_ns() + (uint64_t)ms * 1000000ull;
 	while (n) {
 		struct pollfd pf = { fd, POLLIN, 0 };
-		if (ns_now() > until)
+		if (sc_now_ns() > until)
 			return -1;
 		if (poll(&pf, 1, 100) <= 0)
 			continue;
@@ -165,7 +159,7 @@ static void daemon_stop(struct sc_daemon *d)
 
 static int wait_req(struct client *c, struct client_req *r)
 {
-	uint64_t until = ns_now() + 60000000000ull;
+	uint64_t until = sc_now_ns() + 60000000000ull;
 	int done = 0, rc;
 	do {
 		rc = client_test(c, r, &done);
@@ -176,7 +170,7 @@ static int wait_req(struct client *c, struct client_req *r)
 			usleep((useconds_t)g.sleep_us);
 		else if (g.yield)
 			sched_yield();
-	} while (ns_now() < until);
+	} while (sc_now_ns() < until);
 	return -ETIME;
 }
 
@@ -220,12 +214,12 @@ static int rank_main(const char *prov, uint16_t port, uint32_t rank, int go_fd, 
 		rc = client_allreduce(c, &one, &sum, 1, SC_F32, SC_OP_SUM, NULL, NULL, &r);
 		if (!rc)
 			rc = wait_req(c, r);
-		uint64_t t0 = ns_now();
+		uint64_t t0 = sc_now_ns();
 		if (!rc)
 			rc = client_allreduce(c, sb, rb, n, SC_F32, SC_OP_SUM, smr.desc, rmr.desc, &r);
 		if (!rc)
 			rc = wait_req(c, r);
-		double t = (double)(ns_now() - t0) / 1e9;
+		double t = (double)(sc_now_ns() - t0) / 1e9;
 		if (rc)
 			break;
 		if (rb[7] != (float)(7 % 7 * g.ranks) || rb[n - 1] != (float)((n - 1) % 7 * g.ranks)) {
@@ -358,8 +352,8 @@ static int raw_receiver(const char *prov, int addr_fd, int ready_fd, int go_fd, 
 		char go;
 		if (read_full(go_fd, &go, 1, 600000))
 			return 1;
-		uint64_t until = ns_now() + 60000000000ull;
-		while (done < nchunks && ns_now() < until) {
+		uint64_t until = sc_now_ns() + 60000000000ull;
+		while (done < nchunks && sc_now_ns() < until) {
 			size_t before = done;
 			if (raw_poll_all(f, &done))
 				return 1;
@@ -377,7 +371,7 @@ static int raw_receiver(const char *prov, int addr_fd, int ready_fd, int go_fd, 
 				posted++;
 			}
 		}
-		uint64_t t_end = ns_now();
+		uint64_t t_end = sc_now_ns();
 		if (done < nchunks)
 			return 1;
 		(void)!write(time_fd, &t_end, sizeof(t_end));
@@ -411,9 +405,9 @@ static int raw_sender(const char *prov, int addr_fd, int ready_fd, int go_fd, in
 		char r;
 		if (read_full(ready_fd, &r, 1, 600000) || read_full(go_fd, &r, 1, 600000))
 			return 1;
-		uint64_t t0 = ns_now(), until = t0 + 60000000000ull;
+		uint64_t t0 = sc_now_ns(), until = t0 + 60000000000ull;
 		size_t sent = 0, done = 0;
-		while (done < nchunks && ns_now() < until) {
+		while (done < nchunks && sc_now_ns() < until) {
 			while (sent < nchunks && sent - done < g.window) {
 				size_t off = sent * g.chunk;
 				size_t len = g.bytes - off < g.chunk ? g.bytes - off : g.chunk;

@@ -30,17 +30,10 @@
 #endif
 
 #include "reduce.h"
+#include "clock.h"
 
 enum kernel { KER_REDUCE, KER_ACC16 };
 static const char *const kernel_names[] = { "reduce", "acc16" };
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* ---- roofline loops ---- */
 
@@ -232,12 +225,12 @@ static double job_time(const struct job *j)
 	int reps = 0;
 
 	job_run(j); /* warm caches and TLB */
-	start = now_s();
+	start = (sc_now_ns() / 1e9);
 	do {
-		t0 = now_s();
+		t0 = (sc_now_ns() / 1e9);
 		for (size_t b = 0; b < batch; b++)
 			job_run(j);
-		t1 = now_s();
+		t1 = (sc_now_ns() / 1e9);
 		if ((t1 - t0) / (double)batch < best)
 			best = (t1 - t0) / (double)batch;
 		reps++;

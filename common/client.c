@@ -29,6 +29,7 @@
 
 #include "log.h"
 #include "wire.h"
+#include "clock.h"
 
 #define CLIENT_CHUNK_DEFAULT (256u * 1024)
 #define CLIENT_WINDOW_DEFAULT 8u
@@ -149,13 +150,6 @@ struct client {
 	client_foreign_cqe_fn foreign_fn;
 	void *foreign_arg;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 void client_shard(size_t count, size_t elem_size, size_t naggs, size_t agg, size_t *first,
 		  size_t *n)
@@ -302,7 +296,7 @@ static void slot_release_maybe(struct client *c, struct client_agg *a, struct cl
  * that no result lands in a buffer whose request has been reported. */
 static void client_fail_all(struct client *c)
 {
-	uint64_t t = now_ns();
+	uint64_t t = sc_now_ns();
 
 	c->broken = true;
 	for (uint32_t i = 0; i < c->max_requests; i++) {
@@ -406,7 +400,7 @@ static void agg_issue(struct client *c, size_t ai)
 			return;
 		}
 		if (!a->inflight)
-			a->last_ns = now_ns();
+			a->last_ns = sc_now_ns();
 		s->req = (int32_t)r->idx;
 		s->seq = seq;
 		s->imm = wire_imm_make(r->t, r->op, seq);
@@ -438,7 +432,7 @@ static void handle_cqe(struct client *c, const struct fabric_cqe *e)
 				 a->name, o->slot, e->err);
 		return;
 	}
-	a->last_ns = now_ns();
+	a->last_ns = sc_now_ns();
 	if (!o->is_recv) {
 		s->send_posted = 0;
 		if (e->err && e->err != -FI_ECANCELED)
@@ -944,7 +938,7 @@ int client_create(const struct client_params *p, struct client **out)
 		rc = -EINVAL;
 		goto err_fabric;
 	}
-	c->deadline_ns = now_ns() + (uint64_t)c->timeout_ms * 1000000ull;
+	c->deadline_ns = sc_now_ns() + (uint64_t)c->timeout_ms * 1000000ull;
 	for (size_t ai = 0; ai < c->naggs; ai++)
 		agg_connect(c, &c->aggs[ai]);
 	*out = c;
@@ -978,10 +972,10 @@ int client_connect_poll(struct client *c)
 		ready += c->aggs[ai].st == AGG_READY;
 	if (ready == c->naggs) {
 		c->all_ready = true;
-		c->last_ctl_ns = now_ns();
+		c->last_ctl_ns = sc_now_ns();
 		return 0;
 	}
-	if (now_ns() < c->deadline_ns)
+	if (sc_now_ns() < c->deadline_ns)
 		return -EAGAIN;
 	/* Name the aggregator that got least far. */
 	struct client_agg *slow = NULL;
@@ -1067,7 +1061,7 @@ int client_progress(struct client *c)
 			if (c->aggs[ai].q_head >= 0 || c->aggs[ai].pending_slot >= 0)
 				agg_issue(c, ai);
 
-	uint64_t t = now_ns();
+	uint64_t t = sc_now_ns();
 	if (t - c->last_ctl_ns >= CLIENT_CTL_INTERVAL_NS) {
 		c->last_ctl_ns = t;
 		if (!c->all_ready) {
@@ -1100,7 +1094,7 @@ int client_test(struct client *c, struct client_req *r, int *done)
 	if (!r->in_use)
 		return -EINVAL;
 	if (r->err) {
-		if (r->inflight && now_ns() - r->fail_ns < CLIENT_DRAIN_MS * 1000000ull)
+		if (r->inflight && sc_now_ns() - r->fail_ns < CLIENT_DRAIN_MS * 1000000ull)
 			return 0; /* cancelled receives still draining */
 		if (r->inflight)
 			SC_WARN("request failed with %zu chunks still posted after %u ms; reporting it "
@@ -1180,8 +1174,8 @@ void client_destroy(struct client *c)
 		}
 	}
 	c->broken = true;
-	uint64_t until = now_ns() + 1000ull * 1000000ull;
-	while (posted && now_ns() < until) {
+	uint64_t until = sc_now_ns() + 1000ull * 1000000ull;
+	while (posted && sc_now_ns() < until) {
 		if (poll_cq(c))
 			break;
 		posted = false;

@@ -11,7 +11,7 @@
 
 #define FABRIC_API FI_VERSION(1, 11)
 
-static const char *prov_canonical(const char *p)
+const char *fabric_provider_canonical(const char *p)
 {
 	if (!p || !*p || !strcmp(p, "auto"))
 		return NULL;
@@ -25,7 +25,7 @@ static const char *prov_canonical(const char *p)
 static struct fi_info *hints_make(const struct fabric_params *p, uint64_t caps)
 {
 	struct fi_info *h = fi_allocinfo();
-	const char *prov = prov_canonical(p->provider);
+	const char *prov = fabric_provider_canonical(p->provider);
 
 	if (!h)
 		return NULL;

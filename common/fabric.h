@@ -78,6 +78,10 @@ struct fabric_cqe {
 int fabric_open(const struct fabric_params *p, struct fabric **out);
 void fabric_close(struct fabric *f);
 
+/* The one spelling of a provider name: "tcp" -> "tcp;ofi_rxm", "verbs" ->
+ * "verbs;ofi_rxm", others as given; NULL for NULL, "" and "auto" (libfabric
+ * picks). Daemon and ranks compare providers by this. */
+const char *fabric_provider_canonical(const char *p);
 /* Provider's human name for logs: "tcp;ofi_rxm". */
 const char *fabric_provider(const struct fabric *f);
 /* Link speed in Gb/s from the provider's NIC attributes, 0 if unknown. */

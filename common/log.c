@@ -5,6 +5,8 @@
 #include <strings.h>
 #include <time.h>
 
+#include "clock.h"
+
 int sc_log_level_cur = SC_LOG_INFO;
 static sc_log_sink_fn sc_log_sink;
 static const char *sc_log_ident = "sumcast";
@@ -77,9 +79,7 @@ void sc_log_write(enum sc_log_level level, const char *file, int line, const cha
 
 int sc_log_ratelimit_ok(uint64_t *last_ns, unsigned interval_ms)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	uint64_t now = sc_now_ns();
 	uint64_t prev = __atomic_load_n(last_ns, __ATOMIC_RELAXED);
 	if (prev && now - prev < (uint64_t)interval_ms * 1000000ull)
 		return 0;

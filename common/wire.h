@@ -34,6 +34,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tags.h"
+
 #define WIRE_MAGIC 0x54534353u /* "SCST" little-endian */
 #define WIRE_VERSION 1
 #define WIRE_HDR_LEN 16
@@ -176,21 +178,7 @@ int wire_join_verify(const uint8_t *key, size_t key_len, uint64_t nonce, const s
  * *why gets a sentence for logs. */
 int wire_key_load(const char *path, uint8_t *key, size_t *key_len, const char **why);
 
-/* Data-plane tags and immediate data. */
-enum wire_tag_kind { WIRE_TAG_DATA = 0xA, WIRE_TAG_RESULT = 0xB };
-
-static inline uint64_t wire_tag_make(unsigned kind, uint32_t job_or_key, uint32_t rank, uint32_t slot)
-{
-	return ((uint64_t)(kind & 0xF) << 60) | ((uint64_t)(job_or_key & 0xFFFFF) << 40) |
-	       ((uint64_t)(rank & 0xFFFF) << 24) | (uint64_t)(slot & 0xFFFFFF);
-}
-static inline unsigned wire_tag_kind(uint64_t t) { return (unsigned)(t >> 60); }
-static inline uint32_t wire_tag_job(uint64_t t) { return (uint32_t)(t >> 40) & 0xFFFFF; }
-static inline uint32_t wire_tag_rank(uint64_t t) { return (uint32_t)(t >> 24) & 0xFFFF; }
-static inline uint32_t wire_tag_slot(uint64_t t) { return (uint32_t)t & 0xFFFFFF; }
-/* Ignore mask matching any slot (for wildcard receives of one rank). */
-#define WIRE_TAG_IGNORE_SLOT 0xFFFFFFull
-
+/* Immediate data of a data-plane message (tags: tags.h). */
 static inline uint32_t wire_imm_make(unsigned dtype, unsigned op, uint32_t seq)
 {
 	return ((uint32_t)(dtype & 0xF) << 28) | ((uint32_t)(op & 0x3) << 26) | (seq & WIRE_SEQ_MASK);

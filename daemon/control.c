@@ -218,7 +218,7 @@ static void job_join_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	if (j->state == JOB_JOINING)
 		job_abort(d, j, WIRE_E_TIMEOUT, "job 0x%" PRIx64 " has %u of %u ranks after %llu ms",
 			  j->id, j->acked, j->nranks,
-			  (unsigned long long)(daemon_now_ms() - j->created_ms));
+			  (unsigned long long)(sc_now_ms() - j->created_ms));
 }
 
 /* The job's memory returns when the data thread answers (EV_REMOVED). */
@@ -261,15 +261,6 @@ static void job_free(struct daemon *d, struct job *j)
 	free(j->slots);
 	free(j->rslots);
 	free(j);
-}
-
-static const char *prov_canonical(const char *p)
-{
-	if (!strcmp(p, "tcp"))
-		return "tcp;ofi_rxm";
-	if (!strcmp(p, "verbs"))
-		return "verbs;ofi_rxm";
-	return p;
 }
 
 static struct dthread *thread_pick(struct daemon *d)
@@ -317,7 +308,7 @@ static struct job *job_create(struct daemon *d, const struct wire_join *w, uint3
 	j->req_chunk = w->chunk_bytes;
 	j->req_window = w->window;
 	j->req_timeout_ms = w->timeout_ms;
-	j->created_ms = daemon_now_ms();
+	j->created_ms = sc_now_ms();
 	j->handle = handle_alloc(d);
 	if (!j->handle)
 		goto err;
@@ -376,7 +367,8 @@ static void handle_join(struct conn *c, const struct wire_join *w)
 			    w->job_id, w->rank);
 		return;
 	}
-	if (strcmp(prov_canonical(w->provider), prov_canonical(d->provider))) {
+	const char *wp = fabric_provider_canonical(w->provider);
+	if (!wp || strcmp(wp, fabric_provider_canonical(d->provider))) {
 		conn_refuse(c, WIRE_E_PROVIDER, "daemon's data endpoints use provider %s, request says %s",
 			    d->provider, w->provider);
 		return;
@@ -746,7 +738,7 @@ static bool jobs_in_flight(const struct daemon *d)
 static void drain_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct daemon *d = arg;
-	uint64_t waited = daemon_now_ms() - d->drain_start_ms;
+	uint64_t waited = sc_now_ms() - d->drain_start_ms;
 
 	(void)fd;
 	(void)what;
@@ -754,7 +746,7 @@ static void drain_cb(evutil_socket_t fd, short what, void *arg)
 		if (jobs_in_flight(d) && waited < (uint64_t)d->cfg.drain_timeout_ms)
 			return;
 		d->stopping = true;
-		d->drain_start_ms = daemon_now_ms();
+		d->drain_start_ms = sc_now_ms();
 		for (struct job *j = d->jobs; j; j = j->next)
 			job_abort(d, j, WIRE_E_SHUTDOWN, "daemon is shutting down");
 		daemon_notify("STATUS=Stopping: waiting for ABORTs to be written");
@@ -766,7 +758,7 @@ static void drain_cb(evutil_socket_t fd, short what, void *arg)
 			busy = true;
 	if (d->jobs)
 		busy = true;
-	if (!busy || daemon_now_ms() - d->drain_start_ms > 2000)
+	if (!busy || sc_now_ms() - d->drain_start_ms > 2000)
 		event_base_loopexit(d->base, NULL);
 }
 
@@ -780,7 +772,7 @@ void control_drain(struct daemon *d)
 		return;
 	}
 	d->draining = true;
-	d->drain_start_ms = daemon_now_ms();
+	d->drain_start_ms = sc_now_ms();
 	daemon_notify("STOPPING=1\nSTATUS=Draining: refusing joins, finishing chunks in flight");
 	SC_INFO("draining: refusing joins, waiting up to %lld ms for chunks in flight",
 		(long long)d->cfg.drain_timeout_ms);

@@ -12,6 +12,7 @@
 #include "job.h"
 #include "settings.h"
 #include "stats.h"
+#include "clock.h"
 
 struct event_base;
 struct event;
@@ -59,7 +60,6 @@ struct daemon {
 	struct stats stats; /* control-thread errors */
 };
 
-uint64_t daemon_now_ms(void);
 
 /* control.c */
 int control_start(struct daemon *d);

@@ -23,13 +23,6 @@
 #define DEEP_IDLE_NS 100000000ull
 #define DEEP_IDLE_SLEEP_US 1000
 
-uint64_t dthread_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* ---- event queue ---- */
 
 int evq_init(struct evq *q)
@@ -194,7 +187,7 @@ static void slot_reduce_one(struct job *j, struct slot *sl, uint32_t r, bool fir
 	enum sc_op op = (enum sc_op)wire_imm_op(sl->imm);
 	size_t n = sl->len / sc_dtype_size(dt);
 	struct rslot *rs = job_rslot(j, sl->index, r);
-	uint64_t t0 = dthread_now_ns();
+	uint64_t t0 = sc_now_ns();
 
 	if (sc_dtype_acc(dt) != dt) {
 		size_t h = acc16_split(j, n);
@@ -216,7 +209,7 @@ static void slot_reduce_one(struct job *j, struct slot *sl, uint32_t r, bool fir
 	} else {
 		sc_reduce_acc(dt, op, sl->acc, rs->buf, n);
 	}
-	sl->reduce_ns += dthread_now_ns() - t0;
+	sl->reduce_ns += sc_now_ns() - t0;
 }
 
 static void slot_complete(struct dthread *t, struct job *j, struct slot *sl)
@@ -236,11 +229,11 @@ static void slot_complete(struct dthread *t, struct job *j, struct slot *sl)
 		/* Rounded in place, ascending: the low part's 16-bit values
 		 * end at 2h, where the high part's go. */
 		size_t h = acc16_split(j, n);
-		uint64_t t0 = dthread_now_ns();
+		uint64_t t0 = sc_now_ns();
 		sc_reduce_store(dt, sl->acc, sl->acc, h);
 		if (n > h)
 			sc_reduce_store(dt, sl->acc + 2 * h, job_acc_hi(j, sl->index), n - h);
-		sl->reduce_ns += dthread_now_ns() - t0;
+		sl->reduce_ns += sc_now_ns() - t0;
 	}
 
 	ctr_add(&t->stats.chunks, 1);
@@ -321,7 +314,7 @@ static void slot_contribute(struct dthread *t, struct job *j, uint32_t s, uint32
 		job_fail(t, j, WIRE_E_DATA, "rank %u sent chunk seq %u twice", r, seq);
 		return;
 	}
-	now = dthread_now_ns();
+	now = sc_now_ns();
 	if (sl->ncontrib == 0) {
 		sl->imm = rs->imm;
 		sl->len = rs->len;
@@ -415,7 +408,7 @@ static int cmd_add_job(struct dthread *t, struct job *j)
 	}
 	j->dnext = t->jobs;
 	t->jobs = j;
-	j->last_activity_ns = dthread_now_ns();
+	j->last_activity_ns = sc_now_ns();
 	return 0;
 }
 
@@ -481,7 +474,7 @@ static void cmd_remove_job(struct dthread *t, struct dcmd *c)
 
 	(void)c;
 	j->removing = true;
-	j->removed_ns = dthread_now_ns();
+	j->removed_ns = sc_now_ns();
 	if (!j->dead) {
 		j->dead = true; /* the control thread decided; no event needed */
 		job_cancel_recvs(t, j);
@@ -702,7 +695,7 @@ static void *dthread_main(void *arg)
 {
 	struct dthread *t = arg;
 	struct fabric_cqe cqe[CQ_BATCH];
-	uint64_t idle_since = 0, last = dthread_now_ns();
+	uint64_t idle_since = 0, last = sc_now_ns();
 	char name[16];
 
 	snprintf(name, sizeof(name), "sumcastd-data%u", t->index);
@@ -729,7 +722,7 @@ static void *dthread_main(void *arg)
 		if (t->retry_head)
 			retries_run(t);
 
-		uint64_t now = dthread_now_ns();
+		uint64_t now = sc_now_ns();
 		atomic_store_explicit(&t->heartbeat_ns, now, memory_order_relaxed);
 		if (now >= t->next_scan_ns) {
 			timeouts_scan(t, now);
@@ -777,7 +770,7 @@ int dthread_start(struct dthread *t, unsigned index, int cpu, const struct setti
 	t->result = &result_unicast_ops;
 	t->spin_us = (unsigned)s->idle_spin_us;
 	t->sleep_us = (unsigned)s->idle_sleep_us;
-	atomic_store(&t->heartbeat_ns, dthread_now_ns());
+	atomic_store(&t->heartbeat_ns, sc_now_ns());
 	pthread_mutex_init(&t->cmd_lock, NULL);
 	rc = fabric_open(&p, &t->fabric);
 	if (rc)

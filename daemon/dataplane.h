@@ -14,6 +14,7 @@
 #include "fabric.h"
 #include "job.h"
 #include "stats.h"
+#include "clock.h"
 
 struct settings;
 struct result_ops;
@@ -80,6 +81,5 @@ void dthread_cmd(struct dthread *t, struct dcmd *c);
 
 /* For result backends (data thread only). */
 void dthread_retry_add(struct dthread *t, struct slot *s);
-uint64_t dthread_now_ns(void);
 
 #endif

@@ -142,7 +142,7 @@ static void stats_cb(struct evhttp_request *req, void *arg)
 			    ",\"memory_budget\":%" PRIu64 ",\"timeout_ms\":%lld,\"received_bytes\":%" PRIu64
 			    ",\"sent_bytes\":%" PRIu64 ",\"chunks\":%" PRIu64 ",\"jobs\":[",
 			    SUMCAST_VERSION, d->provider, sc_isa_name(sc_reduce_isa()), d->nthreads,
-			    (double)(daemon_now_ms() - d->start_ms) / 1000.0, d->draining ? "true" : "false",
+			    (double)(sc_now_ms() - d->start_ms) / 1000.0, d->draining ? "true" : "false",
 			    d->mem_used, (uint64_t)d->cfg.memory_budget, (long long)d->cfg.timeout_ms,
 			    ctr_get(&s.rx_bytes), ctr_get(&s.tx_bytes), ctr_get(&s.chunks));
 	bool first = true;

@@ -18,13 +18,6 @@
 #include "log.h"
 #include "reduce.h"
 
-uint64_t daemon_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 void daemon_notify(const char *fmt, ...)
 {
 #ifdef SUMCAST_HAVE_SYSTEMD
@@ -100,7 +93,7 @@ void daemon_status_changed(struct daemon *d)
 static void watchdog_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct daemon *d = arg;
-	uint64_t now = dthread_now_ns();
+	uint64_t now = sc_now_ns();
 
 	(void)fd;
 	(void)what;
@@ -313,7 +306,7 @@ int main(int argc, char **argv)
 		sc_isa_name(sc_reduce_isa()), d->config_path ? d->config_path : "(defaults + env)");
 
 	signal(SIGPIPE, SIG_IGN);
-	d->start_ms = daemon_now_ms();
+	d->start_ms = sc_now_ms();
 	{
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);

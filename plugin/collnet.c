@@ -155,7 +155,7 @@ int colln_listen(int dev, void *handle, void **listen_comm)
 		return rc;
 	}
 	if (getrandom(&lc->job_id, sizeof(lc->job_id), 0) != sizeof(lc->job_id))
-		lc->job_id = plugin_now_ns() ^ ((uint64_t)getpid() << 32);
+		lc->job_id = sc_now_ns() ^ ((uint64_t)getpid() << 32);
 	memset(h, 0, NCCL_NET_HANDLE_MAXSIZE);
 	h->magic = COLL_MAGIC;
 	h->addrlen = (uint16_t)lc->f->addrlen;
@@ -236,7 +236,7 @@ static int coll_agree(struct coll_comm *cc, int32_t *vals, size_t n, uint64_t de
 		rc = ring_op_progress(o);
 		if (rc)
 			break;
-		if (plugin_now_ns() > deadline) {
+		if (sc_now_ns() > deadline) {
 			rc = -ETIMEDOUT;
 			break;
 		}
@@ -297,7 +297,7 @@ static int coll_join(struct coll_comm *cc, uint64_t deadline)
 			break;
 		struct timespec ts = { 0, 200000 };
 		nanosleep(&ts, NULL);
-	} while (plugin_now_ns() < deadline);
+	} while (sc_now_ns() < deadline);
 	if (rc == -EAGAIN) {
 		SC_WARN("aggregators %s: not ready within SUMCAST_CONNECT_TIMEOUT (%s)",
 			plugin_cfg.aggregators, client_error(cc->client));
@@ -353,7 +353,7 @@ int colln_connect(void *handles[], int nranks, int rank, void *listen_comm, void
 	struct coll_listen *lc = listen_comm;
 	struct coll_comm *cc;
 	const struct coll_handle *h0, *hn, *hp;
-	uint64_t t0 = plugin_now_ns();
+	uint64_t t0 = sc_now_ns();
 	uint64_t deadline = t0 + (uint64_t)plugin_cfg.connect_timeout_ms * 1000000ull;
 	int rc;
 
@@ -429,7 +429,7 @@ int colln_connect(void *handles[], int nranks, int rank, void *listen_comm, void
 			cc->model.shared_host ? ", aggregators on this host: ring or aggregators, no split"
 					      : "",
 			cc->eager_bytes, cc->deterministic ? ", deterministic (rank-order sums)" : "",
-			(plugin_now_ns() - t0) / 1e6);
+			(sc_now_ns() - t0) / 1e6);
 	} else if (cc->naggs || v[1] > 0) {
 		/* One clear line per node: every node takes the same decision. */
 		SC_WARN("collnet job 0x%016llx: aggregators unusable on %s (this node: %s); "
@@ -557,7 +557,7 @@ int colln_iallreduce(void *coll_comm, void *send, void *recv, size_t count, nccl
 	r->seq = cc->seq;
 	r->creq = creq;
 	r->agg_done = a == 0;
-	r->t0 = plugin_now_ns();
+	r->t0 = sc_now_ns();
 	ring_op_start(&cc->ring, &r->ring, cc->seq, (const char *)send + a * es, (char *)recv + a * es,
 		      count - a, d, o, sm ? sm->ring.desc : NULL, rm ? rm->ring.desc : NULL, slot);
 	cc->seq = (cc->seq + 1) & 0xFFFFF;
@@ -577,7 +577,7 @@ static int req_progress(struct coll_req *r)
 			return rc;
 		if (rc == 1) {
 			r->ring_done = true;
-			r->t_ring = plugin_now_ns();
+			r->t_ring = sc_now_ns();
 		}
 	}
 	return 0;
@@ -604,7 +604,7 @@ int colln_test(void *request, int *done, int *size)
 			SC_WARN("allreduce seq through the aggregators failed: %s", client_error(cc->client));
 		} else if (d) {
 			r->agg_done = true;
-			r->t_agg = plugin_now_ns();
+			r->t_agg = sc_now_ns();
 		}
 	}
 	if (rc) {
@@ -612,13 +612,13 @@ int colln_test(void *request, int *done, int *size)
 			ring_op_abort(&r->ring);
 		if (r->creq)
 			r->agg_done = true; /* left to client_destroy */
-		trace_req(cc, r, plugin_now_ns(), rc);
+		trace_req(cc, r, sc_now_ns(), rc);
 		r->used = false;
 		return rc;
 	}
 	if (!r->agg_done || !r->ring_done)
 		return 0;
-	trace_req(cc, r, plugin_now_ns(), 0);
+	trace_req(cc, r, sc_now_ns(), 0);
 	cc->st.ops++;
 	cc->st.bytes += r->count * r->es;
 	cc->st.agg_bytes += r->a * r->es;

@@ -24,18 +24,11 @@
 #include <string.h>
 
 #include "log.h"
+#include "tags.h"
 
 #define NETC_MAGIC 0x53434e31u /* "SCN1" */
 #define NETC_REQS 64           /* per comm; NCCL keeps at most 32 in flight */
-#define NETC_ID_MASK 0x0fffffffu
-#define TAG_CONN 1ull
-#define TAG_ACK 2ull
-#define TAG_DATA 3ull
-
-static inline uint64_t netc_tag(uint64_t kind, uint32_t id, uint32_t low)
-{
-	return kind << 60 | (uint64_t)(id & NETC_ID_MASK) << 32 | low;
-}
+#define NETC_ID_MASK SC_TAG_NET_ID_MASK
 
 enum { OP_IDLE = 0, OP_POSTED, OP_DONE };
 
@@ -201,8 +194,8 @@ static void op_cancel_wait(struct netc_op *op)
 	if (__atomic_load_n(&op->state, __ATOMIC_ACQUIRE) != OP_POSTED)
 		return;
 	fabric_cancel(netc.f, &op->fop);
-	uint64_t end = plugin_now_ns() + 2000000000ull;
-	while (!op_done(op) && plugin_now_ns() < end)
+	uint64_t end = sc_now_ns() + 2000000000ull;
+	while (!op_done(op) && sc_now_ns() < end)
 		netc_progress();
 	if (!op_done(op))
 		SC_WARN("a posted receive did not complete its cancel within 2 s; leaking its comm");
@@ -242,7 +235,7 @@ int netc_listen(int dev, void *handle, void **listen_comm)
 	lc->id = netc_id_new();
 	do {
 		rc = op_recv(&lc->ctl_op, &lc->conn, sizeof(lc->conn), NULL,
-			     netc_tag(TAG_CONN, 0, lc->id));
+			     sc_tag_net(SC_TAG_NET_CONN, 0, lc->id));
 		if (rc == -FI_EAGAIN)
 			netc_progress();
 	} while (rc == -FI_EAGAIN);
@@ -291,7 +284,7 @@ int netc_connect(int dev, void *handle, void **send_comm)
 	}
 	netc_progress();
 	if (c->stage == 0) {
-		rc = op_recv(&c->ctl_op2, &c->ack, sizeof(c->ack), NULL, netc_tag(TAG_ACK, 0, c->id));
+		rc = op_recv(&c->ctl_op2, &c->ack, sizeof(c->ack), NULL, sc_tag_net(SC_TAG_NET_ACK, 0, c->id));
 		if (rc == -FI_EAGAIN)
 			return 0;
 		if (rc)
@@ -301,7 +294,7 @@ int netc_connect(int dev, void *handle, void **send_comm)
 	if (c->stage == 1) {
 		/* rxm answers -FI_EAGAIN until its connection to the peer is up. */
 		rc = op_send(&c->ctl_op, &c->conn, sizeof(c->conn), NULL, c->peer,
-			     netc_tag(TAG_CONN, 0, h->listen_id));
+			     sc_tag_net(SC_TAG_NET_CONN, 0, h->listen_id));
 		if (rc == -FI_EAGAIN)
 			return 0;
 		if (rc)
@@ -361,13 +354,13 @@ int netc_accept(void *listen_comm, void **recv_comm)
 		/* Ready for the next connector. */
 		lc->ctl_op.state = OP_IDLE;
 		rc = op_recv(&lc->ctl_op, &lc->conn, sizeof(lc->conn), NULL,
-			     netc_tag(TAG_CONN, 0, lc->id));
+			     sc_tag_net(SC_TAG_NET_CONN, 0, lc->id));
 		if (rc)
 			SC_WARN("accept: reposting the connect receive: %s", fi_strerror(-rc));
 	}
 	if (c->stage == 0) {
 		rc = op_send(&c->ctl_op, &c->ack, sizeof(c->ack), NULL, c->peer,
-			     netc_tag(TAG_ACK, 0, c->peer_id));
+			     sc_tag_net(SC_TAG_NET_ACK, 0, c->peer_id));
 		if (rc == -FI_EAGAIN)
 			return 0;
 		if (rc) {
@@ -458,10 +451,10 @@ static int req_post(struct netc_req *r)
 		__atomic_fetch_add(&r->pending, 1, __ATOMIC_RELAXED);
 		if (r->send)
 			rc = op_send(op, r->data[i], r->size[i], r->desc[i], c->peer,
-				     netc_tag(TAG_DATA, c->peer_id, r->tag[i]));
+				     sc_tag_net(SC_TAG_NET_DATA, c->peer_id, r->tag[i]));
 		else
 			rc = op_recv(op, r->data[i], r->size[i], r->desc[i],
-				     netc_tag(TAG_DATA, c->id, r->tag[i]));
+				     sc_tag_net(SC_TAG_NET_DATA, c->id, r->tag[i]));
 		if (rc) {
 			__atomic_fetch_sub(&r->pending, 1, __ATOMIC_RELAXED);
 			return rc;
@@ -609,10 +602,10 @@ int netc_close_send(void *send_comm)
 	if (!c)
 		return 0;
 	/* Sends in flight complete on their own; wait for them (bounded). */
-	uint64_t end = plugin_now_ns() + 2000000000ull;
+	uint64_t end = sc_now_ns() + 2000000000ull;
 	for (int i = 0; i < NETC_REQS; i++)
 		while (c->reqs[i].used && __atomic_load_n(&c->reqs[i].pending, __ATOMIC_ACQUIRE) &&
-		       plugin_now_ns() < end)
+		       sc_now_ns() < end)
 			netc_progress();
 	free(c);
 	return 0;
@@ -637,9 +630,9 @@ int netc_close_listen(void *listen_comm)
 		return 0;
 	op_cancel_wait(&lc->ctl_op);
 	if (lc->accepting) {
-		uint64_t end = plugin_now_ns() + 2000000000ull;
+		uint64_t end = sc_now_ns() + 2000000000ull;
 		while (lc->accepting->stage == 1 && !op_done(&lc->accepting->ctl_op) &&
-		       plugin_now_ns() < end)
+		       sc_now_ns() < end)
 			netc_progress();
 		free(lc->accepting);
 	}

@@ -162,13 +162,6 @@ ncclResult_t plugin_result(int rc)
 	}
 }
 
-uint64_t plugin_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 void plugin_props_v9(const struct plugin_props *p, int dev, int max_comms, int max_recvs,
 		     ncclNetProperties_v9_t *out)
 {

@@ -13,6 +13,7 @@
 #include "fabric.h"
 #include "nccl_net.h"
 #include "reduce.h"
+#include "clock.h"
 
 #define SC_EXPORT __attribute__((visibility("default")))
 #define PLUGIN_NAME "Sumcast"
@@ -74,7 +75,6 @@ ncclResult_t plugin_props_as_v11(plugin_props_v9_fn v9, int dev, ncclNetProperti
 int plugin_dtype(ncclDataType_t t, enum sc_dtype *out);
 int plugin_op(ncclRedOp_t op, enum sc_op *out);
 
-uint64_t plugin_now_ns(void);
 
 /* ---- p2p engine (net_comm.c) ---- */
 int netc_init(void);

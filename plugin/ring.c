@@ -6,20 +6,14 @@
 #include <string.h>
 
 #include "log.h"
+#include "tags.h"
 
-#define RING_TAG_KIND 0x5ull
 #ifndef RING_EAGER_COLS
 #define RING_EAGER_COLS 2u /* eager columns for segments up to this many eager sizes */
 #endif
 #define X_IDLE 0
 #define X_POSTED 1
 #define X_DONE 2
-
-static inline uint64_t ring_tag(uint32_t seq, uint32_t step, size_t col)
-{
-	return RING_TAG_KIND << 60 | (uint64_t)(seq & 0xFFFFF) << 40 | (uint64_t)(step & 0xFFF) << 28 |
-	       (uint64_t)(col & 0xFFFFFFF);
-}
 
 int ring_init(struct ring *r, struct fabric *f, const void *next_addr, size_t next_len,
 	      const void *prev_addr, size_t prev_len, uint32_t rank, uint32_t nranks,
@@ -165,7 +159,7 @@ static int col_post(struct ring_op *o, struct ring_col *c, size_t slot)
 			desc = o->tmp_desc;
 		}
 		rc = fabric_trecv(rg->f, dst, len * o->es, desc, FI_ADDR_UNSPEC,
-				  ring_tag(o->seq, c->step, c->j), 0, &c->r.fop);
+				  sc_tag_ring(o->seq, c->step, c->j), 0, &c->r.fop);
 		if (rc == -FI_EAGAIN)
 			return 0;
 		if (rc)
@@ -177,7 +171,7 @@ static int col_post(struct ring_op *o, struct ring_col *c, size_t slot)
 		const void *src = (c->step == 0 ? o->send : o->recv) + off * o->es;
 		void *desc = c->step == 0 ? o->sdesc : o->rdesc;
 		rc = fabric_tsend(rg->f, src, len * o->es, desc, rg->next,
-				  ring_tag(o->seq, c->step, c->j), 0, &c->s.fop);
+				  sc_tag_ring(o->seq, c->step, c->j), 0, &c->s.fop);
 		if (rc == -FI_EAGAIN)
 			return 0;
 		if (rc)

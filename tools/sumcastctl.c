@@ -25,6 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
+
 #define EXIT_BAD_ANSWER 1
 #define EXIT_UNREACHABLE 2
 #define EXIT_USAGE 64
@@ -349,13 +351,6 @@ static const char *jstr(const json_t *o_, const char *key)
 	return json_is_string(v) ? json_string_value(v) : "?";
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void sleep_s(double s)
 {
 	struct timespec ts = { (time_t)s, (long)((s - floor(s)) * 1e9) };
@@ -473,7 +468,7 @@ static void status_collect(struct status_view *s, const json_t *prev, double pre
 	snprintf(s->health, sizeof(s->health), "%.*s", (int)strcspn(b.p, "\r\n"), b.p);
 	free(b.p);
 	s->stats = get_json("/stats");
-	t = now_s();
+	t = (sc_now_ns() / 1e9);
 	metrics_fetch(&s->m);
 	s->ranks = metric_sum(&s->m, "sumcast_ranks");
 	if (isnan(s->ranks)) {
@@ -630,7 +625,7 @@ static int cmd_status(void)
 
 	if (o.interval_s > 0) {
 		prev = get_json("/stats");
-		t0 = now_s();
+		t0 = (sc_now_ns() / 1e9);
 		sleep_s(o.interval_s);
 	}
 	status_collect(&s, prev, t0);
@@ -742,10 +737,10 @@ static void on_signal(int sig)
 /* Waits up to s seconds for 'q' on a terminal stdin; true if the user quit. */
 static bool top_wait(double s)
 {
-	double end = now_s() + s;
+	double end = (sc_now_ns() / 1e9) + s;
 
 	while (!quit_flag) {
-		double left = end - now_s();
+		double left = end - (sc_now_ns() / 1e9);
 		if (left <= 0)
 			return false;
 		if (!tty_raw) {
@@ -789,7 +784,7 @@ static int cmd_top(void)
 		if (!prev) {
 			/* First frame: a baseline, so even frame 1 shows current rates. */
 			prev = get_json("/stats");
-			prev_t = now_s();
+			prev_t = (sc_now_ns() / 1e9);
 			if (top_wait(o.interval_s))
 				break;
 		}
@@ -817,7 +812,7 @@ static int cmd_top(void)
 		fflush(stdout);
 		json_decref(prev);
 		prev = json_incref(s.stats);
-		prev_t = now_s();
+		prev_t = (sc_now_ns() / 1e9);
 		status_free(&s);
 		if (o.iterations && it + 1 >= o.iterations)
 			break;

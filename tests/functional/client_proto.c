@@ -24,6 +24,7 @@
 
 #include "client.h"
 #include "wire.h"
+#include "clock.h"
 
 enum fake_mode {
 	FAKE_ECHO,    /* HELLO, JOIN_OK, READY, then echo every chunk back */
@@ -65,13 +66,6 @@ static const char *provider(void)
 	return p && *p ? p : "tcp";
 }
 
-static uint64_t ms_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static int listen_any(uint16_t *port)
 {
 	int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
@@ -105,8 +99,8 @@ static int send_msg(int fd, const struct wire_msg *m, bool dribble)
 /* Reads exactly n bytes with a deadline; 0 or -1. */
 static int read_full(struct fake *f, int fd, uint8_t *p, size_t n, unsigned ms)
 {
-	uint64_t until = ms_now() + ms;
-	while (n && !f->stop && ms_now() < until) {
+	uint64_t until = sc_now_ms() + ms;
+	while (n && !f->stop && sc_now_ms() < until) {
 		struct pollfd pfd = { fd, POLLIN, 0 };
 		if (poll(&pfd, 1, 20) <= 0)
 			continue;
@@ -142,25 +136,25 @@ static void *fake_main(void *arg)
 {
 	struct fake *f = arg;
 	struct pollfd pfd = { f->lfd, POLLIN, 0 };
-	uint64_t until = ms_now() + 60000; /* the fake's own bound */
+	uint64_t until = sc_now_ms() + 60000; /* the fake's own bound */
 	int fd = -1;
 
-	while (!f->stop && ms_now() < until && poll(&pfd, 1, 20) <= 0)
+	while (!f->stop && sc_now_ms() < until && poll(&pfd, 1, 20) <= 0)
 		;
-	if (f->stop || ms_now() >= until)
+	if (f->stop || sc_now_ms() >= until)
 		return NULL;
 	fd = accept(f->lfd, NULL, NULL);
 	if (fd < 0)
 		return NULL;
 	if (f->mode == FAKE_SILENT) {
-		while (!f->stop && ms_now() < until)
+		while (!f->stop && sc_now_ms() < until)
 			usleep(10000);
 		close(fd);
 		return NULL;
 	}
 	if (f->mode == FAKE_GARBAGE) {
 		(void)!write(fd, "GET / HTTP/1.0\r\n\r\n", 18);
-		while (!f->stop && ms_now() < until)
+		while (!f->stop && sc_now_ms() < until)
 			usleep(10000);
 		close(fd);
 		return NULL;
@@ -227,7 +221,7 @@ static void *fake_main(void *arg)
 	f->max_seq_gap_ok = 1;
 	uint8_t cbuf[WIRE_MSG_MAX];
 	size_t clen = 0;
-	while (!f->stop && ms_now() < until && fd >= 0) {
+	while (!f->stop && sc_now_ms() < until && fd >= 0) {
 		for (uint32_t s = 0; s < window; s++) {
 			struct echo_slot *e = &slots[s];
 			if (e->state == 0 &&
@@ -356,22 +350,22 @@ static struct client_params params(const char *const *aggs, size_t naggs)
 /* Polls until connect_poll leaves -EAGAIN; returns its result. */
 static int connect_wait(struct client *c, unsigned ms)
 {
-	uint64_t until = ms_now() + ms;
+	uint64_t until = sc_now_ms() + ms;
 	int rc;
-	while ((rc = client_connect_poll(c)) == -EAGAIN && ms_now() < until)
+	while ((rc = client_connect_poll(c)) == -EAGAIN && sc_now_ms() < until)
 		usleep(200);
 	return rc;
 }
 
 static int wait_req(struct client *c, struct client_req *r, unsigned ms)
 {
-	uint64_t until = ms_now() + ms;
+	uint64_t until = sc_now_ms() + ms;
 	int done = 0, rc;
 	do {
 		rc = client_test(c, r, &done);
 		if (done)
 			return rc;
-	} while (ms_now() < until);
+	} while (sc_now_ms() < until);
 	return -ETIME; /* the test failed: the request hung */
 }
 
@@ -450,10 +444,10 @@ static void test_unreachable(void **state)
 	struct client_params p = params(aggs, 1);
 	struct client *c;
 	assert_int_equal(client_create(&p, &c), 0);
-	uint64_t t0 = ms_now();
+	uint64_t t0 = sc_now_ms();
 	int rc = connect_wait(c, 3000);
 	assert_int_equal(rc, -ECONNREFUSED);
-	assert_true(ms_now() - t0 < 1000);
+	assert_true(sc_now_ms() - t0 < 1000);
 	snprintf(want, sizeof(want), "%s unreachable: Connection refused", agg);
 	assert_string_equal(client_error(c), want);
 	assert_false(client_agg_alive(c, 0));
@@ -481,10 +475,10 @@ static void expect_join_error(enum fake_mode mode, unsigned timeout_ms, int want
 	p.key_len = sizeof(key) - 1;
 	struct client *c;
 	assert_int_equal(client_create(&p, &c), 0);
-	uint64_t t0 = ms_now();
+	uint64_t t0 = sc_now_ms();
 	int rc = connect_wait(c, timeout_ms + 3000);
 	assert_int_equal(rc, want_rc);
-	assert_true(ms_now() - t0 < timeout_ms + 1000);
+	assert_true(sc_now_ms() - t0 < timeout_ms + 1000);
 	snprintf(want, sizeof(want), "%s%s", agg, want_tail);
 	if (!strstr(client_error(c), want))
 		fail_msg("error \"%s\" lacks \"%s\"", client_error(c), want);
@@ -752,7 +746,7 @@ static void expect_data_error(enum fake_mode mode, int want_rc, const char *want
 	assert_int_equal(client_mr_reg(c, sb, n * 4, &smr), 0);
 	assert_int_equal(client_mr_reg(c, rb, n * 4, &rmr), 0);
 	int rc = 0;
-	uint64_t t0 = ms_now();
+	uint64_t t0 = sc_now_ms();
 	for (int it = 0; it < 20 && rc == 0; it++) {
 		struct client_req *r;
 		rc = client_allreduce(c, sb, rb, n, SC_F32, SC_OP_SUM, smr.desc, rmr.desc, &r);
@@ -761,7 +755,7 @@ static void expect_data_error(enum fake_mode mode, int want_rc, const char *want
 		rc = wait_req(c, r, 8000);
 	}
 	assert_int_equal(rc, want_rc);
-	assert_true(ms_now() - t0 < 6000);
+	assert_true(sc_now_ms() - t0 < 6000);
 	if (!strstr(client_error(c), want))
 		fail_msg("error \"%s\" lacks \"%s\"", client_error(c), want);
 	assert_false(client_agg_alive(c, 0));
@@ -843,9 +837,9 @@ static void test_shared_fabric(void **state)
 	uint64_t msg = 0x1122334455667788ull, got = 0;
 	assert_int_equal(fabric_trecv(fab, &got, 8, NULL, FI_ADDR_UNSPEC, 0x5, 0, &rop), 0);
 	int rc;
-	uint64_t until = ms_now() + 5000;
+	uint64_t until = sc_now_ms() + 5000;
 	while ((rc = fabric_tsend(fab, &msg, 8, NULL, self, 0x5, 0, &sop)) == -FI_EAGAIN &&
-	       ms_now() < until)
+	       sc_now_ms() < until)
 		client_progress(c);
 	assert_int_equal(rc, 0);
 	static float sb[40000], rb[40000];
@@ -855,15 +849,15 @@ static void test_shared_fabric(void **state)
 	assert_int_equal(client_allreduce(c, sb, rb, 40000, SC_F32, SC_OP_SUM, NULL, NULL, &r), 0);
 	assert_int_equal(wait_req(c, r, 10000), 0);
 	assert_memory_equal(sb, rb, sizeof(sb));
-	for (until = ms_now() + 5000; fs.n < 2 && ms_now() < until;)
+	for (until = sc_now_ms() + 5000; fs.n < 2 && sc_now_ms() < until;)
 		client_progress(c);
 	assert_int_equal(fs.n, 2);
 	assert_true(got == msg);
 	/* Destroy with a request in flight: no hang, no completion left behind. */
 	assert_int_equal(client_allreduce(c, sb, rb, 40000, SC_F32, SC_OP_SUM, NULL, NULL, &r), 0);
-	uint64_t t0 = ms_now();
+	uint64_t t0 = sc_now_ms();
 	client_destroy(c);
-	assert_true(ms_now() - t0 < 2000);
+	assert_true(sc_now_ms() - t0 < 2000);
 	struct fabric_cqe ev[8];
 	usleep(100000);
 	for (int k = 0; k < 10; k++)

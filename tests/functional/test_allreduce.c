@@ -46,6 +46,7 @@
 #include "log.h"
 #include "sumcastd_proc.h"
 #include "wire.h"
+#include "clock.h"
 
 #ifndef SUMCASTD_PATH
 #define SUMCASTD_PATH "sumcastd"
@@ -69,13 +70,6 @@ static struct {
 	const char *aggs[MAX_DAEMONS + 1];
 	size_t naggs;
 } g = { .ndaemons = 1, .nranks = 2, .njobs = 1, .provider = "tcp" };
-
-static uint64_t ms_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 __attribute__((format(printf, 1, 2))) static void die(const char *fmt, ...)
 {
@@ -259,14 +253,14 @@ struct rank_ctx {
 
 static int wait_req(struct rank_ctx *x, struct client_req *r, unsigned ms)
 {
-	uint64_t until = ms_now() + ms;
+	uint64_t until = sc_now_ms() + ms;
 	int done = 0, rc;
 	do {
 		rc = client_test(x->c, r, &done);
 		if (done)
 			return rc;
 		sched_yield(); /* more processes than cores: let the daemons run */
-	} while (ms_now() < until);
+	} while (sc_now_ms() < until);
 	return -ETIME;
 }
 
@@ -282,10 +276,10 @@ static int run_batch(struct rank_ctx *x, enum sc_dtype t, size_t n, uint32_t nra
 	}
 	for (int op = 0; op < SC_OP_COUNT; op++) {
 		int rc;
-		uint64_t until = ms_now() + 10000;
+		uint64_t until = sc_now_ms() + 10000;
 		while ((rc = client_allreduce(x->c, x->sb + op * region, x->rb + op * region, n, t,
 					      op, x->sdesc, x->rdesc, &r[op])) == -EAGAIN &&
-		       ms_now() < until)
+		       sc_now_ms() < until)
 			client_progress(x->c);
 		if (rc) {
 			snprintf(x->msg, sizeof(x->msg), "allreduce %s %s n=%zu: %s (%s)",
@@ -369,7 +363,7 @@ static int rank_main(uint32_t job, uint32_t rank, int fd, int ready_fd)
 		p.key = (const uint8_t *)TEST_KEY;
 		p.key_len = strlen(TEST_KEY);
 	}
-	uint64_t t0 = ms_now();
+	uint64_t t0 = sc_now_ms();
 	int rc = client_create(&p, &x.c);
 	if (rc) {
 		snprintf(x.msg, sizeof(x.msg), "client_create: %s", strerror(-rc));
@@ -409,7 +403,7 @@ static int rank_main(uint32_t job, uint32_t rank, int fd, int ready_fd)
 				(void)!write(ready_fd, "r", 1);
 				told = true;
 			}
-			if (ms_now() - t0 > 60000) {
+			if (sc_now_ms() - t0 > 60000) {
 				snprintf(x.msg, sizeof(x.msg), "no error 60 s into the kill test");
 				rc = -ETIME;
 				break;
@@ -431,7 +425,7 @@ out_client:
 out:;
 	char line[800];
 	int n = snprintf(line, sizeof(line), "%u %u %d %016llx %llu %s\n", job, rank, rc,
-			 (unsigned long long)x.hash, (unsigned long long)(ms_now() - t0),
+			 (unsigned long long)x.hash, (unsigned long long)(sc_now_ms() - t0),
 			 x.msg[0] ? x.msg : "ok");
 	if (n > 0 && (size_t)n < PIPE_BUF)
 		(void)!write(fd, line, (size_t)n);
@@ -464,10 +458,10 @@ static int test_unreachable(void)
 	int rc = client_create(&p, &c);
 	if (rc)
 		die("client_create: %s", strerror(-rc));
-	uint64_t t0 = ms_now();
-	while ((rc = client_connect_poll(c)) == -EAGAIN && ms_now() - t0 < 10000)
+	uint64_t t0 = sc_now_ms();
+	while ((rc = client_connect_poll(c)) == -EAGAIN && sc_now_ms() - t0 < 10000)
 		usleep(100);
-	uint64_t dt = ms_now() - t0;
+	uint64_t dt = sc_now_ms() - t0;
 	char want[128];
 	snprintf(want, sizeof(want), "%s unreachable: Connection refused", g.aggs[g.naggs - 1]);
 	int ok = rc == -ECONNREFUSED && dt < 1000 && !strcmp(client_error(c), want);
@@ -490,8 +484,8 @@ static int test_wrong_key(void)
 	int rc = client_create(&p, &c);
 	if (rc)
 		die("client_create: %s", strerror(-rc));
-	uint64_t t0 = ms_now();
-	while ((rc = client_connect_poll(c)) == -EAGAIN && ms_now() - t0 < 10000)
+	uint64_t t0 = sc_now_ms();
+	while ((rc = client_connect_poll(c)) == -EAGAIN && sc_now_ms() - t0 < 10000)
 		usleep(100);
 	int ok = rc == -EACCES && strstr(client_error(c), "refused join: auth");
 	printf("wrong key: rc %d: \"%s\" -> %s\n", rc, client_error(c), ok ? "ok" : "FAIL");
@@ -609,14 +603,14 @@ int main(int argc, char **argv)
 	close(rfd[1]);
 
 	/* Collect one line per rank, bounded. */
-	uint64_t deadline = ms_now() + SUITE_DEADLINE_MS;
+	uint64_t deadline = sc_now_ms() + SUITE_DEADLINE_MS;
 	char buf[16384];
 	size_t len = 0;
 	int lines = 0, failures = 0, expected = nk - (g.kill ? 1 : 0);
 	int readies = 0;
 	bool killed = false;
 	uint64_t kill_ms = 0;
-	while (lines < expected && ms_now() < deadline) {
+	while (lines < expected && sc_now_ms() < deadline) {
 		struct pollfd pf[2] = { { pfd[0], POLLIN, 0 }, { rfd[0], POLLIN, 0 } };
 		if (poll(pf, 2, 100) <= 0)
 			continue;
@@ -628,7 +622,7 @@ int main(int argc, char **argv)
 			if (g.kill && !killed && readies >= nk) {
 				kill(kids[nk - 1], g.stop ? SIGSTOP : SIGKILL);
 				killed = true;
-				kill_ms = ms_now();
+				kill_ms = sc_now_ms();
 				printf("%s rank %d (pid %d)\n", g.stop ? "stopped" : "killed", nk - 1,
 				       (int)kids[nk - 1]);
 				fflush(stdout);
@@ -654,7 +648,7 @@ int main(int argc, char **argv)
 			lines++;
 			if (g.kill) {
 				/* Survivors must fail, soon after the kill. */
-				uint64_t after = killed ? ms_now() - kill_ms : 0;
+				uint64_t after = killed ? sc_now_ms() - kill_ms : 0;
 				bool ok = killed && rc != 0 && after < 15000 &&
 					  (!g.stop || strstr(msg, "aborted the job"));
 				printf("job %u rank %u: %s after %llu ms from the kill: %s\n", job, rank,

@@ -71,8 +71,8 @@ static void close_pair(struct trank *rk)
 
 static void wait_memory_free(const char *what)
 {
-	uint64_t end = th_now_ms() + 5000;
-	while (sd_metric(&d, "sumcast_memory_used_bytes") != 0 && th_now_ms() < end)
+	uint64_t end = sc_now_ms() + 5000;
+	while (sd_metric(&d, "sumcast_memory_used_bytes") != 0 && sc_now_ms() < end)
 		th_sleep_ms(20);
 	CHECK(sd_metric(&d, "sumcast_memory_used_bytes") == 0, "%s: memory not returned (%g)", what,
 	      sd_metric(&d, "sumcast_memory_used_bytes"));
@@ -131,9 +131,9 @@ int main(void)
 		}
 		trank_send_chunk(&rk[0], 0, 0, SC_F32, SC_OP_SUM, 0, 2 * CHUNK, &sops[0]);
 		struct trank *all[2] = { &rk[0], &rk[1] };
-		uint64_t end = th_now_ms() + 5000;
+		uint64_t end = sc_now_ms() + 5000;
 		while (sd_metric(&d, "sumcast_errors_total{kind=\"truncated\"}") < t0 + 1 &&
-		       th_now_ms() < end)
+		       sc_now_ms() < end)
 			tranks_poll(all, 2, 20);
 		CHECK(sd_metric(&d, "sumcast_errors_total{kind=\"truncated\"}") == t0 + 1,
 		      "truncated not counted");
@@ -180,12 +180,12 @@ int main(void)
 		/* Now rank 0 sends chunk 0 and rank 1 stays silent. */
 		trank_post_result(&rk[0], 0, 0, CHUNK, &rops[0]);
 		trank_post_result(&rk[1], 0, 0, CHUNK, &rops[1]);
-		uint64_t t0 = th_now_ms();
+		uint64_t t0 = sc_now_ms();
 		trank_send_chunk(&rk[0], 0, 0, SC_F32, SC_OP_SUM, 0, CHUNK, &sops[0]);
 		struct trank *all[2] = { &rk[0], &rk[1] };
 		tranks_poll(all, 2, 50);
 		int rc = ctl_recv(rk[1].fd, &m, 3000);
-		uint64_t dt = th_now_ms() - t0;
+		uint64_t dt = sc_now_ms() - t0;
 		CHECK(rc == 0 && m.type == WIRE_ABORT && m.u.abort.code == WIRE_E_TIMEOUT,
 		      "silent rank: rank 1 got rc %d %s %s", rc, rc ? "" : wire_type_name(m.type),
 		      rc ? "" : m.u.abort.text);
@@ -212,11 +212,11 @@ int main(void)
 		trank_send_chunk(&rk[0], 0, 0, SC_F32, SC_OP_SUM, 0, CHUNK, &sops[0]);
 		struct trank *p0 = &rk[0];
 		tranks_poll(&p0, 1, 100);
-		uint64_t t0 = th_now_ms();
+		uint64_t t0 = sc_now_ms();
 		close(rk[1].fd);
 		rk[1].fd = -1;
 		int rc = ctl_recv(rk[0].fd, &m, 3000);
-		uint64_t dt = th_now_ms() - t0;
+		uint64_t dt = sc_now_ms() - t0;
 		CHECK(rc == 0 && m.type == WIRE_ABORT && m.u.abort.code == WIRE_E_RANK_LEFT,
 		      "rank 0 got rc %d %s", rc, rc ? "" : wire_type_name(m.type));
 		CHECK(dt < 500, "rank_left ABORT took %llu ms", (unsigned long long)dt);
@@ -243,12 +243,12 @@ int main(void)
 		struct trank r0;
 		CHECK(trank_open(&r0, 4 * CHUNK) == 0 && trank_join(&r0, &d, 0x208, 0, 2, NULL) == 0,
 		      "join timeout: setup");
-		uint64_t t0 = th_now_ms();
+		uint64_t t0 = sc_now_ms();
 		int rc = ctl_recv(r0.fd, &m, 4000);
 		CHECK(rc == 0 && m.type == WIRE_ABORT && m.u.abort.code == WIRE_E_TIMEOUT,
 		      "join timeout: rc %d", rc);
 		printf("  %-12s -> ABORT %s after %llu ms: %s\n", "join timeout",
-		       rc ? "-" : wire_code_name(m.u.abort.code), (unsigned long long)(th_now_ms() - t0),
+		       rc ? "-" : wire_code_name(m.u.abort.code), (unsigned long long)(sc_now_ms() - t0),
 		       rc ? "" : m.u.abort.text);
 		trank_close(&r0);
 		wait_memory_free("join timeout");

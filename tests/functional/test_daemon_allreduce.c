@@ -42,7 +42,7 @@ static long run(struct trank *rk, uint32_t n, enum sc_dtype t, uint32_t nchunks,
 	uint32_t next[MAXR] = { 0 }, got[MAXR] = { 0 };
 	size_t esz = sc_dtype_size(t), ne = len / esz;
 	long wrong = 0;
-	uint64_t deadline = th_now_ms() + 30000;
+	uint64_t deadline = sc_now_ms() + 30000;
 	struct trank *all[MAXR];
 
 	for (uint32_t r = 0; r < n; r++)
@@ -63,7 +63,7 @@ static long run(struct trank *rk, uint32_t n, enum sc_dtype t, uint32_t nchunks,
 				return -1;
 			next[r] = c + 1;
 		}
-	while (th_now_ms() < deadline) {
+	while (sc_now_ms() < deadline) {
 		bool all_done = true;
 		tranks_poll(all, n, 0);
 		for (uint32_t r = 0; r < n; r++) {

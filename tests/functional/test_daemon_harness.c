@@ -35,13 +35,6 @@ void th_skip(const char *why)
 	exit(77);
 }
 
-uint64_t th_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 void th_sleep_ms(unsigned ms)
 {
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
@@ -242,7 +235,7 @@ static int read_full(int fd, void *buf, size_t len, uint64_t deadline)
 	size_t got = 0;
 
 	while (got < len) {
-		int64_t left = (int64_t)(deadline - th_now_ms());
+		int64_t left = (int64_t)(deadline - sc_now_ms());
 		struct pollfd p = { fd, POLLIN, 0 };
 		if (left <= 0)
 			return -ETIMEDOUT;
@@ -275,7 +268,7 @@ int sd_http_ctype(const struct sd *d, const char *path, char *ctype, size_t ccap
 	char req[256], *buf;
 	size_t len = 0, bcap = 1 << 20;
 	int fd = tcp_connect(d->http), status = -1;
-	uint64_t deadline = th_now_ms() + 5000;
+	uint64_t deadline = sc_now_ms() + 5000;
 
 	if (fd < 0)
 		return -1;
@@ -285,7 +278,7 @@ int sd_http_ctype(const struct sd *d, const char *path, char *ctype, size_t ccap
 		return -1;
 	}
 	buf = malloc(bcap);
-	while (buf && len < bcap - 1 && th_now_ms() < deadline) {
+	while (buf && len < bcap - 1 && sc_now_ms() < deadline) {
 		struct pollfd p = { fd, POLLIN, 0 };
 		if (poll(&p, 1, 100) <= 0)
 			continue;
@@ -358,7 +351,7 @@ int ctl_send(int fd, const struct wire_msg *m)
 
 int ctl_recv(int fd, struct wire_msg *m, unsigned timeout_ms)
 {
-	uint64_t deadline = th_now_ms() + timeout_ms * slow_factor();
+	uint64_t deadline = sc_now_ms() + timeout_ms * slow_factor();
 	uint8_t hdr[WIRE_HDR_LEN], body[WIRE_BODY_MAX];
 	struct wire_hdr h;
 	int rc = read_full(fd, hdr, sizeof(hdr), deadline);
@@ -374,7 +367,7 @@ int ctl_recv(int fd, struct wire_msg *m, unsigned timeout_ms)
 
 int ctl_wait_closed(int fd, unsigned timeout_ms)
 {
-	uint64_t deadline = th_now_ms() + timeout_ms * slow_factor();
+	uint64_t deadline = sc_now_ms() + timeout_ms * slow_factor();
 	uint8_t b[256];
 
 	for (;;) {
@@ -550,19 +543,19 @@ static void poll_one(struct trank *r)
 
 void tranks_poll(struct trank **rs, size_t n, unsigned ms)
 {
-	uint64_t end = th_now_ms() + ms;
+	uint64_t end = sc_now_ms() + ms;
 
 	do {
 		for (size_t i = 0; i < n; i++)
 			poll_one(rs[i]);
-	} while (th_now_ms() < end);
+	} while (sc_now_ms() < end);
 }
 
 int tranks_wait(struct trank **rs, size_t n, struct top **ops, size_t nops, unsigned timeout_ms)
 {
-	uint64_t deadline = th_now_ms() + timeout_ms * slow_factor();
+	uint64_t deadline = sc_now_ms() + timeout_ms * slow_factor();
 
-	while (th_now_ms() < deadline) {
+	while (sc_now_ms() < deadline) {
 		size_t done = 0;
 		for (size_t i = 0; i < n; i++)
 			poll_one(rs[i]);

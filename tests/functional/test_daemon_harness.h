@@ -16,6 +16,7 @@
 #include "fabric.h"
 #include "reduce.h"
 #include "wire.h"
+#include "clock.h"
 
 extern int th_passed, th_failed;
 
@@ -36,7 +37,6 @@ int th_summary(const char *name);
 /* Exit 77 with a reason. */
 void th_skip(const char *why) __attribute__((noreturn));
 
-uint64_t th_now_ms(void);
 void th_sleep_ms(unsigned ms);
 
 struct sd {

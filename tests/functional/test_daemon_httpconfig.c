@@ -70,8 +70,8 @@ static int get(void)
 
 static bool wait_value(const char *section, const char *key, const char *want, unsigned ms)
 {
-	uint64_t end = th_now_ms() + ms;
-	while (th_now_ms() < end) {
+	uint64_t end = sc_now_ms() + ms;
+	while (sc_now_ms() < end) {
 		if (sd_http(&d, "/config", body, sizeof(body)) == 200 &&
 		    has(body, section, key, "value", want))
 			return true;

@@ -99,7 +99,7 @@ static int jobs_run(struct tjob *js, size_t nj)
 {
 	struct trank *all[4 * MAXR];
 	size_t na = 0;
-	uint64_t deadline = th_now_ms() + 60000;
+	uint64_t deadline = sc_now_ms() + 60000;
 
 	for (size_t k = 0; k < nj; k++)
 		for (uint32_t r = 0; r < js[k].n; r++) {
@@ -108,7 +108,7 @@ static int jobs_run(struct tjob *js, size_t nj)
 				if (send_chunk(&js[k], r, c))
 					return -1;
 		}
-	while (th_now_ms() < deadline) {
+	while (sc_now_ms() < deadline) {
 		bool done = true;
 		tranks_poll(all, na, 0);
 		for (size_t k = 0; k < nj; k++) {
@@ -260,10 +260,10 @@ static void mode_threads(void)
 			snprintf(comm, sizeof(comm), "sumcastd-data%d", t);
 			snprintf(want, sizeof(want), "%d", cpus[1 - t]);
 			/* the thread names itself when it starts running */
-			uint64_t end = th_now_ms() + 3000;
+			uint64_t end = sc_now_ms() + 3000;
 			do
 				task_cpus(d.pid, comm, got, sizeof(got));
-			while (!*got && th_now_ms() < end && (th_sleep_ms(10), 1));
+			while (!*got && sc_now_ms() < end && (th_sleep_ms(10), 1));
 			CHECK(!strcmp(got, want), "%s: Cpus_allowed_list \"%s\", want \"%s\"", comm, got,
 			      want);
 			printf("  %s: Cpus_allowed_list %s\n", comm, got);
@@ -336,8 +336,8 @@ static void mode_eagain(void)
 	      sd_metric(&d, "sumcast_chunks_reduced_total"));
 	/* The daemon counts a send when its completion arrives, which may
 	 * trail the rank's receive completion a little. */
-	uint64_t end = th_now_ms() + 3000;
-	while (sd_metric(&d, "sumcast_sent_bytes_total") < 64.0 * 8 * CHUNK && th_now_ms() < end)
+	uint64_t end = sc_now_ms() + 3000;
+	while (sd_metric(&d, "sumcast_sent_bytes_total") < 64.0 * 8 * CHUNK && sc_now_ms() < end)
 		th_sleep_ms(10);
 	CHECK(sd_metric(&d, "sumcast_sent_bytes_total") == 64.0 * 8 * CHUNK, "sent bytes %g",
 	      sd_metric(&d, "sumcast_sent_bytes_total"));

@@ -29,10 +29,10 @@ static uint64_t first_ping_ms, last_ping_ms;
 /* Next datagram into buf within ms; counts WATCHDOG=1 pings. 0 or -1. */
 static int next_msg(char *buf, size_t cap, unsigned ms)
 {
-	uint64_t end = th_now_ms() + ms;
+	uint64_t end = sc_now_ms() + ms;
 
 	for (;;) {
-		int64_t left = (int64_t)(end - th_now_ms());
+		int64_t left = (int64_t)(end - sc_now_ms());
 		struct pollfd p = { nfd, POLLIN, 0 };
 		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
 			return -1;
@@ -42,7 +42,7 @@ static int next_msg(char *buf, size_t cap, unsigned ms)
 		buf[n] = 0;
 		if (strstr(buf, "WATCHDOG=1")) {
 			watchdogs++;
-			last_ping_ms = th_now_ms();
+			last_ping_ms = sc_now_ms();
 			if (!first_ping_ms)
 				first_ping_ms = last_ping_ms;
 		}
@@ -53,10 +53,10 @@ static int next_msg(char *buf, size_t cap, unsigned ms)
 /* Waits for a message containing every one of a, b (b may be NULL). */
 static bool wait_for(const char *a, const char *b, char *buf, size_t cap, unsigned ms)
 {
-	uint64_t end = th_now_ms() + ms;
+	uint64_t end = sc_now_ms() + ms;
 
-	while (th_now_ms() < end) {
-		if (next_msg(buf, cap, (unsigned)(end - th_now_ms())))
+	while (sc_now_ms() < end) {
+		if (next_msg(buf, cap, (unsigned)(end - sc_now_ms())))
 			return false;
 		if (strstr(buf, a) && (!b || strstr(buf, b)))
 			return true;
@@ -94,9 +94,9 @@ int main(void)
 	      "READY with STATUS: last message \"%s\"", buf);
 
 	/* Watchdog: WatchdogSec 600 ms, pings every ~300 ms. */
-	uint64_t t0 = th_now_ms();
+	uint64_t t0 = sc_now_ms();
 	unsigned w0 = watchdogs;
-	while (th_now_ms() - t0 < 2000)
+	while (sc_now_ms() - t0 < 2000)
 		next_msg(buf, sizeof(buf), 100);
 	unsigned pings = watchdogs - w0;
 	printf("  watchdog: %u pings in 2 s (WatchdogSec %u ms)\n", pings, WATCHDOG_MS);
@@ -155,8 +155,8 @@ int main(void)
 	printf("  good reload: %s\n", buf);
 
 	/* Pings kept coming all along. */
-	CHECK(th_now_ms() - last_ping_ms < 2 * WATCHDOG_MS, "last ping %llu ms ago",
-	      (unsigned long long)(th_now_ms() - last_ping_ms));
+	CHECK(sc_now_ms() - last_ping_ms < 2 * WATCHDOG_MS, "last ping %llu ms ago",
+	      (unsigned long long)(sc_now_ms() - last_ping_ms));
 	CHECK(sd_stop(&d, SIGTERM, 10000) == 0, "exit status after SIGTERM");
 	sd_cleanup(&d);
 	close(nfd);

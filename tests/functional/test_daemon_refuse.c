@@ -202,9 +202,9 @@ int main(void)
 	/* handshake timeout (3 s in the harness config) */
 	{
 		int fd = ctl_connect(&d, NULL);
-		uint64_t t0 = th_now_ms();
+		uint64_t t0 = sc_now_ms();
 		CHECK(ctl_wait_closed(fd, 8000) == 0, "silent connection not closed");
-		uint64_t dt = th_now_ms() - t0;
+		uint64_t dt = sc_now_ms() - t0;
 		CHECK(dt >= 2500 && dt < 6000, "silent connection closed after %llu ms, want ~3000",
 		      (unsigned long long)dt);
 		close(fd);
@@ -231,8 +231,8 @@ int main(void)
 		      rc ? "-" : wire_type_name(m.type));
 		close(fds[i]);
 	}
-	uint64_t end = th_now_ms() + 3000;
-	while (sd_metric(&d, "sumcast_memory_used_bytes") != 0 && th_now_ms() < end)
+	uint64_t end = sc_now_ms() + 3000;
+	while (sd_metric(&d, "sumcast_memory_used_bytes") != 0 && sc_now_ms() < end)
 		th_sleep_ms(20);
 	CHECK(sd_metric(&d, "sumcast_memory_used_bytes") == 0, "memory not returned");
 	CHECK(sd_metric(&d, "sumcast_jobs") == 0, "job still listed");

@@ -114,7 +114,7 @@ static long run(struct trank *rk, uint32_t n, uint32_t nchunks)
 {
 	struct top sops[MAXR][MAXW], rops[MAXR][MAXW];
 	uint32_t next[MAXR] = { 0 }, got[MAXR] = { 0 };
-	uint64_t deadline = th_now_ms() + 60000;
+	uint64_t deadline = sc_now_ms() + 60000;
 	struct trank *all[MAXR];
 	long wrong = 0;
 
@@ -129,7 +129,7 @@ static long run(struct trank *rk, uint32_t n, uint32_t nchunks)
 				return -1;
 			next[r] = c + 1;
 		}
-	while (th_now_ms() < deadline) {
+	while (sc_now_ms() < deadline) {
 		bool all_done = true;
 		tranks_poll(all, n, 0);
 		/* Ranks in a varying order, so different ranks come first. */
@@ -243,9 +243,9 @@ int main(void)
 	double chunks = sd_metric(&d, "sumcast_chunks_reduced_total");
 	CHECK(chunks == 90 + 50 + 60 + 40 + 40, "chunks reduced %g", chunks);
 	/* A job's memory returns once its last operations completed. */
-	uint64_t until = th_now_ms() + 5000;
+	uint64_t until = sc_now_ms() + 5000;
 	while ((sd_metric(&d, "sumcast_jobs") != 0 || sd_metric(&d, "sumcast_memory_used_bytes") != 0) &&
-	       th_now_ms() < until)
+	       sc_now_ms() < until)
 		th_sleep_ms(20);
 	CHECK(sd_metric(&d, "sumcast_jobs") == 0 && sd_metric(&d, "sumcast_memory_used_bytes") == 0,
 	      "jobs left over: %g, memory %g", sd_metric(&d, "sumcast_jobs"),

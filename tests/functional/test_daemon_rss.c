@@ -112,8 +112,8 @@ int main(void)
 	for (int j = 0; j < JOBS; j++)
 		for (int r = 0; r < RANKS; r++)
 			close(fds[j][r]); /* ends the jobs (the other ranks get ABORT) */
-	uint64_t end = th_now_ms() + 5000;
-	while (sd_metric(&d, "sumcast_memory_used_bytes") != 0 && th_now_ms() < end)
+	uint64_t end = sc_now_ms() + 5000;
+	while (sd_metric(&d, "sumcast_memory_used_bytes") != 0 && sc_now_ms() < end)
 		th_sleep_ms(20);
 	th_sleep_ms(100);
 	long after = rss_kib(d.pid);
@@ -126,8 +126,8 @@ int main(void)
 	snprintf(conf, sizeof(conf), "[job]\nmemory-budget = %llu\n", (unsigned long long)formula);
 	CHECK(sd_write_conf(&d, conf) == 0, "rewrite");
 	kill(d.pid, SIGHUP);
-	end = th_now_ms() + 3000;
-	while (sd_metric(&d, "sumcast_memory_budget_bytes") != (double)formula && th_now_ms() < end)
+	end = sc_now_ms() + 3000;
+	while (sd_metric(&d, "sumcast_memory_budget_bytes") != (double)formula && sc_now_ms() < end)
 		th_sleep_ms(20);
 	struct wire_join w;
 	join_init(&w, 0x4ff, 0, RANKS, ep[0]);

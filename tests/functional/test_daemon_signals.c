@@ -17,8 +17,8 @@ static struct sd d;
 
 static bool wait_metric(const char *name, double want, unsigned ms)
 {
-	uint64_t end = th_now_ms() + ms;
-	while (th_now_ms() < end) {
+	uint64_t end = sc_now_ms() + ms;
+	while (sc_now_ms() < end) {
 		if (sd_metric(&d, name) == want)
 			return true;
 		th_sleep_ms(20);
@@ -72,14 +72,14 @@ int main(void)
 	struct top *sops[1] = { &sop };
 	CHECK(tranks_wait(&p0, 1, sops, 1, 3000) == 0 && !sop.err, "rank 0's chunk not sent");
 	/* and received: the slot is partially filled (bounded wait, loaded hosts) */
-	uint64_t end = th_now_ms() + 3000;
-	while (sd_metric(&d, "sumcast_received_bytes_total") < CHUNK && th_now_ms() < end)
+	uint64_t end = sc_now_ms() + 3000;
+	while (sd_metric(&d, "sumcast_received_bytes_total") < CHUNK && sc_now_ms() < end)
 		tranks_poll(&p0, 1, 10);
-	uint64_t t0 = th_now_ms();
+	uint64_t t0 = sc_now_ms();
 	kill(d.pid, SIGTERM);
 	int hz = 0;
-	end = th_now_ms() + 1500;
-	while ((hz = sd_http(&d, "/healthz", body, sizeof(body))) != 503 && th_now_ms() < end)
+	end = sc_now_ms() + 1500;
+	while ((hz = sd_http(&d, "/healthz", body, sizeof(body))) != 503 && sc_now_ms() < end)
 		tranks_poll(&p0, 1, 20);
 	CHECK(hz == 503, "healthz while draining: %d %s", hz, body);
 	/* the control listener is closed: a new connection fails or is closed */
@@ -90,7 +90,7 @@ int main(void)
 		close(fd);
 	/* drain-timeout is 2 s in the harness config */
 	int rc0 = ctl_recv(a[0].fd, &m, 6000);
-	uint64_t dt = th_now_ms() - t0;
+	uint64_t dt = sc_now_ms() - t0;
 	CHECK(rc0 == 0 && m.type == WIRE_ABORT && m.u.abort.code == WIRE_E_SHUTDOWN,
 	      "rank 0: rc %d %s", rc0, rc0 ? "" : wire_type_name(m.type));
 	CHECK(dt >= 1800 && dt < 4000, "ABORT(shutdown) after %llu ms, drain-timeout 2000",
@@ -108,10 +108,10 @@ int main(void)
 
 	/* SIGTERM with nothing in flight exits at once, status 0. */
 	if (sd_start(&d, NULL) == 0) {
-		uint64_t t = th_now_ms();
+		uint64_t t = sc_now_ms();
 		CHECK(sd_stop(&d, SIGTERM, 5000) == 0, "idle SIGTERM exit status");
-		CHECK(th_now_ms() - t < 1500, "idle SIGTERM took %llu ms",
-		      (unsigned long long)(th_now_ms() - t));
+		CHECK(sc_now_ms() - t < 1500, "idle SIGTERM took %llu ms",
+		      (unsigned long long)(sc_now_ms() - t));
 		sd_cleanup(&d);
 	}
 	return th_summary("test_daemon_signals");

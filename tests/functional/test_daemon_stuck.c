@@ -48,8 +48,8 @@ static long rss_kib(pid_t pid)
 
 static bool wait_metric(const char *name, double want, unsigned ms)
 {
-	uint64_t end = th_now_ms() + ms;
-	while (th_now_ms() < end) {
+	uint64_t end = sc_now_ms() + ms;
+	while (sc_now_ms() < end) {
 		if (sd_metric(&d, name) == want)
 			return true;
 		th_sleep_ms(20);
@@ -102,7 +102,7 @@ int main(void)
 	      sd_metric(&d, "sumcast_jobs_ending"));
 	/* receives are cancelled at once; the send to rank 1 stays */
 	bool seen = false;
-	for (uint64_t e = th_now_ms() + 3000; !seen && th_now_ms() < e; th_sleep_ms(20))
+	for (uint64_t e = sc_now_ms() + 3000; !seen && sc_now_ms() < e; th_sleep_ms(20))
 		seen = sd_http(&d, "/stats", st, sizeof(st)) == 200 &&
 		       strstr(st, "\"state\":\"ending\"") && strstr(st, "\"ops_outstanding\":1,");
 	CHECK(seen, "/stats: %.600s", st);

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "clock.h"
 
 #define MAX_RANKS 64
 
@@ -38,13 +39,6 @@ static struct {
 	unsigned slow_us;
 	uint64_t job_id;
 } g = { "tcp;ofi_rxm", { 0 }, 0, 2, 5, 1u << 20, 0, 0, -1, 0, 0x0b5 };
-
-static uint64_t ms_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static int rank_main(unsigned rank)
 {
@@ -62,7 +56,7 @@ static int rank_main(unsigned rank)
 	};
 	struct fabric_mr smr = { 0 }, rmr = { 0 };
 	struct client *c;
-	uint64_t t0 = ms_now(), deadline = t0 + (uint64_t)(g.seconds * 1000);
+	uint64_t t0 = sc_now_ms(), deadline = t0 + (uint64_t)(g.seconds * 1000);
 	float *sb = NULL, *rb = NULL;
 	const float want = (float)g.nranks * (float)(g.nranks + 1) / 2;
 	unsigned long ops = 0;
@@ -72,7 +66,7 @@ static int rank_main(unsigned rank)
 		fprintf(stderr, "rank %u: client_create: %s\n", rank, strerror(-rc));
 		return 1;
 	}
-	while ((rc = client_connect_poll(c)) == -EAGAIN && ms_now() - t0 < 30000)
+	while ((rc = client_connect_poll(c)) == -EAGAIN && sc_now_ms() - t0 < 30000)
 		usleep(100);
 	if (rc) {
 		fprintf(stderr, "rank %u: connect: %s\n", rank, client_error(c));
@@ -93,7 +87,7 @@ static int rank_main(unsigned rank)
 		int done = 0;
 		if ((int)rank == g.slow_rank && g.slow_us)
 			usleep(g.slow_us);
-		sb[0] = ms_now() >= deadline ? 1.0f : 0.0f;
+		sb[0] = sc_now_ms() >= deadline ? 1.0f : 0.0f;
 		while ((rc = client_allreduce(c, sb, rb, g.count, SC_F32, SC_OP_SUM, smr.desc, rmr.desc,
 					      &r)) == -EAGAIN)
 			client_progress(c);
@@ -117,7 +111,7 @@ static int rank_main(unsigned rank)
 		}
 		if (rb[0] > 0)
 			break;
-		if (ms_now() - t0 > (uint64_t)(g.seconds * 1000) + 60000) {
+		if (sc_now_ms() - t0 > (uint64_t)(g.seconds * 1000) + 60000) {
 			fprintf(stderr, "rank %u: ranks never agreed to stop\n", rank);
 			rc = -ETIME;
 			goto out;
@@ -125,7 +119,7 @@ static int rank_main(unsigned rank)
 	}
 	if (rank == 0)
 		printf("sc_jobgen: %u ranks, %lu allreduces of %zu f32 in %.1f s\n", g.nranks, ops,
-		       g.count, (double)(ms_now() - t0) / 1000);
+		       g.count, (double)(sc_now_ms() - t0) / 1000);
 out:
 	fabric_mr_dereg(&smr);
 	fabric_mr_dereg(&rmr);

@@ -50,6 +50,7 @@
 
 #include "../../plugin/nccl_net.h"
 #include "reduce.h"
+#include "clock.h"
 #include "sumcastd_proc.h"
 
 #ifndef HARNESS_PLUGIN_PATH
@@ -85,13 +86,6 @@ static int run_gen; /* names of one set of ranks never meet the next set's */
 static int log_prefix_ok; /* lines that came through NCCL's logger with our prefix */
 /* Which path collnet connect announced (from its log lines). */
 static int saw_agg_path, saw_fallback;
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 #define FAIL(...)                                                                    \
 	do {                                                                         \
@@ -149,7 +143,7 @@ static void rv_put(const char *name, int rank, const void *buf, size_t len)
 static void rv_get(const char *name, int rank, void *buf, size_t len)
 {
 	char p[PATH_MAX + 64];
-	double end = now_s() + 60;
+	double end = (sc_now_ns() / 1e9) + 60;
 	snprintf(p, sizeof(p), "%s/%d.%s.%d", rv_dir, run_gen, name, rank);
 	for (;;) {
 		FILE *f = fopen(p, "rb");
@@ -159,7 +153,7 @@ static void rv_get(const char *name, int rank, void *buf, size_t len)
 			CHECK(n == len, "rv_get %s: %zu of %zu bytes", p, n, len);
 			return;
 		}
-		CHECK(now_s() < end, "rendezvous: %s did not appear in 60 s", p);
+		CHECK((sc_now_ns() / 1e9) < end, "rendezvous: %s did not appear in 60 s", p);
 		usleep(1000);
 	}
 }
@@ -384,9 +378,9 @@ static int net_test(void *req, int *sizes)
 /* Tests until done, bounded. */
 static void net_wait(void *req, int *sizes, const char *what)
 {
-	double end = now_s() + 60;
+	double end = (sc_now_ns() / 1e9) + 60;
 	while (!net_test(req, sizes))
-		CHECK(now_s() < end, "%s: not complete after 60 s", what);
+		CHECK((sc_now_ns() / 1e9) < end, "%s: not complete after 60 s", what);
 }
 
 /* ---------------- p2p mode ---------------- */
@@ -399,12 +393,12 @@ struct conn_arg {
 static void *connect_thread(void *a)
 {
 	struct conn_arg *c = a;
-	double end = now_s() + 60;
+	double end = (sc_now_ns() / 1e9) + 60;
 	int tries = 0;
 	while (!c->comm) {
 		NCHECK(net_connect(c->handle, &c->comm));
 		tries++;
-		CHECK(now_s() < end, "connect: no sendComm after 60 s (%d tries)", tries);
+		CHECK((sc_now_ns() / 1e9) < end, "connect: no sendComm after 60 s (%d tries)", tries);
 	}
 	return NULL;
 }
@@ -430,10 +424,10 @@ static void run_p2p(void)
 	pthread_t th;
 	pthread_create(&th, NULL, connect_thread, &ca);
 	void *rc = NULL;
-	double end = now_s() + 60;
+	double end = (sc_now_ns() / 1e9) + 60;
 	while (!rc) {
 		NCHECK(net_accept(lc, &rc));
-		CHECK(now_s() < end, "accept: no recvComm after 60 s");
+		CHECK((sc_now_ns() / 1e9) < end, "accept: no recvComm after 60 s");
 	}
 	pthread_join(th, NULL);
 	void *sc = ca.comm;
@@ -469,11 +463,11 @@ static void run_p2p(void)
 		size_t rl[1] = { len + 64 };
 		int tg[1] = { 7 };
 		void *rr = NULL, *sr = NULL;
-		double e2 = now_s() + 30;
+		double e2 = (sc_now_ns() / 1e9) + 30;
 		while (!(rr = net_irecv(rc, 1, rp, rl, tg, &rmh[0])))
-			CHECK(now_s() < e2, "irecv refused for 30 s");
+			CHECK((sc_now_ns() / 1e9) < e2, "irecv refused for 30 s");
 		while (!(sr = net_isend(sc, sbuf, len, 7, smh)))
-			CHECK(now_s() < e2, "isend refused for 30 s");
+			CHECK((sc_now_ns() / 1e9) < e2, "isend refused for 30 s");
 		int ss[8] = { -1 }, rs[8] = { -1 };
 		net_wait(sr, ss, "isend");
 		net_wait(rr, rs, "irecv");
@@ -492,15 +486,15 @@ static void run_p2p(void)
 			int tag = i % 3;
 			void *rp[1] = { rbuf[i] };
 			size_t rl[1] = { 4096 };
-			double e2 = now_s() + 30;
+			double e2 = (sc_now_ns() / 1e9) + 30;
 			while (!(rr[i] = net_irecv(rc, 1, rp, rl, &tag, &rmh[i])))
-				CHECK(now_s() < e2, "irecv refused");
+				CHECK((sc_now_ns() / 1e9) < e2, "irecv refused");
 		}
 		for (int i = 0; i < 8; i++) {
 			sv[i * 1024] = (uint32_t)(my_rank << 16 | round << 8 | i);
-			double e2 = now_s() + 30;
+			double e2 = (sc_now_ns() / 1e9) + 30;
 			while (!(sr[i] = net_isend(sc, &sv[i * 1024], 16 + (size_t)i * 100, i % 3, smh)))
-				CHECK(now_s() < e2, "isend refused");
+				CHECK((sc_now_ns() / 1e9) < e2, "isend refused");
 		}
 		for (int i = 0; i < 8; i++) {
 			int s1[8], s2[8];
@@ -525,14 +519,14 @@ static void run_p2p(void)
 			tags[i] = 100 + i;
 		}
 		void *rr = NULL, *sr[8];
-		double e2 = now_s() + 30;
+		double e2 = (sc_now_ns() / 1e9) + 30;
 		while (!(rr = net_irecv(rc, n, rp, rl, tags, rmh)))
-			CHECK(now_s() < e2, "grouped irecv refused");
+			CHECK((sc_now_ns() / 1e9) < e2, "grouped irecv refused");
 		for (int i = n - 1; i >= 0; i--) {
 			memset(sbuf + (size_t)i * (1 << 20), 0x40 + i + my_rank, 1000 + (size_t)i);
 			while (!(sr[i] = net_isend(sc, sbuf + (size_t)i * (1 << 20), 1000 + (size_t)i,
 						   100 + i, smh)))
-				CHECK(now_s() < e2, "isend refused");
+				CHECK((sc_now_ns() / 1e9) < e2, "isend refused");
 		}
 		int rs[8] = { 0 }, s1[8];
 		net_wait(rr, rs, "grouped irecv");
@@ -549,9 +543,9 @@ static void run_p2p(void)
 		const size_t len = 256 << 10;
 		void *sr[8] = { 0 }, *rr[8] = { 0 };
 		int sent = 0, recvd = 0, sdone = 0, rdone = 0;
-		double e2 = now_s() + 60;
+		double e2 = (sc_now_ns() / 1e9) + 60;
 		while (sdone < total || rdone < total) {
-			CHECK(now_s() < e2, "stream: %d/%d sent, %d/%d received after 60 s", sdone,
+			CHECK((sc_now_ns() / 1e9) < e2, "stream: %d/%d sent, %d/%d received after 60 s", sdone,
 			      total, rdone, total);
 			if (recvd < total && recvd - rdone < win) {
 				void *rp[1] = { rbuf[recvd % win] };
@@ -719,12 +713,12 @@ static void allreduce_chunked(void *cc, uint8_t *send, uint8_t *recv, size_t cou
 	size_t es = type_size(t), per = (2u << 20) / es, nchunks = (count + per - 1) / per;
 	void *reqs[8];
 	size_t issued = 0, done = 0;
-	double end = now_s() + 120;
+	double end = (sc_now_ns() / 1e9) + 120;
 
 	if (count == 0)
 		return;
 	while (done < nchunks) {
-		CHECK(now_s() < end, "allreduce of %zu x %s %s: %zu/%zu chunks after 120 s", count,
+		CHECK((sc_now_ns() / 1e9) < end, "allreduce of %zu x %s %s: %zu/%zu chunks after 120 s", count,
 		      type_name(t), op_name(op), done, nchunks);
 		if (issued < nchunks && issued - done < 8) {
 			size_t off = issued * per, n = count - off < per ? count - off : per;
@@ -1216,13 +1210,13 @@ static void run_bench(void)
 				if (memcmp(recv + i * es, want, es))
 					wrong[m]++;
 		}
-		double tstart = now_s(), t_start = wall_s();
+		double tstart = (sc_now_ns() / 1e9), t_start = wall_s();
 		for (;;) {
 			/* round barrier + agreement to go on */
 			P = inst[0].p;
 			memset(tx, 0, 8 * sizeof(double));
 			tx[0] = nr >= bench_rounds || nr >= BENCH_ROUNDS_MAX ||
-				(nr >= min_rounds && now_s() - tstart > bench_time_per_size);
+				(nr >= min_rounds && (sc_now_ns() / 1e9) - tstart > bench_time_per_size);
 			if (nr > 0)
 				for (int m = 0; m < BENCH_MODES; m++)
 					tx[1 + m] = samples[m][nr - 1];
@@ -1242,10 +1236,10 @@ static void run_bench(void)
 				uint64_t tx0 = 0, rx0 = 0, tx1 = 0, rx1 = 0;
 				if (have_netdev)
 					netdev_bytes(&tx0, &rx0);
-				double t0 = now_s();
+				double t0 = (sc_now_ns() / 1e9);
 				for (int i = 0; i < k; i++)
 					allreduce_chunked(inst[m].cc, send, recv, count, t, ncclSum, inst[m].mh);
-				double t1 = now_s();
+				double t1 = (sc_now_ns() / 1e9);
 				samples[m][nr] = (t1 - t0) / k * 1e6;
 				if (have_netdev && netdev_bytes(&tx1, &rx1)) {
 					ltx[m] += tx1 - tx0;
@@ -1451,7 +1445,7 @@ static int run_ranks(void (*fn)(void))
 			_exit(0);
 		}
 	}
-	double end = now_s() + opt.timeout_s;
+	double end = (sc_now_ns() / 1e9) + opt.timeout_s;
 	int left = opt.nranks;
 	while (left) {
 		int st;
@@ -1468,7 +1462,7 @@ static int run_ranks(void (*fn)(void))
 				}
 			continue;
 		}
-		if (now_s() > end) {
+		if ((sc_now_ns() / 1e9) > end) {
 			fprintf(stderr, "timeout after %d s: killing %d ranks\n", opt.timeout_s, left);
 			rc = 1;
 			break;

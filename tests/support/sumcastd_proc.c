@@ -15,12 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
+#include "clock.h"
 
 static void sleep_ms(unsigned ms)
 {
@@ -138,7 +133,7 @@ int sc_daemon_start(struct sc_daemon *d, const struct sc_daemon_opts *o)
 		fprintf(stderr, "exec %s: %s\n", o->binary, strerror(errno));
 		_exit(127);
 	}
-	deadline = now_ms() + (o->timeout_ms ? o->timeout_ms : 10000);
+	deadline = sc_now_ms() + (o->timeout_ms ? o->timeout_ms : 10000);
 	for (;;) {
 		if (!read_ports(d) && (!o->ready || o->ready(d, o->ready_arg)))
 			return 0;
@@ -148,7 +143,7 @@ int sc_daemon_start(struct sc_daemon *d, const struct sc_daemon_opts *o)
 			d->pid = 0;
 			return SC_DAEMON_EXITED;
 		}
-		if (now_ms() > deadline) {
+		if (sc_now_ms() > deadline) {
 			fprintf(stderr, "sumcastd (%s) was not ready within %u ms (port file %s)%s%s\n",
 				o->binary, o->timeout_ms ? o->timeout_ms : 10000, d->ports,
 				*d->log ? "; log " : "", d->log);
@@ -165,12 +160,12 @@ static int exit_code(int st)
 
 int sc_daemon_stop(struct sc_daemon *d, int sig, unsigned timeout_ms)
 {
-	uint64_t deadline = now_ms() + timeout_ms;
+	uint64_t deadline = sc_now_ms() + timeout_ms;
 
 	if (d->pid <= 0)
 		return -1;
 	kill(d->pid, sig);
-	while (now_ms() < deadline) {
+	while (sc_now_ms() < deadline) {
 		if (waitpid(d->pid, &d->status, WNOHANG) == d->pid) {
 			d->pid = 0;
 			return exit_code(d->status);
@@ -185,7 +180,7 @@ int sc_daemon_stop(struct sc_daemon *d, int sig, unsigned timeout_ms)
 
 void sc_daemons_stop(struct sc_daemon *ds, size_t n, int sig, unsigned timeout_ms)
 {
-	uint64_t deadline = now_ms() + timeout_ms;
+	uint64_t deadline = sc_now_ms() + timeout_ms;
 
 	for (size_t i = 0; i < n; i++)
 		if (ds[i].pid > 0)
@@ -194,7 +189,7 @@ void sc_daemons_stop(struct sc_daemon *ds, size_t n, int sig, unsigned timeout_m
 		while (ds[i].pid > 0) {
 			if (waitpid(ds[i].pid, &ds[i].status, WNOHANG) == ds[i].pid) {
 				ds[i].pid = 0;
-			} else if (now_ms() > deadline) {
+			} else if (sc_now_ms() > deadline) {
 				fprintf(stderr, "sumcastd %zu (pid %d) did not stop on signal %d, killing\n", i,
 					(int)ds[i].pid, sig);
 				kill(ds[i].pid, SIGKILL);

@@ -1,0 +1,59 @@
+/* Every 64-bit tag layout Sumcast puts on a libfabric tagged message, in one
+ * place, so that no two layouts can collide. The top 4 bits are the kind:
+ *
+ *   kind  who                       bits below the kind
+ *   0x1   plugin p2p: connect       id:28 (0) | listen id:32
+ *   0x2   plugin p2p: connect ack   id:28 (0) | comm id:32
+ *   0x3   plugin p2p: data          comm id:28 | NCCL tag:32
+ *   0x5   collnet ring              seq:20 | step:12 | column:28
+ *   0xA   rank -> aggregator data   job handle:20 | rank:16 | slot:24
+ *   0xB   aggregator -> rank result result key:20 | rank:16 | slot:24
+ *
+ * Receives never ignore the kind bits, so a message of one kind can only
+ * match a receive of the same kind. */
+#ifndef SUMCAST_TAGS_H
+#define SUMCAST_TAGS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum sc_tag_kind {
+	SC_TAG_NET_CONN = 0x1,
+	SC_TAG_NET_ACK = 0x2,
+	SC_TAG_NET_DATA = 0x3,
+	SC_TAG_RING = 0x5,
+	WIRE_TAG_DATA = 0xA,
+	WIRE_TAG_RESULT = 0xB,
+};
+
+static inline unsigned sc_tag_kind(uint64_t t) { return (unsigned)(t >> 60); }
+
+/* ---- aggregator data plane (rank <-> sumcastd) ---- */
+static inline uint64_t wire_tag_make(unsigned kind, uint32_t job_or_key, uint32_t rank, uint32_t slot)
+{
+	return ((uint64_t)(kind & 0xF) << 60) | ((uint64_t)(job_or_key & 0xFFFFF) << 40) |
+	       ((uint64_t)(rank & 0xFFFF) << 24) | (uint64_t)(slot & 0xFFFFFF);
+}
+static inline unsigned wire_tag_kind(uint64_t t) { return sc_tag_kind(t); }
+static inline uint32_t wire_tag_job(uint64_t t) { return (uint32_t)(t >> 40) & 0xFFFFF; }
+static inline uint32_t wire_tag_rank(uint64_t t) { return (uint32_t)(t >> 24) & 0xFFFF; }
+static inline uint32_t wire_tag_slot(uint64_t t) { return (uint32_t)t & 0xFFFFFF; }
+/* Ignore mask matching any slot (for wildcard receives of one rank). */
+#define WIRE_TAG_IGNORE_SLOT 0xFFFFFFull
+
+/* ---- plugin p2p (ncclNet) ---- */
+#define SC_TAG_NET_ID_MASK 0x0fffffffu
+static inline uint64_t sc_tag_net(unsigned kind, uint32_t id, uint32_t low)
+{
+	return (uint64_t)(kind & 0xF) << 60 | (uint64_t)(id & SC_TAG_NET_ID_MASK) << 32 | low;
+}
+
+/* ---- collnet ring ---- */
+#define SC_TAG_RING_SEQ_MASK 0xFFFFFu
+static inline uint64_t sc_tag_ring(uint32_t seq, uint32_t step, size_t col)
+{
+	return (uint64_t)SC_TAG_RING << 60 | (uint64_t)(seq & SC_TAG_RING_SEQ_MASK) << 40 |
+	       (uint64_t)(step & 0xFFF) << 28 | (uint64_t)(col & 0xFFFFFFF);
+}
+
+#endif
