@@ -10,6 +10,9 @@ build=$1 cmake=$2
 cpack=$(dirname "$cmake")/cpack
 [ -x "$cpack" ] || cpack=$(command -v cpack) || { echo "SKIP: no cpack"; exit 77; }
 command -v dpkg-deb >/dev/null || { echo "SKIP: no dpkg-deb (not Debian?)"; exit 77; }
+# CPack's DEB generator runs file(1) on every packaged file; without it cpack
+# fails with a message that does not say so.
+command -v file >/dev/null || { echo "FAIL: file(1) not found, cpack -G DEB needs it (apt-get install file)"; exit 1; }
 [ -x "$build/daemon/sumcastd" ] || { echo "SKIP: sumcastd not built"; exit 77; }
 pass=0 fail=0
 ok() { pass=$((pass + 1)); }
@@ -42,7 +45,9 @@ for d in usr/lib/x86_64-linux-gnu usr/lib/aarch64-linux-gnu usr/lib lib; do
 	[ -f "$root/$d/libnccl-net-sumcast.so" ] && plugin=$root/$d/libnccl-net-sumcast.so && break
 done
 [ -n "$plugin" ] && ok || ko "libnccl-net-sumcast.so not in /usr/lib or /usr/lib/<triplet>: $(cd "$root" && find . -name '*.so*')"
-if [ -n "$plugin" ] && command -v nm >/dev/null; then
+if [ -n "$plugin" ] && ! command -v nm >/dev/null; then
+	ko "nm not found (binutils): plugin exports not checked"
+elif [ -n "$plugin" ]; then
 	nm -D --defined-only "$plugin" | grep -q ' ncclCollNetPlugin_v8$' && ok || ko "plugin does not export ncclCollNetPlugin_v8"
 fi
 # Nothing under /usr/local, nothing owned by the build machine's paths.
@@ -73,6 +78,8 @@ if command -v systemd-analyze >/dev/null; then
 	sed "s#=\(-\{0,1\}\)/usr/sbin/#=\1$root/usr/sbin/#g" "$unit" > "$tmp/sumcastd.service"
 	out=$(SYSTEMD_LOG_LEVEL=warning systemd-analyze verify "$tmp/sumcastd.service" 2>&1)
 	[ -z "$out" ] && ok || ko "systemd-analyze verify: $out"
+else
+	echo "note: no systemd-analyze (systemd): the unit is not verified"
 fi
 
 # The packaged binaries run, and the packaged config is valid.
