@@ -1,23 +1,70 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what it needs, builds with -Werror, runs
 # every test under ctest (unit, functional with real daemons, plugin
-# harness, ops, emulated cluster smoke, fuzzing, NEON under qemu).
-# Usage: scripts/test.sh [extra ctest args]
+# harness, ops, emulated cluster smoke, fuzzing, NEON under qemu), then the
+# plugin and daemon protocol tests again under ASan + UBSan.
+#
+# Usage: scripts/test.sh [extra ctest args, passed to both ctest runs]
+# Environment: SUMCAST_BUILD_DIR (build), SUMCAST_ASAN=0 skips the ASan stage.
+#
+# The ASan stage is a second build tree, $build/asan (-DSUMCAST_SANITIZE=ON),
+# that builds only the targets the tests labelled plugin or daemon run, after
+# the main ctest: not beside it, so the sanitizer build does not take the
+# cores from timing-sensitive tests. A sanitizer report ends the daemon or the
+# harness with an error (UBSan does not recover), so the test fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh gcc-aarch64-linux-gnu qemu-user
-# The NEON test links the arm64 cmocka (multiarch).
-if ! dpkg-query -W -f='${Status}' libcmocka-dev:arm64 2>/dev/null | grep -q "install ok installed"; then
-	if [ "$(id -u)" -eq 0 ]; then
-		echo "deps: installing libcmocka-dev:arm64 (multiarch)" >&2
-		dpkg --add-architecture arm64
-		apt-get update -qq
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-			libcmocka-dev:arm64 >/dev/null || echo "deps: no arm64 cmocka; the NEON test will skip" >&2
+scripts/deps.sh --test
+build=${SUMCAST_BUILD_DIR:-build}
+jobs=$(nproc)
+t0=$SECONDS
+rc=0
+
+echo "== build ($build, -Werror)"
+cmake -S . -B "$build" -DSUMCAST_WERROR=ON >/dev/null
+cmake --build "$build" -j"$jobs"
+echo "== ctest ($build)"
+(cd "$build" && ctest --output-on-failure -j"$jobs" --timeout 900 "$@") || rc=1
+
+if [ "${SUMCAST_ASAN:-1}" != 0 ]; then
+	asan=$build/asan
+	labels='plugin|daemon'
+	echo "== ASan + UBSan: tests labelled $labels ($asan)"
+	cmake -S . -B "$asan" -DSUMCAST_SANITIZE=ON -DSUMCAST_WERROR=ON >/dev/null
+	# The targets those tests run: every file under the build tree that a
+	# test's command names (executables, libnccl-net-sumcast.so given to a
+	# script) and that is a target; their dependencies (sumcastd, the
+	# plugin) come with them. Read from the CTestTestfiles: before the build
+	# ctest does not know the commands of executables that do not exist yet.
+	known=$(cmake --build "$asan" --target help | sed -n 's/^\.\.\. \([^ ]*\).*/\1/p')
+	targets=$(cd "$asan" && ctest --show-only=json-v1 -L "$labels" | python3 -c '
+import json, os, re, sys
+build, known = os.getcwd(), set(sys.argv[1].split())
+want = {t["name"] for t in json.load(sys.stdin)["tests"]}
+add = re.compile(r"add_test\(\[=\[(.*?)\]=\]\s+(.*)\)$")
+names = set()
+for d, _, files in os.walk(build):
+    if "CTestTestfile.cmake" not in files:
+        continue
+    for line in open(os.path.join(d, "CTestTestfile.cmake")):
+        m = add.match(line.strip())
+        if not m or m.group(1) not in want:
+            continue
+        for a in re.findall(r"\"([^\"]*)\"", m.group(2)):
+            if a.startswith(build + "/"):
+                b = os.path.basename(a)
+                names.update({b, re.sub(r"^lib(.*)\.so$", r"\1", b)} & known)
+print(" ".join(sorted(names)))' "$known")
+	if [ -z "$targets" ]; then
+		echo "ASan stage: no targets found for the tests labelled $labels" >&2
+		rc=1
+	else
+		echo "   building: $targets"
+		# shellcheck disable=SC2086
+		cmake --build "$asan" -j"$jobs" --target $targets >"$asan/build.log" 2>&1 ||
+			{ tail -n 50 "$asan/build.log"; echo "ASan stage: build failed ($asan/build.log)"; exit 1; }
+		(cd "$asan" && ctest --output-on-failure -j"$jobs" --timeout 900 -L "$labels" "$@") || rc=1
 	fi
 fi
-build=${SUMCAST_BUILD_DIR:-build}
-cmake -S . -B "$build" -DSUMCAST_WERROR=ON >/dev/null
-cmake --build "$build" -j"$(nproc)"
-cd "$build"
-ctest --output-on-failure -j"$(nproc)" --timeout 900 "$@"
+echo "== test.sh: $([ $rc -eq 0 ] && echo PASS || echo FAIL) in $((SECONDS - t0)) s"
+exit $rc
