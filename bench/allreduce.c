@@ -14,8 +14,7 @@
  *             [--time-per-size S] [--rounds R] [--variant NAME=SPLIT[@SO][%VAR=VAL]]...
  *
  * Benchmarks report; they do not pass or fail on time. */
-#define HARNESS_NO_MAIN 1
-#include "../tests/plugin/harness.c"
+#include "../tests/plugin/harness.h"
 
 int main(int argc, char **argv)
 {

@@ -1,0 +1,202 @@
+/* The harness that plays NCCL against libnccl-net-sumcast.so: N processes,
+ * each one node's head rank, dlopen the plugin, exchange listen handles
+ * (files in a temp dir stand in for NCCL's bootstrap), connect on one
+ * thread while another issues requests, as NCCL's proxy does.
+ *
+ *   harness p2p   --nranks N [--version 11|8]
+ *   harness coll  --nranks N [--naggs M] [--split S] [--version 11|8]
+ *                 [--expect agg|ring]   (the path collnet connect must choose)
+ *                 [--trace]   (SUMCAST_TRACE: each rank checks its trace file)
+ *                 [--deterministic]   (SUMCAST_DETERMINISTIC=1, --split 1: sums
+ *                 whose rounding depends on the order must equal the rank-order sum)
+ *   harness bench --nranks N [--naggs M] [-b BYTES] [-e BYTES] [-f FACTOR] [--type T] [--json]
+ *                 [--rounds R] [--time-per-size S]   (ring, agg, auto interleaved)
+ *                 [--splits 0,0.25,0.5,0.75,1,auto]   (one variant per split, interleaved)
+ *
+ * Emulated cluster (bench/cluster/run): with SUMCAST_HARNESS_NETNS=ns0,ns1,...
+ * rank r enters network namespace r (setns on /run/netns/<name>) right after
+ * the fork, before the plugin is opened, and with SUMCAST_HARNESS_IFACES=
+ * ip0,ip1,... binds there (SUMCAST_IFACE). The rendezvous is files in a
+ * /tmp dir, which every namespace shares. SUMCAST_HARNESS_NETDEV=eth0: bench
+ * rows carry each mode's in-band link rates (the rank's /proc/self/net/dev
+ * counters around its timed samples).
+ *
+ * Exit: 0 pass, 1 fail, 77 skipped (reason on stderr). Every loop is bounded
+ * in count and time. bench/allreduce.c runs the bench mode as its own
+ * program.
+ *
+ * One file per step, in the order a run takes them:
+ *   harness_main.c     options, environment, key files; runs the mode
+ *   harness_daemons.c  sumcastd aggregators on 127.0.0.1: start, stop, /metrics
+ *   harness_ranks.c    the rank processes: fork, network namespace, wait;
+ *                      the rendezvous files that stand in for NCCL's bootstrap
+ *   harness_nccl.c     NCCL's side of the plugin: dlopen, the v11/v8 vtables,
+ *                      the logger, NCCL's proxy loop for collnet requests
+ *   harness_p2p.c      the p2p test (ncclNet over a ring of ranks)
+ *   harness_coll.c     the collnet test (allreduce of every type and op)
+ *   harness_check.c    reference inputs and results, rank-order sums, the
+ *                      trace check
+ *   harness_bench.c    the bench mode (bench/allreduce)
+ *   harness_cli.c      main() of plugin_harness
+ * This header is private to those files (and bench/allreduce.c). */
+#ifndef SUMCAST_TESTS_PLUGIN_HARNESS_H
+#define SUMCAST_TESTS_PLUGIN_HARNESS_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <limits.h>
+#include <signal.h>
+
+#include "../../plugin/nccl_net.h"
+
+#define SKIP 77
+#define MAX_RANKS 16
+#define MAX_AGGS 8
+
+/* ---- options (harness_main.c) ---- */
+
+struct opts {
+	const char *mode, *plugin, *daemon;
+	int nranks, naggs, version;
+	const char *split;
+	size_t min_bytes, max_bytes;
+	const char *type;
+	const char *aggs; /* given addresses: no daemons started */
+	bool json, verbose;
+	int timeout_s;
+	int key; /* 0: no auth, 1: same key, 2: ranks use another key */
+	const char *expect; /* "agg" or "ring": the path connect must choose */
+	bool deterministic; /* SUMCAST_DETERMINISTIC=1 and the rank-order check */
+	bool trace;         /* SUMCAST_TRACE=<rv_dir>/trace and the trace check */
+};
+extern struct opts opt;
+
+/* Default paths of the plugin and the daemon; "" (the default): next to
+ * this binary (../plugin, ../daemon). plugin_harness sets the build's. */
+extern const char *harness_plugin_default, *harness_daemon_default;
+
+/* Runs one invocation; forced_mode NULL takes the mode from argv[1].
+ * Returns the exit code. */
+int harness_main(int argc, char **argv, const char *forced_mode);
+size_t parse_size(const char *s);
+void usage(void) __attribute__((noreturn));
+
+/* ---- failing (every file) ---- */
+
+extern int my_rank; /* -1 in the parent */
+
+#define FAIL(...)                                                                    \
+	do {                                                                         \
+		fprintf(stderr, "[rank %d] FAIL %s:%d: ", my_rank, __FILE__, __LINE__); \
+		fprintf(stderr, __VA_ARGS__);                                        \
+		fprintf(stderr, "\n");                                               \
+		exit(1);                                                             \
+	} while (0)
+#define CHECK(cond, ...)                 \
+	do {                             \
+		if (!(cond))             \
+			FAIL(__VA_ARGS__); \
+	} while (0)
+#define NCHECK(call)                                                        \
+	do {                                                                \
+		ncclResult_t r_ = (call);                                   \
+		if (r_ != ncclSuccess)                                      \
+			FAIL("%s returned %d", #call, (int)r_);              \
+	} while (0)
+
+/* ---- rank processes and rendezvous (harness_ranks.c) ---- */
+
+extern char rv_dir[PATH_MAX]; /* the run's temp dir: rendezvous, keys, logs, traces */
+/* Set by the parent's SIGTERM/SIGINT handler. */
+extern volatile sig_atomic_t stop_sig;
+
+/* Forks opt.nranks ranks running fn, waits for all (bounded by
+ * opt.timeout_s); the first failure kills the rest. The exit code. */
+int run_ranks(void (*fn)(void));
+void on_stop(int sig);
+/* Removes rv_dir and what is in it. */
+void rm_dir(void);
+/* Publishes / waits (60 s) for rank's copy of name; a barrier of all ranks. */
+void rv_put(const char *name, int rank, const void *buf, size_t len);
+void rv_get(const char *name, int rank, void *buf, size_t len);
+void rv_barrier(const char *name);
+/* tx/rx byte counters of SUMCAST_HARNESS_NETDEV; false when unset. */
+bool netdev_bytes(uint64_t *tx, uint64_t *rx);
+double wall_s(void);
+
+/* ---- NCCL's side of the plugin (harness_nccl.c) ---- */
+
+struct plug {
+	void *dl;
+	const ncclNet_v11_t *n11;
+	const ncclNet_v8_t *n8;
+	const ncclCollNet_v11_t *c11;
+	const ncclCollNet_v8_t *c8;
+	void *nctx, *cctx;
+};
+extern struct plug P; /* the plugin instance the calls below go to */
+
+/* What the plugin told NCCL's logger: lines with the NET/Sumcast prefix,
+ * and which path collnet connect announced. */
+extern int log_prefix_ok, saw_agg_path, saw_fallback;
+/* Requests this rank issued (and their bytes): what its trace must list. */
+extern uint64_t issued_reqs, issued_bytes;
+extern const char *coll_rv_name; /* rendezvous name of the next coll_setup */
+
+void plugin_open(bool coll);
+int max_recvs(void);
+void net_listen(void *h, void **lc);
+ncclResult_t net_connect(void *h, void **sc);
+ncclResult_t net_accept(void *lc, void **rc);
+void *net_reg(void *comm, void *p, size_t len);
+void net_dereg(void *comm, void *mh);
+void *net_isend(void *sc, void *p, size_t len, int tag, void *mh);
+void *net_irecv(void *rc, int n, void **p, size_t *len, int *tags, void **mh);
+int net_test(void *req, int *sizes);
+void net_wait(void *req, int *sizes, const char *what);
+/* collnet listen + rendezvous + connect and regMr on a proxy thread. */
+void *coll_setup(uint8_t *region, size_t region_len, void **mh);
+void *c_iallreduce(void *cc, void *s, void *r, size_t count, ncclDataType_t t, ncclRedOp_t op,
+		   void *mh);
+int c_test(void *req, int *size);
+/* NCCL's proxy: chunks of at most 2 MiB, up to 8 outstanding, in order. */
+void allreduce_chunked(void *cc, uint8_t *send, uint8_t *recv, size_t count, ncclDataType_t t,
+		       ncclRedOp_t op, void *mh);
+
+/* ---- the tests (harness_p2p.c, harness_coll.c, harness_bench.c) ---- */
+
+void run_p2p(void);
+void run_coll(void);
+void run_bench(void);
+/* bench options */
+int bench_option(int c, const char *arg); /* 0, or -1: usage */
+bool bench_options_ok(void);
+/* Before the ranks: one copy of the plugin per mode. 0 or 1. */
+int bench_prepare(void);
+
+/* ---- references and checks (harness_check.c) ---- */
+
+size_t type_size(ncclDataType_t t);
+const char *type_name(ncclDataType_t t);
+const char *op_name(ncclRedOp_t op);
+int64_t in_val(ncclDataType_t t, ncclRedOp_t op, int rank, size_t i);
+int64_t ref_val(ncclDataType_t t, ncclRedOp_t op, size_t i);
+void put(ncclDataType_t t, void *buf, size_t i, int64_t v);
+uint64_t fnv(uint64_t h, const uint8_t *p, size_t n);
+uint64_t check_rank_order(void *cc, uint8_t *send, uint8_t *recv, size_t half, void *mh,
+			  uint64_t hash);
+void check_trace(void);
+
+/* ---- aggregators (harness_daemons.c) ---- */
+
+/* Starts opt.naggs sumcastd; aggs gets "host:port,...". 0, 1 or SKIP. */
+int daemons_start(char *aggs, size_t len);
+void daemons_stop(void);
+
+#endif

@@ -1,0 +1,414 @@
+/* The bench mode (bench/allreduce): ring, aggregators and split modes
+ * interleaved in the same ranks, one copy of the plugin each. */
+#include "harness.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "../../plugin/split.h"
+
+/* The three modes run in one set of processes, interleaved: each rank loads
+ * its own copy of the plugin per mode (a copy of the .so under another name
+ * is a separate instance with its own settings): ring only (no
+ * SUMCAST_AGGREGATORS), aggregators only (SUMCAST_SPLIT=1) and the split
+ * (SUMCAST_SPLIT=auto, or --split). For each size, rounds run one sample of
+ * every mode, in an order that rotates per round, so load from other
+ * processes on the machine hits the three alike. A sample: a 1-element
+ * allreduce on the mode's collnet (a barrier, which also wakes the
+ * daemons), then k back-to-back allreduces (k = 16 up to 64 KiB, 4 up to
+ * 1 MiB, else 1), timed on every rank. A round ends with a max-allreduce of
+ * {stop, sample times} over the ring collnet, so all ranks agree on when to
+ * stop and each sample's time is the slowest rank's. Reported: the median
+ * sample per allreduce (min and mean in JSON). Rounds: at least 5 (3 above
+ * 16 MiB), at most --rounds (25), and no new round after --time-per-size
+ * seconds (2). */
+
+static int parse_type(const char *s, ncclDataType_t *out)
+{
+	for (int t = 0; t < 10; t++)
+		if (!strcmp(s, type_name((ncclDataType_t)t))) {
+			*out = (ncclDataType_t)t;
+			return 0;
+		}
+	return -1;
+}
+
+#define BENCH_MAX 6
+#define BENCH_ROUNDS_MAX 200
+/* Modes: ring, agg, auto by default; --variant NAME=SPLIT[@PLUGIN] (repeated)
+ * replaces them, e.g. to compare two builds of the plugin in one run, where
+ * the machine's load hits both alike. SPLIT 0 means no aggregators. */
+static int BENCH_MODES = 3;
+static bool bench_default = true;
+static const char *bench_names[BENCH_MAX] = { "ring", "agg", "auto" };
+static const char *bench_split_env[BENCH_MAX] = { "0", "1", "auto" };
+static const char *bench_plugin[BENCH_MAX];
+static char *bench_env[BENCH_MAX]; /* "VAR=VAL": set while this variant's plugin initialises */
+static int bench_rounds = 25;
+static double bench_time_per_size = 2.0, bench_factor = 2.0;
+
+struct bench_inst {
+	struct plug p;
+	void *cc, *mh;
+	bool on;
+};
+
+static void bench_open(struct bench_inst *b, int m, uint8_t *region, size_t len)
+{
+	char so[PATH_MAX + 32], name[32];
+	snprintf(so, sizeof(so), "%s/plugin-%s.so", rv_dir, bench_names[m]);
+	const char *orig = opt.plugin;
+	const char *aggs = getenv("SUMCAST_AGGREGATORS");
+	char saved[1024];
+	snprintf(saved, sizeof(saved), "%s", aggs ? aggs : "");
+	if (!strcmp(bench_split_env[m], "0"))
+		unsetenv("SUMCAST_AGGREGATORS");
+	setenv("SUMCAST_SPLIT", bench_split_env[m], 1);
+	if (bench_env[m])
+		putenv(bench_env[m]);
+	opt.plugin = so;
+	memset(&P, 0, sizeof(P));
+	plugin_open(true);
+	if (bench_env[m]) {
+		char var[128];
+		snprintf(var, sizeof(var), "%.*s", (int)strcspn(bench_env[m], "="), bench_env[m]);
+		unsetenv(var);
+	}
+	opt.plugin = orig;
+	if (aggs)
+		setenv("SUMCAST_AGGREGATORS", saved, 1);
+	snprintf(name, sizeof(name), "coll-%s", bench_names[m]);
+	coll_rv_name = name;
+	b->cc = coll_setup(region, len, &b->mh);
+	coll_rv_name = "coll";
+	b->p = P;
+	b->on = true;
+}
+
+static double dmedian(double *v, int n)
+{
+	for (int i = 1; i < n; i++)
+		for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+			double t = v[j];
+			v[j] = v[j - 1];
+			v[j - 1] = t;
+		}
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* What the auto split sends to the aggregators for one message: split.c
+ * itself, with the model the plugin builds from the same settings. */
+static double bench_lat_us = 10;
+
+static double bench_auto_split(int mode, size_t bytes, int speed_mbps)
+{
+	if (!opt.naggs)
+		return 0;
+	double fixed = -1;
+	if (split_parse(bench_split_env[mode], &fixed))
+		return -1;
+	const char *l = getenv("SUMCAST_LINK_GBPS"), *a = getenv("SUMCAST_AGG_GBPS");
+	const char *sm = getenv("SUMCAST_SMALL_BYTES"), *e = getenv("SUMCAST_AGG_EFFICIENCY");
+	struct split_model m = {
+		.fixed = fixed,
+		.link_gbps = l && atof(l) > 0 ? atof(l) : speed_mbps / 1000.0,
+		.nranks = (uint32_t)opt.nranks,
+		.naggs = (uint32_t)opt.naggs,
+		.small_bytes = sm ? parse_size(sm) : 64 << 10,
+		.lat_us = bench_lat_us,
+		.shared_host = split_hosts_local(getenv("SUMCAST_AGGREGATORS")),
+	};
+	m.agg_gbps = a && atof(a) > 0 ? atof(a) : m.link_gbps;
+	m.agg_eff = atof(e && *e ? e : SPLIT_AGG_EFF_DEFAULT);
+	return split_fraction(&m, bytes);
+}
+
+void run_bench(void)
+{
+	ncclDataType_t t = ncclFloat32;
+	CHECK(parse_type(opt.type, &t) == 0, "--type %s: one of i8 u8 i32 u32 i64 u64 f16 f32 f64 bf16", opt.type);
+	size_t es = type_size(t), half = opt.max_bytes < 64 ? 64 : opt.max_bytes;
+	half = (half + 4095) & ~(size_t)4095;
+	size_t region_len = 2 * half + 4096; /* + the round barrier's buffers */
+	uint8_t *region = aligned_alloc(4096, region_len);
+	struct bench_inst inst[BENCH_MAX];
+	int N = opt.nranks, speed = 0;
+	bool have_aggs = getenv("SUMCAST_AGGREGATORS") && *getenv("SUMCAST_AGGREGATORS");
+
+	CHECK(region, "malloc %zu", region_len);
+	memset(region, 0, region_len);
+	memset(inst, 0, sizeof(inst));
+	for (int m = 0; m < BENCH_MODES; m++) {
+		if (strcmp(bench_split_env[m], "0") && !have_aggs)
+			continue;
+		bench_open(&inst[m], m, region, region_len);
+		if (m == 0) {
+			ncclNetProperties_v8_t p8;
+			ncclNetProperties_v11_t p11;
+			if (opt.version == 11) {
+				NCHECK(P.n11->getProperties(0, &p11));
+				speed = p11.speed;
+				bench_lat_us = p11.latency;
+			} else {
+				NCHECK(P.n8->getProperties(0, &p8));
+				speed = p8.speed;
+				bench_lat_us = p8.latency;
+			}
+		}
+	}
+	uint8_t *send = region, *recv = region + half;
+	/* Every rank contributes 1.0: sums stay exact, reductions do real work,
+	 * and the first call of every mode and size is checked (sum == N). */
+	uint8_t one[8] = { 0 }, want[8] = { 0 };
+	bool checked = t == ncclFloat32 || t == ncclBfloat16 || t == ncclFloat16;
+	if (checked) {
+		put(t, one, 0, 1);
+		put(t, want, 0, N);
+		for (size_t i = 0; i < half / es; i++)
+			memcpy(send + i * es, one, es);
+	}
+	double *tx = (double *)(region + 2 * half), *rx = tx + 8;
+	/* link rates and wrong counts per mode: lt[] max over ranks, ls[] sums */
+	double *lt = tx + 16, *lr = tx + 64, *ls = tx + 112, *lsr = tx + 160;
+	static double samples[BENCH_MAX][BENCH_ROUNDS_MAX];
+	bool have_netdev;
+	{
+		uint64_t a, b;
+		have_netdev = netdev_bytes(&a, &b);
+	}
+
+	if (my_rank == 0 && !opt.json) {
+		printf("# %d nodes, %d aggregators, provider %s, %s sum, FI_OFI_RXM_EAGER_LIMIT=%s;\n"
+		       "# time = median over rounds of one sample per mode (k allreduces back to back,\n"
+		       "# slowest rank), modes interleaved\n"
+		       "#%11s %11s %5s %5s %3s",
+		       N, opt.naggs, getenv("SUMCAST_PROVIDER"), type_name(t),
+		       getenv("FI_OFI_RXM_EAGER_LIMIT") ? getenv("FI_OFI_RXM_EAGER_LIMIT") : "(default)",
+		       "size", "count", "type", "redop", "k");
+		for (int m = 0; m < BENCH_MODES; m++) {
+			char h[64];
+			snprintf(h, sizeof(h), "%s(us)", bench_names[m]);
+			printf(" %10s %7s", h, "busbw");
+		}
+		if (bench_default)
+			printf(" %6s %9s", "split", "auto/best");
+		printf("\n");
+	}
+	for (double fb = (double)opt.min_bytes; fb <= (double)opt.max_bytes; fb *= bench_factor) {
+		size_t bytes = (size_t)fb;
+		size_t count = bytes / es;
+		if (!count)
+			continue;
+		int k = bytes <= (64 << 10) ? 16 : bytes <= (1 << 20) ? 4 : 1;
+		int min_rounds = bytes <= (16 << 20) ? 5 : 3;
+		int nr = 0;
+		double wrong[BENCH_MAX] = { 0 }, ltime[BENCH_MAX] = { 0 };
+		uint64_t ltx[BENCH_MAX] = { 0 }, lrx[BENCH_MAX] = { 0 };
+		/* warm-up: every mode once at this size, checked */
+		for (int m = 0; m < BENCH_MODES; m++) {
+			if (!inst[m].on)
+				continue;
+			P = inst[m].p;
+			if (checked)
+				memset(recv, 0xA5, count * es);
+			allreduce_chunked(inst[m].cc, send, recv, count, t, ncclSum, inst[m].mh);
+			for (size_t i = 0; checked && i < count; i++)
+				if (memcmp(recv + i * es, want, es))
+					wrong[m]++;
+		}
+		double tstart = (sc_now_ns() / 1e9), t_start = wall_s();
+		for (;;) {
+			/* round barrier + agreement to go on */
+			P = inst[0].p;
+			memset(tx, 0, 8 * sizeof(double));
+			tx[0] = nr >= bench_rounds || nr >= BENCH_ROUNDS_MAX ||
+				(nr >= min_rounds && (sc_now_ns() / 1e9) - tstart > bench_time_per_size);
+			if (nr > 0)
+				for (int m = 0; m < BENCH_MODES; m++)
+					tx[1 + m] = samples[m][nr - 1];
+			allreduce_chunked(inst[0].cc, (uint8_t *)tx, (uint8_t *)rx, 8, ncclFloat64, ncclMax,
+					  inst[0].mh);
+			if (nr > 0)
+				for (int m = 0; m < BENCH_MODES; m++)
+					samples[m][nr - 1] = rx[1 + m];
+			if (rx[0] > 0)
+				break;
+			for (int j = 0; j < BENCH_MODES; j++) {
+				int m = (j + nr) % BENCH_MODES;
+				if (!inst[m].on)
+					continue;
+				P = inst[m].p;
+				allreduce_chunked(inst[m].cc, send, recv, 1, t, ncclSum, inst[m].mh);
+				uint64_t tx0 = 0, rx0 = 0, tx1 = 0, rx1 = 0;
+				if (have_netdev)
+					netdev_bytes(&tx0, &rx0);
+				double t0 = (sc_now_ns() / 1e9);
+				for (int i = 0; i < k; i++)
+					allreduce_chunked(inst[m].cc, send, recv, count, t, ncclSum, inst[m].mh);
+				double t1 = (sc_now_ns() / 1e9);
+				samples[m][nr] = (t1 - t0) / k * 1e6;
+				if (have_netdev && netdev_bytes(&tx1, &rx1)) {
+					ltx[m] += tx1 - tx0;
+					lrx[m] += rx1 - rx0;
+					ltime[m] += t1 - t0;
+				}
+			}
+			nr++;
+		}
+		double t_end = wall_s();
+		/* Per mode: this rank's link rates over its timed samples (Mbit/s);
+		 * max and sum over ranks, and the wrong elements of every rank. */
+		P = inst[0].p;
+		memset(lt, 0, 96 * sizeof(double));
+		for (int m = 0; m < BENCH_MODES; m++) {
+			double a = ltime[m] > 0 ? ltx[m] * 8 / ltime[m] / 1e6 : 0;
+			double b = ltime[m] > 0 ? lrx[m] * 8 / ltime[m] / 1e6 : 0;
+			lt[m] = a > b ? a : b;
+			lt[BENCH_MAX + m] = a;
+			lt[2 * BENCH_MAX + m] = b;
+			ls[m] = a;
+			ls[BENCH_MAX + m] = b;
+			ls[2 * BENCH_MAX + m] = wrong[m];
+		}
+		allreduce_chunked(inst[0].cc, (uint8_t *)lt, (uint8_t *)lr, 3 * BENCH_MAX, ncclFloat64, ncclMax,
+				  inst[0].mh);
+		allreduce_chunked(inst[0].cc, (uint8_t *)ls, (uint8_t *)lsr, 3 * BENCH_MAX, ncclFloat64, ncclSum,
+				  inst[0].mh);
+		if (my_rank != 0)
+			continue;
+		for (int m = 0; m < BENCH_MODES; m++)
+			if (inst[m].on && lsr[2 * BENCH_MAX + m] > 0)
+				fprintf(stderr, "WRONG: %s, %zu bytes %s: %.0f elements differ from the sum\n",
+					bench_names[m], bytes, type_name(t), lsr[2 * BENCH_MAX + m]);
+		double med[BENCH_MAX] = { 0 }, mn[BENCH_MAX] = { 0 }, mean[BENCH_MAX] = { 0 };
+		for (int m = 0; m < BENCH_MODES; m++) {
+			if (!inst[m].on)
+				continue;
+			double tmp[BENCH_ROUNDS_MAX];
+			for (int i = 0; i < nr; i++) {
+				tmp[i] = samples[m][i];
+				mean[m] += tmp[i] / nr;
+			}
+			med[m] = dmedian(tmp, nr);
+			mn[m] = tmp[0];
+		}
+		if (opt.json) {
+			for (int m = 0; m < BENCH_MODES; m++) {
+				if (!inst[m].on)
+					continue;
+				double algbw = bytes / med[m] / 1e3, busbw = algbw * 2 * (N - 1) / N;
+				printf("{\"bench\":\"allreduce\",\"mode\":\"%s\",\"split\":%.3f,\"nranks\":%d,"
+				       "\"naggs\":%d,\"provider\":\"%s\",\"type\":\"%s\",\"op\":\"sum\","
+				       "\"bytes\":%zu,\"time_us\":%.2f,\"min_us\":%.2f,\"mean_us\":%.2f,"
+				       "\"samples\":%d,\"per_sample\":%d,\"algbw_gbps\":%.4f,\"busbw_gbps\":%.4f,"
+				       "\"t_start\":%.3f,\"t_end\":%.3f",
+				       bench_names[m], bench_auto_split(m, bytes, speed), N, opt.naggs,
+				       getenv("SUMCAST_PROVIDER"), type_name(t), bytes, med[m], mn[m], mean[m],
+				       nr, k, algbw, busbw, t_start, t_end);
+				if (checked)
+					printf(",\"wrong\":%.0f", lsr[2 * BENCH_MAX + m]);
+				if (have_netdev)
+					printf(",\"link_tx_mbit\":%.1f,\"link_rx_mbit\":%.1f,\"link_max_mbit\":%.1f",
+					       lsr[m] / N, lsr[BENCH_MAX + m] / N, lr[m]);
+				printf("}\n");
+			}
+		} else {
+			printf(" %11zu %11zu %5s %5s %3d", bytes, count, type_name(t), "sum", k);
+			for (int m = 0; m < BENCH_MODES; m++) {
+				if (inst[m].on)
+					printf(" %10.1f %7.3f", med[m], bytes / med[m] / 1e3 * 2 * (N - 1) / N);
+				else
+					printf(" %10s %7s", "-", "-");
+			}
+			if (bench_default && inst[1].on && inst[2].on) {
+				double best = med[0] < med[1] ? med[0] : med[1];
+				printf(" %6.3f %9.3f", bench_auto_split(2, bytes, speed), med[2] / best);
+			}
+			printf("\n");
+		}
+		fflush(stdout);
+	}
+	for (int m = BENCH_MODES - 1; m >= 0; m--) {
+		if (!inst[m].on)
+			continue;
+		P = inst[m].p;
+		NCHECK(opt.version == 11 ? P.c11->deregMr(inst[m].cc, inst[m].mh)
+					 : P.c8->deregMr(inst[m].cc, inst[m].mh));
+		NCHECK(opt.version == 11 ? P.c11->closeColl(inst[m].cc) : P.c8->closeColl(inst[m].cc));
+	}
+	free(region);
+}
+
+/* --rounds, --time-per-size, --factor, --variant, --splits. */
+int bench_option(int c, const char *arg)
+{
+	switch (c) {
+	case 'R': bench_rounds = atoi(arg); return 0;
+	case 'S': bench_time_per_size = atof(arg); return 0;
+	case 'f': bench_factor = atof(arg); return 0;
+	case 'W': {
+		if (bench_default) {
+			bench_default = false;
+			BENCH_MODES = 0;
+		}
+		char *v = strdup(arg), *eq = strchr(v, '='), *at = eq ? strchr(eq, '@') : NULL;
+		char *pct = eq ? strchr(eq, '%') : NULL;
+		if (!eq || BENCH_MODES == BENCH_MAX)
+			return -1;
+		if (pct) {
+			*pct = 0;
+			bench_env[BENCH_MODES] = pct + 1;
+		}
+		*eq = 0;
+		if (at)
+			*at = 0;
+		bench_names[BENCH_MODES] = v;
+		bench_split_env[BENCH_MODES] = eq + 1;
+		bench_plugin[BENCH_MODES++] = at ? at + 1 : NULL;
+		return 0;
+	}
+	case 'L': {
+		/* --splits 0,0.25,...,auto: one variant per split, named
+		 * "x<split>" ("auto" for auto), interleaved as --variant */
+		char *list = strdup(arg), *save = NULL;
+		bench_default = false;
+		BENCH_MODES = 0;
+		for (char *e = strtok_r(list, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
+			double f;
+			if (BENCH_MODES == BENCH_MAX || split_parse(e, &f))
+				return -1;
+			char *name = malloc(strlen(e) + 2);
+			sprintf(name, "%s%s", f < 0 ? "" : "x", f < 0 ? "auto" : e);
+			bench_names[BENCH_MODES] = name;
+			bench_split_env[BENCH_MODES] = f < 0 ? "auto" : e;
+			bench_plugin[BENCH_MODES++] = NULL;
+		}
+		return BENCH_MODES ? 0 : -1;
+	}
+	default: return -1;
+	}
+}
+
+bool bench_options_ok(void)
+{
+	return bench_rounds >= 1 && bench_rounds <= BENCH_ROUNDS_MAX && bench_factor > 1;
+}
+
+/* One copy of the plugin per mode (bench_open): the same file twice would
+ * be one instance with one set of settings. */
+int bench_prepare(void)
+{
+	if (opt.split && bench_default)
+		bench_split_env[2] = opt.split;
+	for (int m = 0; m < BENCH_MODES; m++) {
+		char cmd[3 * PATH_MAX];
+		snprintf(cmd, sizeof(cmd), "cp '%s' '%s/plugin-%s.so'",
+			 bench_plugin[m] ? bench_plugin[m] : opt.plugin, rv_dir, bench_names[m]);
+		if (system(cmd)) {
+			fprintf(stderr, "%s failed\n", cmd);
+			return 1;
+		}
+	}
+	return 0;
+}

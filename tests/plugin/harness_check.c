@@ -1,0 +1,201 @@
+/* What results must be: reference inputs and reductions (exact in every
+ * order), the rank-order sums of SUMCAST_DETERMINISTIC, and the check of a
+ * rank's SUMCAST_TRACE file. */
+#include "harness.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <string.h>
+
+#include "reduce.h"
+
+size_t type_size(ncclDataType_t t)
+{
+	static const size_t s[] = { 1, 1, 4, 4, 8, 8, 2, 4, 8, 2 };
+	return s[t];
+}
+
+const char *type_name(ncclDataType_t t)
+{
+	static const char *const n[] = { "i8", "u8", "i32", "u32", "i64", "u64", "f16", "f32", "f64", "bf16" };
+	return (unsigned)t < 10 ? n[t] : "?";
+}
+
+const char *op_name(ncclRedOp_t op)
+{
+	static const char *const n[] = { "sum", "prod", "max", "min" };
+	return (unsigned)op < 4 ? n[op] : "?";
+}
+
+static bool is_float(ncclDataType_t t)
+{
+	return t == ncclFloat16 || t == ncclFloat32 || t == ncclFloat64 || t == ncclBfloat16;
+}
+static bool is_unsigned(ncclDataType_t t)
+{
+	return t == ncclUint8 || t == ncclUint32 || t == ncclUint64;
+}
+
+/* Inputs are small integers (powers of two for prod) so every order of
+ * reduction gives the same exact result: references compare bitwise. */
+int64_t in_val(ncclDataType_t t, ncclRedOp_t op, int rank, size_t i)
+{
+	if (op == ncclProd) {
+		int m = (int)((i + (size_t)rank) % 3);
+		return m == 0 ? 2 : m == 1 || is_unsigned(t) ? 1 : -1;
+	}
+	int64_t v = (int64_t)((i * 7 + (size_t)rank * 3 + 1) % 9);
+	return is_unsigned(t) ? v : v - 4;
+}
+
+void put(ncclDataType_t t, void *buf, size_t i, int64_t v)
+{
+	switch (t) {
+	case ncclInt8: case ncclUint8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
+	case ncclInt32: case ncclUint32: ((uint32_t *)buf)[i] = (uint32_t)v; break;
+	case ncclInt64: case ncclUint64: ((uint64_t *)buf)[i] = (uint64_t)v; break;
+	case ncclFloat16: ((uint16_t *)buf)[i] = sc_f32_to_f16((float)v); break;
+	case ncclBfloat16: ((uint16_t *)buf)[i] = sc_f32_to_bf16((float)v); break;
+	case ncclFloat32: ((float *)buf)[i] = (float)v; break;
+	case ncclFloat64: ((double *)buf)[i] = (double)v; break;
+	default: break;
+	}
+}
+
+int64_t ref_val(ncclDataType_t t, ncclRedOp_t op, size_t i)
+{
+	int64_t acc = in_val(t, op, 0, i);
+	for (int r = 1; r < opt.nranks; r++) {
+		int64_t v = in_val(t, op, r, i);
+		switch (op) {
+		case ncclSum: acc += v; break;
+		case ncclProd: acc *= v; break;
+		case ncclMax: acc = v > acc ? v : acc; break;
+		default: acc = v < acc ? v : acc; break;
+		}
+	}
+	(void)is_float;
+	return acc;
+}
+
+uint64_t fnv(uint64_t h, const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 0x100000001b3ull;
+	return h;
+}
+
+/* An f32 input whose sum rounds differently in different orders: mantissas
+ * and exponents spread over 2^-20..2^20, sign by rank and index. */
+static float order_val(int rank, size_t i)
+{
+	uint64_t h = (i + 1) * 0x9e3779b97f4a7c15ull ^ (uint64_t)(rank + 1) * 0xc2b2ae3d27d4eb4full;
+	h ^= h >> 29;
+	float m = 1.0f + (float)(h % 8388608) / 8388608.0f;
+	int e = (int)((h >> 23) % 41) - 20;
+	return ((h >> 40) & 1 ? -1.0f : 1.0f) * ldexpf(m, e);
+}
+
+/* SUMCAST_DETERMINISTIC (--deterministic, split 1): every element must be the
+ * rank-order sum ((x0 + x1) + x2) + ... in f32, and bf16 the f32 rank-order
+ * sum rounded once, however the copies arrived. The f32 case also checks the
+ * inputs are order-sensitive at all: the reverse order must differ somewhere,
+ * or the check would prove nothing. */
+uint64_t check_rank_order(void *cc, uint8_t *send, uint8_t *recv, size_t half, void *mh,
+			  uint64_t hash)
+{
+	size_t count = half / sizeof(float), differ = 0;
+	float *s = (float *)send, *r = (float *)recv;
+
+	for (int pass = 0; pass < 3; pass++) {
+		size_t shift = (size_t)pass * 7; /* other inputs each pass */
+		for (size_t i = 0; i < count; i++)
+			s[i] = order_val(my_rank, i + shift);
+		allreduce_chunked(cc, send, recv, count, ncclFloat32, ncclSum, mh);
+		for (size_t i = 0; i < count; i++) {
+			size_t x = i + shift;
+			float fwd = order_val(0, x), rev = order_val(opt.nranks - 1, x);
+			for (int k = 1; k < opt.nranks; k++) {
+				fwd += order_val(k, x);
+				rev += order_val(opt.nranks - 1 - k, x);
+			}
+			CHECK(memcmp(&r[i], &fwd, sizeof(fwd)) == 0,
+			      "deterministic f32 sum, pass %d: element %zu is %a, rank order gives %a", pass, i,
+			      (double)r[i], (double)fwd);
+			differ += memcmp(&fwd, &rev, sizeof(fwd)) != 0;
+		}
+		hash = fnv(hash, recv, count * sizeof(float));
+	}
+	CHECK(differ > 0, "deterministic check: no element's sum depends on the order (inputs useless)");
+	count = half / 2;
+	uint16_t *s16 = (uint16_t *)send, *r16 = (uint16_t *)recv;
+	for (size_t i = 0; i < count; i++)
+		s16[i] = sc_f32_to_bf16(order_val(my_rank, i));
+	allreduce_chunked(cc, send, recv, count, ncclBfloat16, ncclSum, mh);
+	for (size_t i = 0; i < count; i++) {
+		float acc = sc_bf16_to_f32(sc_f32_to_bf16(order_val(0, i)));
+		for (int k = 1; k < opt.nranks; k++)
+			acc += sc_bf16_to_f32(sc_f32_to_bf16(order_val(k, i)));
+		uint16_t want = sc_f32_to_bf16(acc);
+		CHECK(r16[i] == want, "deterministic bf16 sum: element %zu is 0x%04x, rank order gives 0x%04x",
+		      i, r16[i], want);
+	}
+	if (my_rank == 0)
+		fprintf(stderr, "deterministic: %zu f32 elements x 3 and %zu bf16 equal to the rank-order sum "
+			"(%zu f32 sums differ in reverse order)\n", half / sizeof(float), count, differ);
+	return fnv(hash, recv, count * 2);
+}
+
+/* --trace: this rank's file <rv_dir>/trace.<job>.<rank>.jsonl (closed by
+ * closeColl) lists every request it issued, in order of completion: one
+ * well-formed line each, status ok, bytes adding up, seqs all different. */
+void check_trace(void)
+{
+	char suffix[32], path[PATH_MAX + 300] = "", line[1024];
+	DIR *d = opendir(rv_dir);
+	struct dirent *e;
+	int files = 0;
+
+	CHECK(d, "opendir %s", rv_dir);
+	snprintf(suffix, sizeof(suffix), ".%d.jsonl", my_rank);
+	while ((e = readdir(d))) {
+		size_t n = strlen(e->d_name), k = strlen(suffix);
+		if (!strncmp(e->d_name, "trace.", 6) && n > k && !strcmp(e->d_name + n - k, suffix)) {
+			snprintf(path, sizeof(path), "%s/%s", rv_dir, e->d_name);
+			files++;
+		}
+	}
+	closedir(d);
+	CHECK(files == 1, "trace: %d files for rank %d, want 1", files, my_rank);
+	FILE *f = fopen(path, "r");
+	CHECK(f, "trace: open %s", path);
+	uint64_t lines = 0, bytes = 0;
+	static uint8_t seen[1 << 17]; /* seq bits: at most 2^20 */
+	memset(seen, 0, sizeof(seen));
+	while (fgets(line, sizeof(line), f)) {
+		unsigned rank = 0, nranks = 0, seq = 0;
+		unsigned long long job = 0;
+		size_t count = 0, b = 0, ab = 0;
+		char type[8] = "", op[8] = "";
+		int n = sscanf(line, "{\"job\":\"0x%llx\",\"rank\":%u,\"nranks\":%u,\"seq\":%u,"
+			       "\"type\":\"%7[a-z0-9]\",\"op\":\"%7[a-z]\",\"count\":%zu,\"bytes\":%zu,"
+			       "\"agg_bytes\":%zu,", &job, &rank, &nranks, &seq, type, op, &count, &b, &ab);
+		CHECK(n == 9, "trace line %llu does not parse (%d fields): %s", (unsigned long long)lines + 1, n, line);
+		CHECK(rank == (unsigned)my_rank && nranks == (unsigned)opt.nranks && ab <= b && b > 0,
+		      "trace line %llu: %s", (unsigned long long)lines + 1, line);
+		CHECK(strstr(line, "\"status\":\"ok\"}") && strstr(line, "\"time_us\":"),
+		      "trace line %llu: %s", (unsigned long long)lines + 1, line);
+		CHECK(!(seen[seq >> 3] & (1u << (seq & 7))), "trace: seq %u twice", seq);
+		seen[seq >> 3] |= (uint8_t)(1u << (seq & 7));
+		lines++;
+		bytes += b;
+	}
+	fclose(f);
+	CHECK(lines == issued_reqs && bytes == issued_bytes,
+	      "trace: %llu lines / %llu bytes, issued %llu requests / %llu bytes",
+	      (unsigned long long)lines, (unsigned long long)bytes, (unsigned long long)issued_reqs,
+	      (unsigned long long)issued_bytes);
+	if (my_rank == 0)
+		fprintf(stderr, "trace: %llu allreduces, %llu bytes, one line each\n",
+			(unsigned long long)lines, (unsigned long long)bytes);
+}

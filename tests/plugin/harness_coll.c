@@ -1,0 +1,90 @@
+/* The collnet test: reduceSupport, then an allreduce of every type and op
+ * over odd counts against the reference, in place, optionally the
+ * rank-order check, bitwise agreement of all ranks, the trace and the
+ * path connect chose. */
+#include "harness.h"
+
+#include <string.h>
+
+void run_coll(void)
+{
+	const size_t half = 8u << 20;
+	uint8_t *region = aligned_alloc(4096, 2 * half), *ref = malloc(half);
+	void *mh = NULL;
+	uint64_t hash = 0xcbf29ce484222325ull;
+
+	CHECK(region && ref, "malloc");
+	plugin_open(true);
+	/* reduceSupport: honest for every (type, op) NCCL asks, Avg included. */
+	for (int t = 0; t < 12; t++)
+		for (int op = 0; op < 5; op++) {
+			int sup = -1;
+			NCHECK(opt.version == 11 ? P.c11->reduceSupport(t, op, &sup)
+						 : P.c8->reduceSupport(t, op, &sup));
+			CHECK(sup == (t < 10 && op < 4), "reduceSupport(%d, %d) = %d", t, op, sup);
+		}
+	void *cc = coll_setup(region, 2 * half, &mh);
+	uint8_t *send = region, *recv = region + half;
+
+	static const size_t counts[] = { 1, 3, 17, 1007, 65549, 524289 };
+	int ncases = 0;
+	for (int t = 0; t < 10; t++)
+		for (int op = 0; op < 4; op++)
+			for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+				size_t count = counts[k], es = type_size(t);
+				/* The largest count only where it adds coverage. */
+				if (count > 100000 && !(op == ncclSum && (t == ncclFloat32 || t == ncclBfloat16 || t == ncclInt8)))
+					continue;
+				CHECK(count * es <= half, "case too large");
+				for (size_t i = 0; i < count; i++) {
+					put(t, send, i, in_val(t, op, my_rank, i));
+					put(t, ref, i, ref_val(t, op, i));
+				}
+				memset(recv, 0xA5, count * es + 64);
+				allreduce_chunked(cc, send, recv, count, t, op, mh);
+				for (size_t i = 0; i < count; i++)
+					CHECK(!memcmp(recv + i * es, ref + i * es, es),
+					      "%s %s count %zu: element %zu differs from the reference",
+					      type_name(t), op_name(op), count, i);
+				CHECK(recv[count * es] == 0xA5, "%s %s count %zu: wrote past the end",
+				      type_name(t), op_name(op), count);
+				hash = fnv(hash, recv, count * es);
+				ncases++;
+			}
+	/* In place (send == recv), as NCCL's user-buffer path may issue. */
+	for (size_t i = 0; i < 300001; i++)
+		put(ncclFloat32, recv, i, in_val(ncclFloat32, ncclSum, my_rank, i));
+	allreduce_chunked(cc, recv, recv, 300001, ncclFloat32, ncclSum, mh);
+	for (size_t i = 0; i < 300001; i++) {
+		float w = (float)ref_val(ncclFloat32, ncclSum, i);
+		CHECK(((float *)recv)[i] == w, "in-place f32 sum: element %zu", i);
+	}
+	if (opt.deterministic)
+		hash = check_rank_order(cc, send, recv, half, mh, hash);
+	/* Bitwise equal on every rank. */
+	rv_put("hash", my_rank, &hash, sizeof(hash));
+	for (int r = 0; r < opt.nranks; r++) {
+		uint64_t o;
+		rv_get("hash", r, &o, sizeof(o));
+		CHECK(o == hash, "results of rank %d differ bitwise from ours", r);
+	}
+	NCHECK(opt.version == 11 ? P.c11->deregMr(cc, mh) : P.c8->deregMr(cc, mh));
+	NCHECK(opt.version == 11 ? P.c11->closeColl(cc) : P.c8->closeColl(cc));
+	if (opt.trace)
+		check_trace();
+	if (opt.version == 11) {
+		NCHECK(P.c11->finalize(P.cctx));
+		NCHECK(P.n11->finalize(P.nctx));
+	}
+	if (opt.expect) {
+		bool want_agg = !strcmp(opt.expect, "agg");
+		CHECK(want_agg ? saw_agg_path && !saw_fallback : saw_fallback && !saw_agg_path,
+		      "expected the %s path; connect logged aggregators=%d fallback=%d", opt.expect,
+		      saw_agg_path, saw_fallback);
+	}
+	if (my_rank == 0)
+		printf("coll: %d nodes, %d cases passed, results bitwise equal on every node\n",
+		       opt.nranks, ncases);
+	free(ref);
+	free(region);
+}

@@ -1,0 +1,206 @@
+/* One run of the harness: options, the environment the plugin reads
+ * (SUMCAST_*), key files, the aggregators, then the mode's ranks. */
+#include "harness.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+struct opts opt = { .nranks = 2, .version = 11, .min_bytes = 8, .max_bytes = 256 << 20, .type = "f32",
+		    .timeout_s = 240 };
+const char *harness_plugin_default = "", *harness_daemon_default = "";
+
+void usage(void)
+{
+	fprintf(stderr,
+		"usage: %s p2p|coll|bench [--nranks N] [--naggs M] [--aggs host:port,...]\n"
+		"       [--split auto|F] [--version 11|8] [--plugin PATH] [--daemon PATH]\n"
+		"       [-b|--min-bytes B] [-e|--max-bytes B] [--type T] [--json] [--verbose]\n"
+		"       [--key same|other] [--expect agg|ring]\n"
+		"       bench: [-f|--factor F] [--rounds R] [--time-per-size S]\n"
+		"              [--variant NAME=SPLIT[@PLUGIN][%%VAR=VALUE]]... [--splits S,S,...]\n",
+		program_invocation_short_name);
+	exit(2);
+}
+
+size_t parse_size(const char *s)
+{
+	char *end;
+	double v = strtod(s, &end);
+	switch (*end) {
+	case 'K': case 'k': v *= 1024; break;
+	case 'M': case 'm': v *= 1024 * 1024; break;
+	case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
+	default: break;
+	}
+	return (size_t)v;
+}
+
+static void self_relative(char *out, size_t len, const char *rel)
+{
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0) {
+		out[0] = 0;
+		return;
+	}
+	exe[n] = 0;
+	char *slash = strrchr(exe, '/');
+	if (slash)
+		*slash = 0;
+	snprintf(out, len, "%s/%s", exe, rel);
+}
+
+int harness_main(int argc, char **argv, const char *forced_mode)
+{
+	static const struct option lo[] = {
+		{ "nranks", 1, 0, 'n' }, { "naggs", 1, 0, 'm' }, { "split", 1, 0, 's' },
+		{ "version", 1, 0, 'v' }, { "plugin", 1, 0, 'p' }, { "daemon", 1, 0, 'd' },
+		{ "min-bytes", 1, 0, 'b' }, { "max-bytes", 1, 0, 'e' }, { "type", 1, 0, 't' },
+		{ "json", 0, 0, 'j' }, { "verbose", 0, 0, 'V' }, { "aggs", 1, 0, 'a' },
+		{ "timeout", 1, 0, 'T' }, { "key", 1, 0, 'k' },
+		{ "expect", 1, 0, 'x' }, { "rounds", 1, 0, 'R' }, { "time-per-size", 1, 0, 'S' },
+		{ "factor", 1, 0, 'f' }, { "variant", 1, 0, 'W' }, { "splits", 1, 0, 'L' },
+		{ "deterministic", 0, 0, 'D' }, { "trace", 0, 0, 'r' }, { 0, 0, 0, 0 }
+	};
+	static char plugin_buf[PATH_MAX + 64], daemon_buf[PATH_MAX + 64], aggs[1024];
+	bool timeout_given = false;
+	int c;
+
+	opt.mode = forced_mode;
+	if (!forced_mode) {
+		if (argc < 2)
+			usage();
+		opt.mode = argv[1];
+		argv++;
+		argc--;
+	}
+	opt.plugin = harness_plugin_default;
+	opt.daemon = harness_daemon_default;
+	while ((c = getopt_long(argc, argv, "n:m:s:v:p:d:b:e:t:jVa:T:k:x:R:S:f:W:L:Dr", lo, NULL)) != -1) {
+		switch (c) {
+		case 'n': opt.nranks = atoi(optarg); break;
+		case 'm': opt.naggs = atoi(optarg); break;
+		case 's': opt.split = optarg; break;
+		case 'v': opt.version = atoi(optarg); break;
+		case 'p': opt.plugin = optarg; break;
+		case 'd': opt.daemon = optarg; break;
+		case 'b': opt.min_bytes = parse_size(optarg); break;
+		case 'e': opt.max_bytes = parse_size(optarg); break;
+		case 't': opt.type = optarg; break;
+		case 'j': opt.json = true; break;
+		case 'V': opt.verbose = true; break;
+		case 'a': opt.aggs = optarg; break;
+		case 'T': opt.timeout_s = atoi(optarg); timeout_given = true; break;
+		case 'R': case 'S': case 'f': case 'W': case 'L':
+			if (bench_option(c, optarg))
+				usage();
+			break;
+		case 'x':
+			opt.expect = optarg;
+			if (strcmp(optarg, "agg") && strcmp(optarg, "ring"))
+				usage();
+			break;
+		case 'D': opt.deterministic = true; break;
+		case 'r': opt.trace = true; break;
+		case 'k':
+			opt.key = !strcmp(optarg, "same") ? 1 : !strcmp(optarg, "other") ? 2 : -1;
+			if (opt.key < 0)
+				usage();
+			break;
+		default: usage();
+		}
+	}
+	if (opt.nranks < 1 || opt.nranks > MAX_RANKS || opt.naggs < 0 || opt.naggs > MAX_AGGS ||
+	    (opt.version != 11 && opt.version != 8) || opt.min_bytes < 1 || opt.min_bytes > opt.max_bytes ||
+	    !bench_options_ok())
+		usage();
+	if (!*opt.plugin) {
+		self_relative(plugin_buf, sizeof(plugin_buf), "../plugin/libnccl-net-sumcast.so");
+		opt.plugin = plugin_buf;
+	}
+	if (!*opt.daemon) {
+		self_relative(daemon_buf, sizeof(daemon_buf), "../daemon/sumcastd");
+		opt.daemon = daemon_buf;
+	}
+	if (access(opt.plugin, R_OK)) {
+		fprintf(stderr, "SKIP: plugin %s: %s\n", opt.plugin, strerror(errno));
+		return SKIP;
+	}
+	snprintf(rv_dir, sizeof(rv_dir), "/tmp/sumcast-harness-XXXXXX");
+	CHECK(mkdtemp(rv_dir), "mkdtemp");
+	struct sigaction sa = { .sa_handler = on_stop };
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	setenv("SUMCAST_PROVIDER", "tcp", 0);
+	setenv("SUMCAST_IFACE", "127.0.0.1", 0);
+	setenv("SUMCAST_CONNECT_TIMEOUT", "10s", 0);
+	if (opt.split)
+		setenv("SUMCAST_SPLIT", opt.split, 1);
+	if (opt.trace) {
+		char tp[PATH_MAX + 16];
+		snprintf(tp, sizeof(tp), "%s/trace", rv_dir);
+		setenv("SUMCAST_TRACE", tp, 1);
+	}
+	if (opt.deterministic) {
+		/* The rank-order check holds for the aggregators' part only. */
+		CHECK(opt.split && !strcmp(opt.split, "1") && opt.naggs > 0,
+		      "--deterministic wants --split 1 and --naggs M");
+		setenv("SUMCAST_DETERMINISTIC", "1", 1);
+	}
+	if (!strcmp(opt.mode, "bench") && !timeout_given)
+		opt.timeout_s = 3600; /* every size is bounded by --time-per-size */
+	if (opt.verbose)
+		setenv("SUMCAST_LOG_LEVEL", "info", 0);
+
+	if (opt.key) {
+		/* Daemons read daemon.key, ranks rank.key: the same bytes, or
+		 * (--key other) a different key, which every daemon must refuse
+		 * and every node must answer by falling back to the ring. The
+		 * rank's copy ends in a newline, as `echo` writes it. */
+		char path[PATH_MAX + 32];
+		snprintf(path, sizeof(path), "%s/daemon.key", rv_dir);
+		FILE *kf = fopen(path, "w");
+		CHECK(kf && fputs("harness-shared-key-0123456789", kf) >= 0, "%s", path);
+		fclose(kf);
+		snprintf(path, sizeof(path), "%s/rank.key", rv_dir);
+		kf = fopen(path, "w");
+		CHECK(kf && fputs(opt.key == 1 ? "harness-shared-key-0123456789\n" : "another-key-9876543210\n",
+				  kf) >= 0, "%s", path);
+		fclose(kf);
+		setenv("SUMCAST_KEY_FILE", path, 1);
+	}
+	int rc = 0;
+	if (opt.aggs) {
+		/* Given addresses: no daemons started, but the tables, the JSON
+		 * rows and the auto-split column count them. */
+		opt.naggs = 1;
+		for (const char *p = opt.aggs; *p; p++)
+			opt.naggs += *p == ',';
+		setenv("SUMCAST_AGGREGATORS", opt.aggs, 1);
+	} else if (opt.naggs > 0) {
+		rc = daemons_start(aggs, sizeof(aggs));
+		if (rc)
+			goto out;
+		setenv("SUMCAST_AGGREGATORS", aggs, 1);
+	} else {
+		unsetenv("SUMCAST_AGGREGATORS");
+	}
+	if (!strcmp(opt.mode, "p2p")) {
+		rc = run_ranks(run_p2p);
+	} else if (!strcmp(opt.mode, "coll")) {
+		rc = run_ranks(run_coll);
+	} else if (!strcmp(opt.mode, "bench")) {
+		rc = bench_prepare();
+		if (!rc)
+			rc = run_ranks(run_bench);
+	} else {
+		usage();
+	}
+out:
+	daemons_stop();
+	rm_dir();
+	return rc;
+}

@@ -1,0 +1,286 @@
+/* NCCL's side of the plugin: dlopen, one version of its ABI (v11 or v8),
+ * the logger NCCL hands it, connect on a proxy thread, and NCCL's proxy
+ * loop over collnet requests. */
+#include "harness.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clock.h"
+
+int log_prefix_ok; /* lines that came through NCCL's logger with our prefix */
+/* Which path collnet connect announced (from its log lines). */
+int saw_agg_path, saw_fallback;
+
+static void hlog(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
+		 const char *fmt, ...)
+{
+	char buf[2048];
+	va_list ap;
+
+	(void)flags;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (!strncmp(buf, "NET/Sumcast", 11))
+		__atomic_fetch_add(&log_prefix_ok, 1, __ATOMIC_RELAXED);
+	if (strstr(buf, "aggregators unusable"))
+		__atomic_store_n(&saw_fallback, 1, __ATOMIC_RELAXED);
+	else if (strstr(buf, " aggregators (") && strstr(buf, "+ ring"))
+		__atomic_store_n(&saw_agg_path, 1, __ATOMIC_RELAXED);
+	if (level <= NCCL_LOG_WARN || (opt.verbose && level == NCCL_LOG_INFO))
+		fprintf(stderr, "[rank %d] %s %s:%d %s\n", my_rank,
+			level <= NCCL_LOG_WARN ? "WARN" : "INFO", file, line, buf);
+}
+
+/* ---------------- the plugin, through one version of its ABI ---------------- */
+
+struct plug P;
+
+void plugin_open(bool coll)
+{
+	P.dl = dlopen(opt.plugin, RTLD_NOW | RTLD_LOCAL);
+	CHECK(P.dl, "dlopen %s: %s", opt.plugin, dlerror());
+	if (opt.version == 11) {
+		P.n11 = dlsym(P.dl, "ncclNetPlugin_v11");
+		P.c11 = dlsym(P.dl, "ncclCollNetPlugin_v11");
+		CHECK(P.n11 && P.c11, "v11 symbols missing");
+		CHECK(!strcmp(P.n11->name, "Sumcast"), "net name %s", P.n11->name);
+		ncclNetCommConfig_t cfg = { -1 };
+		NCHECK(P.n11->init(&P.nctx, 0x1234, &cfg, hlog, NULL));
+		if (coll)
+			NCHECK(P.c11->init(&P.cctx, 0x1234, hlog));
+	} else {
+		P.n8 = dlsym(P.dl, "ncclNetPlugin_v8");
+		P.c8 = dlsym(P.dl, "ncclCollNetPlugin_v8");
+		CHECK(P.n8 && P.c8, "v8 symbols missing");
+		NCHECK(P.n8->init(hlog));
+		if (coll)
+			NCHECK(P.c8->init(hlog));
+	}
+	int ndev = 0;
+	NCHECK(opt.version == 11 ? P.n11->devices(&ndev) : P.n8->devices(&ndev));
+	CHECK(ndev == 1, "devices: %d", ndev);
+	if (opt.version == 11) {
+		ncclNetProperties_v11_t p;
+		memset(&p, 0xff, sizeof(p));
+		NCHECK(P.n11->getProperties(0, &p));
+		CHECK(p.name && p.ptrSupport == NCCL_PTR_HOST && p.speed > 0 && p.maxRecvs >= 1 &&
+			      p.maxRecvs <= 8 && p.netDeviceType == NCCL_NET_DEVICE_HOST &&
+			      p.maxP2pBytes >= (64u << 20) && p.maxCollBytes > 0 && p.regIsGlobal == 0 &&
+			      p.maxMultiRequestSize == 1,
+		      "v11 properties: name %s ptr %d speed %d maxRecvs %d", p.name, p.ptrSupport,
+		      p.speed, p.maxRecvs);
+	} else {
+		ncclNetProperties_v8_t p;
+		NCHECK(P.n8->getProperties(0, &p));
+		CHECK(p.name && p.ptrSupport == NCCL_PTR_HOST && p.speed > 0 && p.maxRecvs >= 1,
+		      "v8 properties");
+	}
+}
+
+int max_recvs(void)
+{
+	if (opt.version == 11) {
+		ncclNetProperties_v11_t p;
+		NCHECK(P.n11->getProperties(0, &p));
+		return p.maxRecvs;
+	}
+	ncclNetProperties_v8_t p;
+	NCHECK(P.n8->getProperties(0, &p));
+	return p.maxRecvs;
+}
+
+void net_listen(void *h, void **lc)
+{
+	NCHECK(opt.version == 11 ? P.n11->listen(P.nctx, 0, h, lc) : P.n8->listen(0, h, lc));
+}
+ncclResult_t net_connect(void *h, void **sc)
+{
+	ncclNetDeviceHandle_t *dh = NULL;
+	return opt.version == 11 ? P.n11->connect(P.nctx, 0, h, sc, &dh) : P.n8->connect(0, h, sc, &dh);
+}
+ncclResult_t net_accept(void *lc, void **rc)
+{
+	ncclNetDeviceHandle_t *dh = NULL;
+	return opt.version == 11 ? P.n11->accept(lc, rc, &dh) : P.n8->accept(lc, rc, &dh);
+}
+void *net_reg(void *comm, void *p, size_t len)
+{
+	void *mh = NULL;
+	NCHECK(opt.version == 11 ? P.n11->regMr(comm, p, len, NCCL_PTR_HOST, &mh)
+				 : P.n8->regMr(comm, p, len, NCCL_PTR_HOST, &mh));
+	return mh;
+}
+void net_dereg(void *comm, void *mh)
+{
+	NCHECK(opt.version == 11 ? P.n11->deregMr(comm, mh) : P.n8->deregMr(comm, mh));
+}
+void *net_isend(void *sc, void *p, size_t len, int tag, void *mh)
+{
+	void *req = NULL;
+	NCHECK(opt.version == 11 ? P.n11->isend(sc, p, len, tag, mh, NULL, &req)
+				 : P.n8->isend(sc, p, (int)len, tag, mh, &req));
+	return req;
+}
+void *net_irecv(void *rc, int n, void **p, size_t *len, int *tags, void **mh)
+{
+	void *req = (void *)NCCL_NET_OPTIONAL_RECV_COMPLETION; /* NCCL's hint; not a request */
+	if (opt.version == 11) {
+		void *ph[8] = { 0 };
+		NCHECK(P.n11->irecv(rc, n, p, len, tags, mh, ph, &req));
+	} else {
+		int l[8];
+		for (int i = 0; i < n; i++)
+			l[i] = (int)len[i];
+		req = NULL;
+		NCHECK(P.n8->irecv(rc, n, p, l, tags, mh, &req));
+	}
+	return req;
+}
+int net_test(void *req, int *sizes)
+{
+	int done = 0;
+	NCHECK(opt.version == 11 ? P.n11->test(req, &done, sizes) : P.n8->test(req, &done, sizes));
+	return done;
+}
+
+/* Tests until done, bounded. */
+void net_wait(void *req, int *sizes, const char *what)
+{
+	double end = (sc_now_ns() / 1e9) + 60;
+	while (!net_test(req, sizes))
+		CHECK((sc_now_ns() / 1e9) < end, "%s: not complete after 60 s", what);
+}
+
+/* ---------------- collnet: connect on NCCL's proxy thread, requests from its progress loop ---------------- */
+
+static void *coll_listen(void *h)
+{
+	void *lc = NULL;
+	NCHECK(opt.version == 11 ? P.c11->listen(P.cctx, 0, h, &lc) : P.c8->listen(0, h, &lc));
+	return lc;
+}
+
+const char *coll_rv_name = "coll"; /* one name per collnet set up */
+
+struct cconn_arg {
+	void **handles;
+	void *lc, *cc;
+	uint8_t *region;
+	size_t region_len;
+	void *mh;
+	ncclResult_t ret;
+};
+
+/* NCCL calls the collnet connect (a blocking collective) and regMr from
+ * its proxy service thread; the requests come later from the progress
+ * thread. */
+static void *coll_connect_thread(void *a)
+{
+	struct cconn_arg *c = a;
+	c->ret = opt.version == 11
+		 ? P.c11->connect(c->handles, opt.nranks, my_rank, c->lc, &c->cc)
+		 : P.c8->connect(c->handles, opt.nranks, my_rank, c->lc, &c->cc);
+	if (c->ret != ncclSuccess || !c->cc)
+		return NULL;
+	NCHECK(opt.version == 11 ? P.c11->closeListen(c->lc) : P.c8->closeListen(c->lc));
+	NCHECK(opt.version == 11 ? P.c11->regMr(c->cc, c->region, c->region_len, NCCL_PTR_HOST, &c->mh)
+				 : P.c8->regMr(c->cc, c->region, c->region_len, NCCL_PTR_HOST, &c->mh));
+	return NULL;
+}
+
+void *coll_setup(uint8_t *region, size_t region_len, void **mh)
+{
+	uint8_t h[NCCL_NET_HANDLE_MAXSIZE];
+	static uint8_t all[MAX_RANKS][NCCL_NET_HANDLE_MAXSIZE];
+	void *handles[MAX_RANKS];
+
+	struct cconn_arg ca = { handles, coll_listen(h), NULL, region, region_len, NULL, 0 };
+	rv_put(coll_rv_name, my_rank, h, sizeof(h));
+	for (int r = 0; r < opt.nranks; r++) {
+		rv_get(coll_rv_name, r, all[r], sizeof(all[r]));
+		handles[r] = all[r];
+	}
+	pthread_t th;
+	pthread_create(&th, NULL, coll_connect_thread, &ca);
+	pthread_join(th, NULL);
+	CHECK(ca.ret == ncclSuccess && ca.cc, "collnet connect returned %d", (int)ca.ret);
+	*mh = ca.mh;
+	return ca.cc;
+}
+
+/* Requests this rank issued (and their bytes): what its trace must list. */
+uint64_t issued_reqs, issued_bytes;
+
+void *c_iallreduce(void *cc, void *s, void *r, size_t count, ncclDataType_t t, ncclRedOp_t op,
+		   void *mh)
+{
+	void *req = NULL;
+	NCHECK(opt.version == 11 ? P.c11->iallreduce(cc, s, r, count, t, op, mh, mh, &req)
+				 : P.c8->iallreduce(cc, s, r, (int)count, t, op, mh, mh, &req));
+	if (req) {
+		issued_reqs++;
+		issued_bytes += count * type_size(t);
+	}
+	return req;
+}
+
+int c_test(void *req, int *size)
+{
+	int done = 0;
+	NCHECK(opt.version == 11 ? P.c11->test(req, &done, size) : P.c8->test(req, &done, size));
+	return done;
+}
+
+/* SUMCAST_HARNESS_POLL_US: sleep this long after a test() that found
+ * nothing done (default 0: spin, yielding when there are more ranks than 2).
+ * On the emulated cluster W ranks and A daemons share 2 cores with the
+ * kernel's veth/tbf/TCP work; spinning ranks would starve it. */
+static long poll_us(void)
+{
+	static long v = -1;
+	if (v < 0) {
+		const char *e = getenv("SUMCAST_HARNESS_POLL_US");
+		v = e && atol(e) > 0 ? atol(e) : 0;
+	}
+	return v;
+}
+
+/* NCCL's proxy: chunks of at most 2 MiB, up to 8 outstanding, tested in order. */
+void allreduce_chunked(void *cc, uint8_t *send, uint8_t *recv, size_t count, ncclDataType_t t,
+		       ncclRedOp_t op, void *mh)
+{
+	size_t es = type_size(t), per = (2u << 20) / es, nchunks = (count + per - 1) / per;
+	void *reqs[8];
+	size_t issued = 0, done = 0;
+	double end = (sc_now_ns() / 1e9) + 120;
+
+	if (count == 0)
+		return;
+	while (done < nchunks) {
+		CHECK((sc_now_ns() / 1e9) < end, "allreduce of %zu x %s %s: %zu/%zu chunks after 120 s", count,
+		      type_name(t), op_name(op), done, nchunks);
+		if (issued < nchunks && issued - done < 8) {
+			size_t off = issued * per, n = count - off < per ? count - off : per;
+			void *r = c_iallreduce(cc, send + off * es, recv + off * es, n, t, op, mh);
+			if (r)
+				reqs[issued++ % 8] = r;
+		}
+		int size = -1;
+		if (done < issued && !c_test(reqs[done % 8], &size)) {
+			if (poll_us())
+				usleep((useconds_t)poll_us());
+			else if (opt.nranks > 2)
+				sched_yield(); /* more ranks than cores here: let the peers run */
+		} else if (done < issued) {
+			size_t off = done * per, n = count - off < per ? count - off : per;
+			CHECK((size_t)size == n * es, "test size %d, want %zu", size, n * es);
+			done++;
+		}
+	}
+}

@@ -1,0 +1,234 @@
+/* The rank processes: the parent forks one per node and waits for them
+ * (bounded); each enters its network namespace on the emulated cluster.
+ * Files in a temp dir stand in for NCCL's bootstrap (rendezvous). */
+#include "harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <dirent.h>
+
+#include "clock.h"
+
+int my_rank = -1;
+char rv_dir[PATH_MAX];
+static int run_gen; /* names of one set of ranks never meet the next set's */
+
+/* ---------------- rendezvous (stands in for NCCL's bootstrap) ---------------- */
+
+void rv_put(const char *name, int rank, const void *buf, size_t len)
+{
+	char p[PATH_MAX + 64], t[PATH_MAX + 80];
+	snprintf(p, sizeof(p), "%s/%d.%s.%d", rv_dir, run_gen, name, rank);
+	snprintf(t, sizeof(t), "%s.tmp", p);
+	FILE *f = fopen(t, "wb");
+	CHECK(f && fwrite(buf, 1, len, f) == len, "rv_put %s: %s", t, strerror(errno));
+	fclose(f);
+	CHECK(rename(t, p) == 0, "rename %s", p);
+}
+
+void rv_get(const char *name, int rank, void *buf, size_t len)
+{
+	char p[PATH_MAX + 64];
+	double end = (sc_now_ns() / 1e9) + 60;
+	snprintf(p, sizeof(p), "%s/%d.%s.%d", rv_dir, run_gen, name, rank);
+	for (;;) {
+		FILE *f = fopen(p, "rb");
+		if (f) {
+			size_t n = fread(buf, 1, len, f);
+			fclose(f);
+			CHECK(n == len, "rv_get %s: %zu of %zu bytes", p, n, len);
+			return;
+		}
+		CHECK((sc_now_ns() / 1e9) < end, "rendezvous: %s did not appear in 60 s", p);
+		usleep(1000);
+	}
+}
+
+void rv_barrier(const char *name)
+{
+	char b = 1;
+	rv_put(name, my_rank, &b, 1);
+	for (int r = 0; r < opt.nranks; r++)
+		rv_get(name, r, &b, 1);
+}
+
+/* ---------------- emulated cluster: one network namespace per rank ---------------- */
+
+/* The n-th entry of a comma list, or -1. */
+static int list_nth(const char *list, int n, char *out, size_t len)
+{
+	for (int i = 0; list && *list; i++) {
+		size_t l = strcspn(list, ",");
+		if (i == n) {
+			if (!l || l >= len)
+				return -1;
+			memcpy(out, list, l);
+			out[l] = 0;
+			return 0;
+		}
+		list += l;
+		if (*list == ',')
+			list++;
+	}
+	return -1;
+}
+
+/* Rank r, just forked (one thread, nothing of the plugin or libfabric open
+ * yet): enters namespace r of SUMCAST_HARNESS_NETNS and binds to address r
+ * of SUMCAST_HARNESS_IFACES. The rendezvous files stay reachable: namespaces
+ * share the filesystem (the harness uses no Unix sockets, whose abstract
+ * names would be per namespace). */
+static void enter_netns(int r)
+{
+	const char *ns = getenv("SUMCAST_HARNESS_NETNS"), *ifs = getenv("SUMCAST_HARNESS_IFACES");
+	char name[256], path[PATH_MAX];
+
+	if (ns && *ns) {
+		CHECK(list_nth(ns, r, name, sizeof(name)) == 0,
+		      "SUMCAST_HARNESS_NETNS=%s has no entry for rank %d", ns, r);
+		snprintf(path, sizeof(path), strchr(name, '/') ? "%s" : "/run/netns/%s", name);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		CHECK(fd >= 0, "open %s: %s", path, strerror(errno));
+		CHECK(setns(fd, CLONE_NEWNET) == 0, "setns %s: %s", path, strerror(errno));
+		close(fd);
+	}
+	if (ifs && *ifs) {
+		CHECK(list_nth(ifs, r, name, sizeof(name)) == 0,
+		      "SUMCAST_HARNESS_IFACES=%s has no entry for rank %d", ifs, r);
+		setenv("SUMCAST_IFACE", name, 1);
+	}
+}
+
+/* tx/rx byte counters of SUMCAST_HARNESS_NETDEV in this process's namespace
+ * (/proc/self/net/dev follows setns; /sys/class/net would show the namespace
+ * sysfs was mounted in). False when unset or not found. */
+bool netdev_bytes(uint64_t *tx, uint64_t *rx)
+{
+	static int fd = -2;
+	const char *dev = getenv("SUMCAST_HARNESS_NETDEV");
+	char buf[8192];
+
+	if (!dev || !*dev)
+		return false;
+	if (fd == -2)
+		fd = open("/proc/self/net/dev", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	size_t dl = strlen(dev);
+	for (char *l = buf; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+		while (*l == ' ')
+			l++;
+		if (!strncmp(l, dev, dl) && l[dl] == ':') {
+			unsigned long long v[9];
+			if (sscanf(l + dl + 1, "%llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1],
+				   &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8]) != 9)
+				return false;
+			*rx = v[0];
+			*tx = v[8];
+			return true;
+		}
+	}
+	return false;
+}
+
+double wall_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* ---------------- the rank processes ---------------- */
+
+void rm_dir(void)
+{
+	DIR *d = opendir(rv_dir);
+	struct dirent *e;
+	char p[PATH_MAX + 300];
+
+	if (!d)
+		return;
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.') {
+			snprintf(p, sizeof(p), "%s/%s", rv_dir, e->d_name);
+			unlink(p);
+		}
+	closedir(d);
+	rmdir(rv_dir);
+}
+
+
+/* SIGTERM/SIGINT in the parent: stop the ranks and daemons, remove the
+ * rendezvous dir, exit 128 + signal (bench/cluster/run stops us so). */
+volatile sig_atomic_t stop_sig;
+void on_stop(int sig)
+{
+	stop_sig = sig;
+}
+
+int run_ranks(void (*fn)(void))
+{
+	pid_t pids[MAX_RANKS];
+	int rc = 0;
+
+	fflush(stdout);
+	run_gen++;
+	for (int r = 0; r < opt.nranks; r++) {
+		pids[r] = fork();
+		if (pids[r] == 0) {
+			my_rank = r;
+			signal(SIGTERM, SIG_DFL);
+			signal(SIGINT, SIG_DFL);
+			enter_netns(r);
+			fn();
+			fflush(stdout);
+			_exit(0);
+		}
+	}
+	double end = (sc_now_ns() / 1e9) + opt.timeout_s;
+	int left = opt.nranks;
+	while (left) {
+		int st;
+		pid_t p = waitpid(-1, &st, WNOHANG);
+		if (p > 0) {
+			for (int r = 0; r < opt.nranks; r++)
+				if (pids[r] == p) {
+					pids[r] = 0;
+					left--;
+					if (!WIFEXITED(st) || WEXITSTATUS(st)) {
+						fprintf(stderr, "rank %d failed (status 0x%x)\n", r, st);
+						rc = rc ? rc : WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+					}
+				}
+			continue;
+		}
+		if ((sc_now_ns() / 1e9) > end) {
+			fprintf(stderr, "timeout after %d s: killing %d ranks\n", opt.timeout_s, left);
+			rc = 1;
+			break;
+		}
+		if (rc)
+			break; /* one rank failed: the others may wait forever */
+		if (stop_sig) {
+			fprintf(stderr, "signal %d: stopping %d ranks\n", (int)stop_sig, left);
+			rc = 128 + stop_sig;
+			break;
+		}
+		usleep(2000);
+	}
+	for (int r = 0; r < opt.nranks; r++)
+		if (pids[r] > 0) {
+			kill(pids[r], SIGKILL);
+			waitpid(pids[r], NULL, 0);
+		}
+	return rc;
+}
