@@ -17,7 +17,16 @@
  *
  * Errors: an aggregator that refuses, closes, sends ABORT or stops
  * answering for timeout_ms is marked dead; its pending requests complete
- * with an error (never with wrong data) and client_error() says why. */
+ * with an error (never with wrong data) and client_error() says why.
+ *
+ * Failover (params.failover, the plugin's mode): an aggregator fault is not
+ * an error. The aggregator is fenced at once (its control connection and its
+ * own endpoint closed: nothing it sends can land in memory afterwards), it
+ * shows in client_failed(), and requests keep their chunks on it pending
+ * until the caller repairs them (client_chunk_done) from results other
+ * ranks hold or by recomputing them: see "Failover" below. Every
+ * aggregator has its own endpoint on one domain, so memory registered with
+ * client_mr_reg serves all of them. */
 #ifndef SUMCAST_CLIENT_H
 #define SUMCAST_CLIENT_H
 
@@ -59,6 +68,13 @@ struct client_params {
 	 * Every rank of a job must pass the same flags (the daemon refuses a
 	 * mismatch). */
 	uint32_t join_flags;
+	/* v1.4: aggregator faults are reported (client_failed), not errors. */
+	bool failover;
+	/* v1.4, failover: PING every aggregator every deadline_ms / 4 and
+	 * declare it failed when nothing (PONG or any message) came back for
+	 * deadline_ms; 0: no PING (faults are then seen by a closed connection,
+	 * an ABORT, a completion error or timeout_ms + 2 s of silence). */
+	uint32_t deadline_ms;
 };
 
 struct client;
@@ -80,10 +96,18 @@ int client_mr_reg(struct client *c, void *buf, size_t len, struct fabric_mr *out
 
 /* Starts one allreduce. count elements of type t; send and recv may be the
  * same buffer. -EAGAIN: no free request (progress and retry); -EINVAL: type
- * not in the job's dtype_mask or bad op; -EPIPE: an aggregator is dead. */
+ * not in the job's dtype_mask or bad op; -EPIPE: an aggregator is dead
+ * (without failover). */
 int client_allreduce(struct client *c, const void *send, void *recv, size_t count,
 		     enum sc_dtype t, enum sc_op op, void *send_desc, void *recv_desc,
 		     struct client_req **out);
+/* The same over the aggregators in the bit mask `aggs` (0: all): [0, count)
+ * is sharded over them in index order (client_shard over their number).
+ * With failover, a failed aggregator in the mask gets its shard's chunks
+ * numbered but not sent; they stay pending for the caller to repair. */
+int client_allreduce_on(struct client *c, const void *send, void *recv, size_t count,
+			enum sc_dtype t, enum sc_op op, void *send_desc, void *recv_desc,
+			uint64_t aggs, struct client_req **out);
 
 /* Polls the CQ and the control sockets, posts queued chunks. Returns 0 or a
  * negative errno if an aggregator died (also reported through requests). */
@@ -108,21 +132,13 @@ void client_shard(size_t count, size_t elem_size, size_t naggs, size_t agg, size
 
 /* Additions (client library v1.1) ------------------------------------- */
 
-/* The endpoint the client uses (its own, or the one given in params). */
+/* The root endpoint whose domain the client's endpoints share (its own, or
+ * the one given in params: the client never polls or posts on that one). */
 struct fabric *client_fabric(const struct client *c);
 
 /* What aggregator agg granted at JOIN_OK. -ENOTCONN until it is READY. */
 int client_agg_info(const struct client *c, size_t agg, uint32_t *job_handle, uint32_t *window,
 		    uint32_t *chunk_bytes);
-
-/* Shared endpoints (params.fabric set): client_progress() polls the CQ and
- * hands completions that are not the client's to fn (without fn they are
- * dropped with a warning). An owner that polls the CQ itself passes every
- * completion to client_handle_cqe(), which returns 1 if it was the
- * client's (consumed) and 0 if not. */
-typedef void (*client_foreign_cqe_fn)(void *arg, const struct fabric_cqe *e);
-void client_set_foreign_cqe(struct client *c, client_foreign_cqe_fn fn, void *arg);
-int client_handle_cqe(struct client *c, const struct fabric_cqe *e);
 
 /* Additions (client library v1.2) ------------------------------------- */
 
@@ -138,5 +154,47 @@ uint32_t client_eager_default(const char *provider);
  * the docs agree with the code. */
 size_t client_chunk_for(size_t shard_bytes, size_t elem_size, uint32_t chunk_bytes,
 			uint32_t window, uint32_t eager_bytes);
+
+/* Failover (client library v1.4, params.failover) ---------------------
+ *
+ * Chunks. On each aggregator, chunks are numbered 0, 1, 2, ... in the order
+ * requests are started, the same numbers on every rank (requests start in
+ * the same order, shards and chunk cuts are the same). Credit flow (chunk c
+ * is sent only once the result of c - window is in) bounds how far ranks
+ * drift apart: if any rank has the result of c, every rank has the results
+ * of every chunk up to c - window. So a rank keeps copies of its most recent
+ * `window` results per aggregator (retention) after their request
+ * completed, and a result some rank lacks is always still held by every
+ * rank that has it. */
+
+/* Aggregators that failed, bit per index. */
+uint64_t client_failed(const struct client *c);
+/* Why aggregator agg failed (a sentence), "" if it did not. */
+const char *client_agg_why(const struct client *c, size_t agg);
+/* Fences agg now (another rank saw it fail): no-op if already failed. */
+void client_agg_fence(struct client *c, size_t agg, const char *why);
+/* The window agg granted (0 before JOIN_OK). */
+uint32_t client_agg_window(const struct client *c, size_t agg);
+/* Lowest chunk number on agg whose result has not arrived here; every
+ * lower one has. Final once agg is fenced. */
+uint64_t client_agg_lo(const struct client *c, size_t agg);
+/* Whether the result of chunk has arrived here (from agg or repaired). */
+bool client_chunk_held(const struct client *c, size_t agg, uint64_t chunk);
+/* The held result of chunk: its request's receive buffer while the request
+ * is in flight here, else the retention copy. NULL if not held here or no
+ * longer retained. */
+const void *client_chunk_data(const struct client *c, size_t agg, uint64_t chunk, size_t *len);
+/* The chunks of req on agg: numbers [*c0, *c0 + *n). */
+void client_req_chunks(const struct client_req *r, size_t agg, uint64_t *c0, uint64_t *n);
+/* Byte range of chunk (one of req's on agg) in req's buffers. */
+void client_req_chunk_range(const struct client_req *r, size_t agg, uint64_t chunk, size_t *off,
+			    size_t *len);
+/* The request's buffers as given to client_allreduce_on. */
+void client_req_bufs(const struct client_req *r, const void **send, void **recv);
+/* The caller wrote chunk's result into req's receive buffer. */
+void client_chunk_done(struct client *c, struct client_req *req, size_t agg, uint64_t chunk);
+/* The retention copies (naggs x window x chunk bytes), to register with the
+ * endpoint that sends them to other ranks. NULL without failover. */
+void *client_retention(const struct client *c, size_t *len);
 
 #endif

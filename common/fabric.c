@@ -82,6 +82,61 @@ static int info_get(const struct fabric_params *p, struct fi_info **out, bool *h
 	return rc;
 }
 
+/* The endpoint part of a fabric: CQ, AV, EP bound and enabled, address. */
+static int ep_open(struct fabric *f, size_t cq_size)
+{
+	struct fi_cq_attr cq_attr = {
+		.size = cq_size ? cq_size : 1024,
+		.format = FI_CQ_FORMAT_TAGGED,
+		.wait_obj = FI_WAIT_NONE,
+	};
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
+	int rc = fi_cq_open(f->domain, &cq_attr, &f->cq, NULL);
+
+	if (rc) {
+		SC_ERR("fi_cq_open(%s): %s", f->prov_name, fi_strerror(-rc));
+		return rc;
+	}
+	rc = fi_av_open(f->domain, &av_attr, &f->av, NULL);
+	if (rc) {
+		SC_ERR("fi_av_open(%s): %s", f->prov_name, fi_strerror(-rc));
+		goto err_cq;
+	}
+	rc = fi_endpoint(f->domain, f->info, &f->ep, NULL);
+	if (rc) {
+		SC_ERR("fi_endpoint(%s): %s", f->prov_name, fi_strerror(-rc));
+		goto err_av;
+	}
+	if ((rc = fi_ep_bind(f->ep, &f->cq->fid, FI_TRANSMIT | FI_RECV)) ||
+	    (rc = fi_ep_bind(f->ep, &f->av->fid, 0)) || (rc = fi_enable(f->ep))) {
+		SC_ERR("endpoint setup (%s): %s", f->prov_name, fi_strerror(-rc));
+		goto err_ep;
+	}
+	f->addrlen = sizeof(f->addr);
+	rc = fi_getname(&f->ep->fid, f->addr, &f->addrlen);
+	if (rc) {
+		SC_ERR("fi_getname(%s): %s (address needs %zu bytes)", f->prov_name, fi_strerror(-rc),
+		       f->addrlen);
+		goto err_ep;
+	}
+	return 0;
+
+err_ep:
+	fi_close(&f->ep->fid);
+err_av:
+	fi_close(&f->av->fid);
+err_cq:
+	fi_close(&f->cq->fid);
+	return rc;
+}
+
+static void ep_close(struct fabric *f)
+{
+	fi_close(&f->ep->fid);
+	fi_close(&f->av->fid);
+	fi_close(&f->cq->fid);
+}
+
 int fabric_open(const struct fabric_params *p, struct fabric **out)
 {
 	struct fabric *f = calloc(1, sizeof(*f));
@@ -109,48 +164,12 @@ int fabric_open(const struct fabric_params *p, struct fabric **out)
 		SC_ERR("fi_domain(%s): %s", f->prov_name, fi_strerror(-rc));
 		goto err_fabric;
 	}
-	struct fi_cq_attr cq_attr = {
-		.size = p->cq_size ? p->cq_size : 1024,
-		.format = FI_CQ_FORMAT_TAGGED,
-		.wait_obj = FI_WAIT_NONE,
-	};
-	rc = fi_cq_open(f->domain, &cq_attr, &f->cq, NULL);
-	if (rc) {
-		SC_ERR("fi_cq_open(%s): %s", f->prov_name, fi_strerror(-rc));
+	rc = ep_open(f, p->cq_size);
+	if (rc)
 		goto err_domain;
-	}
-	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
-	rc = fi_av_open(f->domain, &av_attr, &f->av, NULL);
-	if (rc) {
-		SC_ERR("fi_av_open(%s): %s", f->prov_name, fi_strerror(-rc));
-		goto err_cq;
-	}
-	rc = fi_endpoint(f->domain, f->info, &f->ep, NULL);
-	if (rc) {
-		SC_ERR("fi_endpoint(%s): %s", f->prov_name, fi_strerror(-rc));
-		goto err_av;
-	}
-	if ((rc = fi_ep_bind(f->ep, &f->cq->fid, FI_TRANSMIT | FI_RECV)) ||
-	    (rc = fi_ep_bind(f->ep, &f->av->fid, 0)) || (rc = fi_enable(f->ep))) {
-		SC_ERR("endpoint setup (%s): %s", f->prov_name, fi_strerror(-rc));
-		goto err_ep;
-	}
-	f->addrlen = sizeof(f->addr);
-	rc = fi_getname(&f->ep->fid, f->addr, &f->addrlen);
-	if (rc) {
-		SC_ERR("fi_getname(%s): %s (address needs %zu bytes)", f->prov_name, fi_strerror(-rc),
-		       f->addrlen);
-		goto err_ep;
-	}
 	*out = f;
 	return 0;
 
-err_ep:
-	fi_close(&f->ep->fid);
-err_av:
-	fi_close(&f->av->fid);
-err_cq:
-	fi_close(&f->cq->fid);
 err_domain:
 	fi_close(&f->domain->fid);
 err_fabric:
@@ -162,13 +181,40 @@ err_free:
 	return rc;
 }
 
+int fabric_open_sibling(struct fabric *root, size_t cq_size, struct fabric **out)
+{
+	struct fabric *f = calloc(1, sizeof(*f));
+	int rc;
+
+	if (!f)
+		return -FI_ENOMEM;
+	while (root->parent)
+		root = root->parent;
+	f->parent = root;
+	f->info = root->info;
+	f->fabric = root->fabric;
+	f->domain = root->domain;
+	f->mr_local = root->mr_local;
+	f->has_source = root->has_source;
+	memcpy(f->prov_name, root->prov_name, sizeof(f->prov_name));
+	rc = ep_open(f, cq_size);
+	if (rc) {
+		free(f);
+		return rc;
+	}
+	*out = f;
+	return 0;
+}
+
 void fabric_close(struct fabric *f)
 {
 	if (!f)
 		return;
-	fi_close(&f->ep->fid);
-	fi_close(&f->av->fid);
-	fi_close(&f->cq->fid);
+	ep_close(f);
+	if (f->parent) {
+		free(f);
+		return;
+	}
 	fi_close(&f->domain->fid);
 	fi_close(&f->fabric->fid);
 	fi_freeinfo(f->info);

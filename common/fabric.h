@@ -40,6 +40,7 @@ struct fabric_params {
 };
 
 struct fabric {
+	struct fabric *parent; /* a sibling's root (shares fabric, domain, info); NULL: a root */
 	struct fi_info *info;
 	struct fid_fabric *fabric;
 	struct fid_domain *domain;
@@ -76,6 +77,15 @@ struct fabric_cqe {
 };
 
 int fabric_open(const struct fabric_params *p, struct fabric **out);
+/* Another endpoint, with its own address vector and completion queue, on
+ * root's domain: memory registered on root serves it too. Closing it
+ * (fabric_close) tears down its connections and operations, and only
+ * those: once fabric_close returns, nothing posted on it touches memory
+ * again, whatever its peer does. The client library keeps one per
+ * aggregator so that a failed aggregator can be cut off this way. root
+ * must outlive its siblings. cq_size 0: 1024. */
+int fabric_open_sibling(struct fabric *root, size_t cq_size, struct fabric **out);
+/* A root (after its siblings) or a sibling. */
 void fabric_close(struct fabric *f);
 
 /* The one spelling of a provider name: "tcp" -> "tcp;ofi_rxm", "verbs" ->

@@ -25,7 +25,7 @@ const char *wire_code_name(enum wire_code c)
 const char *wire_type_name(enum wire_type t)
 {
 	static const char *const names[] = { "?", "HELLO", "JOIN", "JOIN_OK", "REFUSE",
-					     "READY", "LEAVE", "ABORT" };
+					     "READY", "LEAVE", "ABORT", "PING", "PONG" };
 	return (unsigned)t <= WIRE_TYPE_MAX ? names[t] : "?";
 }
 
@@ -233,6 +233,10 @@ int wire_msg_encode(const struct wire_msg *m, uint8_t *buf, size_t cap)
 			return -EINVAL;
 		p = wr_u32(p, m->u.leave.job_handle);
 		break;
+	case WIRE_PING:
+	case WIRE_PONG:
+		p = wr_u64(p, m->u.ping.token);
+		break;
 	default:
 		return -EINVAL;
 	}
@@ -309,6 +313,11 @@ int wire_msg_decode(uint16_t type, const uint8_t *body, size_t len, struct wire_
 	case WIRE_LEAVE:
 		if (rd_u32(&r, &m.u.leave.job_handle) || !m.u.leave.job_handle ||
 		    m.u.leave.job_handle > WIRE_JOB_HANDLE_MAX)
+			return -EBADMSG;
+		break;
+	case WIRE_PING:
+	case WIRE_PONG:
+		if (rd_u64(&r, &m.u.ping.token))
 			return -EBADMSG;
 		break;
 	default:

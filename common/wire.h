@@ -11,6 +11,9 @@
  * the daemon answers JOIN_OK or REFUSE; once all nranks joined it sends
  * READY to every rank. LEAVE ends a rank's membership; ABORT tells a rank
  * its job died (reason code + sentence). A closed TCP connection is a LEAVE.
+ * PING (rank -> daemon, any time after JOIN_OK) is answered at once by a
+ * PONG with the same token from the daemon's control thread: a rank tells a
+ * stopped or unreachable daemon from one that waits for a slow rank.
  *
  * Data plane: libfabric tagged messages on the endpoint named in JOIN_OK.
  * The 64-bit tag routes, the 32-bit immediate data describes the chunk:
@@ -59,7 +62,9 @@ enum wire_type {
 	WIRE_READY = 5,   /* daemon -> rank: all ranks joined */
 	WIRE_LEAVE = 6,   /* rank -> daemon */
 	WIRE_ABORT = 7,   /* daemon -> rank: job is dead */
-	WIRE_TYPE_MAX = 7,
+	WIRE_PING = 8,    /* rank -> daemon: liveness probe */
+	WIRE_PONG = 9,    /* daemon -> rank: the PING's token */
+	WIRE_TYPE_MAX = 9,
 };
 
 /* Refusal and abort codes. Each has a fixed short name (metrics label) and
@@ -139,6 +144,10 @@ struct wire_leave {
 	uint32_t job_handle;
 };
 
+struct wire_ping {
+	uint64_t token; /* PING and PONG */
+};
+
 struct wire_msg {
 	uint16_t type;
 	union {
@@ -149,6 +158,7 @@ struct wire_msg {
 		struct wire_text abort;  /* ABORT */
 		struct wire_ready ready;
 		struct wire_leave leave;
+		struct wire_ping ping; /* PING, PONG */
 	} u;
 };
 

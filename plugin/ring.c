@@ -5,12 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chunk.h"
 #include "log.h"
 #include "tags.h"
 
-#ifndef RING_EAGER_COLS
-#define RING_EAGER_COLS 2u /* eager columns for segments up to this many eager sizes */
-#endif
 #define X_IDLE 0
 #define X_POSTED 1
 #define X_DONE 2
@@ -89,6 +87,12 @@ int ring_poll(struct ring *r)
 	return n < 0 ? n : 0;
 }
 
+static inline uint64_t op_tag(const struct ring_op *o, uint32_t step, size_t col)
+{
+	return o->tag_base | (uint64_t)(step & 0xFFF) << o->step_shift |
+	       ((uint64_t)col & ((1ull << o->step_shift) - 1));
+}
+
 static void seg_range(const struct ring_op *o, uint32_t k, size_t *b, size_t *e)
 {
 	size_t s = (size_t)k * o->seg_elems;
@@ -155,11 +159,11 @@ static int col_post(struct ring_op *o, struct ring_col *c, size_t slot)
 		chunk_range(o, rs, c->j, &off, &len);
 		void *dst = o->recv + off * o->es, *desc = o->rdesc;
 		if (c->step < rg->nranks - 1 && o->inplace) {
-			dst = o->tmp + slot * rg->chunk_bytes;
+			dst = o->tmp + slot * o->chunk_elems * o->es;
 			desc = o->tmp_desc;
 		}
 		rc = fabric_trecv(rg->f, dst, len * o->es, desc, FI_ADDR_UNSPEC,
-				  sc_tag_ring(o->seq, c->step, c->j), 0, &c->r.fop);
+				  op_tag(o, c->step, c->j), 0, &c->r.fop);
 		if (rc == -FI_EAGAIN)
 			return 0;
 		if (rc)
@@ -171,7 +175,7 @@ static int col_post(struct ring_op *o, struct ring_col *c, size_t slot)
 		const void *src = (c->step == 0 ? o->send : o->recv) + off * o->es;
 		void *desc = c->step == 0 ? o->sdesc : o->rdesc;
 		rc = fabric_tsend(rg->f, src, len * o->es, desc, rg->next,
-				  sc_tag_ring(o->seq, c->step, c->j), 0, &c->s.fop);
+				  op_tag(o, c->step, c->j), 0, &c->s.fop);
 		if (rc == -FI_EAGAIN)
 			return 0;
 		if (rc)
@@ -181,22 +185,33 @@ static int col_post(struct ring_op *o, struct ring_col *c, size_t slot)
 	return 0;
 }
 
-/* Columns of eager_bytes when the segments fit in one window of them (see
- * client_chunk_for: a step message above the eager limit costs rxm several
- * progress round trips), else of chunk_bytes. */
-static size_t ring_chunk_for(const struct ring *r, size_t seg_bytes)
+/* Column elements for segments of seg_elems: the one chunk policy
+ * (common/chunk.h), made large enough that the columns fit in col_bits. */
+static size_t ring_chunk_elems(const struct ring *r, size_t seg_elems, size_t es, unsigned col_bits)
 {
-	size_t e = r->eager_bytes & ~(size_t)63;
+	size_t e = sc_chunk_for(seg_elems * es, es, r->chunk_bytes, r->window, r->eager_bytes & ~(size_t)63) / es;
+	size_t cols_max = col_bits >= 40 ? SIZE_MAX : (size_t)1 << col_bits;
 
-	if (e && e < r->chunk_bytes && seg_bytes > e &&
-	    seg_bytes <= (size_t)(r->window < RING_EAGER_COLS ? r->window : RING_EAGER_COLS) * e)
-		return e;
-	return r->chunk_bytes;
+	if (!e)
+		e = 1;
+	if ((seg_elems + e - 1) / e > cols_max)
+		e = (seg_elems + cols_max - 1) / cols_max;
+	return e;
 }
 
-void ring_op_start(struct ring *r, struct ring_op *o, uint32_t seq, const void *send, void *recv,
-		   size_t count, enum sc_dtype t, enum sc_op op, void *sdesc, void *rdesc,
-		   uint32_t slot)
+size_t ring_op_tmp_bytes(const struct ring *r, size_t count, enum sc_dtype t, unsigned step_shift)
+{
+	size_t es = sc_dtype_size(t);
+
+	if (r->nranks == 1 || !count)
+		return 0;
+	size_t seg = (count + r->nranks - 1) / r->nranks;
+	return (size_t)r->window * ring_chunk_elems(r, seg, es, step_shift) * es;
+}
+
+void ring_op_start_tagged(struct ring *r, struct ring_op *o, uint64_t tag_base, unsigned step_shift,
+			  const void *send, void *recv, size_t count, enum sc_dtype t, enum sc_op op,
+			  void *sdesc, void *rdesc, char *tmp, void *tmp_desc)
 {
 	memset(o, 0, sizeof(*o));
 	o->ring = r;
@@ -208,24 +223,42 @@ void ring_op_start(struct ring *r, struct ring_op *o, uint32_t seq, const void *
 	o->es = sc_dtype_size(t);
 	o->dtype = t;
 	o->op = op;
-	o->seq = seq;
+	o->tag_base = tag_base;
+	o->step_shift = step_shift;
 	if (r->nranks == 1 || count == 0) {
 		if (send != recv && count)
 			memmove(recv, send, count * o->es);
 		return; /* ncols = 0: done */
 	}
 	o->seg_elems = (count + r->nranks - 1) / r->nranks;
-	o->chunk_elems = ring_chunk_for(r, o->seg_elems * o->es) / o->es;
+	o->chunk_elems = ring_chunk_elems(r, o->seg_elems, o->es, step_shift);
 	o->ncols = (o->seg_elems + o->chunk_elems - 1) / o->chunk_elems;
 	const char *sb = send, *rb = recv;
 	o->inplace = sb < rb + count * o->es && rb < sb + count * o->es;
 	if (o->inplace) {
-		o->tmp = ring_tmp(r, slot, &o->tmp_desc);
+		o->tmp = tmp;
+		o->tmp_desc = tmp_desc;
 		if (!o->tmp) {
 			SC_WARN("ring: no staging memory for an in-place request");
 			o->err = -ENOMEM;
 		}
 	}
+}
+
+void ring_op_start(struct ring *r, struct ring_op *o, uint32_t seq, const void *send, void *recv,
+		   size_t count, enum sc_dtype t, enum sc_op op, void *sdesc, void *rdesc,
+		   uint32_t slot)
+{
+	const char *sb = send, *rb = recv;
+	size_t bytes = count * sc_dtype_size(t);
+	char *tmp = NULL;
+	void *tmp_desc = NULL;
+
+	if (r->nranks > 1 && count && sb < rb + bytes && rb < sb + bytes)
+		tmp = ring_tmp(r, slot, &tmp_desc);
+	ring_op_start_tagged(r, o, sc_tag_ring(seq, 0, 0), 28, send, recv, count, t, op, sdesc, rdesc,
+			     tmp, tmp_desc);
+	o->seq = seq;
 }
 
 int ring_op_progress(struct ring_op *o)
@@ -273,7 +306,7 @@ int ring_op_progress(struct ring_op *o)
 				return o->err = -EPROTO;
 			}
 			if (len && c->step < rg->nranks - 1) {
-				const void *src = o->inplace ? o->tmp + i * rg->chunk_bytes
+				const void *src = o->inplace ? o->tmp + i * o->chunk_elems * o->es
 							     : o->send + off * o->es;
 				sc_reduce(o->dtype, o->op, o->recv + off * o->es, src, len);
 			}

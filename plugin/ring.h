@@ -9,9 +9,12 @@
  * from the previous, and moves on when both completed (so no buffer is
  * written while a send still reads it). Up to `window` columns are active.
  *
- * Tags: kind 0x5:4 | seq:20 | step:12 | column:28. Results are bitwise
- * equal on every rank: each segment is reduced once, by its owner's chain,
- * and the allgather copies it. */
+ * Tags (common/tags.h): a request's ring part uses kind 0x5 | seq:20 |
+ * step:12 | column:28; ring_op_start_tagged lets the collnet's failover
+ * run allreduces under its own tag prefixes (the step and column fields
+ * then sit below step_shift). Results are bitwise equal on every rank:
+ * each segment is reduced once, by its owner's chain, and the allgather
+ * copies it. */
 #ifndef SUMCAST_PLUGIN_RING_H
 #define SUMCAST_PLUGIN_RING_H
 
@@ -65,6 +68,8 @@ struct ring_op {
 	enum sc_dtype dtype;
 	enum sc_op op;
 	uint32_t seq;
+	uint64_t tag_base;   /* tag bits above the step field */
+	unsigned step_shift; /* step:12 sits at [step_shift, step_shift + 12), column below */
 	size_t seg_elems, chunk_elems, ncols, next_col, cols_done;
 	bool inplace;
 	char *tmp; /* this op's staging (window x chunk) if inplace */
@@ -83,6 +88,15 @@ void ring_fini(struct ring *r);
 void ring_op_start(struct ring *r, struct ring_op *o, uint32_t seq, const void *send, void *recv,
 		   size_t count, enum sc_dtype t, enum sc_op op, void *sdesc, void *rdesc,
 		   uint32_t slot);
+/* The same under tag_base (kind and id bits above step_shift + 12), the
+ * step at step_shift and the column below it (columns are made large
+ * enough to number them in step_shift bits). In-place requests stage in
+ * tmp (ring_op_tmp_bytes, registered: tmp_desc); tmp may be NULL when send
+ * and recv do not overlap. */
+void ring_op_start_tagged(struct ring *r, struct ring_op *o, uint64_t tag_base, unsigned step_shift,
+			  const void *send, void *recv, size_t count, enum sc_dtype t, enum sc_op op,
+			  void *sdesc, void *rdesc, char *tmp, void *tmp_desc);
+size_t ring_op_tmp_bytes(const struct ring *r, size_t count, enum sc_dtype t, unsigned step_shift);
 /* 1: done, 0: in progress, <0: failed. */
 int ring_op_progress(struct ring_op *o);
 /* Reads completions. Returns 0 or a negative FI_E*. */

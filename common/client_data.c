@@ -1,0 +1,490 @@
+/* Client library: the data path. See client.h for the contract.
+ *
+ * Per aggregator, chunks are numbered c = 0, 1, 2, ... when requests start
+ * (client_allreduce_on assigns each shard its range), and issued in that
+ * order; chunk c uses slot c % window and seq c mod 2^26. A slot is reused
+ * only when both its result receive and its send have completed, which is
+ * the protocol's credit rule (chunk c waits for the result of c - window).
+ * Results land in the caller's receive buffer, except with failover for an
+ * in-place request: there they land in the slot's bounce buffer and are
+ * copied in, so that a result cut off half-way never overwrites the send
+ * data a repair may still need.
+ *
+ * Failover (client.h, "Failover"): a failed aggregator is fenced (its
+ * endpoint closed: nothing it sends lands afterwards); its slots keep the
+ * chunk number they carried and whether its result arrived, which is what
+ * client_agg_lo and client_chunk_held report; when a request completes,
+ * its chunks among each aggregator's last `window` results are copied to
+ * the retention slots for ranks that may still lack them. */
+#include "client_int.h"
+
+#include <errno.h>
+#include <rdma/fi_errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chunk.h"
+#include "clock.h"
+#include "log.h"
+
+void client_shard(size_t count, size_t elem_size, size_t naggs, size_t agg, size_t *first,
+		  size_t *n)
+{
+	size_t align, per, lo, hi;
+
+	if (!naggs || agg >= naggs || !elem_size) {
+		*first = 0;
+		*n = 0;
+		return;
+	}
+	align = elem_size >= 64 ? 1 : 64 / elem_size;
+	per = (count + naggs - 1) / naggs;
+	per = (per + align - 1) / align * align;
+	lo = agg * per < count ? agg * per : count;
+	hi = agg == naggs - 1 ? count : ((agg + 1) * per < count ? (agg + 1) * per : count);
+	*first = lo;
+	*n = hi - lo;
+}
+
+size_t client_chunk_for(size_t shard_bytes, size_t elem_size, uint32_t chunk_bytes,
+			uint32_t window, uint32_t eager_bytes)
+{
+	return sc_chunk_for(shard_bytes, elem_size, chunk_bytes, window, eager_bytes);
+}
+
+/* ---- requests and slots ---- */
+
+void client_req_free(struct client *c, struct client_req *r)
+{
+	r->in_use = false;
+	c->free_reqs[c->nfree++] = r->idx;
+}
+
+static void slot_release_maybe(struct client *c, struct client_agg *a, struct client_slot *s)
+{
+	if (s->req < 0 || s->recv_posted || s->send_posted || s->send_pending)
+		return;
+	struct client_req *r = &c->reqs[s->req];
+	s->req = -1;
+	a->inflight--;
+	if (r->inflight)
+		r->inflight--;
+}
+
+/* Without failover, after a failure nothing new is issued; posted receives
+ * are cancelled so that no result lands in a buffer whose request has been
+ * reported. */
+void client_data_fail_all(struct client *c)
+{
+	uint64_t t = sc_now_ns();
+
+	c->broken = true;
+	for (uint32_t i = 0; i < c->max_requests; i++) {
+		struct client_req *r = &c->reqs[i];
+		if (r->in_use && !r->err) {
+			r->err = c->err ? c->err : -EPIPE;
+			r->fail_ns = t;
+		}
+	}
+	for (size_t ai = 0; ai < c->naggs; ai++) {
+		struct client_agg *a = &c->aggs[ai];
+		a->q_head = a->q_tail = -1;
+		a->pending_slot = -1;
+		for (uint32_t si = 0; si < c->window; si++) {
+			struct client_slot *s = &a->slots[si];
+			if (s->req < 0)
+				continue;
+			if (s->send_pending) {
+				s->send_pending = 0;
+				slot_release_maybe(c, a, s);
+			}
+			if (s->recv_posted && a->ep) {
+				int rc = fabric_cancel(a->ep, &client_op_of(c, ai, si, 1)->fop);
+				if (rc && rc != -FI_ENOENT)
+					SC_DBG("fi_cancel(%s slot %u): %s", a->name, si, fi_strerror(-rc));
+			}
+		}
+	}
+}
+
+void client_data_fence(struct client *c, size_t ai)
+{
+	struct client_agg *a = &c->aggs[ai];
+
+	/* Closing the endpoint ends every operation posted on it: no result
+	 * can land in our buffers afterwards, and no completion comes. */
+	if (a->ep) {
+		fabric_close(a->ep);
+		a->ep = NULL;
+		a->av_inserted = false;
+	}
+	for (uint32_t si = 0; si < c->window; si++) {
+		struct client_slot *s = &a->slots[si];
+		if (s->req < 0)
+			continue;
+		s->recv_posted = s->send_posted = s->send_pending = 0;
+		slot_release_maybe(c, a, s);
+	}
+	a->q_head = a->q_tail = -1;
+	a->pending_slot = -1;
+}
+
+static void q_push(struct client *c, struct client_agg *a, struct client_req *r, size_t ai)
+{
+	r->ra[ai].next = -1;
+	if (a->q_tail >= 0)
+		c->reqs[a->q_tail].ra[ai].next = (int32_t)r->idx;
+	else
+		a->q_head = (int32_t)r->idx;
+	a->q_tail = (int32_t)r->idx;
+}
+
+static void q_pop(struct client *c, struct client_agg *a, size_t ai)
+{
+	struct client_req *r = &c->reqs[a->q_head];
+	a->q_head = r->ra[ai].next;
+	if (a->q_head < 0)
+		a->q_tail = -1;
+}
+
+static int slot_send(struct client *c, struct client_agg *a, size_t ai, uint32_t si)
+{
+	struct client_slot *s = &a->slots[si];
+	struct client_req *r = &c->reqs[s->req];
+	int rc = fabric_tsend(a->ep, r->send + s->off, s->len, r->sdesc, a->fi_addr,
+			      wire_tag_make(WIRE_TAG_DATA, a->job_handle, c->rank, si), s->imm,
+			      &client_op_of(c, ai, si, 0)->fop);
+	if (rc == 0) {
+		s->send_pending = 0;
+		s->send_posted = 1;
+		a->pending_slot = -1;
+		return 0;
+	}
+	if (rc == -FI_EAGAIN) {
+		a->pending_slot = (int32_t)si;
+		return rc;
+	}
+	s->send_pending = 0;
+	client_agg_fail(c, a, -EIO, "%s: posting chunk seq %u: %s", a->name, s->seq, fi_strerror(-rc));
+	return rc;
+}
+
+/* Issues queued chunks of aggregator ai while slots are free. */
+void client_data_issue(struct client *c, size_t ai)
+{
+	struct client_agg *a = &c->aggs[ai];
+
+	if (a->st != AGG_READY)
+		return;
+	if (a->pending_slot >= 0 && slot_send(c, a, ai, (uint32_t)a->pending_slot))
+		return;
+	while (a->q_head >= 0) {
+		struct client_req *r = &c->reqs[a->q_head];
+		struct req_agg *ra = &r->ra[ai];
+		uint32_t si = (uint32_t)(a->next_c % a->window);
+		struct client_slot *s = &a->slots[si];
+		if (s->req >= 0)
+			break; /* credit: chunk c - window has not completed */
+		size_t len = ra->end - ra->off < ra->chunk ? ra->end - ra->off : ra->chunk;
+		uint32_t seq = (uint32_t)(a->next_c & WIRE_SEQ_MASK);
+		bool bounce = c->failover && r->inplace;
+		uint8_t *dst = bounce ? client_slot_buf(c->bounce, c, ai, si) : r->recv + ra->off;
+		void *desc = bounce ? c->bounce_mr.desc : r->rdesc;
+		fi_addr_t src = a->ep->has_source ? a->fi_addr : FI_ADDR_UNSPEC;
+		int rc = fabric_trecv(a->ep, dst, len, desc, src,
+				      wire_tag_make(WIRE_TAG_RESULT, (uint32_t)ai, c->rank, si), 0,
+				      &client_op_of(c, ai, si, 1)->fop);
+		if (rc == -FI_EAGAIN)
+			break;
+		if (rc) {
+			client_agg_fail(c, a, -EIO, "%s: posting result receive for seq %u: %s", a->name,
+					seq, fi_strerror(-rc));
+			return;
+		}
+		if (!a->inflight)
+			a->last_ns = sc_now_ns();
+		s->req = (int32_t)r->idx;
+		s->seq = seq;
+		s->chunk = a->next_c;
+		s->imm = wire_imm_make(r->t, r->op, seq);
+		s->off = ra->off;
+		s->len = len;
+		s->recv_posted = 1;
+		s->send_posted = 0;
+		s->send_pending = 1;
+		s->got = 0;
+		s->bounced = bounce;
+		a->inflight++;
+		r->inflight++;
+		a->next_c++;
+		ra->off += len;
+		if (ra->off == ra->end)
+			q_pop(c, a, ai);
+		if (slot_send(c, a, ai, si))
+			return; /* -FI_EAGAIN: retried on the next progress; or dead */
+	}
+}
+
+static void handle_cqe(struct client *c, size_t ai, const struct fabric_cqe *e)
+{
+	struct client_op *o = (struct client_op *)e->op;
+	struct client_agg *a = &c->aggs[ai];
+	struct client_slot *s = &a->slots[o->slot];
+	struct client_req *r = s->req >= 0 ? &c->reqs[s->req] : NULL;
+
+	if (a->st == AGG_DEAD && c->failover)
+		return; /* fenced in this very batch: what follows does not count */
+	if (!r || o->agg != ai) {
+		SC_LOG_RATELIMIT(SC_LOG_WARN, 1000, "%s: completion for idle slot %u (err %d)",
+				 a->name, o->slot, e->err);
+		return;
+	}
+	a->last_ns = sc_now_ns();
+	if (!o->is_recv) {
+		s->send_posted = 0;
+		if (e->err && e->err != -FI_ECANCELED)
+			client_agg_fail(c, a, -EIO, "%s: sending chunk seq %u (%zu bytes) failed: %s",
+					a->name, s->seq, s->len, fi_strerror(-e->err));
+		slot_release_maybe(c, a, s);
+		return;
+	}
+	s->recv_posted = 0;
+	if (e->err == -FI_ECANCELED) {
+		/* cancelled after a failure: r->err is already set */
+	} else if (e->err == -FI_ETRUNC) {
+		client_agg_fail(c, a, -EPROTO,
+				"%s sent a result of %zu bytes for chunk seq %u of %zu bytes (slot %u)",
+				a->name, e->olen, s->seq, s->len, o->slot);
+	} else if (e->err) {
+		client_agg_fail(c, a, -EIO, "%s: result receive for chunk seq %u failed: %s", a->name,
+				s->seq, fi_strerror(-e->err));
+	} else if (!(e->flags & FI_REMOTE_CQ_DATA) || e->data != s->imm || e->len != s->len) {
+		client_agg_fail(c, a, -EPROTO,
+				"%s sent a bad result in slot %u: expected seq %u %s %s %zu bytes, got "
+				"%s%u %s %s %zu bytes",
+				a->name, o->slot, s->seq, sc_dtype_name(wire_imm_dtype(s->imm)),
+				sc_op_name(wire_imm_op(s->imm)), s->len,
+				e->flags & FI_REMOTE_CQ_DATA ? "seq " : "no immediate data, ",
+				wire_imm_seq(e->data),
+				wire_imm_dtype(e->data) < SC_DTYPE_COUNT
+					? sc_dtype_name(wire_imm_dtype(e->data)) : "?",
+				sc_op_name(wire_imm_op(e->data)), e->len);
+	} else if (!r->err) {
+		if (s->bounced)
+			memcpy(r->recv + s->off, client_slot_buf(c->bounce, c, ai, o->slot), s->len);
+		s->got = 1;
+		if (s->chunk + 1 > a->hi)
+			a->hi = s->chunk + 1;
+		r->chunks_left--;
+	}
+	slot_release_maybe(c, a, s);
+}
+
+int client_data_poll(struct client *c, size_t ai)
+{
+	struct client_agg *a = &c->aggs[ai];
+	struct fabric_cqe ev[CLIENT_CQ_BATCH];
+
+	for (int round = 0; round < 8 && a->ep; round++) {
+		int n = fabric_cq_poll(a->ep, ev, CLIENT_CQ_BATCH);
+		if (n < 0) {
+			client_agg_fail(c, a, -EIO, "%s: completion queue (%s) failed: %s", a->name,
+					fabric_provider(a->ep), fi_strerror(-n));
+			return n;
+		}
+		for (int i = 0; i < n; i++)
+			handle_cqe(c, ai, &ev[i]);
+		if (n < CLIENT_CQ_BATCH)
+			break;
+	}
+	return 0;
+}
+
+/* ---- requests ---- */
+
+int client_allreduce_on(struct client *c, const void *send, void *recv, size_t count,
+			enum sc_dtype t, enum sc_op op, void *send_desc, void *recv_desc,
+			uint64_t aggs, struct client_req **out)
+{
+	uint64_t all = c->naggs >= 64 ? ~0ull : (1ull << c->naggs) - 1;
+	struct client_req *r;
+
+	if (!aggs)
+		aggs = all;
+	if ((unsigned)t >= SC_DTYPE_COUNT || (unsigned)op >= SC_OP_COUNT ||
+	    !(c->dtype_mask & (1u << t)) || (count && (!send || !recv)) || (aggs & ~all))
+		return -EINVAL;
+	if (c->broken)
+		return -EPIPE;
+	if (!c->all_ready)
+		return -ENOTCONN;
+	if (!c->nfree)
+		return -EAGAIN;
+	r = &c->reqs[c->free_reqs[--c->nfree]];
+	r->in_use = true;
+	r->send = send;
+	r->recv = recv;
+	r->sdesc = send_desc;
+	r->rdesc = recv_desc;
+	r->t = t;
+	r->op = op;
+	r->esize = sc_dtype_size(t);
+	r->aggs = aggs;
+	r->chunks_left = 0;
+	r->inflight = 0;
+	r->err = 0;
+	r->fail_ns = 0;
+	const uint8_t *sb = send;
+	uint8_t *rb = recv;
+	size_t bytes = count * r->esize;
+	r->inplace = count && sb < rb + bytes && rb < sb + bytes;
+	size_t m = (size_t)__builtin_popcountll(aggs), k = 0;
+	for (size_t ai = 0; ai < c->naggs; ai++) {
+		struct client_agg *a = &c->aggs[ai];
+		struct req_agg *ra = &r->ra[ai];
+		size_t first = 0, n = 0;
+		if (aggs >> ai & 1)
+			client_shard(count, r->esize, m, k++, &first, &n);
+		ra->first = ra->off = first * r->esize;
+		ra->end = (first + n) * r->esize;
+		ra->next = -1;
+		ra->c0 = a->next_assign;
+		ra->nchunks = 0;
+		ra->chunk = 0;
+		if (!n)
+			continue;
+		ra->chunk = client_chunk_for(n * r->esize, r->esize, a->chunk_bytes, a->window,
+					     c->eager_bytes);
+		ra->nchunks = (n * r->esize + ra->chunk - 1) / ra->chunk;
+		a->next_assign += ra->nchunks;
+		r->chunks_left += ra->nchunks;
+		if (a->st == AGG_DEAD) {
+			ra->off = ra->end; /* failover: the caller repairs these */
+			continue;
+		}
+		q_push(c, a, r, ai);
+	}
+	for (size_t ai = 0; ai < c->naggs && !c->broken; ai++)
+		if (r->ra[ai].off != r->ra[ai].end)
+			client_data_issue(c, ai);
+	*out = r;
+	return 0;
+}
+
+int client_allreduce(struct client *c, const void *send, void *recv, size_t count,
+		     enum sc_dtype t, enum sc_op op, void *send_desc, void *recv_desc,
+		     struct client_req **out)
+{
+	return client_allreduce_on(c, send, recv, count, t, op, send_desc, recv_desc, 0, out);
+}
+
+/* ---- failover ---- */
+
+void client_data_retain(struct client *c, struct client_req *r)
+{
+	if (!c->retention)
+		return;
+	for (size_t ai = 0; ai < c->naggs; ai++) {
+		struct client_agg *a = &c->aggs[ai];
+		const struct req_agg *ra = &r->ra[ai];
+		if (!ra->nchunks || !a->window)
+			continue;
+		/* Only results among the last `window` that arrived here can be
+		 * missing elsewhere (client.h, "Failover"). */
+		uint64_t from = a->hi > a->window ? a->hi - a->window : 0;
+		uint64_t to = ra->c0 + ra->nchunks < a->hi ? ra->c0 + ra->nchunks : a->hi;
+		for (uint64_t ch = from > ra->c0 ? from : ra->c0; ch < to; ch++) {
+			size_t off, len;
+			client_req_chunk_range(r, ai, ch, &off, &len);
+			uint32_t k = (uint32_t)(ch % a->window);
+			memcpy(client_slot_buf(c->retention, c, ai, k), r->recv + off, len);
+			a->ret[k].chunk = ch;
+			a->ret[k].len = len;
+		}
+	}
+}
+
+uint64_t client_agg_lo(const struct client *c, size_t agg)
+{
+	const struct client_agg *a = &c->aggs[agg];
+	uint64_t lo = a->next_c;
+
+	for (uint32_t si = 0; si < a->window; si++) {
+		const struct client_slot *s = &a->slots[si];
+		if (s->chunk != CLIENT_NO_CHUNK && !s->got && s->chunk < lo)
+			lo = s->chunk;
+	}
+	return lo;
+}
+
+bool client_chunk_held(const struct client *c, size_t agg, uint64_t chunk)
+{
+	const struct client_agg *a = &c->aggs[agg];
+	uint64_t lo = client_agg_lo(c, agg);
+
+	if (chunk < lo)
+		return true;
+	if (!a->window || chunk - lo >= a->window)
+		return false;
+	const struct client_slot *s = &a->slots[chunk % a->window];
+	return s->chunk == chunk && s->got;
+}
+
+void client_req_chunks(const struct client_req *r, size_t agg, uint64_t *c0, uint64_t *n)
+{
+	*c0 = r->ra[agg].c0;
+	*n = r->ra[agg].nchunks;
+}
+
+void client_req_chunk_range(const struct client_req *r, size_t agg, uint64_t chunk, size_t *off,
+			    size_t *len)
+{
+	const struct req_agg *ra = &r->ra[agg];
+
+	*off = ra->first + (size_t)(chunk - ra->c0) * ra->chunk;
+	*len = ra->end - *off < ra->chunk ? ra->end - *off : ra->chunk;
+}
+
+void client_req_bufs(const struct client_req *r, const void **send, void **recv)
+{
+	*send = r->send;
+	*recv = r->recv;
+}
+
+const void *client_chunk_data(const struct client *c, size_t agg, uint64_t chunk, size_t *len)
+{
+	const struct client_agg *a = &c->aggs[agg];
+
+	if (!client_chunk_held(c, agg, chunk))
+		return NULL;
+	for (uint32_t i = 0; i < c->max_requests; i++) {
+		const struct client_req *r = &c->reqs[i];
+		const struct req_agg *ra = &r->ra[agg];
+		if (r->in_use && chunk >= ra->c0 && chunk - ra->c0 < ra->nchunks) {
+			size_t off;
+			client_req_chunk_range(r, agg, chunk, &off, len);
+			return r->recv + off;
+		}
+	}
+	if (a->ret && a->window && a->ret[chunk % a->window].chunk == chunk) {
+		*len = a->ret[chunk % a->window].len;
+		return client_slot_buf(c->retention, c, agg, (uint32_t)(chunk % a->window));
+	}
+	return NULL;
+}
+
+void client_chunk_done(struct client *c, struct client_req *r, size_t agg, uint64_t chunk)
+{
+	(void)c;
+	(void)agg;
+	(void)chunk;
+	if (r->chunks_left)
+		r->chunks_left--;
+}
+
+void *client_retention(const struct client *c, size_t *len)
+{
+	*len = c->retention ? c->region_bytes : 0;
+	return c->retention;
+}

@@ -1,0 +1,201 @@
+/* Client library internals, shared by its three files:
+ *   client.c       lifecycle: parameters, create/destroy, progress, accessors
+ *   client_join.c  the control protocol per aggregator over TCP (connect,
+ *                  HELLO, JOIN, READY, PING/PONG, ABORT, LEAVE)
+ *   client_data.c  the data path: requests, shards, chunks, slots, results,
+ *                  and what the fault path needs (fence, retention, repair)
+ * Nothing here is part of the library's interface (client.h). */
+#ifndef SUMCAST_CLIENT_INT_H
+#define SUMCAST_CLIENT_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "client.h"
+#include "wire.h"
+
+#define CLIENT_CHUNK_DEFAULT (256u * 1024)
+#define CLIENT_WINDOW_DEFAULT 8u
+#define CLIENT_TIMEOUT_DEFAULT 30000u
+#define CLIENT_REQS_DEFAULT 64u
+#define CLIENT_CQ_BATCH 32
+#define CLIENT_CTL_INTERVAL_NS 1000000ull /* control sockets: at most every 1 ms */
+/* A result-less aggregator is declared dead this long after the job timeout it
+ * granted: when a rank is the one stuck, the aggregator's ABORT (which names
+ * the rank) arrives first and is what the user sees. */
+#define CLIENT_SILENCE_GRACE_MS 2000u
+#define CLIENT_DRAIN_MS 2000u             /* bounded wait for cancelled receives */
+#define CLIENT_NAME_MAX 280
+#define CLIENT_ERR_MAX 512
+#define CLIENT_NO_CHUNK UINT64_MAX
+
+enum agg_state {
+	AGG_CONNECTING, /* TCP connect in progress */
+	AGG_HELLO,      /* connected, waiting for HELLO */
+	AGG_JOINING,    /* JOIN sent, waiting for JOIN_OK */
+	AGG_WAIT_READY, /* JOIN_OK received, waiting for READY */
+	AGG_READY,
+	AGG_DEAD,       /* failed (with failover: fenced, see client_agg_fence) */
+};
+
+extern const char *const client_agg_state_what[];
+
+/* Context of one posted operation; lives in c->ops. */
+struct client_op {
+	struct fabric_op fop; /* first */
+	uint32_t agg;
+	uint32_t slot;
+	uint32_t is_recv;
+};
+
+struct client_slot {
+	int32_t req;     /* request index, -1: free */
+	uint32_t seq;
+	uint32_t imm;    /* immediate data sent (dtype, op, seq) */
+	uint64_t chunk;  /* chunk number it carries or carried last (kept after release) */
+	size_t off, len; /* bytes, relative to the request's buffers */
+	uint8_t recv_posted;  /* result receive outstanding */
+	uint8_t send_posted;  /* send outstanding */
+	uint8_t send_pending; /* receive posted, send not yet accepted (-FI_EAGAIN) */
+	uint8_t got;          /* the result of `chunk` arrived */
+	uint8_t bounced;      /* the result lands in the slot's bounce buffer */
+};
+
+struct client_agg {
+	char name[CLIENT_NAME_MAX]; /* "host:port" as given */
+	struct sockaddr_storage sa;
+	socklen_t salen;
+	int fd;
+	enum agg_state st;
+	uint8_t rbuf[WIRE_MSG_MAX];
+	size_t rlen;
+	uint8_t wbuf[4 * WIRE_MSG_MAX];
+	size_t wlen, woff;
+	uint32_t job_handle, window, chunk_bytes, timeout_ms;
+	struct fabric *ep;         /* this aggregator's own endpoint on c->fab's domain */
+	fi_addr_t fi_addr;
+	bool av_inserted;
+	struct client_slot *slots; /* c->window entries; the first `window` are used */
+	uint64_t next_c;           /* next chunk number to issue */
+	uint64_t next_assign;      /* next chunk number to give a request (>= next_c) */
+	uint64_t hi;               /* 1 + the highest chunk number whose result arrived */
+	uint32_t inflight;         /* busy slots */
+	int32_t pending_slot;      /* slot whose send got -FI_EAGAIN, -1: none */
+	int32_t q_head, q_tail;    /* requests with chunks not yet issued here */
+	uint64_t last_ns;          /* last completion, or first post after idle */
+	uint64_t heard_ns;         /* last control message (PONG included) */
+	uint64_t ping_ns;          /* last PING sent */
+	uint64_t ping_token;
+	struct client_retained *ret; /* failover: what each of `window` retention slots holds */
+	int err;
+	char why[CLIENT_ERR_MAX];  /* the failure, once dead */
+};
+
+struct client_retained {
+	uint64_t chunk; /* CLIENT_NO_CHUNK: nothing */
+	size_t len;
+};
+
+/* One request's shard on one aggregator. Chunk numbers c0 .. c0 + nchunks - 1
+ * cover bytes [first, end) in chunks of `chunk` (the last one shorter). */
+struct req_agg {
+	size_t first, end; /* the shard, bytes */
+	size_t off;        /* next byte to issue */
+	size_t chunk;      /* chunk bytes for this request here (client_chunk_for) */
+	uint64_t c0;       /* chunk number of the shard's first chunk */
+	uint64_t nchunks;
+	int32_t next;      /* next request in this aggregator's queue */
+};
+
+struct client_req {
+	uint32_t idx;
+	bool in_use;
+	bool inplace; /* send and recv overlap */
+	const uint8_t *send;
+	uint8_t *recv;
+	void *sdesc, *rdesc;
+	enum sc_dtype t;
+	enum sc_op op;
+	size_t esize;
+	uint64_t aggs;      /* aggregators the request is sharded over */
+	size_t chunks_left; /* chunks whose result has not arrived (or been repaired) */
+	size_t inflight;    /* chunks holding a slot */
+	int err;
+	uint64_t fail_ns;
+	struct req_agg *ra; /* naggs entries */
+};
+
+struct client {
+	struct fabric *fab; /* root: the domain every aggregator endpoint shares */
+	bool own_fabric;
+	uint64_t job_id;
+	uint32_t rank, nranks, chunk_bytes, window, dtype_mask, timeout_ms, eager_bytes, join_flags;
+	uint32_t deadline_ms; /* failover: PING answer limit; 0: no PING */
+	bool failover;
+	uint8_t key[256];
+	size_t key_len;
+	size_t naggs;
+	struct client_agg *aggs;
+	struct client_op *ops; /* naggs * window * 2 */
+	size_t nops;
+	struct client_slot *slot_mem;
+	uint32_t max_requests;
+	struct client_req *reqs;
+	struct req_agg *ra_mem;
+	uint32_t *free_reqs;
+	uint32_t nfree;
+	uint64_t deadline_ns; /* connect deadline */
+	uint64_t last_ctl_ns;
+	bool all_ready;
+	bool broken; /* without failover: an aggregator died, every request fails */
+	uint64_t failed; /* failover: aggregators that failed (bit per index) */
+	int err;
+	char errmsg[CLIENT_ERR_MAX];
+	/* failover only, allocated at create, touched lazily */
+	uint8_t *retention;  /* naggs x window x chunk_bytes: recent results */
+	uint8_t *bounce;     /* naggs x window x chunk_bytes: in-place results */
+	size_t region_bytes; /* each of the two */
+	struct fabric_mr bounce_mr;
+	bool bounce_reg;
+};
+
+static inline struct client_op *client_op_of(struct client *c, size_t ai, uint32_t si, int recv)
+{
+	return &c->ops[(ai * c->window + si) * 2 + (recv ? 1 : 0)];
+}
+
+static inline uint8_t *client_slot_buf(uint8_t *region, const struct client *c, size_t ai, uint32_t si)
+{
+	return region + ((size_t)ai * c->window + si) * c->chunk_bytes;
+}
+
+/* client.c */
+/* An aggregator failed: without failover every request fails with err;
+ * with failover the aggregator is fenced and recorded, requests go on. The
+ * first failure's sentence becomes client_error(). */
+void client_agg_fail(struct client *c, struct client_agg *a, int err, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+void client_close_fd(struct client_agg *a);
+
+/* client_join.c */
+void client_ctl_connect(struct client *c, struct client_agg *a);
+/* One non-blocking pass over every control socket. */
+void client_ctl_poll(struct client *c);
+/* PINGs due, and the answer deadline (failover). */
+void client_ctl_liveness(struct client *c, uint64_t now);
+/* Best-effort LEAVE on a joined aggregator's socket. */
+void client_ctl_leave(struct client *c, struct client_agg *a);
+int client_parse_endpoint(const char *s, struct client_agg *a, char *why, size_t whylen);
+
+/* client_data.c */
+void client_data_issue(struct client *c, size_t ai);
+int client_data_poll(struct client *c, size_t ai);
+void client_data_fail_all(struct client *c);
+/* Cuts a failed aggregator off (closes its endpoint), releases its slots. */
+void client_data_fence(struct client *c, size_t ai);
+/* Copies the request's recent results into the retention slots. */
+void client_data_retain(struct client *c, struct client_req *r);
+void client_req_free(struct client *c, struct client_req *r);
+
+#endif
