@@ -127,6 +127,89 @@ bool sd_log_has(const struct sd *d, const char *s)
 	return found;
 }
 
+int sd_log_count(const struct sd *d, const char *s)
+{
+	FILE *f = fopen(d->log, "r");
+	char line[2048];
+	int n = 0;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, s) != NULL;
+	fclose(f);
+	return n;
+}
+
+bool sd_wait_log(const struct sd *d, const char *s, int before, char *line, size_t cap,
+		 unsigned timeout_ms)
+{
+	uint64_t end = sc_now_ms() + timeout_ms * slow_factor();
+
+	for (;;) {
+		FILE *f = fopen(d->log, "r");
+		char l[2048];
+		int n = 0;
+		if (f) {
+			while (fgets(l, sizeof(l), f))
+				if (strstr(l, s) && ++n > before && line && cap)
+					snprintf(line, cap, "%s", l);
+			fclose(f);
+		}
+		if (n > before)
+			return true;
+		if (sc_now_ms() >= end)
+			return false;
+		th_sleep_ms(20);
+	}
+}
+
+long sd_rss_kib(const struct sd *d)
+{
+	char path[64], line[256];
+	long kib = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)d->pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+			break;
+	fclose(f);
+	return kib;
+}
+
+long sd_wait_rss(const struct sd *d, long lo, long hi, unsigned timeout_ms)
+{
+	uint64_t end = sc_now_ms() + timeout_ms * slow_factor();
+	long kib;
+
+	while (((kib = sd_rss_kib(d)) < lo || kib > hi) && sc_now_ms() < end)
+		th_sleep_ms(20);
+	return kib;
+}
+
+long sd_rss_settled(const struct sd *d, unsigned timeout_ms)
+{
+	uint64_t end = sc_now_ms() + timeout_ms * slow_factor();
+	long kib = sd_rss_kib(d), ref = kib;
+	int still = 0;
+
+	while (still < 10 && sc_now_ms() < end) {
+		th_sleep_ms(20);
+		kib = sd_rss_kib(d);
+		if (labs(kib - ref) <= 256) {
+			still++;
+		} else {
+			ref = kib;
+			still = 0;
+		}
+	}
+	return kib;
+}
+
 const char *sd_binary(void)
 {
 	return getenv("SUMCASTD") ? getenv("SUMCASTD") : SUMCASTD_PATH;
@@ -265,66 +348,12 @@ int sd_http(const struct sd *d, const char *path, char *body, size_t cap)
 int sd_http_ctype(const struct sd *d, const char *path, char *ctype, size_t ccap, char *body,
 		  size_t cap)
 {
-	char req[256], *buf;
-	size_t len = 0, bcap = 1 << 20;
-	int fd = tcp_connect(d->http), status = -1;
-	uint64_t deadline = sc_now_ms() + 5000;
-
-	if (fd < 0)
-		return -1;
-	snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
-	if (write(fd, req, strlen(req)) != (ssize_t)strlen(req)) {
-		close(fd);
-		return -1;
-	}
-	buf = malloc(bcap);
-	while (buf && len < bcap - 1 && sc_now_ms() < deadline) {
-		struct pollfd p = { fd, POLLIN, 0 };
-		if (poll(&p, 1, 100) <= 0)
-			continue;
-		ssize_t r = read(fd, buf + len, bcap - 1 - len);
-		if (r <= 0)
-			break;
-		len += (size_t)r;
-	}
-	close(fd);
-	if (!buf)
-		return -1;
-	buf[len] = 0;
-	if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1)
-		status = -1;
-	char *b = strstr(buf, "\r\n\r\n");
-	if (ctype && ccap) {
-		char *h = strcasestr(buf, "\r\nContent-Type:");
-		*ctype = 0;
-		if (h && (!b || h < b)) {
-			h += strlen("\r\nContent-Type:");
-			while (*h == ' ')
-				h++;
-			size_t n = strcspn(h, "\r\n");
-			snprintf(ctype, ccap, "%.*s", (int)n, h);
-		}
-	}
-	if (body && cap) {
-		snprintf(body, cap, "%s", b ? b + 4 : "");
-	}
-	free(buf);
-	return status;
+	return sc_http_get(d->http, path, ctype, ccap, body, cap, 5000);
 }
 
 double th_metric(const char *text, const char *name)
 {
-	size_t n = strlen(name);
-	const char *p = text;
-
-	while (p && *p) {
-		if (!strncmp(p, name, n) && p[n] == ' ')
-			return strtod(p + n + 1, NULL);
-		p = strchr(p, '\n');
-		if (p)
-			p++;
-	}
-	return NAN;
+	return sc_metric_value(text, name);
 }
 
 double sd_metric(const struct sd *d, const char *name)

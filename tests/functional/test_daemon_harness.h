@@ -63,6 +63,20 @@ int sd_stop(struct sd *d, int sig, unsigned timeout_ms);
 void sd_cleanup(struct sd *d);
 /* Whether the log contains s. */
 bool sd_log_has(const struct sd *d, const char *s);
+/* How many log lines contain s. */
+int sd_log_count(const struct sd *d, const char *s);
+/* Waits (bounded) until more than `before` log lines contain s; the last
+ * such line into line (may be NULL). true once there are. */
+bool sd_wait_log(const struct sd *d, const char *s, int before, char *line, size_t cap,
+		 unsigned timeout_ms);
+/* The daemon's VmRSS in KiB, -1 if unknown. */
+long sd_rss_kib(const struct sd *d);
+/* Waits (bounded) until VmRSS is within [lo, hi] KiB; returns the last
+ * reading. */
+long sd_wait_rss(const struct sd *d, long lo, long hi, unsigned timeout_ms);
+/* Waits (bounded) until VmRSS holds still (within 256 KiB over 200 ms);
+ * returns the last reading. */
+long sd_rss_settled(const struct sd *d, unsigned timeout_ms);
 
 /* GET path; returns the HTTP status and the body (NUL-terminated). */
 int sd_http(const struct sd *d, const char *path, char *body, size_t cap);

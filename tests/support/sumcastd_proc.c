@@ -3,14 +3,19 @@
 #endif
 #include "sumcastd_proc.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -226,4 +231,75 @@ void sc_daemon_cleanup(struct sc_daemon *d, bool keep)
 			unlink(d->log);
 	}
 	d->dir[0] = 0;
+}
+
+int sc_http_get(uint16_t port, const char *path, char *ctype, size_t ccap, char *body, size_t cap,
+		unsigned timeout_ms)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+	uint64_t deadline = sc_now_ms() + timeout_ms;
+	size_t len = 0, bcap = 1 << 20;
+	char req[512], *buf = NULL;
+	int fd, status = -1, n;
+
+	if (ctype && ccap)
+		*ctype = 0;
+	if (body && cap)
+		*body = 0;
+	n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
+	if (n < 0 || (size_t)n >= sizeof(req))
+		return -1;
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) ||
+	    write(fd, req, (size_t)n) != (ssize_t)n || !(buf = malloc(bcap)))
+		goto out;
+	/* HTTP/1.0: the answer ends where the server closes. */
+	while (len < bcap - 1) {
+		int64_t left = (int64_t)(deadline - sc_now_ms());
+		struct pollfd p = { fd, POLLIN, 0 };
+		if (left <= 0)
+			break;
+		int k = poll(&p, 1, (int)left);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		ssize_t r = read(fd, buf + len, bcap - 1 - len);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		len += (size_t)r;
+	}
+	buf[len] = 0;
+	if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1)
+		status = -1;
+	char *b = strstr(buf, "\r\n\r\n");
+	if (ctype && ccap) {
+		char *h = strcasestr(buf, "\r\nContent-Type:");
+		if (h && (!b || h < b)) {
+			h += strlen("\r\nContent-Type:");
+			h += strspn(h, " ");
+			snprintf(ctype, ccap, "%.*s", (int)strcspn(h, "\r\n"), h);
+		}
+	}
+	if (body && cap)
+		snprintf(body, cap, "%s", b ? b + 4 : "");
+out:
+	free(buf);
+	close(fd);
+	return status;
+}
+
+double sc_metric_value(const char *text, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+		if (!strncmp(p, name, n) && p[n] == ' ')
+			return strtod(p + n + 1, NULL);
+	return NAN;
 }

@@ -64,4 +64,14 @@ void sc_daemons_stop(struct sc_daemon *ds, size_t n, int sig, unsigned timeout_m
  * (and the folder with all in it when it made the folder). */
 void sc_daemon_cleanup(struct sc_daemon *d, bool keep);
 
+/* GET path from 127.0.0.1:port (HTTP/1.0), the whole exchange bounded by
+ * timeout_ms. Returns the status, or -1 when nothing usable came back. body
+ * gets the body (NUL-terminated, cut at cap), ctype the Content-Type value;
+ * either may be NULL. */
+int sc_http_get(uint16_t port, const char *path, char *ctype, size_t ccap, char *body, size_t cap,
+		unsigned timeout_ms);
+/* The value of the line "name value" of a Prometheus text (name may carry
+ * {labels}); NAN when there is none. */
+double sc_metric_value(const char *text, const char *name);
+
 #endif
