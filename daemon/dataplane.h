@@ -1,23 +1,29 @@
-/* Data-plane threads. Each owns one fabric endpoint, the jobs assigned to it
+/* The data plane as the control thread sees it.
+ *
+ * Data-plane threads: each owns one fabric endpoint, the jobs assigned to it
  * and their slots, and polls its completion queue; it never runs inside the
- * event loop. The control thread talks to it through a command queue
- * (dthread_cmd) and hears back through an event queue (struct evq) that
- * wakes the event loop with an eventfd. */
+ * event loop. The control thread gives it commands (dthread_cmd) and hears
+ * back through an event queue (struct evq) that wakes the event loop with an
+ * eventfd. What the data-plane files share among themselves is in dp.h. */
 #ifndef SUMCASTD_DATAPLANE_H
 #define SUMCASTD_DATAPLANE_H
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
-#include "fabric.h"
-#include "job.h"
 #include "stats.h"
-#include "clock.h"
 
-struct settings;
+struct addr_ref;
+struct dcmd;
+struct fabric;
+struct job;
 struct result_ops;
+struct settings;
+struct slot;
+struct slot_ops;
 
 /* Events back to the control thread (multi-producer, one consumer). */
 struct evq {
@@ -32,18 +38,12 @@ void evq_push(struct evq *q, struct dcmd *ev);
 /* Takes every queued event (FIFO list), clears the eventfd. */
 struct dcmd *evq_take(struct evq *q);
 
-struct addr_ref {
-	uint8_t addr[FABRIC_ADDR_MAX];
-	size_t len;
-	fi_addr_t fa;
-	uint32_t refs;
-};
-
 struct dthread {
 	unsigned index;
 	int cpu; /* -1: not pinned */
 	struct fabric *fabric;
-	const struct result_ops *result;
+	const struct result_ops *result;  /* how results reach the ranks (result.h) */
+	const struct slot_ops *slot_ops;  /* what the slot state machine calls (dp.h) */
 	struct evq *evq;
 	pthread_t tid;
 	bool started;
@@ -58,7 +58,7 @@ struct dthread {
 	/* owned by the data thread */
 	struct job *jobs;
 	struct slot *retry_head;
-	struct addr_ref *addrs;
+	struct addr_ref *addrs; /* address cache (dp_av.c) */
 	size_t naddrs, addrs_cap;
 	uint64_t next_scan_ns;
 
@@ -77,9 +77,7 @@ int dthread_start(struct dthread *t, unsigned index, int cpu, const struct setti
 /* Stops and joins the thread, then releases every job's memory (jobs still
  * attached are left to the caller to free) and closes the endpoint. */
 void dthread_stop(struct dthread *t);
+/* Queues a command (ADD_JOB, ADD_RANK, REMOVE_JOB; job.h) for the thread. */
 void dthread_cmd(struct dthread *t, struct dcmd *c);
-
-/* For result backends (data thread only). */
-void dthread_retry_add(struct dthread *t, struct slot *s);
 
 #endif

@@ -3,8 +3,8 @@
  *
  * Ownership. The control thread allocates and frees struct job and owns the
  * "control" fields. The data thread the job is assigned to owns the "data"
- * fields from the ADD_JOB command until it answers the REMOVE_JOB command
- * with EV_REMOVED; the control thread never touches them in between. The
+ * fields from the ADD_JOB command until it answers the REMOVE_JOB command;
+ * the control thread never touches them in between. The
  * "shared" fields are written by the data thread only and read by the
  * control thread with relaxed loads (stats, the partial-slot count).
  * Commands and events travel through mutex-protected queues, which order
@@ -90,7 +90,7 @@ struct slot {
 enum dcmd_type {
 	DCMD_ADD_JOB = 1, /* rc: 0 or -errno (MR registration) */
 	DCMD_ADD_RANK,    /* rc: 0 or -errno (bad address) */
-	DCMD_REMOVE_JOB,  /* answered as EV_REMOVED once every operation completed */
+	DCMD_REMOVE_JOB,  /* answered (same type) once every operation completed */
 	DEV_ABORT,        /* data thread -> control: job->abort_code/text */
 	DEV_RELEASED,     /* data -> control: a removed job's region was given back
 			   * to the kernel (stuck sends); its operations are

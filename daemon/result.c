@@ -1,9 +1,9 @@
+/* Unicast result delivery: one tagged send per rank. */
 #include "result.h"
 
 #include <rdma/fi_errno.h>
 
-#include "dataplane.h"
-#include "job.h"
+#include "dp.h"
 
 static int unicast_init(struct dthread *t, struct job *j)
 {

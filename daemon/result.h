@@ -1,9 +1,9 @@
 /* Result delivery: how a slot's finished sum reaches the job's ranks.
  *
- * The slot machinery (dataplane.c) only calls these four functions, so a
- * multicast backend (one UD send to an InfiniBand/RoCE group instead of
- * nranks unicast sends) can be added beside the unicast one without
- * touching slots or reduction. A backend never allocates on the data path:
+ * The slot state machine (dp_slot.c) and the data thread (dp_thread.c,
+ * dp_job.c) only call these four functions, so a multicast backend (one UD
+ * send to an InfiniBand/RoCE group instead of nranks unicast sends) can be
+ * added beside the unicast one without touching slots or reduction. A backend never allocates on the data path:
  * whatever per-send state it needs is preallocated in init(). */
 #ifndef SUMCASTD_RESULT_H
 #define SUMCASTD_RESULT_H
@@ -21,7 +21,7 @@ struct result_ops {
 	int (*init)(struct dthread *t, struct job *j);
 	/* The result is in s->acc: s->len bytes, immediate data s->imm. Posts
 	 * what the provider accepts now and queues the rest for retry
-	 * (dthread_retry_add); sets s->sends_left. Also called again from the
+	 * (dthread_retry_add, dp.h); sets s->sends_left. Also called again from the
 	 * retry list. Returns 0 or a negative FI_E* the job cannot survive. */
 	int (*send_result)(struct dthread *t, struct job *j, struct slot *s);
 	/* One send of s completed (err 0 or negative FI_E*). Returns true once

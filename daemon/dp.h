@@ -1,0 +1,122 @@
+/* Private to the data-plane files; everything here runs on a data thread
+ * (except dthread_cmd's producer side, dataplane.h). One file per object:
+ *
+ *   dp_queue.c   the command queue (control -> data) and the event queue
+ *                (data -> control)
+ *   dp_thread.c  the thread: poll loop, completion dispatch, commands,
+ *                retries, periodic scans, idle policy, start/stop
+ *   dp_job.c     a job on its data thread: add, add rank, receive posting,
+ *                fail, remove, reap, stuck release, timeout
+ *   dp_av.c      the fabric address cache (AV entries shared by ranks)
+ *   dp_slot.c    the slot state machine: contributions, reduction,
+ *                completion, free/reuse; no fabric calls of its own
+ *   result.c     result delivery (result.h)
+ *
+ * The control plane never includes this header. */
+#ifndef SUMCASTD_DP_H
+#define SUMCASTD_DP_H
+
+#include <stdarg.h>
+#include <stdint.h>
+
+#include "dataplane.h"
+#include "fabric.h"
+#include "job.h"
+#include "stats.h"
+#include "wire.h"
+
+static inline void dp_count_err(struct dthread *t, unsigned kind)
+{
+	ctr_add(&t->stats.errors[kind], 1);
+}
+
+/* ---- dp_queue.c ---- */
+
+/* Takes every queued command (FIFO list). */
+struct dcmd *dp_cmds_take(struct dthread *t);
+
+/* ---- dp_thread.c ---- */
+
+/* Puts s on the thread's retry list (a receive or result send the provider
+ * refused with -FI_EAGAIN); retried on the next loop pass. For the slot
+ * machinery and result backends. */
+void dthread_retry_add(struct dthread *t, struct slot *s);
+/* Takes every slot of j off the retry list. */
+void dthread_retry_purge(struct dthread *t, struct job *j);
+
+/* ---- dp_av.c: rank addresses, one AV entry per distinct address ---- */
+
+struct addr_ref {
+	uint8_t addr[FABRIC_ADDR_MAX];
+	size_t len;
+	fi_addr_t fa;
+	uint32_t refs;
+};
+
+/* A reference on addr's AV entry, inserted on first use. 0 or -errno/FI_E*. */
+int dp_av_get(struct dthread *t, const uint8_t *addr, size_t len, fi_addr_t *out);
+/* Drops one reference; the last one removes the entry from the AV. */
+void dp_av_put(struct dthread *t, fi_addr_t fa);
+/* References held on fa (0: not in the cache). */
+uint32_t dp_av_refs(struct dthread *t, fi_addr_t fa);
+/* Frees the cache (the AV itself goes with the endpoint). */
+void dp_av_fini(struct dthread *t);
+
+/* ---- dp_slot.c: the slot state machine ---- */
+
+/* What the state machine needs from outside it. The data thread's set,
+ * dp_slot_ops (dp_job.c), posts on the fabric and fails the job for real;
+ * a unit test drives the state machine with its own. Result sends go
+ * through t->result (result.h). */
+struct slot_ops {
+	/* Rank r's buffer of slot s (rslot->buf) may take its next chunk: post
+	 * the receive (rslot state POSTED, REPOST or, on a dead job, IDLE). */
+	void (*post_recv)(struct dthread *t, struct job *j, uint32_t s, uint32_t r);
+	/* The job cannot go on: sets j->dead, so the state machine takes no
+	 * further contribution; reports once. */
+	void (*fail)(struct dthread *t, struct job *j, enum wire_code code, const char *fmt,
+		     va_list ap);
+};
+
+/* Rank r's message for slot s is in its buffer, rslot->imm and rslot->len
+ * set, its receive not posted. Checks it against the slot, reduces it (or
+ * holds it in deterministic mode, or keeps it pending while the slot still
+ * sends seq - window), posts the rank's next receive, and on the last
+ * contribution completes the slot and starts its result sends. A
+ * contribution that does not fit fails the job (WIRE_E_DATA). */
+void slot_contribute(struct dthread *t, struct job *j, uint32_t s, uint32_t r);
+/* Every result send of sl completed: the slot takes seq + window, and the
+ * contributions kept pending for it are taken in rank order. */
+void slot_free(struct dthread *t, struct job *j, struct slot *sl);
+
+/* ---- dp_job.c: a job on its data thread (job.h: the life of a job) ---- */
+
+extern const struct slot_ops dp_slot_ops;
+
+/* ADD_JOB: registers the region, initialises the result backend. */
+int dp_job_add(struct dthread *t, struct job *j);
+/* ADD_RANK: the rank's address into the AV, its receives posted. */
+int dp_rank_add(struct dthread *t, struct job *j, uint32_t r);
+/* Posts rank r's receive into its buffer of slot s (-FI_EAGAIN: retried). */
+void dp_recv_post(struct dthread *t, struct job *j, uint32_t s, uint32_t r);
+/* The job cannot go on: marks it dead, cancels its receives and asks the
+ * control thread to abort it (DEV_ABORT). Once; later calls do nothing. */
+void dp_job_fail(struct dthread *t, struct job *j, enum wire_code code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+void dp_job_failv(struct dthread *t, struct job *j, enum wire_code code, const char *fmt,
+		  va_list ap) __attribute__((format(printf, 4, 0)));
+/* REMOVE_JOB (from job_end): dead, receives cancelled, reaped when idle. */
+void dp_job_remove(struct dthread *t, struct job *j);
+/* A removed job with no operation outstanding: unlinked, deregistered,
+ * unmapped, REMOVE_JOB answered. Does nothing otherwise; called after each
+ * completion of a dead job. */
+void dp_job_reap(struct dthread *t, struct job *j);
+/* A removed job still waiting for sends stuck-grace after REMOVE_JOB: its
+ * rank addresses leave the AV, its buffers go back to the kernel
+ * (DEV_RELEASED). Once. */
+void dp_job_release_stuck(struct dthread *t, struct job *j, uint64_t now);
+/* A job with a partially filled slot and no contribution for its timeout
+ * fails with WIRE_E_TIMEOUT, naming the rank it waits for. */
+void dp_job_check_timeout(struct dthread *t, struct job *j, uint64_t now);
+
+#endif

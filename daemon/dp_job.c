@@ -1,0 +1,229 @@
+/* A job on its data thread, from ADD_JOB to the answer to REMOVE_JOB (the
+ * whole path, both threads: job.h): registration, its ranks' addresses
+ * and receives, failure, removal, reaping, the release of a job whose sends
+ * are stuck, and the job timeout. */
+#include <inttypes.h>
+#include <rdma/fi_errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "clock.h"
+#include "dp.h"
+#include "log.h"
+#include "result.h"
+
+const struct slot_ops dp_slot_ops = {
+	.post_recv = dp_recv_post,
+	.fail = dp_job_failv,
+};
+
+/* ---- setup (commands) ---- */
+
+int dp_job_add(struct dthread *t, struct job *j)
+{
+	int rc = fabric_mr_reg(t->fabric, j->region, j->region_bytes, &j->mr);
+
+	if (rc)
+		return rc;
+	rc = t->result->init(t, j);
+	if (rc) {
+		fabric_mr_dereg(&j->mr);
+		return rc;
+	}
+	j->dnext = t->jobs;
+	t->jobs = j;
+	j->last_activity_ns = sc_now_ns();
+	return 0;
+}
+
+int dp_rank_add(struct dthread *t, struct job *j, uint32_t r)
+{
+	struct job_rank *jr = &j->ranks[r];
+	int rc = dp_av_get(t, jr->addr, jr->addr_len, &jr->fi_addr);
+
+	if (rc)
+		return rc;
+	jr->added = true;
+	for (uint32_t s = 0; s < j->window; s++)
+		dp_recv_post(t, j, s, r);
+	return 0;
+}
+
+/* ---- receives ---- */
+
+void dp_recv_post(struct dthread *t, struct job *j, uint32_t s, uint32_t r)
+{
+	struct rslot *rs = job_rslot(j, s, r);
+	int rc;
+
+	if (j->dead) {
+		rs->state = RS_IDLE;
+		return;
+	}
+	rc = fabric_trecv(t->fabric, rs->buf, j->chunk, j->mr.desc, FI_ADDR_UNSPEC,
+			  wire_tag_make(WIRE_TAG_DATA, j->handle, r, s), 0, &rs->rop.op);
+	if (rc == 0) {
+		rs->state = RS_POSTED;
+		j->ops_out++;
+	} else if (rc == -FI_EAGAIN) {
+		ctr_add(&t->stats.eagain[EAGAIN_RECV], 1);
+		rs->state = RS_REPOST;
+		dthread_retry_add(t, &j->slots[s]);
+	} else {
+		rs->state = RS_IDLE;
+		dp_job_fail(t, j, WIRE_E_INTERNAL, "posting a receive for rank %u slot %u failed: %s", r, s,
+			    fi_strerror(-rc));
+	}
+}
+
+static void job_cancel_recvs(struct dthread *t, struct job *j)
+{
+	for (uint32_t s = 0; s < j->window; s++)
+		for (uint32_t r = 0; r < j->nranks; r++) {
+			struct rslot *rs = job_rslot(j, s, r);
+			if (rs->state == RS_POSTED)
+				fabric_cancel(t->fabric, &rs->rop.op);
+			else if (rs->state == RS_REPOST)
+				rs->state = RS_IDLE;
+		}
+}
+
+/* ---- the end of a job ---- */
+
+void dp_job_failv(struct dthread *t, struct job *j, enum wire_code code, const char *fmt, va_list ap)
+{
+	if (j->dead)
+		return;
+	j->dead = true;
+	vsnprintf(j->abort_text, sizeof(j->abort_text), fmt, ap);
+	j->abort_code = (uint16_t)code;
+	dp_count_err(t, code);
+	memset(&j->abort_ev, 0, sizeof(j->abort_ev));
+	j->abort_ev.type = DEV_ABORT;
+	j->abort_ev.job = j;
+	evq_push(t->evq, &j->abort_ev);
+	job_cancel_recvs(t, j);
+}
+
+void dp_job_fail(struct dthread *t, struct job *j, enum wire_code code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	dp_job_failv(t, j, code, fmt, ap);
+	va_end(ap);
+}
+
+void dp_job_remove(struct dthread *t, struct job *j)
+{
+	j->removing = true;
+	j->removed_ns = sc_now_ns();
+	if (!j->dead) {
+		j->dead = true; /* the control thread decided; no event needed */
+		job_cancel_recvs(t, j);
+	}
+	dp_job_reap(t, j);
+}
+
+void dp_job_reap(struct dthread *t, struct job *j)
+{
+	struct job **pp = &t->jobs;
+
+	if (!j->removing || j->ops_out != 0)
+		return;
+	while (*pp && *pp != j)
+		pp = &(*pp)->dnext;
+	if (*pp)
+		*pp = j->dnext;
+	dthread_retry_purge(t, j);
+	t->result->fini(t, j);
+	fabric_mr_dereg(&j->mr);
+	for (uint32_t r = 0; r < j->nranks; r++)
+		if (j->ranks[r].added) {
+			dp_av_put(t, j->ranks[r].fi_addr);
+			j->ranks[r].added = false;
+		}
+	munmap(j->region, j->region_bytes);
+	j->region = NULL;
+	j->cmd_remove.rc = 0;
+	evq_push(t->evq, &j->cmd_remove);
+}
+
+/* A removed job whose operations have not all completed: receives were
+ * cancelled, so what is left are result sends to ranks that do not take
+ * them (a hung process keeps a rendezvous send waiting). The buffers may
+ * still be read by the provider, so they are never freed before the
+ * completion. After stuck_grace_ms the job is logged, once. */
+void dp_job_release_stuck(struct dthread *t, struct job *j, uint64_t now)
+{
+	if (j->stuck_reported || now - j->removed_ns < (uint64_t)j->stuck_grace_ms * 1000000ull)
+		return;
+	j->stuck_reported = true;
+	/* Drop this job's AV references; an address no other job uses is
+	 * removed, and rxm then closes the connection and fails the sends. */
+	uint32_t removed = 0, shared = 0;
+	for (uint32_t r = 0; r < j->nranks; r++) {
+		struct job_rank *jr = &j->ranks[r];
+		if (!jr->added)
+			continue;
+		if (dp_av_refs(t, jr->fi_addr) > 1) {
+			shared++;
+			continue;
+		}
+		dp_av_put(t, jr->fi_addr);
+		jr->added = false;
+		removed++;
+	}
+	/* Give the buffers back without unmapping them: deregistered, a
+	 * provider (or a peer's RMA read) can no longer use them through the
+	 * MR, and MADV_DONTNEED frees the pages while the range stays mapped
+	 * (a stray read sees zeros, never a fault). The job struct, which the
+	 * operation contexts point into, lives on until they complete or the
+	 * daemon stops. */
+	fabric_mr_dereg(&j->mr);
+	int rc = madvise(j->region, j->region_bytes, MADV_DONTNEED);
+	SC_WARN("job 0x%" PRIx64 " (handle %u): %u result send(s) outstanding %llu ms after it ended; removed %u rank address(es) from the AV (%u shared with other jobs kept), %s its %zu buffer bytes",
+		j->id, j->handle, j->ops_out, (unsigned long long)((now - j->removed_ns) / 1000000ull),
+		removed, shared, rc ? "could not release" : "released", j->region_bytes);
+	if (rc)
+		return;
+	memset(&j->release_ev, 0, sizeof(j->release_ev));
+	j->release_ev.type = DEV_RELEASED;
+	j->release_ev.job = j;
+	evq_push(t->evq, &j->release_ev);
+}
+
+/* ---- timeout ---- */
+
+void dp_job_check_timeout(struct dthread *t, struct job *j, uint64_t now)
+{
+	if (j->dead || !atomic_load_explicit(&j->partial, memory_order_relaxed))
+		return;
+	uint64_t idle = now - j->last_activity_ns;
+	if (idle < (uint64_t)j->timeout_ms * 1000000ull)
+		return;
+	/* The oldest partially filled slot names the rank we wait for. */
+	struct slot *old = NULL;
+	for (uint32_t s = 0; s < j->window; s++) {
+		struct slot *sl = &j->slots[s];
+		if (sl->state == SLOT_FILLING && (!old || sl->first_ns < old->first_ns))
+			old = sl;
+	}
+	uint32_t missing = 0;
+	if (old)
+		for (uint32_t r = 0; r < j->nranks; r++)
+			if (!job_rslot(j, old->index, r)->contributed) {
+				missing = r;
+				break;
+			}
+	if (j->trunc_drops)
+		dp_job_fail(t, j, WIRE_E_TIMEOUT,
+			    "rank %u sent nothing for %llu ms (chunk seq %u); %u oversize messages "
+			    "were dropped", missing, (unsigned long long)(idle / 1000000ull),
+			    old ? old->seq : 0, j->trunc_drops);
+	else
+		dp_job_fail(t, j, WIRE_E_TIMEOUT, "rank %u sent nothing for %llu ms (chunk seq %u)",
+			    missing, (unsigned long long)(idle / 1000000ull), old ? old->seq : 0);
+}

@@ -1,0 +1,324 @@
+/* A data thread: its poll loop (completions, commands, retries, periodic
+ * scans, idle policy) and its start and stop. What a completion means for
+ * a slot is dp_slot.c's business, for a job dp_job.c's. */
+#include <inttypes.h>
+#include <rdma/fi_errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "clock.h"
+#include "dp.h"
+#include "log.h"
+#include "result.h"
+#include "settings.h"
+
+#define CQ_BATCH 32
+#define SCAN_INTERVAL_NS 20000000ull /* timeouts, retries of stuck jobs */
+#define DEEP_IDLE_NS 100000000ull
+#define DEEP_IDLE_SLEEP_US 1000
+
+/* ---- retry list (-FI_EAGAIN) ---- */
+
+void dthread_retry_add(struct dthread *t, struct slot *s)
+{
+	if (s->in_retry)
+		return;
+	s->in_retry = true;
+	s->retry_next = t->retry_head;
+	t->retry_head = s;
+}
+
+void dthread_retry_purge(struct dthread *t, struct job *j)
+{
+	struct slot **pp = &t->retry_head;
+
+	while (*pp) {
+		if ((*pp)->job == j) {
+			(*pp)->in_retry = false;
+			*pp = (*pp)->retry_next;
+		} else {
+			pp = &(*pp)->retry_next;
+		}
+	}
+}
+
+static void retries_run(struct dthread *t)
+{
+	struct slot *s = t->retry_head;
+
+	t->retry_head = NULL;
+	while (s) {
+		struct slot *next = s->retry_next;
+		struct job *j = s->job;
+		s->in_retry = false;
+		for (uint32_t r = 0; r < j->nranks && !j->dead; r++)
+			if (job_rslot(j, s->index, r)->state == RS_REPOST)
+				dp_recv_post(t, j, s->index, r);
+		if (!j->dead && s->state == SLOT_SENDING && s->send_next < j->nranks) {
+			int rc = t->result->send_result(t, j, s);
+			if (rc)
+				dp_job_fail(t, j, WIRE_E_INTERNAL, "result send failed: %s", fi_strerror(-rc));
+		}
+		s = next;
+	}
+}
+
+/* ---- commands ---- */
+
+static void cmds_run(struct dthread *t)
+{
+	struct dcmd *c = dp_cmds_take(t);
+
+	while (c) {
+		struct dcmd *next = c->next;
+		switch (c->type) {
+		case DCMD_ADD_JOB:
+			c->rc = dp_job_add(t, c->job);
+			evq_push(t->evq, c);
+			break;
+		case DCMD_ADD_RANK:
+			c->rc = dp_rank_add(t, c->job, c->rank);
+			evq_push(t->evq, c);
+			break;
+		case DCMD_REMOVE_JOB:
+			dp_job_remove(t, c->job);
+			break;
+		default:
+			SC_ERR("data thread %u: unknown command %d", t->index, c->type);
+		}
+		c = next;
+	}
+}
+
+/* ---- completions ---- */
+
+static void on_recv(struct dthread *t, const struct fabric_cqe *e, struct dop *d)
+{
+	struct job *j = d->job;
+	struct rslot *rs = job_rslot(j, d->slot, d->rank);
+
+	j->ops_out--;
+	rs->state = RS_IDLE;
+	if (j->dead) {
+		dp_job_reap(t, j);
+		return;
+	}
+	if (e->err) {
+		if (e->err == -FI_ECANCELED)
+			return;
+		if (e->err == -FI_ETRUNC) {
+			/* An error completion carries no source (libfabric 1.17 has
+			 * no src_addr in fi_cq_err_entry), so the sender may be
+			 * anyone who guessed the tag: drop it and keep the job. If
+			 * it was the rank itself, its chunk is missing and the job
+			 * timeout names it (with this drop in the sentence). */
+			dp_count_err(t, ERR_TRUNCATED);
+			j->trunc_drops++;
+			SC_LOG_RATELIMIT(SC_LOG_WARN, 1000,
+					 "job 0x%" PRIx64 ": dropped a %zu-byte message for rank %u slot %u "
+					 "(chunk is %u bytes, sender unknown)",
+					 j->id, (size_t)j->chunk + e->olen, d->rank, d->slot, j->chunk);
+			dp_recv_post(t, j, d->slot, d->rank);
+			return;
+		}
+		dp_count_err(t, ERR_RECV_ERROR);
+		dp_job_fail(t, j, WIRE_E_INTERNAL, "receive from rank %u failed: %s", d->rank,
+			    fi_strerror(-e->err));
+		return;
+	}
+	if (t->fabric->has_source && e->src != j->ranks[d->rank].fi_addr) {
+		/* Someone else used the rank's tag: drop it, keep the buffer. */
+		dp_count_err(t, ERR_FOREIGN_SOURCE);
+		dp_recv_post(t, j, d->slot, d->rank);
+		return;
+	}
+	if (!(e->flags & FI_REMOTE_CQ_DATA)) {
+		dp_count_err(t, ERR_NO_IMMEDIATE);
+		dp_job_fail(t, j, WIRE_E_DATA, "rank %u sent data without immediate data (slot %u)",
+			    d->rank, d->slot);
+		return;
+	}
+	rs->imm = e->data;
+	rs->len = (uint32_t)e->len;
+	ctr_add(&t->stats.rx_bytes, e->len);
+	ctr_add(&j->bytes_in, e->len);
+	ctr_add(&j->ranks[d->rank].bytes_in, e->len);
+	slot_contribute(t, j, d->slot, d->rank);
+}
+
+static void on_send(struct dthread *t, const struct fabric_cqe *e, struct dop *d)
+{
+	struct job *j = d->job;
+	struct slot *sl = &j->slots[d->slot];
+
+	j->ops_out--;
+	if (e->err)
+		dp_count_err(t, ERR_SEND_ERROR);
+	else {
+		ctr_add(&t->stats.tx_bytes, sl->len);
+		ctr_add(&j->bytes_out, sl->len);
+	}
+	if (j->dead) {
+		dp_job_reap(t, j);
+		return;
+	}
+	if (t->result->on_send_complete(t, j, sl, d->rank, e->err))
+		slot_free(t, j, sl);
+}
+
+/* ---- periodic scan (every SCAN_INTERVAL_NS) ---- */
+
+static void jobs_scan(struct dthread *t, uint64_t now)
+{
+	for (struct job *j = t->jobs; j; j = j->dnext) {
+		atomic_store_explicit(&j->ops_seen, j->ops_out, memory_order_relaxed);
+		if (j->removing)
+			dp_job_release_stuck(t, j, now);
+		else
+			dp_job_check_timeout(t, j, now);
+	}
+}
+
+/* ---- the loop ---- */
+
+static void *dthread_main(void *arg)
+{
+	struct dthread *t = arg;
+	struct fabric_cqe cqe[CQ_BATCH];
+	uint64_t idle_since = 0, last = sc_now_ns();
+	char name[16];
+
+	snprintf(name, sizeof(name), "sumcastd-data%u", t->index);
+	pthread_setname_np(pthread_self(), name);
+	while (!atomic_load_explicit(&t->stop, memory_order_relaxed)) {
+		int n = fabric_cq_poll(t->fabric, cqe, CQ_BATCH);
+		if (n < 0) {
+			dp_count_err(t, ERR_CQ);
+			SC_LOG_RATELIMIT(SC_LOG_ERROR, 1000, "data thread %u: CQ read failed: %s",
+					 t->index, fi_strerror(-n));
+			n = 0;
+		}
+		for (int i = 0; i < n; i++) {
+			struct dop *d = (struct dop *)cqe[i].op;
+			if (!d)
+				continue;
+			if (d->kind == DOP_RECV)
+				on_recv(t, &cqe[i], d);
+			else
+				on_send(t, &cqe[i], d);
+		}
+		if (atomic_load_explicit(&t->cmd_pending, memory_order_acquire))
+			cmds_run(t);
+		if (t->retry_head)
+			retries_run(t);
+
+		uint64_t now = sc_now_ns();
+		atomic_store_explicit(&t->heartbeat_ns, now, memory_order_relaxed);
+		if (now >= t->next_scan_ns) {
+			jobs_scan(t, now);
+			t->next_scan_ns = now + SCAN_INTERVAL_NS;
+		}
+		if (n > 0) {
+			ctr_add(&t->busy_ns, now - last);
+			idle_since = 0;
+		} else {
+			if (!idle_since)
+				idle_since = now;
+			uint64_t idle = now - idle_since;
+			if (idle > (uint64_t)t->spin_us * 1000ull) {
+				/* Deep idle (nothing for 100 ms): sleep longer so an
+				 * unused daemon costs ~1% of a core, not ~6%. */
+				long us = idle > DEEP_IDLE_NS ? DEEP_IDLE_SLEEP_US : (long)t->sleep_us;
+				if (us < (long)t->sleep_us)
+					us = (long)t->sleep_us;
+				struct timespec ts = { 0, us * 1000 };
+				nanosleep(&ts, NULL);
+			} else {
+				sched_yield();
+			}
+			ctr_add(&t->idle_ns, now - last);
+		}
+		last = now;
+	}
+	return NULL;
+}
+
+/* ---- start, stop ---- */
+
+int dthread_start(struct dthread *t, unsigned index, int cpu, const struct settings *s,
+		  struct evq *evq)
+{
+	struct fabric_params p = {
+		.provider = s->provider,
+		.node = *s->node ? s->node : NULL,
+		.cq_size = (size_t)s->cq_size,
+	};
+	int rc;
+
+	memset(t, 0, sizeof(*t));
+	t->index = index;
+	t->cpu = cpu;
+	t->evq = evq;
+	t->result = &result_unicast_ops;
+	t->slot_ops = &dp_slot_ops;
+	t->spin_us = (unsigned)s->idle_spin_us;
+	t->sleep_us = (unsigned)s->idle_sleep_us;
+	atomic_store(&t->heartbeat_ns, sc_now_ns());
+	pthread_mutex_init(&t->cmd_lock, NULL);
+	rc = fabric_open(&p, &t->fabric);
+	if (rc)
+		goto err_lock;
+	rc = -pthread_create(&t->tid, NULL, dthread_main, t);
+	if (rc) {
+		SC_ERR("data thread %u: pthread_create: %s", index, strerror(-rc));
+		goto err_fabric;
+	}
+	t->started = true;
+	if (cpu >= 0) {
+		cpu_set_t set;
+		CPU_ZERO(&set);
+		CPU_SET(cpu, &set);
+		int e = pthread_setaffinity_np(t->tid, sizeof(set), &set);
+		if (e)
+			SC_WARN("data thread %u: pinning to CPU %d failed: %s", index, cpu, strerror(e));
+	}
+	return 0;
+
+err_fabric:
+	fabric_close(t->fabric);
+	t->fabric = NULL;
+err_lock:
+	pthread_mutex_destroy(&t->cmd_lock);
+	return rc;
+}
+
+void dthread_stop(struct dthread *t)
+{
+	if (!t->fabric)
+		return;
+	if (t->started) {
+		atomic_store(&t->stop, true);
+		pthread_join(t->tid, NULL);
+		t->started = false;
+	}
+	/* Commands never run are dropped; they live in their jobs. */
+	t->cmd_head = t->cmd_tail = NULL;
+	/* Registrations go before the domain; buffers after the endpoint is
+	 * closed (nothing may still write into them). */
+	for (struct job *j = t->jobs; j; j = j->dnext) {
+		t->result->fini(t, j);
+		fabric_mr_dereg(&j->mr);
+	}
+	fabric_close(t->fabric);
+	t->fabric = NULL;
+	for (struct job *j = t->jobs; j; j = j->dnext) {
+		munmap(j->region, j->region_bytes);
+		j->region = NULL;
+	}
+	t->jobs = NULL;
+	dp_av_fini(t);
+	pthread_mutex_destroy(&t->cmd_lock);
+}
