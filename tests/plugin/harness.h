@@ -5,7 +5,8 @@
  *
  *   harness p2p   --nranks N [--version 11|8]
  *   harness coll  --nranks N [--naggs M] [--split S] [--version 11|8]
- *                 [--expect agg|ring]   (the path collnet connect must choose)
+ *                 [--expect agg|joined|ring]   (the path every node must have taken,
+ *                 checked on the bytes it carried: harness_check.c; turns on --trace)
  *                 [--trace]   (SUMCAST_TRACE: each rank checks its trace file)
  *                 [--deterministic]   (SUMCAST_DETERMINISTIC=1, --split 1: sums
  *                 whose rounding depends on the order must equal the rank-order sum)
@@ -35,7 +36,7 @@
  *   harness_p2p.c      the p2p test (ncclNet over a ring of ranks)
  *   harness_coll.c     the collnet test (allreduce of every type and op)
  *   harness_check.c    reference inputs and results, rank-order sums, the
- *                      trace check
+ *                      trace check, the path check (--expect)
  *   harness_bench.c    the bench mode (bench/allreduce)
  *   harness_cli.c      main() of plugin_harness
  * This header is private to those files (and bench/allreduce.c). */
@@ -71,7 +72,7 @@ struct opts {
 	bool json, verbose;
 	int timeout_s;
 	int key; /* 0: no auth, 1: same key, 2: ranks use another key */
-	const char *expect; /* "agg" or "ring": the path connect must choose */
+	const char *expect; /* "agg", "joined" or "ring": the path every node takes */
 	bool deterministic; /* SUMCAST_DETERMINISTIC=1 and the rank-order check */
 	bool trace;         /* SUMCAST_TRACE=<rv_dir>/trace and the trace check */
 };
@@ -191,12 +192,28 @@ void put(ncclDataType_t t, void *buf, size_t i, int64_t v);
 uint64_t fnv(uint64_t h, const uint8_t *p, size_t n);
 uint64_t check_rank_order(void *cc, uint8_t *send, uint8_t *recv, size_t half, void *mh,
 			  uint64_t hash);
-void check_trace(void);
+/* Checks this rank's trace file; returns the bytes it lists as sent
+ * through the aggregators (agg_bytes). */
+uint64_t check_trace(void);
+struct agg_view;
+/* --expect: the path every node took, from what connect logged, what the
+ * trace lists and what the daemons counted from this rank. */
+void check_expect(const struct agg_view *v, uint64_t trace_agg_bytes);
 
 /* ---- aggregators (harness_daemons.c) ---- */
 
 /* Starts opt.naggs sumcastd; aggs gets "host:port,...". 0, 1 or SKIP. */
 int daemons_start(char *aggs, size_t len);
 void daemons_stop(void);
+/* What the daemons this run started hold (their /stats) of the job of
+ * opt.nranks ranks, from rank's side. */
+struct agg_view {
+	int ndaemons; /* started by this run (0 with --aggs) */
+	int jobs;     /* such jobs, over all daemons */
+	int holding;  /* daemons holding exactly one, every rank joined */
+	uint64_t bytes[MAX_AGGS]; /* DATA bytes each daemon counted from rank */
+};
+/* 0, or -1 when a daemon did not answer or its /stats did not parse. */
+int daemons_view(int rank, struct agg_view *v);
 
 #endif

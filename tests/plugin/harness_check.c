@@ -149,7 +149,7 @@ uint64_t check_rank_order(void *cc, uint8_t *send, uint8_t *recv, size_t half, v
 /* --trace: this rank's file <rv_dir>/trace.<job>.<rank>.jsonl (closed by
  * closeColl) lists every request it issued, in order of completion: one
  * well-formed line each, status ok, bytes adding up, seqs all different. */
-void check_trace(void)
+uint64_t check_trace(void)
 {
 	char suffix[32], path[PATH_MAX + 300] = "", line[1024];
 	DIR *d = opendir(rv_dir);
@@ -169,7 +169,7 @@ void check_trace(void)
 	CHECK(files == 1, "trace: %d files for rank %d, want 1", files, my_rank);
 	FILE *f = fopen(path, "r");
 	CHECK(f, "trace: open %s", path);
-	uint64_t lines = 0, bytes = 0;
+	uint64_t lines = 0, bytes = 0, agg = 0;
 	static uint8_t seen[1 << 17]; /* seq bits: at most 2^20 */
 	memset(seen, 0, sizeof(seen));
 	while (fgets(line, sizeof(line), f)) {
@@ -189,6 +189,7 @@ void check_trace(void)
 		seen[seq >> 3] |= (uint8_t)(1u << (seq & 7));
 		lines++;
 		bytes += b;
+		agg += ab;
 	}
 	fclose(f);
 	CHECK(lines == issued_reqs && bytes == issued_bytes,
@@ -198,4 +199,56 @@ void check_trace(void)
 	if (my_rank == 0)
 		fprintf(stderr, "trace: %llu allreduces, %llu bytes, one line each\n",
 			(unsigned long long)lines, (unsigned long long)bytes);
+	return agg;
+}
+
+/* --expect agg: connect announced the aggregators on every node, this
+ * node's trace lists bytes sent through them, and every daemon holds the
+ * job (all ranks joined) and counted DATA from this rank, as many bytes in
+ * all as the trace lists. joined: the same with no byte through them (split
+ * 0). ring: connect fell back, nothing went to the aggregators and no
+ * daemon holds the job. A join that fails and falls back to the ring fails
+ * agg and joined; a path that does not carry what the plugin claims fails
+ * the byte count. */
+void check_expect(const struct agg_view *v, uint64_t trace_agg)
+{
+	uint64_t counted = 0;
+	int idle = 0;
+
+	for (int i = 0; i < v->ndaemons; i++) {
+		counted += v->bytes[i];
+		idle += v->bytes[i] == 0;
+	}
+	if (!strcmp(opt.expect, "ring")) {
+		CHECK(saw_fallback && !saw_agg_path,
+		      "expected the ring: connect logged aggregators=%d fallback=%d", saw_agg_path,
+		      saw_fallback);
+		CHECK(trace_agg == 0 && v->jobs == 0 && counted == 0,
+		      "expected the ring: the trace lists %llu bytes through the aggregators, %d daemons "
+		      "hold %d jobs, %llu bytes counted from this rank", (unsigned long long)trace_agg,
+		      v->ndaemons, v->jobs, (unsigned long long)counted);
+		if (my_rank == 0)
+			fprintf(stderr, "path: ring on every node, no byte through the aggregators "
+				"(%d daemons hold no job)\n", v->ndaemons);
+		return;
+	}
+	bool agg = !strcmp(opt.expect, "agg");
+	CHECK(saw_agg_path && !saw_fallback,
+	      "expected the aggregators (%s): connect logged aggregators=%d fallback=%d", opt.expect,
+	      saw_agg_path, saw_fallback);
+	CHECK(v->holding == v->ndaemons && v->jobs == v->ndaemons,
+	      "expected the aggregators (%s): %d of %d daemons hold the job with every rank joined "
+	      "(%d jobs)", opt.expect, v->holding, v->ndaemons, v->jobs);
+	CHECK(agg ? trace_agg > 0 : trace_agg == 0,
+	      "expected the aggregators to carry %s: the trace lists %llu bytes through them",
+	      agg ? "data" : "nothing (joined only)", (unsigned long long)trace_agg);
+	CHECK(v->ndaemons == 0 || counted == trace_agg,
+	      "the daemons counted %llu bytes from this rank, its trace lists %llu",
+	      (unsigned long long)counted, (unsigned long long)trace_agg);
+	CHECK(!agg || idle == 0, "%d of %d daemons counted no byte from this rank", idle,
+	      v->ndaemons);
+	if (my_rank == 0)
+		fprintf(stderr, "path: %s, %llu bytes through %d aggregators (counted by the daemons: "
+			"%llu)\n", opt.expect, (unsigned long long)trace_agg, v->ndaemons,
+			(unsigned long long)counted);
 }

@@ -74,3 +74,63 @@ int daemons_start(char *aggs, size_t len)
 	free(extra);
 	return 0;
 }
+
+/* The first "key":<unsigned> in [p, end); false when absent. */
+static bool json_u64(const char *p, const char *end, const char *key, unsigned long long *v)
+{
+	size_t kl = strlen(key);
+
+	for (const char *q = p; (q = strstr(q, key)) && q < end; q += kl)
+		if (q[kl] == ':')
+			return sscanf(q + kl + 1, "%llu", v) == 1;
+	return false;
+}
+
+/* One daemon's /stats: the jobs of opt.nranks ranks, whether every rank has
+ * joined, and the DATA bytes it counted from rank. */
+static int daemon_view_one(struct sc_daemon *d, int rank, int *jobs, int *joined, uint64_t *bytes)
+{
+	static char body[1 << 18];
+	int status = sc_http_get(d->http, "/stats", NULL, 0, body, sizeof(body), 10000);
+
+	*jobs = *joined = 0;
+	*bytes = 0;
+	if (status != 200)
+		return -1;
+	const char *p = strstr(body, "\"jobs\":[");
+	if (!p)
+		return -1;
+	while ((p = strstr(p, "{\"id\":\"0x"))) {
+		const char *next = strstr(p + 1, "{\"id\":\"0x"), *end = next ? next : p + strlen(p);
+		unsigned long long nranks = 0, acked = 0, b = 0;
+		if (!json_u64(p, end, "\"nranks\"", &nranks) || !json_u64(p, end, "\"joined\"", &acked))
+			return -1;
+		if (nranks == (unsigned long long)opt.nranks) {
+			char key[32];
+			const char *r = strstr(p, "\"ranks\":[");
+			snprintf(key, sizeof(key), "{\"rank\":%d,", rank);
+			r = r && r < end ? strstr(r, key) : NULL;
+			if (!r || r >= end || !json_u64(r, end, "\"bytes\"", &b))
+				return -1;
+			(*jobs)++;
+			*joined += acked == nranks;
+			*bytes += b;
+		}
+		p = end;
+	}
+	return 0;
+}
+
+int daemons_view(int rank, struct agg_view *v)
+{
+	memset(v, 0, sizeof(*v));
+	v->ndaemons = ndaemons;
+	for (int i = 0; i < ndaemons; i++) {
+		int jobs, joined;
+		if (daemon_view_one(&daemons[i], rank, &jobs, &joined, &v->bytes[i]))
+			return -1;
+		v->jobs += jobs;
+		v->holding += jobs == 1 && joined == 1;
+	}
+	return 0;
+}

@@ -18,7 +18,7 @@ void usage(void)
 		"usage: %s p2p|coll|bench [--nranks N] [--naggs M] [--aggs host:port,...]\n"
 		"       [--split auto|F] [--version 11|8] [--plugin PATH] [--daemon PATH]\n"
 		"       [-b|--min-bytes B] [-e|--max-bytes B] [--type T] [--json] [--verbose]\n"
-		"       [--key same|other] [--expect agg|ring]\n"
+		"       [--key same|other] [--expect agg|joined|ring] [--trace]\n"
 		"       bench: [-f|--factor F] [--rounds R] [--time-per-size S]\n"
 		"              [--variant NAME=SPLIT[@PLUGIN][%%VAR=VALUE]]... [--splits S,S,...]\n",
 		program_invocation_short_name);
@@ -100,8 +100,9 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 			break;
 		case 'x':
 			opt.expect = optarg;
-			if (strcmp(optarg, "agg") && strcmp(optarg, "ring"))
+			if (strcmp(optarg, "agg") && strcmp(optarg, "joined") && strcmp(optarg, "ring"))
 				usage();
+			opt.trace = true; /* the bytes each path carried */
 			break;
 		case 'D': opt.deterministic = true; break;
 		case 'r': opt.trace = true; break;
