@@ -464,7 +464,8 @@ static int test_unreachable(void)
 	uint64_t dt = sc_now_ms() - t0;
 	char want[128];
 	snprintf(want, sizeof(want), "%s unreachable: Connection refused", g.aggs[g.naggs - 1]);
-	int ok = rc == -ECONNREFUSED && dt < 1000 && !strcmp(client_error(c), want);
+	/* refused: at once, not after the join timeout (5 s) */
+	int ok = rc == -ECONNREFUSED && dt < 4000 && !strcmp(client_error(c), want);
 	printf("unreachable aggregator: rc %d after %llu ms: \"%s\" -> %s\n", rc,
 	       (unsigned long long)dt, client_error(c), ok ? "ok" : "FAIL");
 	client_destroy(c);

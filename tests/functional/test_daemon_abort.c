@@ -184,12 +184,14 @@ int main(void)
 		trank_send_chunk(&rk[0], 0, 0, SC_F32, SC_OP_SUM, 0, CHUNK, &sops[0]);
 		struct trank *all[2] = { &rk[0], &rk[1] };
 		tranks_poll(all, 2, 50);
-		int rc = ctl_recv(rk[1].fd, &m, 3000);
+		int rc = ctl_recv(rk[1].fd, &m, 5000);
 		uint64_t dt = sc_now_ms() - t0;
 		CHECK(rc == 0 && m.type == WIRE_ABORT && m.u.abort.code == WIRE_E_TIMEOUT,
 		      "silent rank: rank 1 got rc %d %s %s", rc, rc ? "" : wire_type_name(m.type),
 		      rc ? "" : m.u.abort.text);
-		CHECK(dt >= 450 && dt < 500 + 1000, "timeout ABORT after %llu ms, timeout 500 ms",
+		/* not before the timeout; after it within a margin for loaded hosts
+		 * (the text below names the cause) */
+		CHECK(dt >= 450 && dt < 500 + 4000, "timeout ABORT after %llu ms, timeout 500 ms",
 		      (unsigned long long)dt);
 		CHECK(rc == 0 && strstr(m.u.abort.text, "rank 1 sent nothing for") &&
 			      strstr(m.u.abort.text, "(chunk seq 0)"),
@@ -219,7 +221,8 @@ int main(void)
 		uint64_t dt = sc_now_ms() - t0;
 		CHECK(rc == 0 && m.type == WIRE_ABORT && m.u.abort.code == WIRE_E_RANK_LEFT,
 		      "rank 0 got rc %d %s", rc, rc ? "" : wire_type_name(m.type));
-		CHECK(dt < 500, "rank_left ABORT took %llu ms", (unsigned long long)dt);
+		/* the close, not a timeout (the job's is 30 s), ended it */
+		CHECK(dt < 3000, "rank_left ABORT took %llu ms", (unsigned long long)dt);
 		printf("  %-12s -> ABORT %s after %llu ms: %s\n", "tcp close",
 		       wire_code_name(m.u.abort.code), (unsigned long long)dt, rc ? "" : m.u.abort.text);
 		close_pair(rk);

@@ -143,13 +143,25 @@ int main(void)
 	CHECK(!strstr(body, "\"pending\""), "pending left after threads went back: %.300s",
 	      entry(body, "data", "threads"));
 
-	/* A reload that fails changes nothing. */
+	/* A reload that fails changes nothing, not even the valid line before
+	 * the bad one: wait until the daemon has read the file and said it
+	 * keeps the running configuration, then look. */
+	int kept = sd_log_count(&d, "keeping the running configuration");
+	char line[2048] = "";
 	CHECK(sd_write_conf(&d, "[job]\nmemory-budget = 8M\nmax-chunk = 12\n") == 0, "rewrite");
 	kill(d.pid, SIGHUP);
-	th_sleep_ms(300);
+	CHECK(sd_wait_log(&d, "keeping the running configuration", kept, line, sizeof(line), 5000),
+	      "failed reload: no \"keeping the running configuration\" in the log");
+	CHECK(strstr(line, "max-chunk") != NULL, "failed reload: the log line does not name max-chunk: %s",
+	      line);
 	get();
-	CHECK(has(body, "job", "memory-budget", "value", "\"16M\""), "failed reload applied: %.300s",
-	      entry(body, "job", "memory-budget"));
+	CHECK(has(body, "job", "memory-budget", "value", "\"16M\"") &&
+		      has(body, "job", "memory-budget", "source", "\"file\""),
+	      "failed reload applied: %.300s", entry(body, "job", "memory-budget"));
+	CHECK(has(body, "job", "max-chunk", "source", "\"default\""), "failed reload applied: %.300s",
+	      entry(body, "job", "max-chunk"));
+	CHECK(sd_metric(&d, "sumcast_memory_budget_bytes") == 16 << 20, "failed reload applied: budget %g",
+	      sd_metric(&d, "sumcast_memory_budget_bytes"));
 
 	CHECK(sd_stop(&d, SIGTERM, 10000) == 0, "exit status after SIGTERM");
 	sd_cleanup(&d);

@@ -203,9 +203,11 @@ int main(void)
 	{
 		int fd = ctl_connect(&d, NULL);
 		uint64_t t0 = sc_now_ms();
-		CHECK(ctl_wait_closed(fd, 8000) == 0, "silent connection not closed");
+		CHECK(ctl_wait_closed(fd, 12000) == 0, "silent connection not closed");
 		uint64_t dt = sc_now_ms() - t0;
-		CHECK(dt >= 2500 && dt < 6000, "silent connection closed after %llu ms, want ~3000",
+		/* not before the handshake timeout; after it within a margin for
+		 * loaded hosts */
+		CHECK(dt >= 2500 && dt < 3000 + 7000, "silent connection closed after %llu ms, want ~3000",
 		      (unsigned long long)dt);
 		close(fd);
 		CHECK(sd_metric(&d, "sumcast_errors_total{kind=\"handshake_timeout\"}") == 1,

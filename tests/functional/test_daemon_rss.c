@@ -19,23 +19,6 @@
 
 static struct sd d;
 
-static long rss_kib(pid_t pid)
-{
-	char path[64], line[256];
-	long kib = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
-			break;
-	fclose(f);
-	return kib;
-}
-
 static void tweak(struct wire_join *j)
 {
 	j->window = WINDOW;
@@ -57,10 +40,14 @@ int main(void)
 			th_skip("no libfabric provider for the test endpoints");
 	if (sd_start(&d, "[job]\nmemory-budget = 1G\n"))
 		th_skip("sumcastd did not start (see above)");
-	th_sleep_ms(200);
-	long base = rss_kib(d.pid);
+	/* idle: once its start-up allocations are done */
+	long base = sd_rss_settled(&d, 3000);
 
 	uint64_t formula = (uint64_t)WINDOW * CHUNKB * (RANKS + 1);
+	/* what the jobs may add: at least 95% of the formula (prefaulted), at
+	 * most the formula + 16 MiB */
+	long grow_lo = (long)(JOBS * formula * 95 / 100 / 1024);
+	long grow_hi = (long)((JOBS * formula + (16u << 20)) / 1024);
 	for (int j = 0; j < JOBS; j++)
 		for (int r = 0; r < RANKS; r++) {
 			struct wire_join w;
@@ -73,8 +60,9 @@ int main(void)
 		for (int r = 0; r < RANKS; r++)
 			CHECK(ctl_recv(fds[j][r], &m, 5000) == 0 && m.type == WIRE_READY,
 			      "job %d rank %d READY", j, r);
-	th_sleep_ms(200);
-	long joined = rss_kib(d.pid);
+	/* the memory is prefaulted by the time the daemon is done with the
+	 * joins; wait (bounded) for VmRSS to show it */
+	long joined = sd_wait_rss(&d, base + grow_lo, base + grow_hi, 5000);
 	double used = sd_metric(&d, "sumcast_memory_used_bytes");
 	long grew = joined - base;
 	printf("  formula: %d jobs x window %d x chunk %u x (%d ranks + 1) = %d x %llu = %llu KiB\n", JOBS,
@@ -104,8 +92,7 @@ int main(void)
 	}
 	CHECK(seen == JOBS && used == sum, "memory_used %g, sum of /stats jobs %g (%d jobs)", used, sum,
 	      seen);
-	CHECK(grew * 1024 >= (long)(JOBS * formula * 95 / 100) &&
-		      grew * 1024 <= (long)(JOBS * formula + (16u << 20)),
+	CHECK(grew >= grow_lo && grew <= grow_hi,
 	      "RSS grew %ld KiB for %llu KiB of jobs", grew,
 	      (unsigned long long)(JOBS * formula / 1024));
 
@@ -115,8 +102,9 @@ int main(void)
 	uint64_t end = sc_now_ms() + 5000;
 	while (sd_metric(&d, "sumcast_memory_used_bytes") != 0 && sc_now_ms() < end)
 		th_sleep_ms(20);
-	th_sleep_ms(100);
-	long after = rss_kib(d.pid);
+	/* the pages go back to the kernel when the buffers are freed; wait
+	 * (bounded) for VmRSS to come down */
+	long after = sd_wait_rss(&d, 0, base + 8 * 1024 - 1, 5000);
 	printf("  after the jobs ended: VmRSS %ld KiB (%+ld KiB vs idle)\n", after, after - base);
 	CHECK(sd_metric(&d, "sumcast_memory_used_bytes") == 0, "memory not returned");
 	CHECK(after - base < 8 * 1024, "RSS did not shrink: %ld KiB over idle", after - base);

@@ -30,22 +30,6 @@ static void tweak(struct wire_join *j)
 	j->dtype_mask = 1u << SC_F32;
 }
 
-static long rss_kib(pid_t pid)
-{
-	char path[64], line[256];
-	long kib = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	if (!(f = fopen(path, "r")))
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
-			break;
-	fclose(f);
-	return kib;
-}
-
 static bool wait_metric(const char *name, double want, unsigned ms)
 {
 	uint64_t end = sc_now_ms() + ms;
@@ -89,7 +73,7 @@ int main(void)
 	tranks_poll(all, 2, 300); /* the send to rank 1 stays outstanding */
 	uint64_t used0 = (uint64_t)sd_metric(&d, "sumcast_memory_used_bytes");
 
-	long rss0 = rss_kib(d.pid);
+	long rss0 = sd_rss_kib(&d);
 	/* rank 0's control connection drops: the job is aborted (rank_left) */
 	close(r[0].fd);
 	r[0].fd = -1;
@@ -118,8 +102,8 @@ int main(void)
 	CHECK(sd_log_has(&d, "job 0xc01 (handle 1): 1 result send(s) outstanding") &&
 		      sd_log_has(&d, "removed 2 rank address(es) from the AV (0 shared with other jobs kept), released"),
 	      "stuck job not logged after stuck-grace");
-	th_sleep_ms(100);
-	long rss1 = rss_kib(d.pid);
+	/* the pages go back to the kernel with the buffers: wait (bounded) */
+	long rss1 = sd_wait_rss(&d, 0, rss0 - (long)(region / 1024 * 9 / 10), 5000);
 	printf("  job ended with a result send outstanding: %llu bytes charged, after stuck-grace %.0f; VmRSS %ld -> %ld KiB\n",
 	       (unsigned long long)used0, sd_metric(&d, "sumcast_memory_used_bytes"), rss0, rss1);
 	CHECK(rss0 - rss1 >= (long)(region / 1024 * 9 / 10), "VmRSS fell %ld KiB, region %llu KiB",
