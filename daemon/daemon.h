@@ -1,6 +1,9 @@
-/* sumcastd's control plane: the one libevent loop that accepts control
- * connections, runs joins and leaves, serves HTTP, handles signals and
- * hears from the data threads. Everything here runs on the main thread. */
+/* The state of sumcastd's control thread: the one libevent loop that
+ * accepts control connections, runs joins and leaves, serves HTTP, handles
+ * signals and hears from the data threads. Everything here is touched on
+ * the main thread only. Its functions are declared by the files that
+ * define them: control.h, http.h, notify.h (and ctl.h, private to the
+ * control plane). */
 #ifndef SUMCASTD_DAEMON_H
 #define SUMCASTD_DAEMON_H
 
@@ -8,12 +11,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dataplane.h"
-#include "job.h"
+#include "dataplane.h" /* struct evq */
 #include "settings.h"
 #include "stats.h"
-#include "clock.h"
 
+struct conn;
+struct job;
 struct event_base;
 struct event;
 struct evconnlistener;
@@ -29,7 +32,7 @@ struct daemon {
 	struct event_base *base;
 	struct evconnlistener *listener;
 	struct event *ev_queue, *ev_sigterm, *ev_sigint, *ev_sighup, *ev_drain;
-	struct event *ev_status;   /* coalesces STATUS= updates (main.c) */
+	struct event *ev_status;   /* coalesces STATUS= updates (notify.c) */
 	struct event *ev_watchdog; /* WATCHDOG=1 every WatchdogSec / 2 */
 	uint64_t watchdog_usec;    /* 0: no systemd watchdog */
 	char status_sent[400];     /* last STATUS= text sent */
@@ -59,26 +62,5 @@ struct daemon {
 	double start_unix; /* CLOCK_REALTIME at start, seconds */
 	struct stats stats; /* control-thread errors */
 };
-
-
-/* control.c */
-int control_start(struct daemon *d);
-void control_stop(struct daemon *d); /* frees conns and jobs, after threads stopped */
-void control_drain(struct daemon *d); /* SIGTERM: refuse joins, finish, abort, exit loop */
-/* SIGHUP. 0, or -EINVAL with why (what failed) when the running
- * configuration was kept. */
-int control_reload(struct daemon *d, char *why, size_t why_len);
-/* Ranks currently joined, over all jobs. */
-uint32_t control_ranks(const struct daemon *d);
-
-/* http.c */
-int http_start(struct daemon *d);
-void http_stop(struct daemon *d);
-
-/* sd_notify, a no-op without libsystemd or NOTIFY_SOCKET. */
-void daemon_notify(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Jobs or ranks changed: a STATUS= line ("Serving: N jobs, M ranks; ...")
- * follows within 100 ms, coalesced, and only if the text changed. */
-void daemon_status_changed(struct daemon *d);
 
 #endif

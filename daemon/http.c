@@ -13,7 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
+#include "control.h"
 #include "daemon.h"
+#include "http.h"
+#include "job.h"
 #include "log.h"
 #include "reduce.h"
 

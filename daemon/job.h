@@ -4,12 +4,46 @@
  * Ownership. The control thread allocates and frees struct job and owns the
  * "control" fields. The data thread the job is assigned to owns the "data"
  * fields from the ADD_JOB command until it answers the REMOVE_JOB command;
- * the control thread never touches them in between. The
- * "shared" fields are written by the data thread only and read by the
- * control thread with relaxed loads (stats, the partial-slot count).
- * Commands and events travel through mutex-protected queues, which order
- * everything written before them. Command structs are embedded in the job
- * and answered in place, so a job's commands die with it.
+ * the control thread never touches them in between. The "shared" fields are
+ * written by the data thread only and read by the control thread with
+ * relaxed loads (stats, the partial-slot count). Commands and events travel
+ * through mutex-protected queues, which order everything written before
+ * them. Command structs are embedded in the job and answered in place, so a
+ * job's commands die with it.
+ *
+ * Life and end of a job: one path over two threads. Control-thread verbs
+ * are declared in ctl.h (ctl_job.c), data-thread verbs in dp.h (dp_job.c);
+ * neither plane includes the other's header.
+ *
+ *   control thread                         data thread
+ *   job_create (first JOIN) --- ADD_JOB --> dp_job_add: register, result init
+ *   (each JOIN) -------------- ADD_RANK --> dp_rank_add: AV, post receives
+ *   job_abort <-------------- DEV_ABORT --- dp_job_fail: bad data, timeout,
+ *     ABORT to every attached rank,           fabric error
+ *     then:
+ *   job_end ---------------- REMOVE_JOB --> dp_job_remove: cancel receives
+ *   job_region_released <-- DEV_RELEASED -- dp_job_release_stuck: sends still
+ *     (buffers uncharged)                     outstanding after stuck-grace
+ *                                           dp_job_reap: no operation is
+ *                                             outstanding any more: deregister,
+ *   job_free <------ REMOVE_JOB answered ---  unmap, answer
+ *
+ * - job_end (control) is the one way a job ends: state ENDING, every
+ *   connection detached, REMOVE_JOB sent. Idempotent. Called by job_abort,
+ *   by job_rank_gone when the last rank is gone and nothing waits, and by
+ *   admission when the only rank of a joining job was refused.
+ * - job_abort (control) tells every rank still attached (ABORT, then the
+ *   connection closes), then job_end. Called by the join timer,
+ *   job_rank_gone, the drain, a failed ADD_JOB and DEV_ABORT. No-op on an
+ *   ENDING job.
+ * - job_free (control) is the only place struct job is freed: when the data
+ *   thread answered REMOVE_JOB, or in control_stop after the data threads
+ *   stopped.
+ * - The data thread never ends or frees a job. dp_job_fail marks it dead
+ *   (no contribution is taken any more, receives are cancelled) and asks
+ *   the control thread to abort it (DEV_ABORT), once. dp_job_remove and
+ *   dp_job_reap run only after job_end's REMOVE_JOB; dp_job_reap is called
+ *   again after every completion of a removed job until it answers.
  *
  * Memory: one page-aligned region per job, registered once:
  *   [window x nranks receive buffers of chunk bytes][window accumulators]
@@ -19,10 +53,10 @@
  *
  * Buffers rotate. Each slot owns nranks + 1 chunk-sized units: its ranks'
  * receive buffers (rslot->buf) and its accumulator (slot->acc), pointers
- * into the region that start at the layout above. When the first
- * contribution of a slot arrives in a type the daemon accumulates as is
- * (not f16/bf16), the slot adopts the rank's buffer as its accumulator and
- * the rank's next receive goes into the old accumulator: no copy. A job
+ * into the region that start at the layout above (job_slots_init). When the
+ * first contribution of a slot arrives in a type the daemon accumulates as
+ * is (not f16/bf16), the slot adopts the rank's buffer as its accumulator
+ * and the rank's next receive goes into the old accumulator: no copy. A job
  * with f16/bf16 has one more unit per slot that never moves,
  * job_acc_hi(): a 16-bit chunk of n elements widens its first chunk / 4
  * elements into slot->acc and the rest (at most chunk / 4) there, and the
@@ -196,6 +230,20 @@ static inline uint8_t *job_acc0(struct job *j, uint32_t slot)
 static inline uint8_t *job_acc_hi(struct job *j, uint32_t slot)
 {
 	return job_acc0(j, slot) + j->chunk;
+}
+
+/* Every slot at its first seq with its units at their starting places in
+ * the region (before any rotation). */
+static inline void job_slots_init(struct job *j)
+{
+	for (uint32_t s = 0; s < j->window; s++) {
+		j->slots[s].job = j;
+		j->slots[s].index = s;
+		j->slots[s].seq = s & WIRE_SEQ_MASK;
+		j->slots[s].acc = job_acc0(j, s);
+		for (uint32_t r = 0; r < j->nranks; r++)
+			job_rslot(j, s, r)->buf = job_rbuf(j, s, r);
+	}
 }
 
 /* Bytes of a job's buffer region (receive buffers + accumulators). */

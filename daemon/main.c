@@ -1,39 +1,26 @@
-/* sumcastd: the Sumcast aggregator daemon. */
+/* sumcastd: the Sumcast aggregator daemon. This file is the process:
+ * options, the start-up order (data threads, control listener, HTTP,
+ * signals, port file, READY), the signals, and the shutdown. */
 #include <errno.h>
 #include <event2/event.h>
 #include <event2/thread.h>
 #include <getopt.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#ifdef SUMCAST_HAVE_SYSTEMD
-#include <systemd/sd-daemon.h>
-#endif
 
+#include "clock.h"
+#include "control.h"
 #include "daemon.h"
+#include "fabric.h"
+#include "http.h"
 #include "log.h"
+#include "notify.h"
 #include "reduce.h"
-
-void daemon_notify(const char *fmt, ...)
-{
-#ifdef SUMCAST_HAVE_SYSTEMD
-	char buf[512];
-	va_list ap;
-
-	if (!getenv("NOTIFY_SOCKET"))
-		return;
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	sd_notify(0, buf);
-#else
-	(void)fmt;
-#endif
-}
+#include "wire.h"
 
 static void usage(FILE *out)
 {
@@ -50,90 +37,6 @@ static void usage(FILE *out)
 		"SUMCASTD_JOB_MEMORY_BUDGET=4G. SIGHUP re-reads the file; SIGTERM drains and exits.\n");
 }
 
-/* "Serving: 2 jobs, 6 ranks; control port 7800, HTTP port 7801", and
- * while the last reload failed, that the previous configuration is kept. */
-static void status_format(const struct daemon *d, char *buf, size_t len)
-{
-	uint32_t ranks = control_ranks(d);
-
-	snprintf(buf, len, "Serving: %u job%s, %u rank%s; control port %u, HTTP port %u%s%s",
-		 d->njobs_live, d->njobs_live == 1 ? "" : "s", ranks, ranks == 1 ? "" : "s",
-		 d->control_port, d->http_port,
-		 d->reload_failed ? "; last reload failed, previous configuration kept: " : "",
-		 d->reload_failed ? d->reload_error : "");
-}
-
-static void status_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct daemon *d = arg;
-	char buf[sizeof(d->status_sent)];
-
-	(void)fd;
-	(void)what;
-	if (!d->ready || d->draining) /* drain has its own STATUS lines */
-		return;
-	status_format(d, buf, sizeof(buf));
-	if (!strcmp(buf, d->status_sent))
-		return;
-	daemon_notify("STATUS=%s", buf);
-	memcpy(d->status_sent, buf, sizeof(buf));
-}
-
-void daemon_status_changed(struct daemon *d)
-{
-	struct timeval tv = { 0, 100000 };
-
-	if (d->ev_status && !d->draining && !evtimer_pending(d->ev_status, NULL))
-		evtimer_add(d->ev_status, &tv);
-}
-
-/* WATCHDOG=1 while the event loop runs and every data thread polls: a data
- * thread stuck for a whole WatchdogSec withholds the ping, and systemd
- * restarts the daemon. */
-static void watchdog_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct daemon *d = arg;
-	uint64_t now = sc_now_ns();
-
-	(void)fd;
-	(void)what;
-	for (unsigned i = 0; i < d->nthreads; i++) {
-		uint64_t hb = atomic_load_explicit(&d->threads[i].heartbeat_ns, memory_order_relaxed);
-		if (now > hb && now - hb > d->watchdog_usec * 1000ull) {
-			SC_LOG_RATELIMIT(SC_LOG_ERROR, 1000,
-					 "data thread %u has not polled for %llu ms: no watchdog ping",
-					 i, (unsigned long long)((now - hb) / 1000000ull));
-			return;
-		}
-	}
-	daemon_notify("WATCHDOG=1");
-}
-
-static void watchdog_start(struct daemon *d)
-{
-#ifdef SUMCAST_HAVE_SYSTEMD
-	uint64_t usec = 0;
-	struct timeval tv;
-
-	if (sd_watchdog_enabled(0, &usec) <= 0 || !usec)
-		return;
-	d->watchdog_usec = usec;
-	d->ev_watchdog = event_new(d->base, -1, EV_PERSIST, watchdog_cb, d);
-	tv.tv_sec = (time_t)(usec / 2 / 1000000);
-	tv.tv_usec = (suseconds_t)(usec / 2 % 1000000);
-	if (!d->ev_watchdog || event_add(d->ev_watchdog, &tv)) {
-		SC_ERR("systemd watchdog: cannot start the timer");
-		return;
-	}
-	SC_INFO("systemd watchdog: WatchdogSec %llu ms, WATCHDOG=1 every %llu ms",
-		(unsigned long long)(usec / 1000), (unsigned long long)(usec / 2000));
-	daemon_notify("WATCHDOG=1");
-#else
-	(void)d;
-	(void)watchdog_cb;
-#endif
-}
-
 static void signal_cb(evutil_socket_t sig, short what, void *arg)
 {
 	struct daemon *d = arg;
@@ -144,14 +47,7 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 		SC_INFO("SIGHUP: reloading %s", d->config_path ? d->config_path : "(no file: env only)");
 		daemon_notify("RELOADING=1");
 		int rc = control_reload(d, why, sizeof(why));
-		d->reload_failed = rc != 0;
-		for (char *p = why; *p; p++) /* one STATUS line */
-			if (*p == '\n')
-				*p = ' ';
-		memcpy(d->reload_error, why, sizeof(why));
-		status_format(d, d->status_sent, sizeof(d->status_sent));
-		daemon_notify("READY=1\nSTATUS=%s%s", d->status_sent,
-			      rc ? "" : "; configuration reloaded");
+		notify_reloaded(d, rc, why);
 		return;
 	}
 	SC_INFO("%s: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
@@ -330,10 +226,7 @@ int main(int argc, char **argv)
 	d->ready = true;
 	SC_INFO("ready: control port %u, HTTP port %u, %u data thread(s), memory budget %llu bytes",
 		d->control_port, d->http_port, d->nthreads, (unsigned long long)d->cfg.memory_budget);
-	d->ev_status = evtimer_new(d->base, status_cb, d);
-	status_format(d, d->status_sent, sizeof(d->status_sent));
-	daemon_notify("READY=1\nSTATUS=%s", d->status_sent);
-	watchdog_start(d);
+	notify_ready(d);
 	event_base_dispatch(d->base);
 	status = 0;
 	SC_INFO("stopped");
@@ -347,10 +240,7 @@ out:
 		event_free(d->ev_sigint);
 	if (d->ev_sighup)
 		event_free(d->ev_sighup);
-	if (d->ev_status)
-		event_free(d->ev_status);
-	if (d->ev_watchdog)
-		event_free(d->ev_watchdog);
+	notify_stop(d);
 	free(d->threads);
 	evq_fini(&d->evq);
 	event_base_free(d->base);

@@ -1,0 +1,122 @@
+/* Private to the control-plane files; everything here runs on the main
+ * thread (the event loop). One file per step of a rank's way in and out:
+ *
+ *   ctl_conn.c    a control connection: accept, framing (header, message,
+ *                 dispatch), send, refuse, close
+ *   ctl_admit.c   admission: the JOIN checks and refusals, the grants,
+ *                 JOIN_OK and READY once the data thread has the rank;
+ *                 LEAVE
+ *   ctl_job.c     job lifecycle: create, ready, abort, end, free, the join
+ *                 timer, a rank gone (job.h: the whole path, both threads)
+ *   control.c     start and stop, events from the data threads, drain
+ *   ctl_reload.c  SIGHUP
+ *
+ * The data plane never includes this header. */
+#ifndef SUMCASTD_CTL_H
+#define SUMCASTD_CTL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "daemon.h"
+#include "job.h"
+#include "wire.h"
+
+struct bufferevent;
+
+/* ---- ctl_conn.c: control connections ---- */
+
+enum conn_state {
+	CONN_HELLO = 0, /* HELLO sent, waiting for JOIN (handshake timeout) */
+	CONN_JOINING,   /* JOIN taken, the data thread is adding the rank */
+	CONN_JOINED,    /* JOIN_OK sent: LEAVE is the only message left */
+	CONN_CLOSING,   /* reads off, freed once the output is written */
+};
+
+struct conn {
+	struct daemon *d;
+	struct bufferevent *bev;
+	uint64_t nonce;
+	int state;
+	struct job *job; /* set while the connection is a rank of job (detach: job_rank_gone) */
+	uint32_t rank;
+	char peer[64];
+	struct conn *prev, *next;
+};
+
+/* The control listener ([control] listen, port). */
+int conn_listen_start(struct daemon *d);
+void conn_listen_stop(struct daemon *d);
+/* Encodes and queues m. 0 or -errno. */
+int conn_send(struct conn *c, const struct wire_msg *m);
+/* REFUSE(code, sentence), counted as an error of that kind, then closed
+ * after the write. */
+void conn_refuse(struct conn *c, enum wire_code code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* ABORT(handle, code, text), then closed after the write. */
+void conn_abort(struct conn *c, uint32_t handle, enum wire_code code, const char *text);
+/* Every way a connection closes goes through conn_free or
+ * conn_close_after_flush, and both first detach it from its job: a rank
+ * whose connection goes away without a LEAVE is gone (job_rank_gone), so no
+ * job ever keeps a pointer to a freed connection. A caller that must not
+ * make the rank "gone" (job_abort, job_end) clears c->job and the rank's
+ * conn first. */
+void conn_free(struct conn *c);
+/* Stop reading, free once what is queued has been written (bounded). Never
+ * frees c before returning. */
+void conn_close_after_flush(struct conn *c);
+/* The JOIN was taken: the handshake timeout no longer applies. */
+void conn_handshake_done(struct conn *c);
+/* Reads what the peer sent while the JOIN was pending. */
+void conn_read_pending(struct conn *c);
+/* control_stop: every connection freed, nobody told. */
+void conn_free_all(struct daemon *d);
+
+/* ---- ctl_admit.c: admission ---- */
+
+/* JOIN on c: every check, in order (docs/daemon.md), a refusal naming the
+ * first that fails, else the rank is taken (job created on its first JOIN)
+ * and the data thread asked to add it (ADD_RANK). */
+void admit_join(struct conn *c, const struct wire_join *w);
+/* The data thread answered ADD_RANK: JOIN_OK (and READY to every rank once
+ * all joined), or a refusal when the provider rejected the address. */
+void admit_rank_added(struct daemon *d, struct dcmd *ev);
+/* LEAVE on c: the rank is gone cleanly, the connection closes. */
+void admit_leave(struct conn *c, const struct wire_leave *l);
+
+/* ---- ctl_job.c: job lifecycle (job.h: who calls what) ---- */
+
+/* The live (not ENDING) job with this id, or NULL. */
+struct job *job_find(struct daemon *d, uint64_t id);
+/* A new job for w's first JOIN with the granted window, chunk, timeout;
+ * mem bytes charged to the budget. Its region is mapped, its join timer
+ * armed and ADD_JOB sent to the least loaded data thread. NULL: no memory
+ * or no free handle. */
+struct job *job_create(struct daemon *d, const struct wire_join *w, uint32_t window,
+		       uint32_t chunk, uint32_t timeout_ms, bool has16, uint64_t mem);
+/* Every rank joined: READY, join timer off, READY sent to every rank. */
+void job_ready(struct daemon *d, struct job *j);
+/* Tells every rank still attached (ABORT), then job_end. */
+void job_abort(struct daemon *d, struct job *j, enum wire_code code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* The one way a job ends: ENDING, connections detached, REMOVE_JOB sent.
+ * Its memory returns when the data thread answers (job_free). */
+void job_end(struct daemon *d, struct job *j);
+/* Unlinks and frees j and uncharges its memory: REMOVE_JOB answered, or
+ * control_stop with the data threads stopped. */
+void job_free(struct daemon *d, struct job *j);
+/* DEV_RELEASED: the region's pages are back; only the bookkeeping stays
+ * charged until job_free. */
+void job_region_released(struct daemon *d, struct job *j);
+/* The rank on c is gone: LEAVE (clean) or its connection closed. Ends the
+ * job when every rank is gone and nothing waits, aborts it when others
+ * still wait; detaches c either way. */
+void job_rank_gone(struct conn *c, bool clean);
+
+/* ---- ctl_reload.c ---- */
+
+/* Loads auth.key-file (empty path: no key). 0 or -errno, logged. */
+int ctl_key_load(const char *path, uint8_t *key, size_t *len);
+
+#endif

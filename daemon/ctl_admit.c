@@ -1,0 +1,176 @@
+/* Admission: whether a JOIN may join (the checks, in the order
+ * docs/daemon.md lists them, each failing one refused with its code and a
+ * sentence naming the values), what it is granted (window, chunk, timeout),
+ * and the answer once the data thread has the rank (JOIN_OK; the last one
+ * makes the job READY). Also LEAVE, the way out. */
+#include <inttypes.h>
+#include <rdma/fi_errno.h>
+#include <string.h>
+
+#include "ctl.h"
+#include "fabric.h"
+#include "log.h"
+#include "notify.h"
+#include "reduce.h"
+
+static const uint32_t MASK16 = (1u << SC_F16) | (1u << SC_BF16);
+
+void admit_join(struct conn *c, const struct wire_join *w)
+{
+	struct daemon *d = c->d;
+	const struct settings *cfg = &d->cfg;
+	struct job *j;
+
+	if (c->state != CONN_HELLO) {
+		conn_refuse(c, WIRE_E_MALFORMED, "this connection already joined job 0x%" PRIx64
+			    "; one connection per rank", c->job ? c->job->id : 0);
+		return;
+	}
+	if (d->draining) {
+		conn_refuse(c, WIRE_E_SHUTDOWN, "daemon is shutting down");
+		return;
+	}
+	if (d->key_len && wire_join_verify(d->key, d->key_len, c->nonce, w)) {
+		conn_refuse(c, WIRE_E_AUTH, "job 0x%" PRIx64 " rank %u: authentication tag does not match",
+			    w->job_id, w->rank);
+		return;
+	}
+	const char *wp = fabric_provider_canonical(w->provider);
+	if (!wp || strcmp(wp, fabric_provider_canonical(d->provider))) {
+		conn_refuse(c, WIRE_E_PROVIDER, "daemon's data endpoints use provider %s, request says %s",
+			    d->provider, w->provider);
+		return;
+	}
+	j = job_find(d, w->job_id);
+	if (!j) {
+		uint32_t window = w->window < (uint64_t)cfg->max_window ? w->window : (uint32_t)cfg->max_window;
+		uint32_t chunk = w->chunk_bytes < cfg->max_chunk ? w->chunk_bytes : (uint32_t)cfg->max_chunk;
+		uint32_t timeout = (uint32_t)cfg->timeout_ms;
+		bool has16 = w->dtype_mask & MASK16;
+		uint64_t mem = job_mem_bytes(window, chunk, w->nranks, has16);
+
+		if (w->timeout_ms && w->timeout_ms < timeout)
+			timeout = w->timeout_ms;
+		if (d->njobs_live >= (uint64_t)cfg->max_jobs) {
+			conn_refuse(c, WIRE_E_TOO_MANY_JOBS, "daemon serves %u jobs, max-jobs is %lld",
+				    d->njobs_live, (long long)cfg->max_jobs);
+			return;
+		}
+		if (d->mem_used + mem > cfg->memory_budget) {
+			conn_refuse(c, WIRE_E_MEMORY,
+				    "job 0x%" PRIx64 " needs %" PRIu64 " bytes (window %u x chunk %u x (%u ranks + %u) + %" PRIu64
+				    " bookkeeping), %" PRIu64 " of the %" PRIu64 " byte budget are free",
+				    w->job_id, mem, window, chunk, w->nranks, has16 ? 2 : 1,
+				    job_book_bytes(window, w->nranks),
+				    cfg->memory_budget > d->mem_used ? cfg->memory_budget - d->mem_used : 0,
+				    (uint64_t)cfg->memory_budget);
+			return;
+		}
+		j = job_create(d, w, window, chunk, timeout, has16, mem);
+		if (!j) {
+			conn_refuse(c, WIRE_E_MEMORY, "job 0x%" PRIx64 ": could not allocate %" PRIu64 " bytes",
+				    w->job_id, mem);
+			return;
+		}
+		SC_INFO("job 0x%" PRIx64 ": handle %u, %u ranks, window %u, chunk %u, types 0x%x, timeout %u ms, %" PRIu64
+			" bytes, data thread %u",
+			j->id, j->handle, j->nranks, j->window, j->chunk, j->dtype_mask, j->timeout_ms,
+			j->mem_bytes, j->thread->index);
+	} else {
+		if (w->nranks != j->nranks) {
+			conn_refuse(c, WIRE_E_NRANKS, "job 0x%" PRIx64 " has %u ranks, request says %u", j->id,
+				    j->nranks, w->nranks);
+			return;
+		}
+		if (w->chunk_bytes != j->req_chunk || w->window != j->req_window ||
+		    w->dtype_mask != j->dtype_mask || w->flags != j->flags ||
+		    w->timeout_ms != j->req_timeout_ms) {
+			conn_refuse(c, WIRE_E_PARAMS,
+				    "job 0x%" PRIx64 " was joined with chunk %u window %u types 0x%x flags 0x%x timeout %u ms, request says chunk %u window %u types 0x%x flags 0x%x timeout %u ms",
+				    j->id, j->req_chunk, j->req_window, j->dtype_mask, j->flags,
+				    j->req_timeout_ms, w->chunk_bytes, w->window, w->dtype_mask, w->flags,
+				    w->timeout_ms);
+			return;
+		}
+		if (j->state != JOB_JOINING || j->joined == j->nranks) {
+			conn_refuse(c, WIRE_E_JOB_FULL, "job 0x%" PRIx64 " already has all %u ranks", j->id,
+				    j->nranks);
+			return;
+		}
+		if (j->ranks[w->rank].state != RANK_NONE) {
+			conn_refuse(c, WIRE_E_RANK_TAKEN, "rank %u of job 0x%" PRIx64 " is already taken",
+				    w->rank, j->id);
+			return;
+		}
+	}
+	struct job_rank *jr = &j->ranks[w->rank];
+	jr->conn = c;
+	jr->state = RANK_ADDING;
+	jr->result_key = w->result_key;
+	jr->addr_len = w->addr_len;
+	memcpy(jr->addr, w->addr, w->addr_len);
+	j->joined++;
+	c->state = CONN_JOINING;
+	c->job = j;
+	c->rank = w->rank;
+	conn_handshake_done(c);
+	memset(&jr->cmd_add, 0, sizeof(jr->cmd_add));
+	jr->cmd_add.type = DCMD_ADD_RANK;
+	jr->cmd_add.job = j;
+	jr->cmd_add.rank = w->rank;
+	dthread_cmd(j->thread, &jr->cmd_add);
+}
+
+void admit_rank_added(struct daemon *d, struct dcmd *ev)
+{
+	struct job *j = ev->job;
+	struct job_rank *jr = &j->ranks[ev->rank];
+	struct conn *c = jr->conn;
+	struct wire_msg m;
+
+	if (j->state == JOB_ENDING || !c || jr->state != RANK_ADDING)
+		return;
+	if (ev->rc) {
+		jr->conn = NULL;
+		jr->state = RANK_NONE;
+		j->joined--;
+		c->job = NULL;
+		char a[128];
+		fabric_addr_str(j->thread->fabric, jr->addr, jr->addr_len, a, sizeof(a));
+		conn_refuse(c, WIRE_E_MALFORMED, "rank %u's fabric address (%u bytes, %s) was not accepted: %s",
+			    ev->rank, jr->addr_len, a, fi_strerror(-ev->rc));
+		if (j->joined == 0)
+			job_end(d, j);
+		return;
+	}
+	jr->state = RANK_JOINED;
+	j->acked++;
+	daemon_status_changed(d);
+	memset(&m, 0, sizeof(m));
+	m.type = WIRE_JOIN_OK;
+	m.u.join_ok.job_handle = j->handle;
+	m.u.join_ok.window = j->window;
+	m.u.join_ok.chunk_bytes = j->chunk;
+	m.u.join_ok.timeout_ms = j->timeout_ms;
+	m.u.join_ok.addr_len = (uint16_t)j->thread->fabric->addrlen;
+	memcpy(m.u.join_ok.addr, j->thread->fabric->addr, j->thread->fabric->addrlen);
+	conn_send(c, &m);
+	c->state = CONN_JOINED;
+	SC_DBG("job 0x%" PRIx64 ": rank %u joined from %s (%u of %u)", j->id, ev->rank, c->peer, j->acked,
+	       j->nranks);
+	if (j->acked == j->nranks)
+		job_ready(d, j);
+	/* Bytes the rank sent after JOIN were left in the buffer. */
+	conn_read_pending(c);
+}
+
+void admit_leave(struct conn *c, const struct wire_leave *l)
+{
+	if (!c->job || c->job->handle != l->job_handle || c->state != CONN_JOINED) {
+		conn_refuse(c, WIRE_E_UNKNOWN_JOB, "no job with handle %u on this connection",
+			    l->job_handle);
+		return;
+	}
+	job_rank_gone(c, true);
+	conn_close_after_flush(c);
+}

@@ -1,0 +1,321 @@
+/* Control connections: the listener, accept (HELLO with a fresh nonce),
+ * framing (a header, then the message it announces, dispatched to
+ * admission), sending, refusals, and the two ways a connection closes. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+
+#include "ctl.h"
+#include "log.h"
+
+static void conn_event_cb(struct bufferevent *bev, short what, void *arg);
+
+/* ---- closing ---- */
+
+static void conn_detach(struct conn *c)
+{
+	if (c->job)
+		job_rank_gone(c, false);
+}
+
+void conn_free(struct conn *c)
+{
+	struct daemon *d = c->d;
+
+	conn_detach(c);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		d->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	d->nconns--;
+	bufferevent_free(c->bev);
+	free(c);
+}
+
+static void conn_flushed_cb(struct bufferevent *bev, void *arg)
+{
+	struct conn *c = arg;
+
+	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+		conn_free(c);
+}
+
+void conn_close_after_flush(struct conn *c)
+{
+	conn_detach(c);
+	c->state = CONN_CLOSING;
+	bufferevent_disable(c->bev, EV_READ);
+	bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
+	bufferevent_setcb(c->bev, NULL, conn_flushed_cb, conn_event_cb, c);
+	/* A peer that never reads must not pin the connection forever. */
+	struct timeval tv = { 5, 0 };
+	bufferevent_set_timeouts(c->bev, NULL, &tv);
+	bufferevent_enable(c->bev, EV_WRITE);
+	/* Freed from the loop, never here: callers still hold c. */
+	if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+		bufferevent_trigger(c->bev, EV_WRITE, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+}
+
+void conn_free_all(struct daemon *d)
+{
+	for (struct conn *c = d->conns; c; c = c->next)
+		c->job = NULL; /* the jobs are freed after this, nobody is told */
+	while (d->conns)
+		conn_free(d->conns);
+}
+
+/* ---- sending ---- */
+
+int conn_send(struct conn *c, const struct wire_msg *m)
+{
+	uint8_t buf[WIRE_MSG_MAX];
+	int n = wire_msg_encode(m, buf, sizeof(buf));
+
+	if (n < 0) {
+		SC_ERR("%s: encoding %s failed: %s", c->peer, wire_type_name(m->type), strerror(-n));
+		return n;
+	}
+	return bufferevent_write(c->bev, buf, (size_t)n) ? -ENOMEM : 0;
+}
+
+static void text_msg(struct wire_msg *m, uint16_t type, uint32_t handle, enum wire_code code,
+		     const char *fmt, va_list ap)
+{
+	memset(m, 0, sizeof(*m));
+	m->type = type;
+	struct wire_text *t = type == WIRE_REFUSE ? &m->u.refuse : &m->u.abort;
+	t->job_handle = handle;
+	t->code = (uint16_t)code;
+	vsnprintf(t->text, sizeof(t->text), fmt, ap);
+	for (char *p = t->text; *p; p++) /* the wire wants printable ASCII */
+		if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
+			*p = '?';
+}
+
+void conn_refuse(struct conn *c, enum wire_code code, const char *fmt, ...)
+{
+	struct wire_msg m;
+	va_list ap;
+
+	va_start(ap, fmt);
+	text_msg(&m, WIRE_REFUSE, 0, code, fmt, ap);
+	va_end(ap);
+	ctr_add(&c->d->stats.errors[code], 1);
+	SC_INFO("%s: join refused (%s): %s", c->peer, wire_code_name(code), m.u.refuse.text);
+	conn_send(c, &m);
+	conn_close_after_flush(c);
+}
+
+void conn_abort(struct conn *c, uint32_t handle, enum wire_code code, const char *text)
+{
+	struct wire_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.type = WIRE_ABORT;
+	m.u.abort.job_handle = handle;
+	m.u.abort.code = (uint16_t)code;
+	snprintf(m.u.abort.text, sizeof(m.u.abort.text), "%s", text);
+	conn_send(c, &m);
+	conn_close_after_flush(c);
+}
+
+/* ---- reading: framing and dispatch ---- */
+
+static void conn_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct conn *c = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+
+	while (c->state == CONN_HELLO || c->state == CONN_JOINED) {
+		size_t have = evbuffer_get_length(in);
+		struct wire_hdr h;
+		struct wire_msg m;
+		uint8_t *p;
+		int rc;
+
+		if (have < WIRE_HDR_LEN)
+			return;
+		p = evbuffer_pullup(in, WIRE_HDR_LEN);
+		rc = wire_hdr_decode(p, WIRE_HDR_LEN, &h);
+		if (rc == -EPROTO) {
+			evbuffer_drain(in, have);
+			conn_refuse(c, WIRE_E_VERSION,
+				    "protocol version %u is not supported, this daemon speaks %u",
+				    h.version, WIRE_VERSION);
+			return;
+		}
+		if (rc) {
+			ctr_add(&c->d->stats.errors[ERR_BAD_HEADER], 1);
+			SC_LOG_RATELIMIT(SC_LOG_WARN, 1000, "%s: not a sumcast header, closing", c->peer);
+			conn_free(c);
+			return;
+		}
+		if (have < WIRE_HDR_LEN + h.len)
+			return;
+		p = evbuffer_pullup(in, (ev_ssize_t)(WIRE_HDR_LEN + h.len));
+		rc = wire_msg_decode(h.type, p + WIRE_HDR_LEN, h.len, &m);
+		evbuffer_drain(in, WIRE_HDR_LEN + h.len);
+		if (rc) {
+			conn_refuse(c, WIRE_E_MALFORMED, "%s message of %u bytes failed validation",
+				    wire_type_name(h.type), h.len);
+			return;
+		}
+		switch (m.type) {
+		case WIRE_JOIN:
+			admit_join(c, &m.u.join);
+			break;
+		case WIRE_LEAVE:
+			admit_leave(c, &m.u.leave);
+			return;
+		default:
+			conn_refuse(c, WIRE_E_MALFORMED, "a rank may not send %s", wire_type_name(h.type));
+			return;
+		}
+	}
+}
+
+void conn_read_pending(struct conn *c)
+{
+	conn_read_cb(c->bev, c);
+}
+
+void conn_handshake_done(struct conn *c)
+{
+	bufferevent_set_timeouts(c->bev, NULL, NULL);
+}
+
+static void conn_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct conn *c = arg;
+
+	(void)bev;
+	if (what & BEV_EVENT_TIMEOUT) {
+		if (c->state == CONN_HELLO) {
+			ctr_add(&c->d->stats.errors[ERR_HANDSHAKE_TIMEOUT], 1);
+			SC_DBG("%s: no JOIN within the handshake timeout, closing", c->peer);
+		}
+	}
+	conn_free(c);
+}
+
+/* ---- accepting ---- */
+
+static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
+		      void *arg)
+{
+	struct daemon *d = arg;
+	struct conn *c;
+	struct wire_msg m;
+	char host[INET6_ADDRSTRLEN] = "?";
+	int one = 1;
+
+	(void)l;
+	(void)salen;
+	if (d->nconns >= (uint64_t)d->cfg.max_connections || d->draining) {
+		ctr_add(&d->stats.errors[ERR_CONN_LIMIT], 1);
+		SC_LOG_RATELIMIT(SC_LOG_WARN, 1000, "closing a new control connection: %u open, max-connections is %lld",
+				 d->nconns, (long long)d->cfg.max_connections);
+		evutil_closesocket(fd);
+		return;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		evutil_closesocket(fd);
+		return;
+	}
+	if (sa->sa_family == AF_INET) {
+		struct sockaddr_in *in = (struct sockaddr_in *)sa;
+		inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+		snprintf(c->peer, sizeof(c->peer), "%s:%u", host, ntohs(in->sin_port));
+	} else if (sa->sa_family == AF_INET6) {
+		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)sa;
+		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+		snprintf(c->peer, sizeof(c->peer), "[%s]:%u", host, ntohs(in6->sin6_port));
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	c->d = d;
+	c->bev = bufferevent_socket_new(d->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (!c->bev || getrandom(&c->nonce, sizeof(c->nonce), 0) != sizeof(c->nonce)) {
+		if (c->bev)
+			bufferevent_free(c->bev);
+		else
+			evutil_closesocket(fd);
+		free(c);
+		return;
+	}
+	c->next = d->conns;
+	if (d->conns)
+		d->conns->prev = c;
+	d->conns = c;
+	d->nconns++;
+	bufferevent_setcb(c->bev, conn_read_cb, NULL, conn_event_cb, c);
+	struct timeval tv = { d->cfg.handshake_timeout_ms / 1000,
+			      (d->cfg.handshake_timeout_ms % 1000) * 1000 };
+	bufferevent_set_timeouts(c->bev, &tv, NULL);
+	bufferevent_setwatermark(c->bev, EV_READ, 0, WIRE_MSG_MAX * 4);
+	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	memset(&m, 0, sizeof(m));
+	m.type = WIRE_HELLO;
+	m.u.hello.version_min = WIRE_VERSION;
+	m.u.hello.version_max = WIRE_VERSION;
+	m.u.hello.nonce = c->nonce;
+	conn_send(c, &m);
+}
+
+int conn_listen_start(struct daemon *d)
+{
+	struct sockaddr_storage ss;
+	int sslen = sizeof(ss);
+	char addr[300];
+
+	memset(&ss, 0, sizeof(ss));
+	snprintf(addr, sizeof(addr), "%s port %lld", d->cfg.control_listen,
+		 (long long)d->cfg.control_port);
+	struct sockaddr_in *in4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+	if (inet_pton(AF_INET, d->cfg.control_listen, &in4->sin_addr) == 1) {
+		in4->sin_family = AF_INET;
+		in4->sin_port = htons((uint16_t)d->cfg.control_port);
+		sslen = sizeof(*in4);
+	} else if (inet_pton(AF_INET6, d->cfg.control_listen, &in6->sin6_addr) == 1) {
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = htons((uint16_t)d->cfg.control_port);
+		sslen = sizeof(*in6);
+	} else {
+		SC_ERR("control.listen = %s: not an IP address", d->cfg.control_listen);
+		return -EINVAL;
+	}
+	d->listener = evconnlistener_new_bind(d->base, accept_cb, d,
+					      LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
+					      128, (struct sockaddr *)&ss, sslen);
+	if (!d->listener) {
+		SC_ERR("control listener on %s: %s", addr, strerror(errno));
+		return -errno ? -errno : -EADDRINUSE;
+	}
+	struct sockaddr_storage b;
+	socklen_t blen = sizeof(b);
+	getsockname(evconnlistener_get_fd(d->listener), (struct sockaddr *)&b, &blen);
+	d->control_port = ntohs(((struct sockaddr_in *)&b)->sin_port);
+	SC_INFO("control listener on %s port %u", d->cfg.control_listen, d->control_port);
+	return 0;
+}
+
+void conn_listen_stop(struct daemon *d)
+{
+	if (d->listener)
+		evconnlistener_free(d->listener);
+	d->listener = NULL;
+}

@@ -1,0 +1,267 @@
+/* Job lifecycle on the control thread: create (memory, handle, join timer,
+ * data thread), READY, and the end: abort, end, free. The whole path over
+ * both threads, and who may call what: job.h. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <event2/event.h>
+
+#include "clock.h"
+#include "ctl.h"
+#include "log.h"
+#include "notify.h"
+
+/* ---- the job table ---- */
+
+struct job *job_find(struct daemon *d, uint64_t id)
+{
+	for (struct job *j = d->jobs; j; j = j->next)
+		if (j->id == id && j->state != JOB_ENDING)
+			return j;
+	return NULL;
+}
+
+static struct job *job_by_handle(struct daemon *d, uint32_t h)
+{
+	for (struct job *j = d->jobs; j; j = j->next)
+		if (j->handle == h)
+			return j;
+	return NULL;
+}
+
+static uint32_t handle_alloc(struct daemon *d)
+{
+	for (uint32_t tries = 0; tries < WIRE_JOB_HANDLE_MAX; tries++) {
+		uint32_t h = d->next_handle;
+		d->next_handle = h >= WIRE_JOB_HANDLE_MAX ? 1 : h + 1;
+		if (!job_by_handle(d, h))
+			return h;
+	}
+	return 0;
+}
+
+static struct dthread *thread_pick(struct daemon *d)
+{
+	struct dthread *best = &d->threads[0];
+
+	for (unsigned i = 1; i < d->nthreads; i++)
+		if (d->threads[i].njobs < best->njobs)
+			best = &d->threads[i];
+	return best;
+}
+
+/* ---- create, ready ---- */
+
+static void job_join_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct job *j = arg;
+	struct daemon *d = j->ctl;
+
+	(void)fd;
+	(void)what;
+	if (j->state == JOB_JOINING)
+		job_abort(d, j, WIRE_E_TIMEOUT, "job 0x%" PRIx64 " has %u of %u ranks after %llu ms",
+			  j->id, j->acked, j->nranks,
+			  (unsigned long long)(sc_now_ms() - j->created_ms));
+}
+
+struct job *job_create(struct daemon *d, const struct wire_join *w, uint32_t window,
+		       uint32_t chunk, uint32_t timeout_ms, bool has16, uint64_t mem)
+{
+	uint64_t region = job_region_bytes(window, chunk, w->nranks, has16);
+	struct job *j = calloc(1, sizeof(*j) + (size_t)w->nranks * sizeof(struct job_rank));
+
+	if (!j)
+		return NULL;
+	j->slots = calloc(window, sizeof(*j->slots));
+	j->rslots = calloc((size_t)window * w->nranks, sizeof(*j->rslots));
+	if (!j->slots || !j->rslots)
+		goto err;
+	/* Prefaulted: the budget is real memory, and the data path never
+	 * takes a page fault on a fresh buffer. */
+	j->region = mmap(NULL, region, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+			 -1, 0);
+	if (j->region == MAP_FAILED) {
+		j->region = NULL;
+		goto err;
+	}
+	j->ctl = d;
+	j->id = w->job_id;
+	j->nranks = w->nranks;
+	j->window = window;
+	j->chunk = chunk;
+	j->dtype_mask = w->dtype_mask;
+	j->timeout_ms = timeout_ms;
+	j->flags = w->flags;
+	j->has16 = has16;
+	j->acc_bytes = has16 ? 2 * (size_t)chunk : chunk;
+	j->region_bytes = region;
+	j->mem_bytes = mem;
+	j->req_chunk = w->chunk_bytes;
+	j->req_window = w->window;
+	j->req_timeout_ms = w->timeout_ms;
+	j->created_ms = sc_now_ms();
+	j->handle = handle_alloc(d);
+	if (!j->handle)
+		goto err;
+	job_slots_init(j);
+	j->join_timer = evtimer_new(d->base, job_join_timeout_cb, j);
+	if (!j->join_timer)
+		goto err;
+	struct timeval tv = { d->cfg.join_timeout_ms / 1000, (d->cfg.join_timeout_ms % 1000) * 1000 };
+	evtimer_add(j->join_timer, &tv);
+	j->thread = thread_pick(d);
+	j->thread->njobs++;
+	j->next = d->jobs;
+	d->jobs = j;
+	d->njobs_live++;
+	d->njobs_total++;
+	d->mem_used += mem;
+	j->cmd_add.type = DCMD_ADD_JOB;
+	j->cmd_add.job = j;
+	dthread_cmd(j->thread, &j->cmd_add);
+	return j;
+err:
+	if (j->region)
+		munmap(j->region, region);
+	free(j->slots);
+	free(j->rslots);
+	free(j);
+	return NULL;
+}
+
+void job_ready(struct daemon *d, struct job *j)
+{
+	struct wire_msg m;
+
+	(void)d;
+	j->state = JOB_READY;
+	event_del(j->join_timer);
+	memset(&m, 0, sizeof(m));
+	m.type = WIRE_READY;
+	m.u.ready.job_handle = j->handle;
+	m.u.ready.nranks = j->nranks;
+	for (uint32_t r = 0; r < j->nranks; r++)
+		if (j->ranks[r].conn)
+			conn_send(j->ranks[r].conn, &m);
+	SC_INFO("job 0x%" PRIx64 " (handle %u) ready: %u ranks", j->id, j->handle, j->nranks);
+}
+
+/* ---- the end ---- */
+
+void job_abort(struct daemon *d, struct job *j, enum wire_code code, const char *fmt, ...)
+{
+	char text[WIRE_TEXT_MAX];
+	va_list ap;
+	uint32_t told = 0;
+
+	if (j->state == JOB_ENDING)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	for (uint32_t r = 0; r < j->nranks; r++) {
+		struct job_rank *jr = &j->ranks[r];
+		struct conn *c = jr->conn;
+		if (c) {
+			/* Detached first: the ABORT closes it, and its rank is
+			 * not "gone" on its own account. */
+			jr->conn = NULL;
+			c->job = NULL;
+			conn_abort(c, j->handle, code, text);
+			told++;
+		}
+	}
+	SC_WARN("job 0x%" PRIx64 " (handle %u) aborted (%s): %s; told %u rank(s)", j->id, j->handle,
+		wire_code_name(code), text, told);
+	job_end(d, j);
+}
+
+void job_end(struct daemon *d, struct job *j)
+{
+	if (j->state == JOB_ENDING)
+		return;
+	j->state = JOB_ENDING;
+	d->njobs_live--;
+	daemon_status_changed(d);
+	if (j->join_timer)
+		event_del(j->join_timer);
+	for (uint32_t r = 0; r < j->nranks; r++)
+		if (j->ranks[r].conn) {
+			j->ranks[r].conn->job = NULL;
+			j->ranks[r].conn = NULL;
+		}
+	j->stuck_grace_ms = (uint32_t)d->cfg.stuck_grace_ms;
+	memset(&j->cmd_remove, 0, sizeof(j->cmd_remove));
+	j->cmd_remove.type = DCMD_REMOVE_JOB;
+	j->cmd_remove.job = j;
+	dthread_cmd(j->thread, &j->cmd_remove);
+}
+
+void job_region_released(struct daemon *d, struct job *j)
+{
+	j->region_released = true;
+	d->mem_used -= j->region_bytes;
+}
+
+void job_free(struct daemon *d, struct job *j)
+{
+	struct job **pp = &d->jobs;
+
+	while (*pp && *pp != j)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = j->next;
+	d->njobs_total--;
+	if (j->join_timer)
+		event_free(j->join_timer);
+	if (j->region)
+		munmap(j->region, j->region_bytes);
+	d->mem_used -= j->region_released ? j->mem_bytes - j->region_bytes : j->mem_bytes;
+	j->thread->njobs--;
+	free(j->slots);
+	free(j->rslots);
+	free(j);
+}
+
+/* ---- a rank gone ---- */
+
+void job_rank_gone(struct conn *c, bool clean)
+{
+	struct daemon *d = c->d;
+	struct job *j = c->job;
+	uint32_t r = c->rank;
+
+	c->job = NULL;
+	if (!j || j->state == JOB_ENDING)
+		return;
+	struct job_rank *jr = &j->ranks[r];
+	bool was_joined = jr->state == RANK_JOINED;
+	jr->conn = NULL;
+	jr->state = clean && was_joined ? RANK_LEFT : RANK_GONE;
+	j->gone++;
+	daemon_status_changed(d);
+	uint32_t partial = atomic_load_explicit(&j->partial, memory_order_relaxed);
+	SC_INFO("job 0x%" PRIx64 " rank %u %s%s", j->id, r, clean ? "left" : "disconnected",
+		partial ? " with chunks in flight" : "");
+	if (j->gone == j->joined && (j->state == JOB_READY || j->joined == 1) && (clean || !partial)) {
+		/* Everybody is gone and nobody waits for anything. */
+		SC_INFO("job 0x%" PRIx64 " (handle %u) finished: %" PRIu64 " chunks", j->id, j->handle,
+			ctr_get(&j->chunks));
+		job_end(d, j);
+		return;
+	}
+	if (j->state == JOB_JOINING) {
+		job_abort(d, j, WIRE_E_RANK_LEFT, "rank %u %s job 0x%" PRIx64 " before all %u ranks joined", r,
+			  clean ? "left" : "disconnected from", j->id, j->nranks);
+		return;
+	}
+	if (!clean || partial)
+		job_abort(d, j, WIRE_E_RANK_LEFT, "rank %u %s job 0x%" PRIx64 "%s", r,
+			  clean ? "left" : "disconnected from", j->id,
+			  partial ? " while chunks were in flight" : "");
+	/* A clean LEAVE between collectives: the others finish and leave too. */
+}
