@@ -1,0 +1,121 @@
+/* sumcastctl's shared declarations: the options, the HTTP/JSON plumbing
+ * (http.c), the Prometheus text (prom.c), the output helpers (format.c) and
+ * the commands (cmd_<command>.c), which top reuses. */
+#ifndef SUMCASTCTL_H
+#define SUMCASTCTL_H
+
+#include <jansson.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#define EXIT_BAD_ANSWER 1
+#define EXIT_UNREACHABLE 2
+#define EXIT_USAGE 64
+
+/* ---- sumcastctl.c: options, the quit flag ---- */
+
+struct opts {
+	const char *host;
+	unsigned port;
+	bool json;
+	long timeout_ms;
+	double interval_s;
+	long iterations; /* top: 0 = until q */
+};
+
+extern struct opts o;
+extern volatile sig_atomic_t quit_flag; /* SIGINT/SIGTERM during top */
+
+/* Sleeps s seconds, or until quit_flag is set. */
+void sleep_s(double s);
+
+/* ---- format.c: output ---- */
+
+/* "sumcastctl: <message>" on stderr, exit(code). */
+void die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+/* Bytes in binary units (memory, sizes). */
+const char *fmt_bytes(double v, char *buf, size_t len);
+/* Traffic in decimal units, as link speeds are quoted (GB/s = 10^9 B/s). */
+const char *fmt_si(double v, const char *unit, char *buf, size_t len);
+const char *fmt_secs(double s, char *buf, size_t len);
+const char *fmt_uptime(double s, char *buf, size_t len);
+/* Integral values as JSON integers (counts, bytes), others as reals. */
+json_t *jval(double v);
+/* Indented JSON on stdout. */
+void json_print(json_t *j);
+
+/* ---- http.c: HTTP and JSON ---- */
+
+struct body {
+	char *p;
+	size_t len, cap;
+};
+
+/* libcurl set up / torn down, once per process. 0 or -1. */
+int http_init(void);
+void http_fini(void);
+/* GET path into b. Returns the HTTP status; exits 2 when the daemon cannot be
+ * reached or does not answer within the timeout. */
+long http_get(const char *path, struct body *b, char *ctype, size_t ctype_len);
+/* GET path as a JSON object; exits 1 on anything else. */
+json_t *get_json(const char *path);
+/* A number field (NAN if absent), a string field ("?" if absent). */
+double jnum(const json_t *o_, const char *key);
+const char *jstr(const json_t *o_, const char *key);
+
+/* ---- prom.c: Prometheus text ---- */
+
+struct sample {
+	char name[128];
+	char labels[256]; /* inside the braces, as written */
+	double v;
+};
+
+struct metrics {
+	struct sample *s;
+	size_t n;
+};
+
+void metrics_parse(const char *text, struct metrics *m);
+/* GET /metrics, parsed; exits 1 unless HTTP 200. */
+void metrics_fetch(struct metrics *m);
+/* Sum of every sample called name (all label sets); NAN if none. */
+double metric_sum(const struct metrics *m, const char *name);
+/* Quantile q of histogram name, interpolated inside the bucket as
+ * Prometheus' histogram_quantile() does. NAN if it has no observations. */
+double hist_quantile(const struct metrics *m, const char *name, double q);
+
+/* ---- cmd_status.c ---- */
+
+struct status_view {
+	long health_code;
+	char health[32];
+	json_t *stats;
+	struct metrics m;
+	double rate_in, rate_out, rate_chunks, rate_window; /* rate_window 0: averages since start */
+	double ranks;
+};
+
+/* /healthz, /stats, /metrics; rates against prev (taken at prev_t), or
+ * averages since start without one. */
+void status_collect(struct status_view *s, const json_t *prev, double prev_t);
+void status_free(struct status_view *s);
+json_t *status_json(const struct status_view *s);
+void status_print(const struct status_view *s);
+int cmd_status(void);
+
+/* ---- cmd_jobs.c ---- */
+
+/* The job table; with prev, rates over dt seconds instead of totals. */
+void jobs_print(const json_t *stats, const json_t *prev, double dt);
+json_t *jobs_json(const json_t *stats, const json_t *prev, double dt);
+int cmd_jobs(void);
+
+/* ---- cmd_top.c, cmd_config.c, cmd_metrics.c ---- */
+
+int cmd_top(void);
+int cmd_config(void);
+int cmd_metrics(const char *prefix);
+
+#endif
