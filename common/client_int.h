@@ -86,6 +86,7 @@ struct client_agg {
 	uint64_t last_ns;          /* last completion, or first post after idle */
 	uint64_t heard_ns;         /* last control message (PONG included) */
 	uint64_t ping_ns;          /* last PING sent */
+	uint64_t ping_wait_ns;     /* oldest PING not answered yet (nothing heard since), 0: none */
 	uint64_t ping_token;
 	struct client_retained *ret; /* failover: what each of `window` retention slots holds */
 	int err;

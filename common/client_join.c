@@ -124,6 +124,7 @@ static void send_join(struct client *c, struct client_agg *a, size_t ai, uint64_
 static void handle_msg(struct client *c, struct client_agg *a, size_t ai, const struct wire_msg *m)
 {
 	a->heard_ns = sc_now_ns();
+	a->ping_wait_ns = 0;
 	switch (m->type) {
 	case WIRE_HELLO:
 		if (a->st != AGG_HELLO)
@@ -208,7 +209,10 @@ void client_ctl_liveness(struct client *c, uint64_t now)
 		struct client_agg *a = &c->aggs[ai];
 		if (a->st != AGG_READY)
 			continue;
-		if (now - a->heard_ns > limit) {
+		/* Measured from the oldest unanswered PING, not from the last
+		 * message: a caller that did not progress us for a while must
+		 * not take its own pause for the aggregator's. */
+		if (a->ping_wait_ns && now - a->ping_wait_ns > limit) {
 			client_agg_fail(c, a, -ETIMEDOUT,
 					"%s: no answer to PING for %u ms (stopped, or cut off from this node)",
 					a->name, c->deadline_ms);
@@ -218,8 +222,11 @@ void client_ctl_liveness(struct client *c, uint64_t now)
 			continue;
 		struct wire_msg m = { .type = WIRE_PING };
 		m.u.ping.token = ++a->ping_token;
-		if (ctl_queue(c, a, &m) == 0)
+		if (ctl_queue(c, a, &m) == 0) {
 			a->ping_ns = now;
+			if (!a->ping_wait_ns)
+				a->ping_wait_ns = now;
+		}
 	}
 }
 

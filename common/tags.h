@@ -6,6 +6,10 @@
  *   0x2   plugin p2p: connect ack   id:28 (0) | comm id:32
  *   0x3   plugin p2p: data          comm id:28 | NCCL tag:32
  *   0x5   collnet ring              seq:20 | step:12 | column:28
+ *   0x6   failover: redo over ring  seq:20 | aggregator:6 | run:10 | step:12 | column:12
+ *   0x7   failover: agreement       epoch:16 | attempt:8 | round:4 | step:12 | column:12
+ *   0x8   failover: result copy     aggregator:6 @34 | chunk offset:20 @0
+ *   0x9   failover: fault notice    0
  *   0xA   rank -> aggregator data   job handle:20 | rank:16 | slot:24
  *   0xB   aggregator -> rank result result key:20 | rank:16 | slot:24
  *
@@ -22,6 +26,10 @@ enum sc_tag_kind {
 	SC_TAG_NET_ACK = 0x2,
 	SC_TAG_NET_DATA = 0x3,
 	SC_TAG_RING = 0x5,
+	SC_TAG_REDO = 0x6,
+	SC_TAG_AGREE = 0x7,
+	SC_TAG_COPY = 0x8,
+	SC_TAG_NOTICE = 0x9,
 	WIRE_TAG_DATA = 0xA,
 	WIRE_TAG_RESULT = 0xB,
 };
@@ -54,6 +62,28 @@ static inline uint64_t sc_tag_ring(uint32_t seq, uint32_t step, size_t col)
 {
 	return (uint64_t)SC_TAG_RING << 60 | (uint64_t)(seq & SC_TAG_RING_SEQ_MASK) << 40 |
 	       (uint64_t)(step & 0xFFF) << 28 | (uint64_t)(col & 0xFFFFFFF);
+}
+
+/* ---- collnet failover (plugin/failover.c); ring ops put their step at
+ * bit SC_TAG_FO_STEP_SHIFT and the column below ---- */
+#define SC_TAG_FO_STEP_SHIFT 12u
+static inline uint64_t sc_tag_redo(uint32_t seq, uint32_t agg, uint32_t run)
+{
+	return (uint64_t)SC_TAG_REDO << 60 | (uint64_t)(seq & SC_TAG_RING_SEQ_MASK) << 40 |
+	       (uint64_t)(agg & 0x3F) << 34 | (uint64_t)(run & 0x3FF) << 24;
+}
+static inline uint64_t sc_tag_agree(uint32_t epoch, uint32_t attempt, uint32_t round)
+{
+	return (uint64_t)SC_TAG_AGREE << 60 | (uint64_t)(epoch & 0xFFFF) << 40 |
+	       (uint64_t)(attempt & 0xFF) << 32 | (uint64_t)(round & 0xF) << 28;
+}
+static inline uint64_t sc_tag_copy(uint32_t agg, uint32_t k)
+{
+	return (uint64_t)SC_TAG_COPY << 60 | (uint64_t)(agg & 0x3F) << 34 | (uint64_t)(k & 0xFFFFF);
+}
+static inline uint64_t sc_tag_notice(void)
+{
+	return (uint64_t)SC_TAG_NOTICE << 60;
 }
 
 #endif

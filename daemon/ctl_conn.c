@@ -134,6 +134,8 @@ void conn_abort(struct conn *c, uint32_t handle, enum wire_code code, const char
 
 /* ---- reading: framing and dispatch ---- */
 
+#define CONN_PONG_BACKLOG_MAX (64u << 10) /* bytes queued to a rank: PONGs stop */
+
 static void conn_read_cb(struct bufferevent *bev, void *arg)
 {
 	struct conn *c = arg;
@@ -180,6 +182,20 @@ static void conn_read_cb(struct bufferevent *bev, void *arg)
 		case WIRE_LEAVE:
 			admit_leave(c, &m.u.leave);
 			return;
+		case WIRE_PING:
+			/* A joined rank's liveness probe, answered from this thread
+			 * whatever the data threads are doing; not queued without
+			 * bound for a peer that never reads. */
+			if (c->state != CONN_JOINED) {
+				conn_refuse(c, WIRE_E_MALFORMED, "PING before JOIN_OK");
+				return;
+			}
+			if (evbuffer_get_length(bufferevent_get_output(c->bev)) < CONN_PONG_BACKLOG_MAX) {
+				struct wire_msg pong = { .type = WIRE_PONG };
+				pong.u.ping.token = m.u.ping.token;
+				conn_send(c, &pong);
+			}
+			break;
 		default:
 			conn_refuse(c, WIRE_E_MALFORMED, "a rank may not send %s", wire_type_name(h.type));
 			return;

@@ -1,17 +1,20 @@
-/* ncclCollNet: allreduce split between sumcastd aggregators (client.h) and
- * a ring among the nodes (ring.c), both running at once.
+/* ncclCollNet engine: allreduce split between sumcastd aggregators
+ * (client.h) and a ring among the nodes (ring.c), both running at once;
+ * failover.c keeps requests right when an aggregator fails.
  *
  * connect() is a collective (NCCL calls it once per node and expects the
  * same answer everywhere): every node sets up its ring neighbours, tries to
  * join the aggregators, then the nodes agree over the ring (a min-allreduce
- * of {joined, naggs, -naggs}) before answering. Unless every node joined
- * the same number of aggregators, every node drops them and the collnet is
- * a pure ring (one WARN line says why). connect blocks, bounded by
- * SUMCAST_CONNECT_TIMEOUT: NCCL's collnet setup calls it exactly once.
+ * of {naggs, -naggs, ready per aggregator}) before answering. The
+ * aggregators every node joined are used; if none (or the lists differ),
+ * every node drops them and the collnet is a pure ring (one WARN line says
+ * why). connect blocks, bounded by SUMCAST_CONNECT_TIMEOUT: NCCL's collnet
+ * setup calls it exactly once.
  *
  * Settings that must agree across nodes (split, bandwidths, small-message
- * threshold, job id) travel in rank 0's listen handle. */
-#include "plugin.h"
+ * threshold, job id) travel in rank 0's listen handle. NCCL's vtables and
+ * the version adapters are in collnet_api.c. */
+#include "collnet.h"
 
 #include <errno.h>
 #include <rdma/fi_errno.h>
@@ -23,16 +26,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "client.h"
-#include "wire.h"
 #include "log.h"
-#include "ring.h"
-#include "split.h"
+#include "tags.h"
+#include "wire.h"
 
 #define COLL_MAGIC 0x53434331u /* "SCC1" */
-#define COLL_REQS 16
-#define COLL_RANKS_MAX 2048   /* ring tags carry the step in 12 bits */
-#define COLL_AGREE_SEQ 0xFFFFFu
 #define COLL_F_SHARED_HOST 1u /* every aggregator on this host: never split */
 #define COLL_F_DETERMINISTIC 2u /* SUMCAST_DETERMINISTIC on rank 0: rank-order sums */
 
@@ -54,50 +52,6 @@ _Static_assert(sizeof(struct coll_handle) <= NCCL_NET_HANDLE_MAXSIZE, "handle to
 struct coll_listen {
 	struct fabric *f;
 	uint64_t job_id;
-};
-
-struct coll_mr {
-	struct fabric_mr ring;
-	struct fabric_mr agg;
-	bool has_agg;
-};
-
-struct coll_comm;
-
-struct coll_req {
-	struct coll_comm *cc;
-	bool used;
-	size_t count, es, a;
-	uint8_t dtype, op; /* enum sc_dtype / sc_op, for the trace */
-	uint32_t seq;
-	struct client_req *creq;
-	bool agg_done, ring_done;
-	uint64_t t0, t_agg, t_ring;
-	struct ring_op ring;
-};
-
-struct coll_stats {
-	uint64_t ops, bytes, agg_bytes, ring_bytes, agg_ns, ring_ns;
-};
-
-struct coll_comm {
-	struct fabric *f;
-	struct ring ring;
-	struct client *client;
-	uint32_t rank, nranks;
-	uint64_t job_id;
-	struct split_model model;
-	uint32_t eager_bytes; /* rank 0's */
-	bool deterministic;    /* rank 0's SUMCAST_DETERMINISTIC: join with WIRE_JOIN_F_DETERMINISTIC */
-	FILE *trace;           /* SUMCAST_TRACE: a JSON line per allreduce; NULL: off */
-	uint32_t seq;
-	struct coll_stats st;
-	char aggs_buf[CFG_STR_MAX];
-	const char *aggs[CLIENT_AGGS_MAX];
-	size_t naggs;
-	uint8_t key[256];
-	size_t key_len;
-	struct coll_req reqs[COLL_REQS];
 };
 
 /* SUMCAST_EAGER_BYTES: "auto" (the provider's figure, client_eager_default;
@@ -213,24 +167,25 @@ static int key_load(struct coll_comm *cc)
 	return rc;
 }
 
-/* Blocking (bounded) min-allreduce of n <= 8 int32 over the ring. */
-static int coll_agree(struct coll_comm *cc, int32_t *vals, size_t n, uint64_t deadline)
+int coll_agree(struct coll_comm *cc, int64_t *vals, size_t n, uint32_t round, uint64_t deadline)
 {
-	struct {
-		int32_t in[8], out[8];
-	} *buf = calloc(1, sizeof(*buf));
+	size_t bytes = n * sizeof(*vals);
+	int64_t *buf = calloc(2, bytes);
 	struct fabric_mr mr = { 0 };
-	struct ring_op *o = &cc->reqs[0].ring;
+	struct ring_op *o = calloc(1, sizeof(*o));
 	int rc;
 
-	if (!buf)
-		return -ENOMEM;
-	rc = fabric_mr_reg(cc->f, buf, sizeof(*buf), &mr);
+	if (!buf || !o) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	rc = fabric_mr_reg(cc->f, buf, 2 * bytes, &mr);
 	if (rc)
 		goto out_free;
-	memcpy(buf->in, vals, n * sizeof(*vals));
-	ring_op_start(&cc->ring, o, COLL_AGREE_SEQ, buf->in, buf->out, n, SC_I32, SC_OP_MIN, mr.desc,
-		      mr.desc, 0);
+	memcpy(buf, vals, bytes);
+	/* epoch 0xFFFF: before failover's epochs exist */
+	ring_op_start_tagged(&cc->ring, o, sc_tag_agree(0xFFFF, 0, round), SC_TAG_FO_STEP_SHIFT, buf,
+			     buf + n, n, SC_I64, SC_OP_MIN, mr.desc, mr.desc, NULL, NULL);
 	for (;;) {
 		ring_poll(&cc->ring);
 		rc = ring_op_progress(o);
@@ -244,9 +199,10 @@ static int coll_agree(struct coll_comm *cc, int32_t *vals, size_t n, uint64_t de
 	if (rc < 0)
 		ring_op_abort(o);
 	else
-		memcpy(vals, buf->out, n * sizeof(*vals));
+		memcpy(vals, buf + n, bytes);
 	fabric_mr_dereg(&mr);
 out_free:
+	free(o);
 	free(buf);
 	return rc < 0 ? rc : 0;
 }
@@ -262,7 +218,8 @@ static const struct coll_handle *handle_check(void *p, int i)
 	return h;
 }
 
-/* Tries to join every aggregator; 0 when all are READY. */
+/* Tries to join every aggregator; 0 when each is READY or failed and at
+ * least one is READY (client_agg_alive tells which). */
 static int coll_join(struct coll_comm *cc, uint64_t deadline)
 {
 	/* The key must be loaded before the params copy its length. */
@@ -283,6 +240,8 @@ static int coll_join(struct coll_comm *cc, uint64_t deadline)
 		.aggs = cc->aggs,
 		.eager_bytes = cc->eager_bytes,
 		.join_flags = cc->deterministic ? WIRE_JOIN_F_DETERMINISTIC : 0,
+		.failover = true,
+		.deadline_ms = (uint32_t)plugin_cfg.agg_deadline_ms,
 	};
 	int rc = client_create(&p, &cc->client);
 	if (rc) {
@@ -341,11 +300,12 @@ static void trace_req(struct coll_comm *cc, const struct coll_req *r, uint64_t t
 	fprintf(cc->trace,
 		"{\"job\":\"0x%016llx\",\"rank\":%u,\"nranks\":%u,\"seq\":%u,\"type\":\"%s\","
 		"\"op\":\"%s\",\"count\":%zu,\"bytes\":%zu,\"agg_bytes\":%zu,\"start_ns\":%llu,"
-		"\"time_us\":%.1f,\"agg_us\":%s,\"ring_us\":%s,\"status\":\"%s\"}\n",
+		"\"time_us\":%.1f,\"agg_us\":%s,\"ring_us\":%s,\"epoch\":%u,\"redone_bytes\":%llu,"
+		"\"status\":\"%s\"}\n",
 		(unsigned long long)cc->job_id, cc->rank, cc->nranks, r->seq,
 		sc_dtype_name((enum sc_dtype)r->dtype), sc_op_name((enum sc_op)r->op), r->count,
 		r->count * r->es, r->a * r->es, (unsigned long long)r->t0, (t_end - r->t0) / 1e3, agg,
-		ring, rc ? "error" : "ok");
+		ring, r->epoch, (unsigned long long)r->redone_bytes, rc ? "error" : "ok");
 }
 
 int colln_connect(void *handles[], int nranks, int rank, void *listen_comm, void **coll_comm)
@@ -396,45 +356,66 @@ int colln_connect(void *handles[], int nranks, int rank, void *listen_comm, void
 	cc->deterministic = h0->flags & COLL_F_DETERMINISTIC;
 
 	aggs_parse(cc);
-	int32_t joined = 0;
-	if (cc->naggs)
-		joined = coll_join(cc, deadline) == 0;
-	/* Agree: everyone joined, and the same number of aggregators. */
-	int32_t v[3] = { joined, (int32_t)cc->naggs, -(int32_t)cc->naggs };
-	rc = coll_agree(cc, v, 3, deadline + (uint64_t)plugin_cfg.connect_timeout_ms * 1000000ull);
+	bool joined = cc->naggs && coll_join(cc, deadline) == 0;
+	/* Agree: the same number of aggregators everywhere, and which of them
+	 * every node joined (those are used, the others dropped everywhere). */
+	int64_t v[2 + CLIENT_AGGS_MAX];
+	size_t nv = 2 + CLIENT_AGGS_MAX;
+	v[0] = (int64_t)cc->naggs;
+	v[1] = -(int64_t)cc->naggs;
+	for (size_t ai = 0; ai < CLIENT_AGGS_MAX; ai++)
+		v[2 + ai] = joined && ai < cc->naggs && client_agg_alive(cc->client, ai);
+	rc = coll_agree(cc, v, nv, 0, deadline + (uint64_t)plugin_cfg.connect_timeout_ms * 1000000ull);
 	if (rc) {
 		SC_WARN("collnet connect: rank %d of %d: ring to the neighbours failed: %s", rank, nranks,
 			rc == -ETIMEDOUT ? "timed out" : fi_strerror(-rc));
 		goto err_ring;
 	}
-	bool use_aggs = v[0] == 1 && v[1] == -v[2] && v[1] > 0;
+	uint64_t live = 0;
+	for (size_t ai = 0; ai < cc->naggs && v[0] == -v[1]; ai++)
+		live |= (uint64_t)(v[2 + ai] == 1) << ai;
+	bool use_aggs = live != 0;
 	if (!use_aggs && cc->client) {
 		client_destroy(cc->client);
 		cc->client = NULL;
 	}
 	if (use_aggs) {
-		char split_s[16];
-		cc->model.naggs = (uint32_t)cc->naggs;
+		char split_s[16], dropped[160] = "";
+		for (size_t ai = 0; ai < cc->naggs; ai++)
+			if (!(live >> ai & 1)) {
+				/* joined here but not everywhere: the daemon's job waits
+				 * for ranks that will not come; leave it. */
+				client_agg_fence(cc->client, ai, "not joined by every node at connect");
+				size_t l = strlen(dropped);
+				snprintf(dropped + l, sizeof(dropped) - l, "%s%s", l ? "," : "", cc->aggs[ai]);
+			}
+		rc = failover_init(cc, live);
+		if (rc)
+			goto err_ring;
+		cc->model.naggs = (uint32_t)__builtin_popcountll(live);
 		/* rank 0's split, which every node uses */
 		if (cc->model.fixed < 0)
 			snprintf(split_s, sizeof(split_s), "auto");
 		else
 			snprintf(split_s, sizeof(split_s), "%.3f", cc->model.fixed);
-		SC_INFO("collnet job 0x%016llx: rank %d of %d, %zu aggregators (%s) + ring, split %s "
+		if (dropped[0])
+			SC_WARN("collnet job 0x%016llx: aggregators %s not joined by every node; using the "
+				"other %u", (unsigned long long)cc->job_id, dropped, cc->model.naggs);
+		SC_INFO("collnet job 0x%016llx: rank %d of %d, %u aggregators (%s) + ring, split %s "
 			"(model %.3f, link %.1f / aggregator %.1f Gb/s x %.2f, hop %.1f us%s), eager cut %u B%s, "
-			"connected in %.1f ms",
-			(unsigned long long)cc->job_id, rank, nranks, cc->naggs, plugin_cfg.aggregators,
+			"fault deadline %lld ms, connected in %.1f ms",
+			(unsigned long long)cc->job_id, rank, nranks, cc->model.naggs, plugin_cfg.aggregators,
 			split_s, split_model_fraction(&cc->model), cc->model.link_gbps, cc->model.agg_gbps,
 			cc->model.agg_eff, cc->model.lat_us,
 			cc->model.shared_host ? ", aggregators on this host: ring or aggregators, no split"
 					      : "",
 			cc->eager_bytes, cc->deterministic ? ", deterministic (rank-order sums)" : "",
-			(sc_now_ns() - t0) / 1e6);
-	} else if (cc->naggs || v[1] > 0) {
+			(long long)plugin_cfg.agg_deadline_ms, (sc_now_ns() - t0) / 1e6);
+	} else if (cc->naggs || v[0] > 0) {
 		/* One clear line per node: every node takes the same decision. */
 		SC_WARN("collnet job 0x%016llx: aggregators unusable on %s (this node: %s); "
 			"all %d nodes use the ring",
-			(unsigned long long)cc->job_id, v[1] != -v[2] ? "some nodes (lists differ)"
+			(unsigned long long)cc->job_id, v[0] != -v[1] ? "some nodes (lists differ)"
 			: "at least one node", joined ? "joined" : "not joined", nranks);
 	} else {
 		SC_INFO("collnet job 0x%016llx: rank %d of %d, no SUMCAST_AGGREGATORS: ring only",
@@ -525,6 +506,11 @@ int colln_iallreduce(void *coll_comm, void *send, void *recv, size_t count, nccl
 		SC_WARN("iallreduce: type %d / op %d was announced unsupported by reduceSupport", t, op);
 		return -EINVAL;
 	}
+	rc = failover_progress(cc);
+	if (rc)
+		return rc;
+	if (failover_busy(cc))
+		return 0; /* the nodes are agreeing on a fault: NCCL retries */
 	for (slot = 0; slot < COLL_REQS; slot++)
 		if (!cc->reqs[slot].used) {
 			r = &cc->reqs[slot];
@@ -533,11 +519,15 @@ int colln_iallreduce(void *coll_comm, void *send, void *recv, size_t count, nccl
 	if (!r)
 		return 0; /* NCCL retries */
 	size_t es = sc_dtype_size(d);
-	size_t a = cc->client ? split_count(split_fraction(&cc->model, count * es), count, es) : 0;
+	uint32_t epoch = 0;
+	uint64_t aggs = cc->client ? failover_live_for(cc, cc->next_idx, &epoch) : 0;
+	struct split_model m = cc->model;
+	m.naggs = (uint32_t)__builtin_popcountll(aggs);
+	size_t a = aggs ? split_count(split_fraction(&m, count * es), count, es) : 0;
 	struct client_req *creq = NULL;
 	if (a) {
-		rc = client_allreduce(cc->client, send, recv, a, d, o, sm && sm->has_agg ? sm->agg.desc : NULL,
-				      rm && rm->has_agg ? rm->agg.desc : NULL, &creq);
+		rc = client_allreduce_on(cc->client, send, recv, a, d, o, sm && sm->has_agg ? sm->agg.desc : NULL,
+					 rm && rm->has_agg ? rm->agg.desc : NULL, aggs, &creq);
 		if (rc == -EAGAIN)
 			return 0;
 		if (rc) {
@@ -549,20 +539,30 @@ int colln_iallreduce(void *coll_comm, void *send, void *recv, size_t count, nccl
 	memset(r, 0, offsetof(struct coll_req, ring));
 	r->cc = cc;
 	r->used = true;
+	r->idx = cc->next_idx;
+	r->seq = (uint32_t)(cc->next_idx & SC_TAG_RING_SEQ_MASK);
 	r->count = count;
 	r->es = es;
 	r->a = a;
 	r->dtype = (uint8_t)d;
 	r->op = (uint8_t)o;
-	r->seq = cc->seq;
+	r->send = send;
+	r->recv = recv;
+	r->sm = sm;
+	r->rm = rm;
 	r->creq = creq;
+	r->aggs = a ? aggs : 0;
+	r->epoch = epoch;
 	r->agg_done = a == 0;
 	r->t0 = sc_now_ns();
-	ring_op_start(&cc->ring, &r->ring, cc->seq, (const char *)send + a * es, (char *)recv + a * es,
+	ring_op_start(&cc->ring, &r->ring, r->seq, (const char *)send + a * es, (char *)recv + a * es,
 		      count - a, d, o, sm ? sm->ring.desc : NULL, rm ? rm->ring.desc : NULL, slot);
-	cc->seq = (cc->seq + 1) & 0xFFFFF;
-	if (cc->seq == COLL_AGREE_SEQ)
-		cc->seq = 0;
+	cc->next_idx++;
+	if (r->aggs & cc->fo.dead) {
+		rc = failover_req_started(cc, r);
+		if (rc)
+			return rc;
+	}
 	*request = r;
 	return 0;
 }
@@ -583,6 +583,12 @@ static int req_progress(struct coll_req *r)
 	return 0;
 }
 
+static void req_end(struct coll_comm *cc, struct coll_req *r)
+{
+	failover_req_gone(cc, r);
+	r->used = false;
+}
+
 int colln_test(void *request, int *done, int *size)
 {
 	struct coll_req *r = request;
@@ -591,18 +597,22 @@ int colln_test(void *request, int *done, int *size)
 
 	*done = 0;
 	ring_poll(&cc->ring);
+	rc = failover_progress(cc);
 	/* Every active request moves, not only the one NCCL asks about. */
 	for (int i = 0; i < COLL_REQS; i++)
 		if (cc->reqs[i].used && &cc->reqs[i] != r)
 			(void)req_progress(&cc->reqs[i]);
-	rc = req_progress(r);
+	if (!rc)
+		rc = req_progress(r);
 	if (!rc && !r->agg_done) {
 		int d = 0;
 		rc = client_test(cc->client, r->creq, &d);
 		if (rc) {
 			r->creq = NULL; /* freed by client_test */
-			SC_WARN("allreduce seq through the aggregators failed: %s", client_error(cc->client));
+			SC_WARN("allreduce seq %u through the aggregators failed: %s", r->seq,
+				client_error(cc->client));
 		} else if (d) {
+			r->creq = NULL;
 			r->agg_done = true;
 			r->t_agg = sc_now_ns();
 		}
@@ -613,10 +623,10 @@ int colln_test(void *request, int *done, int *size)
 		if (r->creq)
 			r->agg_done = true; /* left to client_destroy */
 		trace_req(cc, r, sc_now_ns(), rc);
-		r->used = false;
+		req_end(cc, r);
 		return rc;
 	}
-	if (!r->agg_done || !r->ring_done)
+	if (!r->agg_done || !r->ring_done || r->repairs)
 		return 0;
 	trace_req(cc, r, sc_now_ns(), 0);
 	cc->st.ops++;
@@ -629,7 +639,7 @@ int colln_test(void *request, int *done, int *size)
 		cc->st.ring_ns += r->t_ring - r->t0;
 	if (size)
 		*size = (int)(r->count * r->es);
-	r->used = false;
+	req_end(cc, r);
 	*done = 1;
 	return 0;
 }
@@ -646,14 +656,18 @@ int colln_close(void *coll_comm)
 		if (cc->reqs[i].used && !cc->reqs[i].ring_done)
 			ring_op_abort(&cc->reqs[i].ring);
 	SC_INFO("collnet job 0x%016llx rank %u/%u closed: %llu allreduces, %.3f GB, split %.3f "
-		"(aggregators %.3f GB at %.2f GB/s, ring %.3f GB at %.2f GB/s)",
+		"(aggregators %.3f GB at %.2f GB/s, ring %.3f GB at %.2f GB/s); aggregator faults %llu "
+		"(epoch %u): %.3f GB copied from other nodes, %.3f GB redone over the ring",
 		(unsigned long long)cc->job_id, cc->rank, cc->nranks, (unsigned long long)s->ops,
 		s->bytes / 1e9, s->bytes ? (double)s->agg_bytes / s->bytes : 0.0, s->agg_bytes / 1e9,
 		s->agg_ns ? s->agg_bytes / (double)s->agg_ns : 0.0, s->ring_bytes / 1e9,
-		s->ring_ns ? s->ring_bytes / (double)s->ring_ns : 0.0);
+		s->ring_ns ? s->ring_bytes / (double)s->ring_ns : 0.0,
+		(unsigned long long)cc->fo.faults, cc->fo.epoch, cc->fo.copied_bytes / 1e9,
+		cc->fo.redone_bytes / 1e9);
 	if (cc->trace && fclose(cc->trace))
 		SC_WARN("SUMCAST_TRACE: closing the trace of job 0x%016llx: %s",
 			(unsigned long long)cc->job_id, strerror(errno));
+	failover_fini(cc);
 	if (cc->client)
 		client_destroy(cc->client);
 	ring_fini(&cc->ring);
@@ -661,204 +675,3 @@ int colln_close(void *coll_comm)
 	free(cc);
 	return 0;
 }
-
-/* ---- entry points ---- */
-
-struct coll_ctx {
-	uint64_t comm_id;
-};
-
-static ncclResult_t coll_init_common(ncclDebugLogger_t logger)
-{
-	int rc = plugin_init(logger);
-
-	if (!rc)
-		rc = netc_init();
-	return plugin_result(rc);
-}
-
-static ncclResult_t coll_devices(int *ndev)
-{
-	return plugin_result(netc_devices(ndev));
-}
-
-static ncclResult_t coll_props_v9(int dev, ncclNetProperties_v9_t *out)
-{
-	struct plugin_props p;
-	int rc = plugin_props_get(dev, &p);
-
-	if (rc)
-		return plugin_result(rc);
-	plugin_props_v9(&p, dev, 1024, 1, out);
-	return ncclSuccess;
-}
-
-static ncclResult_t coll_props_v11(int dev, ncclNetProperties_v11_t *out)
-{
-	return plugin_props_as_v11(coll_props_v9, dev, out);
-}
-
-static ncclResult_t coll_props_v8(int dev, ncclNetProperties_v8_t *out)
-{
-	return plugin_props_as_v8(coll_props_v9, dev, out);
-}
-
-static ncclResult_t coll_listen(int dev, void *handle, void **listen_comm)
-{
-	return plugin_result(colln_listen(dev, handle, listen_comm));
-}
-
-static ncclResult_t coll_connect(void *handles[], int nranks, int rank, void *listen_comm,
-				 void **coll_comm)
-{
-	return plugin_result(colln_connect(handles, nranks, rank, listen_comm, coll_comm));
-}
-
-static ncclResult_t coll_reduce_support(ncclDataType_t t, ncclRedOp_t op, int *supported)
-{
-	return plugin_result(colln_reduce_support(t, op, supported));
-}
-
-static ncclResult_t coll_reg_mr(void *c, void *data, size_t size, int type, void **mhandle)
-{
-	return plugin_result(colln_reg_mr(c, data, size, type, mhandle));
-}
-
-static ncclResult_t coll_reg_mr_dmabuf(void *c, void *data, size_t size, int type, uint64_t offset,
-				       int fd, void **mhandle)
-{
-	(void)offset;
-	(void)fd;
-	return coll_reg_mr(c, data, size, type, mhandle);
-}
-
-static ncclResult_t coll_dereg_mr(void *c, void *mhandle)
-{
-	return plugin_result(colln_dereg_mr(c, mhandle));
-}
-
-static ncclResult_t coll_iallreduce(void *c, void *send, void *recv, size_t count, ncclDataType_t t,
-				    ncclRedOp_t op, void *smh, void *rmh, void **request)
-{
-	return plugin_result(colln_iallreduce(c, send, recv, count, t, op, smh, rmh, request));
-}
-
-static ncclResult_t coll_iallreduce_v8(void *c, void *send, void *recv, int count, ncclDataType_t t,
-				       ncclRedOp_t op, void *smh, void *rmh, void **request)
-{
-	if (count < 0)
-		return ncclInvalidArgument;
-	return coll_iallreduce(c, send, recv, (size_t)count, t, op, smh, rmh, request);
-}
-
-static ncclResult_t coll_iflush(void *c, void *data, int size, void *mhandle, void **request)
-{
-	(void)c;
-	(void)data;
-	(void)size;
-	(void)mhandle;
-	*request = NULL; /* host memory: nothing to flush */
-	return ncclSuccess;
-}
-
-static ncclResult_t coll_test(void *request, int *done, int *size)
-{
-	return plugin_result(colln_test(request, done, size));
-}
-
-static ncclResult_t coll_close(void *c)
-{
-	return plugin_result(colln_close(c));
-}
-
-static ncclResult_t coll_close_listen(void *c)
-{
-	return plugin_result(colln_close_listen(c));
-}
-
-static ncclResult_t coll_init_v11(void **ctx, uint64_t comm_id, ncclDebugLogger_t logger)
-{
-	struct coll_ctx *c;
-	ncclResult_t r = coll_init_common(logger);
-
-	if (r)
-		return r;
-	c = calloc(1, sizeof(*c));
-	if (!c)
-		return ncclSystemError;
-	c->comm_id = comm_id;
-	*ctx = c;
-	return ncclSuccess;
-}
-
-static ncclResult_t coll_listen_v11(void *ctx, int dev, void *handle, void **listen_comm)
-{
-	(void)ctx;
-	return coll_listen(dev, handle, listen_comm);
-}
-
-static ncclResult_t coll_finalize_v11(void *ctx)
-{
-	free(ctx);
-	netc_fini();
-	return ncclSuccess;
-}
-
-static ncclResult_t coll_init_v8(ncclDebugLogger_t logger)
-{
-	return coll_init_common(logger);
-}
-
-SC_EXPORT const ncclCollNet_v11_t ncclCollNetPlugin_v11 = {
-	.name = PLUGIN_NAME,
-	.init = coll_init_v11,
-	.devices = coll_devices,
-	.getProperties = coll_props_v11,
-	.listen = coll_listen_v11,
-	.connect = coll_connect,
-	.reduceSupport = coll_reduce_support,
-	.regMr = coll_reg_mr,
-	.regMrDmaBuf = coll_reg_mr_dmabuf,
-	.deregMr = coll_dereg_mr,
-	.iallreduce = coll_iallreduce,
-	.iallgather = NULL,
-	.ireducescatter = NULL,
-	.iflush = coll_iflush,
-	.test = coll_test,
-	.closeColl = coll_close,
-	.closeListen = coll_close_listen,
-	.makeVDevice = NULL,
-	.finalize = coll_finalize_v11,
-};
-
-#define COLL_V9_BODY                                                                  \
-	.name = PLUGIN_NAME, .init = coll_init_v8, .devices = coll_devices,           \
-	.getProperties = coll_props_v9, .listen = coll_listen, .connect = coll_connect, \
-	.reduceSupport = coll_reduce_support, .regMr = coll_reg_mr,                   \
-	.regMrDmaBuf = coll_reg_mr_dmabuf, .deregMr = coll_dereg_mr,                  \
-	.iallreduce = coll_iallreduce, .iallgather = NULL, .ireducescatter = NULL,    \
-	.iflush = coll_iflush, .test = coll_test, .closeColl = coll_close,            \
-	.closeListen = coll_close_listen, .makeVDevice = NULL
-
-SC_EXPORT const ncclCollNet_v10_t ncclCollNetPlugin_v10 = { COLL_V9_BODY };
-SC_EXPORT const ncclCollNet_v9_t ncclCollNetPlugin_v9 = { COLL_V9_BODY };
-
-SC_EXPORT const ncclCollNet_v8_t ncclCollNetPlugin_v8 = {
-	.name = PLUGIN_NAME,
-	.init = coll_init_v8,
-	.devices = coll_devices,
-	.getProperties = coll_props_v8,
-	.listen = coll_listen,
-	.connect = coll_connect,
-	.reduceSupport = coll_reduce_support,
-	.regMr = coll_reg_mr,
-	.regMrDmaBuf = coll_reg_mr_dmabuf,
-	.deregMr = coll_dereg_mr,
-	.iallreduce = coll_iallreduce_v8,
-	.iallgather = NULL,
-	.ireducescatter = NULL,
-	.iflush = coll_iflush,
-	.test = coll_test,
-	.closeColl = coll_close,
-	.closeListen = coll_close_listen,
-};

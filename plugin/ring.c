@@ -9,9 +9,9 @@
 #include "log.h"
 #include "tags.h"
 
-#define X_IDLE 0
-#define X_POSTED 1
-#define X_DONE 2
+#define X_IDLE RING_X_IDLE
+#define X_POSTED RING_X_POSTED
+#define X_DONE RING_X_DONE
 
 int ring_init(struct ring *r, struct fabric *f, const void *next_addr, size_t next_len,
 	      const void *prev_addr, size_t prev_len, uint32_t rank, uint32_t nranks,

@@ -45,9 +45,12 @@ struct ring {
 	int err; /* sticky CQ failure */
 };
 
+/* Every operation on the collnet's endpoint is a ring_xfer: ring_poll
+ * marks them done, whoever posted them. */
+enum { RING_X_IDLE = 0, RING_X_POSTED, RING_X_DONE };
 struct ring_xfer {
 	struct fabric_op fop;
-	uint8_t state; /* 0 idle, 1 posted, 2 done */
+	uint8_t state; /* RING_X_* */
 	int err;
 	size_t len;
 };

@@ -1,0 +1,159 @@
+/* The collnet engine's private header, shared by
+ *   collnet.c      connect, memory, iallreduce/test, close (the engine)
+ *   collnet_api.c  NCCL's ncclCollNet vtables v8..v11 (adapters only)
+ *   failover.c     surviving aggregator faults (agreement and repair)
+ * Nothing here is exported. */
+#ifndef SUMCAST_PLUGIN_COLLNET_H
+#define SUMCAST_PLUGIN_COLLNET_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "client.h"
+#include "plugin.h"
+#include "ring.h"
+#include "split.h"
+
+#define COLL_REQS 16
+#define COLL_RANKS_MAX 2048 /* ring tags carry the step in 12 bits */
+
+struct coll_mr {
+	struct fabric_mr ring; /* on the collnet's endpoint (ring, repairs) */
+	struct fabric_mr agg;  /* on the client's domain (aggregators) */
+	bool has_agg;
+};
+
+struct coll_comm;
+
+struct coll_req {
+	struct coll_comm *cc;
+	bool used;
+	uint64_t idx;  /* 0, 1, 2, ... in issue order: the same request on every node */
+	uint32_t seq;  /* idx in tags (20 bits) */
+	size_t count, es, a;
+	uint8_t dtype, op; /* enum sc_dtype / sc_op */
+	const void *send;
+	void *recv;
+	struct coll_mr *sm, *rm;
+	struct client_req *creq;
+	uint64_t aggs;   /* aggregators the aggregator part is sharded over */
+	uint32_t epoch;  /* the failover epoch whose aggregator set it uses */
+	bool agg_done, ring_done;
+	uint32_t repairs;      /* failover repairs of this request still running */
+	uint64_t redone_bytes; /* bytes of it repaired here (copied from a node or redone) */
+	uint64_t t0, t_agg, t_ring;
+	struct ring_op ring;
+};
+
+struct coll_stats {
+	uint64_t ops, bytes, agg_bytes, ring_bytes, agg_ns, ring_ns;
+};
+
+/* ---- failover (failover.c) ---- */
+
+/* From request `from` on, the aggregator part is sharded over `live`. */
+struct fo_epoch {
+	uint64_t from;
+	uint64_t live;
+};
+
+/* What every node agreed on for one failed aggregator: every node had the
+ * result of every chunk below lo; of the `w` chunks from lo on, holder[k]
+ * is the lowest rank that has chunk lo + k (INT64_MAX: none) and lacker[k]
+ * the lowest rank that does not (INT64_MAX: none). */
+struct fo_dead {
+	bool agreed;
+	uint32_t epoch;
+	uint64_t lo;
+	uint32_t w;
+	int64_t *holder, *lacker;
+	char why[160];
+};
+
+struct fo_item;
+
+struct failover {
+	uint32_t epoch;  /* decisions taken (0: the connect-time set) */
+	uint64_t known;  /* aggregators known to have failed, here or by notice */
+	uint64_t dead;   /* failed and decided */
+	int state;       /* FO_IDLE, FO_ROUND1, FO_ROUND2 */
+	uint32_t attempt;
+	uint64_t t_first_ns; /* first sign of the fault being agreed */
+	uint64_t deadline_ns; /* agreement and repairs must be done by then */
+	int err;         /* a repair failed: the communicator is broken */
+	/* notices: the known mask travels the ring (prev -> us -> next) */
+	struct ring_xfer nrx, ntx[4];
+	uint64_t *nbuf;  /* [0]: receive, [1..4]: sends (registered) */
+	struct fabric_mr nmr;
+	bool nrx_posted;
+	uint64_t told;   /* largest mask sent to next */
+	/* agreement: a min-allreduce over the ring */
+	struct ring_op agree;
+	int64_t *vin, *vout;
+	size_t nvals;
+	struct fabric_mr vmr_in, vmr_out;
+	uint64_t fenced; /* the set this node reported in round 1 */
+	uint64_t r1_lo[CLIENT_AGGS_MAX];
+	uint64_t r1_next;
+	/* history */
+	struct fo_epoch *epochs;
+	size_t nepochs;
+	struct fo_dead deads[CLIENT_AGGS_MAX];
+	struct fo_item *items;
+	/* a registered chunk-sized sink for copies a node passes on but holds */
+	void *sink;
+	size_t sink_bytes;
+	struct fabric_mr sink_mr;
+	/* retention copies of the client, registered on the collnet endpoint */
+	struct fabric_mr ret_mr;
+	bool ret_reg;
+	/* totals for the close summary */
+	uint64_t faults, copied_bytes, redone_bytes;
+};
+
+/* ---- the communicator ---- */
+
+struct coll_comm {
+	struct fabric *f;
+	struct ring ring;
+	struct client *client;
+	uint32_t rank, nranks;
+	uint64_t job_id;
+	struct split_model model;
+	uint32_t eager_bytes; /* rank 0's */
+	bool deterministic;    /* rank 0's SUMCAST_DETERMINISTIC: join with WIRE_JOIN_F_DETERMINISTIC */
+	FILE *trace;           /* SUMCAST_TRACE: a JSON line per allreduce; NULL: off */
+	uint64_t next_idx;     /* requests issued */
+	struct coll_stats st;
+	char aggs_buf[CFG_STR_MAX];
+	const char *aggs[CLIENT_AGGS_MAX];
+	size_t naggs;
+	uint8_t key[256];
+	size_t key_len;
+	struct failover fo;
+	struct coll_req reqs[COLL_REQS];
+};
+
+/* Blocking (bounded by deadline) min-allreduce of n int64 over the ring,
+ * under the failover's agreement tags for (epoch, attempt, round). */
+int coll_agree(struct coll_comm *cc, int64_t *vals, size_t n, uint32_t round, uint64_t deadline);
+
+/* failover.c */
+/* After connect: epoch 0 over the aggregators every node joined. */
+int failover_init(struct coll_comm *cc, uint64_t live);
+void failover_fini(struct coll_comm *cc);
+/* Drives notices, agreement and repairs; called from test and iallreduce.
+ * 0, or the error that broke the communicator. */
+int failover_progress(struct coll_comm *cc);
+/* Whether new requests must wait (an agreement is under way). */
+bool failover_busy(const struct coll_comm *cc);
+/* The aggregator set and epoch for request idx. */
+uint64_t failover_live_for(const struct coll_comm *cc, uint64_t idx, uint32_t *epoch);
+/* A request just issued whose set holds failed aggregators: repair their
+ * shards (all of their chunks are redone over the ring). */
+int failover_req_started(struct coll_comm *cc, struct coll_req *r);
+/* A request leaves (completed or failed): forget it in repairs. */
+void failover_req_gone(struct coll_comm *cc, struct coll_req *r);
+
+#endif

@@ -1,0 +1,206 @@
+/* ncclCollNet v8..v11: NCCL's vtables and the adapters from each version's
+ * calling convention to the engine (collnet.c), which takes and returns
+ * negative errnos; plugin_result() maps them to ncclResult_t here, in one
+ * place. Nothing but the vtables is exported. */
+#include "collnet.h"
+
+#include <stdlib.h>
+
+struct coll_ctx {
+	uint64_t comm_id;
+};
+
+static ncclResult_t coll_init_common(ncclDebugLogger_t logger)
+{
+	int rc = plugin_init(logger);
+
+	if (!rc)
+		rc = netc_init();
+	return plugin_result(rc);
+}
+
+static ncclResult_t coll_devices(int *ndev)
+{
+	return plugin_result(netc_devices(ndev));
+}
+
+static ncclResult_t coll_props_v9(int dev, ncclNetProperties_v9_t *out)
+{
+	struct plugin_props p;
+	int rc = plugin_props_get(dev, &p);
+
+	if (rc)
+		return plugin_result(rc);
+	plugin_props_v9(&p, dev, 1024, 1, out);
+	return ncclSuccess;
+}
+
+static ncclResult_t coll_props_v11(int dev, ncclNetProperties_v11_t *out)
+{
+	return plugin_props_as_v11(coll_props_v9, dev, out);
+}
+
+static ncclResult_t coll_props_v8(int dev, ncclNetProperties_v8_t *out)
+{
+	return plugin_props_as_v8(coll_props_v9, dev, out);
+}
+
+static ncclResult_t coll_listen(int dev, void *handle, void **listen_comm)
+{
+	return plugin_result(colln_listen(dev, handle, listen_comm));
+}
+
+static ncclResult_t coll_connect(void *handles[], int nranks, int rank, void *listen_comm,
+				 void **coll_comm)
+{
+	return plugin_result(colln_connect(handles, nranks, rank, listen_comm, coll_comm));
+}
+
+static ncclResult_t coll_reduce_support(ncclDataType_t t, ncclRedOp_t op, int *supported)
+{
+	return plugin_result(colln_reduce_support(t, op, supported));
+}
+
+static ncclResult_t coll_reg_mr(void *c, void *data, size_t size, int type, void **mhandle)
+{
+	return plugin_result(colln_reg_mr(c, data, size, type, mhandle));
+}
+
+static ncclResult_t coll_reg_mr_dmabuf(void *c, void *data, size_t size, int type, uint64_t offset,
+				       int fd, void **mhandle)
+{
+	(void)offset;
+	(void)fd;
+	return coll_reg_mr(c, data, size, type, mhandle);
+}
+
+static ncclResult_t coll_dereg_mr(void *c, void *mhandle)
+{
+	return plugin_result(colln_dereg_mr(c, mhandle));
+}
+
+static ncclResult_t coll_iallreduce(void *c, void *send, void *recv, size_t count, ncclDataType_t t,
+				    ncclRedOp_t op, void *smh, void *rmh, void **request)
+{
+	return plugin_result(colln_iallreduce(c, send, recv, count, t, op, smh, rmh, request));
+}
+
+static ncclResult_t coll_iallreduce_v8(void *c, void *send, void *recv, int count, ncclDataType_t t,
+				       ncclRedOp_t op, void *smh, void *rmh, void **request)
+{
+	if (count < 0)
+		return ncclInvalidArgument;
+	return coll_iallreduce(c, send, recv, (size_t)count, t, op, smh, rmh, request);
+}
+
+static ncclResult_t coll_iflush(void *c, void *data, int size, void *mhandle, void **request)
+{
+	(void)c;
+	(void)data;
+	(void)size;
+	(void)mhandle;
+	*request = NULL; /* host memory: nothing to flush */
+	return ncclSuccess;
+}
+
+static ncclResult_t coll_test(void *request, int *done, int *size)
+{
+	return plugin_result(colln_test(request, done, size));
+}
+
+static ncclResult_t coll_close(void *c)
+{
+	return plugin_result(colln_close(c));
+}
+
+static ncclResult_t coll_close_listen(void *c)
+{
+	return plugin_result(colln_close_listen(c));
+}
+
+static ncclResult_t coll_init_v11(void **ctx, uint64_t comm_id, ncclDebugLogger_t logger)
+{
+	struct coll_ctx *c;
+	ncclResult_t r = coll_init_common(logger);
+
+	if (r)
+		return r;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return ncclSystemError;
+	c->comm_id = comm_id;
+	*ctx = c;
+	return ncclSuccess;
+}
+
+static ncclResult_t coll_listen_v11(void *ctx, int dev, void *handle, void **listen_comm)
+{
+	(void)ctx;
+	return coll_listen(dev, handle, listen_comm);
+}
+
+static ncclResult_t coll_finalize_v11(void *ctx)
+{
+	free(ctx);
+	netc_fini();
+	return ncclSuccess;
+}
+
+static ncclResult_t coll_init_v8(ncclDebugLogger_t logger)
+{
+	return coll_init_common(logger);
+}
+
+SC_EXPORT const ncclCollNet_v11_t ncclCollNetPlugin_v11 = {
+	.name = PLUGIN_NAME,
+	.init = coll_init_v11,
+	.devices = coll_devices,
+	.getProperties = coll_props_v11,
+	.listen = coll_listen_v11,
+	.connect = coll_connect,
+	.reduceSupport = coll_reduce_support,
+	.regMr = coll_reg_mr,
+	.regMrDmaBuf = coll_reg_mr_dmabuf,
+	.deregMr = coll_dereg_mr,
+	.iallreduce = coll_iallreduce,
+	.iallgather = NULL,
+	.ireducescatter = NULL,
+	.iflush = coll_iflush,
+	.test = coll_test,
+	.closeColl = coll_close,
+	.closeListen = coll_close_listen,
+	.makeVDevice = NULL,
+	.finalize = coll_finalize_v11,
+};
+
+#define COLL_V9_BODY                                                                  \
+	.name = PLUGIN_NAME, .init = coll_init_v8, .devices = coll_devices,           \
+	.getProperties = coll_props_v9, .listen = coll_listen, .connect = coll_connect, \
+	.reduceSupport = coll_reduce_support, .regMr = coll_reg_mr,                   \
+	.regMrDmaBuf = coll_reg_mr_dmabuf, .deregMr = coll_dereg_mr,                  \
+	.iallreduce = coll_iallreduce, .iallgather = NULL, .ireducescatter = NULL,    \
+	.iflush = coll_iflush, .test = coll_test, .closeColl = coll_close,            \
+	.closeListen = coll_close_listen, .makeVDevice = NULL
+
+SC_EXPORT const ncclCollNet_v10_t ncclCollNetPlugin_v10 = { COLL_V9_BODY };
+SC_EXPORT const ncclCollNet_v9_t ncclCollNetPlugin_v9 = { COLL_V9_BODY };
+
+SC_EXPORT const ncclCollNet_v8_t ncclCollNetPlugin_v8 = {
+	.name = PLUGIN_NAME,
+	.init = coll_init_v8,
+	.devices = coll_devices,
+	.getProperties = coll_props_v8,
+	.listen = coll_listen,
+	.connect = coll_connect,
+	.reduceSupport = coll_reduce_support,
+	.regMr = coll_reg_mr,
+	.regMrDmaBuf = coll_reg_mr_dmabuf,
+	.deregMr = coll_dereg_mr,
+	.iallreduce = coll_iallreduce_v8,
+	.iallgather = NULL,
+	.ireducescatter = NULL,
+	.iflush = coll_iflush,
+	.test = coll_test,
+	.closeColl = coll_close,
+	.closeListen = coll_close_listen,
+};
