@@ -14,7 +14,16 @@
  *
  * connect/accept never block: the connector keeps its half-built comm in
  * the handle NCCL hands back on every retry (NCCL's handle buffer is ours,
- * NCCL_NET_HANDLE_MAXSIZE bytes). */
+ * NCCL_NET_HANDLE_MAXSIZE bytes).
+ *
+ * Closing: a comm's ops live inside it, and a completion writes into its
+ * op. A comm closed while the fabric still holds one of its ops (a cancel
+ * or a send that did not finish within its bound) is parked, not freed: it
+ * stays allocated on a list until its last op completes, and the progress
+ * call that reads that completion frees it. The endpoint is never closed
+ * (netc_fini), so a comm whose op never completes stays parked for the
+ * life of the process: the memory of the comms closed that way, counted in
+ * the log line that parks each one. */
 #include "plugin.h"
 
 #include <errno.h>
@@ -89,6 +98,7 @@ struct netc_comm {
 	struct netc_conn_msg conn;  /* listen: incoming; send: outgoing */
 	struct netc_ack_msg ack;    /* send: incoming; recv (via listen): outgoing */
 	struct netc_comm *accepting; /* listen: recv comm being set up */
+	struct netc_comm *parked_next; /* on netc.parked (closed, ops still posted) */
 	struct netc_req reqs[NETC_REQS];
 };
 
@@ -98,11 +108,13 @@ struct netc_mr {
 
 static struct {
 	pthread_mutex_t lock; /* open/close */
-	pthread_mutex_t progress;
+	pthread_mutex_t progress; /* completion polling, and the parked list */
 	int refs;
 	struct fabric *f;
 	uint32_t next_id;
-} netc = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, 0, NULL, 1 };
+	struct netc_comm *parked; /* closed comms with ops still posted */
+	int nparked;
+} netc = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, 0, NULL, 1, NULL, 0 };
 
 static uint32_t netc_id_new(void)
 {
@@ -161,6 +173,41 @@ int netc_devices(int *ndev)
 	return 0;
 }
 
+/* The ops of c the fabric still holds (posted, not completed). */
+static int comm_posted(struct netc_comm *c)
+{
+	int n = 0;
+
+	n += __atomic_load_n(&c->ctl_op.state, __ATOMIC_ACQUIRE) == OP_POSTED;
+	n += __atomic_load_n(&c->ctl_op2.state, __ATOMIC_ACQUIRE) == OP_POSTED;
+	for (int i = 0; i < NETC_REQS; i++)
+		for (int j = 0; j < PLUGIN_MAX_RECVS; j++)
+			n += __atomic_load_n(&c->reqs[i].ops[j].state, __ATOMIC_ACQUIRE) == OP_POSTED;
+	return n;
+}
+
+static const char *comm_kind_name(enum comm_kind k)
+{
+	return k == COMM_LISTEN ? "listen" : k == COMM_SEND ? "send" : "receive";
+}
+
+/* Frees the parked comms whose last op has completed. Progress lock held. */
+static void netc_reap_parked(void)
+{
+	for (struct netc_comm **pp = &netc.parked; *pp;) {
+		struct netc_comm *c = *pp;
+		if (comm_posted(c)) {
+			pp = &c->parked_next;
+			continue;
+		}
+		*pp = c->parked_next;
+		netc.nparked--;
+		SC_INFO("p2p %s comm %u: its last operation completed after close; freed (%d still parked)",
+			comm_kind_name(c->kind), c->id, netc.nparked);
+		free(c);
+	}
+}
+
 /* Reads completions; never blocks (another thread polling is as good). */
 static void netc_progress(void)
 {
@@ -178,6 +225,8 @@ static void netc_progress(void)
 			__atomic_fetch_sub(&op->req->pending, 1, __ATOMIC_RELEASE);
 		__atomic_store_n(&op->state, OP_DONE, __ATOMIC_RELEASE);
 	}
+	if (n > 0 && netc.parked)
+		netc_reap_parked();
 	pthread_mutex_unlock(&netc.progress);
 	if (n < 0)
 		SC_LOG_RATELIMIT(SC_LOG_WARN, 1000, "p2p completion queue: %s", fi_strerror(-n));
@@ -188,7 +237,8 @@ static bool op_done(struct netc_op *op)
 	return __atomic_load_n(&op->state, __ATOMIC_ACQUIRE) == OP_DONE;
 }
 
-/* Waits (bounded) for a posted op to finish after fi_cancel. */
+/* Waits (bounded) for a posted op to finish after fi_cancel; if it does
+ * not, the comm that holds it is parked when released (comm_release). */
 static void op_cancel_wait(struct netc_op *op)
 {
 	if (__atomic_load_n(&op->state, __ATOMIC_ACQUIRE) != OP_POSTED)
@@ -197,8 +247,26 @@ static void op_cancel_wait(struct netc_op *op)
 	uint64_t end = sc_now_ns() + 2000000000ull;
 	while (!op_done(op) && sc_now_ns() < end)
 		netc_progress();
-	if (!op_done(op))
-		SC_WARN("a posted receive did not complete its cancel within 2 s; leaking its comm");
+}
+
+/* The end of a closed (or never finished) comm: freed, or parked while the
+ * fabric still holds one of its ops, so that a late completion writes into
+ * live memory; netc_progress frees it after that completion. */
+static void comm_release(struct netc_comm *c)
+{
+	pthread_mutex_lock(&netc.progress);
+	int posted = comm_posted(c);
+	if (posted) {
+		c->parked_next = netc.parked;
+		netc.parked = c;
+		netc.nparked++;
+		SC_WARN("p2p %s comm %u: %d operation(s) still posted 2 s after close; parked until they "
+			"complete (%d comm(s) of %zu bytes parked)", comm_kind_name(c->kind), c->id, posted,
+			netc.nparked, sizeof(*c));
+	}
+	pthread_mutex_unlock(&netc.progress);
+	if (!posted)
+		free(c);
 }
 
 static int op_recv(struct netc_op *op, void *buf, size_t len, void *desc, uint64_t tag)
@@ -315,7 +383,7 @@ fail:
 	SC_WARN("connect to listen id %u failed: %s", h->listen_id, fi_strerror(-rc));
 	op_cancel_wait(&c->ctl_op2);
 	h->pending = NULL;
-	free(c);
+	comm_release(c);
 	return rc;
 }
 
@@ -607,7 +675,7 @@ int netc_close_send(void *send_comm)
 		while (c->reqs[i].used && __atomic_load_n(&c->reqs[i].pending, __ATOMIC_ACQUIRE) &&
 		       sc_now_ns() < end)
 			netc_progress();
-	free(c);
+	comm_release(c);
 	return 0;
 }
 
@@ -618,7 +686,7 @@ int netc_close_recv(void *recv_comm)
 	if (!c)
 		return 0;
 	comm_drain(c);
-	free(c);
+	comm_release(c);
 	return 0;
 }
 
@@ -634,8 +702,8 @@ int netc_close_listen(void *listen_comm)
 		while (lc->accepting->stage == 1 && !op_done(&lc->accepting->ctl_op) &&
 		       sc_now_ns() < end)
 			netc_progress();
-		free(lc->accepting);
+		comm_release(lc->accepting);
 	}
-	free(lc);
+	comm_release(lc);
 	return 0;
 }

@@ -4,6 +4,8 @@
  * thread while another issues requests, as NCCL's proxy does.
  *
  *   harness p2p   --nranks N [--version 11|8]
+ *                 [--close-inflight]   (closeSend with a send the peer has not received:
+ *                 the comm must outlive the late completion)
  *   harness coll  --nranks N [--naggs M] [--split S] [--version 11|8]
  *                 [--expect agg|joined|ring]   (the path every node must have taken,
  *                 checked on the bytes it carried: harness_check.c; turns on --trace)
@@ -75,6 +77,7 @@ struct opts {
 	const char *expect; /* "agg", "joined" or "ring": the path every node takes */
 	bool deterministic; /* SUMCAST_DETERMINISTIC=1 and the rank-order check */
 	bool trace;         /* SUMCAST_TRACE=<rv_dir>/trace and the trace check */
+	bool close_inflight; /* p2p: close a send comm with a send in flight */
 };
 extern struct opts opt;
 
@@ -146,6 +149,8 @@ extern struct plug P; /* the plugin instance the calls below go to */
 /* What the plugin told NCCL's logger: lines with the NET/Sumcast prefix,
  * and which path collnet connect announced. */
 extern int log_prefix_ok, saw_agg_path, saw_fallback;
+/* p2p comms the plugin parked at close (ops still posted), and freed later. */
+extern int saw_parked, saw_unparked;
 /* Requests this rank issued (and their bytes): what its trace must list. */
 extern uint64_t issued_reqs, issued_bytes;
 extern const char *coll_rv_name; /* rendezvous name of the next coll_setup */

@@ -19,6 +19,7 @@ void usage(void)
 		"       [--split auto|F] [--version 11|8] [--plugin PATH] [--daemon PATH]\n"
 		"       [-b|--min-bytes B] [-e|--max-bytes B] [--type T] [--json] [--verbose]\n"
 		"       [--key same|other] [--expect agg|joined|ring] [--trace]\n"
+		"       p2p: [--close-inflight]\n"
 		"       bench: [-f|--factor F] [--rounds R] [--time-per-size S]\n"
 		"              [--variant NAME=SPLIT[@PLUGIN][%%VAR=VALUE]]... [--splits S,S,...]\n",
 		program_invocation_short_name);
@@ -63,7 +64,8 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		{ "timeout", 1, 0, 'T' }, { "key", 1, 0, 'k' },
 		{ "expect", 1, 0, 'x' }, { "rounds", 1, 0, 'R' }, { "time-per-size", 1, 0, 'S' },
 		{ "factor", 1, 0, 'f' }, { "variant", 1, 0, 'W' }, { "splits", 1, 0, 'L' },
-		{ "deterministic", 0, 0, 'D' }, { "trace", 0, 0, 'r' }, { 0, 0, 0, 0 }
+		{ "deterministic", 0, 0, 'D' }, { "trace", 0, 0, 'r' }, { "close-inflight", 0, 0, 'I' },
+		{ 0, 0, 0, 0 }
 	};
 	static char plugin_buf[PATH_MAX + 64], daemon_buf[PATH_MAX + 64], aggs[1024];
 	bool timeout_given = false;
@@ -79,7 +81,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 	}
 	opt.plugin = harness_plugin_default;
 	opt.daemon = harness_daemon_default;
-	while ((c = getopt_long(argc, argv, "n:m:s:v:p:d:b:e:t:jVa:T:k:x:R:S:f:W:L:Dr", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "n:m:s:v:p:d:b:e:t:jVa:T:k:x:R:S:f:W:L:DrI", lo, NULL)) != -1) {
 		switch (c) {
 		case 'n': opt.nranks = atoi(optarg); break;
 		case 'm': opt.naggs = atoi(optarg); break;
@@ -106,6 +108,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 			break;
 		case 'D': opt.deterministic = true; break;
 		case 'r': opt.trace = true; break;
+		case 'I': opt.close_inflight = true; break;
 		case 'k':
 			opt.key = !strcmp(optarg, "same") ? 1 : !strcmp(optarg, "other") ? 2 : -1;
 			if (opt.key < 0)

@@ -15,6 +15,7 @@
 int log_prefix_ok; /* lines that came through NCCL's logger with our prefix */
 /* Which path collnet connect announced (from its log lines). */
 int saw_agg_path, saw_fallback;
+int saw_parked, saw_unparked; /* p2p comms parked at close, freed later */
 
 static void hlog(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
 		 const char *fmt, ...)
@@ -28,6 +29,10 @@ static void hlog(ncclDebugLogLevel level, unsigned long flags, const char *file,
 	va_end(ap);
 	if (!strncmp(buf, "NET/Sumcast", 11))
 		__atomic_fetch_add(&log_prefix_ok, 1, __ATOMIC_RELAXED);
+	if (strstr(buf, "parked until they complete"))
+		__atomic_fetch_add(&saw_parked, 1, __ATOMIC_RELAXED);
+	else if (strstr(buf, "completed after close; freed"))
+		__atomic_fetch_add(&saw_unparked, 1, __ATOMIC_RELAXED);
 	if (strstr(buf, "aggregators unusable"))
 		__atomic_store_n(&saw_fallback, 1, __ATOMIC_RELAXED);
 	else if (strstr(buf, " aggregators (") && strstr(buf, "+ ring"))

@@ -31,6 +31,56 @@ static uint8_t pat(int rank, size_t i, unsigned salt)
 	return (uint8_t)(rank * 131 + i * 7 + (i >> 8) * 13 + salt * 29);
 }
 
+/* --close-inflight: NCCL closes a send comm whose last send the peer has
+ * not received yet. The message is rendezvous-sized (8 MiB: the send
+ * cannot complete before the receive is posted), so closeSend's bounded
+ * wait for it runs out; the peer posts the receive afterwards and the send
+ * completes late. The plugin must keep the comm alive for that completion
+ * (it logs that it parks it) and free it once the completion is read (it
+ * logs that too); a comm freed at close is written by the late completion
+ * (heap-use-after-free under ASan). The receive must deliver the bytes. */
+static void close_inflight(void *sc, void *rc, void *lc, uint8_t *sbuf, void *smh, uint8_t *rbuf,
+			   void *rmh)
+{
+	const size_t len = 8u << 20;
+	int prev = (my_rank + opt.nranks - 1) % opt.nranks, s[8];
+	void *sr = NULL, *rr = NULL;
+	double end = (sc_now_ns() / 1e9) + 30;
+
+	memset(sbuf, 0x60 + my_rank, len);
+	while (!(sr = net_isend(sc, sbuf, len, 77, smh)))
+		CHECK((sc_now_ns() / 1e9) < end, "close-inflight: isend refused for 30 s");
+	CHECK(!net_test(sr, s), "close-inflight: an 8 MiB send completed before its receive was posted");
+	int parked0 = __atomic_load_n(&saw_parked, __ATOMIC_RELAXED);
+	NCHECK(opt.version == 11 ? P.n11->closeSend(sc) : P.n8->closeSend(sc));
+	CHECK(__atomic_load_n(&saw_parked, __ATOMIC_RELAXED) == parked0 + 1,
+	      "close-inflight: closeSend with a send in flight did not park the comm "
+	      "(no \"parked until they complete\" line)");
+	rv_barrier("closed-inflight");
+	void *rp[1] = { rbuf };
+	size_t rl[1] = { len };
+	int tg[1] = { 77 };
+	while (!(rr = net_irecv(rc, 1, rp, rl, tg, &rmh)))
+		CHECK((sc_now_ns() / 1e9) < end, "close-inflight: irecv refused for 30 s");
+	net_wait(rr, s, "close-inflight irecv");
+	CHECK(s[0] == (int)len && rbuf[0] == (uint8_t)(0x60 + prev) &&
+		      rbuf[len - 1] == (uint8_t)(0x60 + prev),
+	      "close-inflight: received %d bytes, byte 0x%x", s[0], rbuf[0]);
+	/* The send's completion comes back after the peer's receive; any
+	 * progress call reads it (accept here, with nothing to accept). */
+	end = (sc_now_ns() / 1e9) + 30;
+	while (!__atomic_load_n(&saw_unparked, __ATOMIC_RELAXED)) {
+		void *none = NULL;
+		NCHECK(net_accept(lc, &none));
+		CHECK(!none, "close-inflight: accept returned a comm");
+		CHECK((sc_now_ns() / 1e9) < end,
+		      "close-inflight: the parked comm was not freed within 30 s of its send completing");
+	}
+	if (my_rank == 0)
+		fprintf(stderr, "close-inflight: the comm closed with its send in flight was parked, "
+			"then freed after the late completion\n");
+}
+
 void run_p2p(void)
 {
 	int N = opt.nranks, next = (my_rank + 1) % N, prev = (my_rank + N - 1) % N;
@@ -197,20 +247,26 @@ void run_p2p(void)
 			}
 		}
 	}
+	if (opt.close_inflight) {
+		close_inflight(sc, rc, lc, sbuf, smh, rbuf[0], rmh[0]);
+		sc = NULL;
+	}
 	rv_barrier("p2p-done");
-	net_dereg(sc, smh);
+	net_dereg(rc, smh); /* this plugin's registrations are not tied to a comm */
 	for (int i = 0; i < 8; i++) {
 		net_dereg(rc, rmh[i]);
 		free(rbuf[i]);
 	}
 	free(sbuf);
 	if (opt.version == 11) {
-		NCHECK(P.n11->closeSend(sc));
+		if (sc)
+			NCHECK(P.n11->closeSend(sc));
 		NCHECK(P.n11->closeRecv(rc));
 		NCHECK(P.n11->closeListen(lc));
 		NCHECK(P.n11->finalize(P.nctx));
 	} else {
-		NCHECK(P.n8->closeSend(sc));
+		if (sc)
+			NCHECK(P.n8->closeSend(sc));
 		NCHECK(P.n8->closeRecv(rc));
 		NCHECK(P.n8->closeListen(lc));
 	}
