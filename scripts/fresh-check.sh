@@ -109,6 +109,9 @@ apt-config dump | grep -E '^Acquire::(https?::Proxy|Check-Valid-Until|Check-Date
 cp /etc/hosts "$root/etc/hosts"
 cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
 
+# The root a mount point of its own: `ip netns exec` (cluster/smoke) makes
+# "/" a slave mount in its namespace, which fails on a plain directory.
+mount --bind "$root" "$root"
 mount -t proc proc "$root/proc"
 mount --rbind /sys "$root/sys" && mount --make-rslave "$root/sys"
 mount --rbind /dev "$root/dev" && mount --make-rslave "$root/dev"   # with /dev/pts, /dev/shm
