@@ -19,12 +19,13 @@ build=${SUMCAST_BUILD_DIR:-build}
 jobs=$(nproc)
 t0=$SECONDS
 rc=0
+rm -f "$build/ctest.log" "$build/asan/ctest.log"
 
 echo "== build ($build, -Werror)"
 cmake -S . -B "$build" -DSUMCAST_WERROR=ON >/dev/null
 cmake --build "$build" -j"$jobs"
 echo "== ctest ($build)"
-(cd "$build" && ctest --output-on-failure -j"$jobs" --timeout 900 "$@") || rc=1
+(cd "$build" && ctest --output-on-failure -j"$jobs" --timeout 900 "$@") 2>&1 | tee "$build/ctest.log" || rc=1
 
 if [ "${SUMCAST_ASAN:-1}" != 0 ]; then
 	asan=$build/asan
@@ -63,8 +64,18 @@ print(" ".join(sorted(names)))' "$known")
 		# shellcheck disable=SC2086
 		cmake --build "$asan" -j"$jobs" --target $targets >"$asan/build.log" 2>&1 ||
 			{ tail -n 50 "$asan/build.log"; echo "ASan stage: build failed ($asan/build.log)"; exit 1; }
-		(cd "$asan" && ctest --output-on-failure -j"$jobs" --timeout 900 -L "$labels" "$@") || rc=1
+		(cd "$asan" && ctest --output-on-failure -j"$jobs" --timeout 900 -L "$labels" "$@") 2>&1 |
+			tee "$asan/ctest.log" || rc=1
 	fi
 fi
+# What each ctest run said, skipped and failed tests by name.
+summary() {
+	[ -f "$2" ] || return 0
+	echo "   $1: $(grep -E '^[0-9]+% tests passed' "$2" || echo 'no result')"
+	sed -n '/^The following tests \(did not run\|FAILED\):/,/^$/p' "$2" | sed '/^$/d; /^Errors while running CTest/d; s/^/   /'
+}
+echo "== summary"
+summary "ctest" "$build/ctest.log"
+[ "${SUMCAST_ASAN:-1}" = 0 ] || summary "ASan + UBSan" "$build/asan/ctest.log"
 echo "== test.sh: $([ $rc -eq 0 ] && echo PASS || echo FAIL) in $((SECONDS - t0)) s"
 exit $rc
