@@ -95,10 +95,14 @@ static void fo_fail(struct coll_comm *cc, int err, const char *what)
 	if (fo->err)
 		return;
 	fo->err = err;
-	SC_WARN("collnet job 0x%016llx rank %u: recovering from an aggregator fault failed: %s (%s); "
-		"every request of this communicator fails",
-		(unsigned long long)cc->job_id, cc->rank, what, err == -ETIMEDOUT ? "timed out"
-								  : fi_strerror(-err));
+	SC_WARN("collnet job 0x%016llx rank %u: recovering from an aggregator fault failed: %s (%s; "
+		"epoch %u attempt %u, failed aggregators 0x%llx of which agreed 0x%llx, %s); every request "
+		"of this communicator fails",
+		(unsigned long long)cc->job_id, cc->rank, what,
+		err == -ETIMEDOUT ? "timed out" : fi_strerror(-err), fo->epoch, fo->attempt,
+		(unsigned long long)fo->known, (unsigned long long)fo->dead,
+		fo->state == FO_ROUND1 ? "in round 1" : fo->state == FO_ROUND2 ? "in round 2"
+		: fo->items ? "repairing" : "idle");
 }
 
 /* ---- the request a chunk belongs to, here ---- */

@@ -12,6 +12,8 @@
  *                 [--trace]   (SUMCAST_TRACE: each rank checks its trace file)
  *                 [--deterministic]   (SUMCAST_DETERMINISTIC=1, --split 1: sums
  *                 whose rounding depends on the order must equal the rank-order sum)
+ *   harness fault --nranks N --naggs M --fault KIND[,KIND] [--fault-agg I] [--ops K]
+ *                 (aggregator faults during many mixed allreduces: harness_fault.c)
  *   harness bench --nranks N [--naggs M] [-b BYTES] [-e BYTES] [-f FACTOR] [--type T] [--json]
  *                 [--rounds R] [--time-per-size S]   (ring, agg, auto interleaved)
  *                 [--splits 0,0.25,0.5,0.75,1,auto]   (one variant per split, interleaved)
@@ -40,6 +42,8 @@
  *   harness_check.c    reference inputs and results, rank-order sums, the
  *                      trace check, the path check (--expect)
  *   harness_bench.c    the bench mode (bench/allreduce)
+ *   harness_fault.c    the fault test (aggregators killed, stopped, drained,
+ *                      restarted, cut off; a node killed)
  *   harness_cli.c      main() of plugin_harness
  * This header is private to those files (and bench/allreduce.c). */
 #ifndef SUMCAST_TESTS_PLUGIN_HARNESS_H
@@ -149,6 +153,9 @@ extern struct plug P; /* the plugin instance the calls below go to */
 /* What the plugin told NCCL's logger: lines with the NET/Sumcast prefix,
  * and which path collnet connect announced. */
 extern int log_prefix_ok, saw_agg_path, saw_fallback;
+/* Aggregator faults the plugin logged (its one WARN per fault), and how
+ * many aggregators the last collnet connect announced (-1: none yet). */
+extern int saw_fault, saw_naggs;
 /* p2p comms the plugin parked at close (ops still posted), and freed later. */
 extern int saw_parked, saw_unparked;
 /* Requests this rank issued (and their bytes): what its trace must list. */
@@ -171,6 +178,10 @@ void *coll_setup(uint8_t *region, size_t region_len, void **mh);
 void *c_iallreduce(void *cc, void *s, void *r, size_t count, ncclDataType_t t, ncclRedOp_t op,
 		   void *mh);
 int c_test(void *req, int *size);
+/* The same, handing back what the plugin returned instead of failing. */
+ncclResult_t c_iallreduce_rc(void *cc, void *s, void *r, size_t count, ncclDataType_t t,
+			     ncclRedOp_t op, void *mh, void **req);
+ncclResult_t c_test_rc(void *req, int *done, int *size);
 /* NCCL's proxy: chunks of at most 2 MiB, up to 8 outstanding, in order. */
 void allreduce_chunked(void *cc, uint8_t *send, uint8_t *recv, size_t count, ncclDataType_t t,
 		       ncclRedOp_t op, void *mh);
@@ -180,6 +191,17 @@ void allreduce_chunked(void *cc, uint8_t *send, uint8_t *recv, size_t count, ncc
 void run_p2p(void);
 void run_coll(void);
 void run_bench(void);
+void run_fault(void);
+/* fault options */
+struct fault_opts {
+	int k1, k2;      /* fault kinds (harness_fault.c), 0: none */
+	int agg;         /* the aggregator of the first fault (the second: the next one) */
+	uint64_t ops;    /* allreduces */
+	uint64_t at;     /* the first fault comes as this one starts (0: ops / 3) */
+	bool done1, done2;
+};
+extern struct fault_opts fopt;
+int fault_option(const char *kinds); /* 0, or -1: usage */
 /* bench options */
 int bench_option(int c, const char *arg); /* 0, or -1: usage */
 bool bench_options_ok(void);
@@ -220,5 +242,10 @@ struct agg_view {
 };
 /* 0, or -1 when a daemon did not answer or its /stats did not parse. */
 int daemons_view(int rank, struct agg_view *v);
+/* Aggregator i of this run: a signal to it, its control port, and a new
+ * sumcastd on that port (started by, and dying with, the caller). */
+int daemon_signal(int i, int sig);
+uint16_t daemon_port(int i);
+int daemon_restart(int i);
 
 #endif

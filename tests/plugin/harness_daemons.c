@@ -10,11 +10,59 @@
 
 static struct sc_daemon daemons[MAX_AGGS];
 static int ndaemons;
+static char *daemons_extra; /* the config text every daemon got, for restarts */
 
 void daemons_stop(void)
 {
 	sc_daemons_stop(daemons, (size_t)ndaemons, SIGTERM, 3000);
 	ndaemons = 0;
+	free(daemons_extra);
+	daemons_extra = NULL;
+}
+
+static struct sc_daemon_opts daemon_opts(const char *name, const char *extra, uint16_t port)
+{
+	return (struct sc_daemon_opts){
+		.binary = opt.daemon,
+		.provider = "tcp",
+		.node = "127.0.0.1",
+		.extra = extra,
+		.dir = rv_dir,
+		.name = name,
+		.log = !opt.verbose,
+		.timeout_ms = 15000,
+		.control_port = port,
+		.pdeathsig = true,
+	};
+}
+
+int daemon_signal(int i, int sig)
+{
+	if (i < 0 || i >= ndaemons || daemons[i].pid <= 0)
+		return -1;
+	return kill(daemons[i].pid, sig);
+}
+
+uint16_t daemon_port(int i)
+{
+	return i >= 0 && i < ndaemons ? daemons[i].ctl : 0;
+}
+
+/* A new sumcastd on aggregator i's control port (the old one is gone). In
+ * the calling process: it dies with it. */
+int daemon_restart(int i)
+{
+	char name[32];
+	struct sc_daemon d;
+
+	if (i < 0 || i >= ndaemons)
+		return -1;
+	snprintf(name, sizeof(name), "agg%d-restarted", i);
+	struct sc_daemon_opts o = daemon_opts(name, daemons_extra, daemons[i].ctl);
+	if (sc_daemon_start(&d, &o))
+		return -1;
+	daemons[i] = d;
+	return 0;
 }
 
 
@@ -48,16 +96,8 @@ int daemons_start(char *aggs, size_t len)
 	for (int i = 0; i < opt.naggs; i++) {
 		char name[32];
 		snprintf(name, sizeof(name), "agg%d", i);
-		struct sc_daemon_opts o = {
-			.binary = opt.daemon,
-			.provider = "tcp",
-			.node = "127.0.0.1",
-			.extra = extra,
-			.dir = rv_dir,
-			.name = name,
-			.log = !opt.verbose,
-			.timeout_ms = 15000,
-		};
+		struct sc_daemon_opts o = daemon_opts(name, extra, 0);
+		o.pdeathsig = false;
 		struct sc_daemon *d = &daemons[ndaemons++];
 		int rc = sc_daemon_start(d, &o);
 		if (rc == SC_DAEMON_EXITED && *d->log) {
@@ -71,7 +111,7 @@ int daemons_start(char *aggs, size_t len)
 		}
 		snprintf(aggs + strlen(aggs), len - strlen(aggs), "%s127.0.0.1:%u", i ? "," : "", d->ctl);
 	}
-	free(extra);
+	daemons_extra = extra;
 	return 0;
 }
 

@@ -15,11 +15,13 @@ const char *harness_plugin_default = "", *harness_daemon_default = "";
 void usage(void)
 {
 	fprintf(stderr,
-		"usage: %s p2p|coll|bench [--nranks N] [--naggs M] [--aggs host:port,...]\n"
+		"usage: %s p2p|coll|bench|fault [--nranks N] [--naggs M] [--aggs host:port,...]\n"
 		"       [--split auto|F] [--version 11|8] [--plugin PATH] [--daemon PATH]\n"
 		"       [-b|--min-bytes B] [-e|--max-bytes B] [--type T] [--json] [--verbose]\n"
 		"       [--key same|other] [--expect agg|joined|ring] [--trace]\n"
 		"       p2p: [--close-inflight]\n"
+		"       fault: --fault kill|idle|stop|term|restart|all|connect|node|partition[,KIND]\n"
+		"              [--fault-agg I] [--ops K] [--fault-at K]\n"
 		"       bench: [-f|--factor F] [--rounds R] [--time-per-size S]\n"
 		"              [--variant NAME=SPLIT[@PLUGIN][%%VAR=VALUE]]... [--splits S,S,...]\n",
 		program_invocation_short_name);
@@ -65,7 +67,8 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		{ "expect", 1, 0, 'x' }, { "rounds", 1, 0, 'R' }, { "time-per-size", 1, 0, 'S' },
 		{ "factor", 1, 0, 'f' }, { "variant", 1, 0, 'W' }, { "splits", 1, 0, 'L' },
 		{ "deterministic", 0, 0, 'D' }, { "trace", 0, 0, 'r' }, { "close-inflight", 0, 0, 'I' },
-		{ 0, 0, 0, 0 }
+		{ "fault", 1, 0, 'F' }, { "fault-agg", 1, 0, 'G' }, { "ops", 1, 0, 'O' },
+		{ "fault-at", 1, 0, 'A' }, { 0, 0, 0, 0 }
 	};
 	static char plugin_buf[PATH_MAX + 64], daemon_buf[PATH_MAX + 64], aggs[1024];
 	bool timeout_given = false;
@@ -81,7 +84,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 	}
 	opt.plugin = harness_plugin_default;
 	opt.daemon = harness_daemon_default;
-	while ((c = getopt_long(argc, argv, "n:m:s:v:p:d:b:e:t:jVa:T:k:x:R:S:f:W:L:DrI", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "n:m:s:v:p:d:b:e:t:jVa:T:k:x:R:S:f:W:L:DrIF:G:O:A:", lo, NULL)) != -1) {
 		switch (c) {
 		case 'n': opt.nranks = atoi(optarg); break;
 		case 'm': opt.naggs = atoi(optarg); break;
@@ -114,6 +117,13 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 			if (opt.key < 0)
 				usage();
 			break;
+		case 'F':
+			if (fault_option(optarg))
+				usage();
+			break;
+		case 'G': fopt.agg = atoi(optarg); break;
+		case 'O': fopt.ops = strtoull(optarg, NULL, 10); break;
+		case 'A': fopt.at = strtoull(optarg, NULL, 10); break;
 		default: usage();
 		}
 	}
@@ -141,6 +151,19 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 	setenv("SUMCAST_PROVIDER", "tcp", 0);
 	setenv("SUMCAST_IFACE", "127.0.0.1", 0);
 	setenv("SUMCAST_CONNECT_TIMEOUT", "10s", 0);
+	if (!strcmp(opt.mode, "fault")) {
+		/* The trace holds what the fault test checks; drained daemons
+		 * abort soon; a dead node is an error within 8 s. */
+		if (!fopt.k1 || opt.naggs < 1)
+			usage();
+		opt.trace = true;
+		if (!fopt.ops)
+			fopt.ops = 1000;
+		setenv("HARNESS_DAEMON_CONF", "[control]\\ndrain-timeout = 300ms", 0);
+		setenv("SUMCAST_AGG_TIMEOUT", "8s", 0);
+		if (!timeout_given)
+			opt.timeout_s = 600;
+	}
 	if (opt.split)
 		setenv("SUMCAST_SPLIT", opt.split, 1);
 	if (opt.trace) {
@@ -196,6 +219,8 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		rc = run_ranks(run_p2p);
 	} else if (!strcmp(opt.mode, "coll")) {
 		rc = run_ranks(run_coll);
+	} else if (!strcmp(opt.mode, "fault")) {
+		rc = run_ranks(run_fault);
 	} else if (!strcmp(opt.mode, "bench")) {
 		rc = bench_prepare();
 		if (!rc)

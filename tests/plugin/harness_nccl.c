@@ -16,6 +16,7 @@ int log_prefix_ok; /* lines that came through NCCL's logger with our prefix */
 /* Which path collnet connect announced (from its log lines). */
 int saw_agg_path, saw_fallback;
 int saw_parked, saw_unparked; /* p2p comms parked at close, freed later */
+int saw_fault, saw_naggs = -1;
 
 static void hlog(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
 		 const char *fmt, ...)
@@ -35,8 +36,15 @@ static void hlog(ncclDebugLogLevel level, unsigned long flags, const char *file,
 		__atomic_fetch_add(&saw_unparked, 1, __ATOMIC_RELAXED);
 	if (strstr(buf, "aggregators unusable"))
 		__atomic_store_n(&saw_fallback, 1, __ATOMIC_RELAXED);
-	else if (strstr(buf, " aggregators (") && strstr(buf, "+ ring"))
+	else if (strstr(buf, " aggregators (") && strstr(buf, "+ ring")) {
+		const char *q = strstr(buf, " aggregators (");
+		while (q > buf && q[-1] >= '0' && q[-1] <= '9')
+			q--;
+		__atomic_store_n(&saw_naggs, atoi(q), __ATOMIC_RELAXED);
 		__atomic_store_n(&saw_agg_path, 1, __ATOMIC_RELAXED);
+	}
+	if (strstr(buf, ": aggregator ") && strstr(buf, " failed (") && strstr(buf, "; epoch "))
+		__atomic_fetch_add(&saw_fault, 1, __ATOMIC_RELAXED);
 	if (level <= NCCL_LOG_WARN || (opt.verbose && level == NCCL_LOG_INFO))
 		fprintf(stderr, "[rank %d] %s %s:%d %s\n", my_rank,
 			level <= NCCL_LOG_WARN ? "WARN" : "INFO", file, line, buf);
@@ -233,6 +241,25 @@ void *c_iallreduce(void *cc, void *s, void *r, size_t count, ncclDataType_t t, n
 		issued_bytes += count * type_size(t);
 	}
 	return req;
+}
+
+ncclResult_t c_iallreduce_rc(void *cc, void *s, void *r, size_t count, ncclDataType_t t,
+			     ncclRedOp_t op, void *mh, void **req)
+{
+	*req = NULL;
+	ncclResult_t rc = opt.version == 11 ? P.c11->iallreduce(cc, s, r, count, t, op, mh, mh, req)
+					    : P.c8->iallreduce(cc, s, r, (int)count, t, op, mh, mh, req);
+	if (rc == ncclSuccess && *req) {
+		issued_reqs++;
+		issued_bytes += count * type_size(t);
+	}
+	return rc;
+}
+
+ncclResult_t c_test_rc(void *req, int *done, int *size)
+{
+	*done = 0;
+	return opt.version == 11 ? P.c11->test(req, done, size) : P.c8->test(req, done, size);
 }
 
 int c_test(void *req, int *size)

@@ -43,7 +43,7 @@ int sc_daemon_write_conf(const struct sc_daemon *d, const struct sc_daemon_opts 
 	fprintf(f, "[control]\n");
 	if (o->listen)
 		fprintf(f, "listen = %s\n", o->listen);
-	fprintf(f, "port = 0\nport-file = %s\n%s", d->ports, o->control ? o->control : "");
+	fprintf(f, "port = %u\nport-file = %s\n%s", o->control_port, d->ports, o->control ? o->control : "");
 	fprintf(f, "[http]\n");
 	if (o->listen)
 		fprintf(f, "listen = %s\n", o->listen);

@@ -20,6 +20,7 @@ struct sc_daemon_opts {
 	const char *node;     /* [fabric] node; NULL: not written */
 	const char *listen;   /* [control] and [http] listen; NULL: not written */
 	const char *control;  /* extra lines inside [control]; may be NULL */
+	uint16_t control_port; /* 0: a free one (the port file says which) */
 	const char *extra;    /* INI text appended (may hold sections); may be NULL */
 	const char *dir;      /* folder for the files; NULL: a new /tmp/sumcastd-test.XXXXXX */
 	const char *name;     /* file stem in dir: <name>.conf, .ports, .log; NULL: "sumcastd" */

@@ -1,0 +1,497 @@
+/* The fault test: many allreduces of mixed sizes, types and ops (in place
+ * too), several in flight at once, while an aggregator dies, stalls, is
+ * drained or restarted, or every aggregator goes, or a node dies. Every
+ * result is checked against the reference and bitwise across nodes.
+ *
+ *   harness fault --nranks N --naggs M --fault KIND[,KIND] [--fault-agg I] [--ops K]
+ *
+ *   kill     SIGKILL aggregator I while requests are in flight
+ *   idle     SIGKILL aggregator I while no request is in flight (all nodes
+ *            wait at a barrier around it)
+ *   stop     SIGSTOP aggregator I in flight; SIGCONT it once this node has
+ *            recovered (its late results must land nowhere)
+ *   term     SIGTERM aggregator I (drain, then ABORT "shutdown")
+ *   restart  SIGKILL aggregator I and start a new one on the same port; the
+ *            next communicator uses it again
+ *   all      SIGKILL every aggregator: the ring alone goes on
+ *   connect  SIGKILL aggregator I while the nodes connect
+ *   node     the last node dies: every other node must get an error (no
+ *            hang) within SUMCAST_AGG_TIMEOUT
+ *   partition the last node loses its route to aggregator I (a blackhole
+ *            route in its network namespace: only with --aggs given and the
+ *            ranks in namespaces, tests/cluster/partition.sh); the others
+ *            still reach it
+ * A second kind after a comma is a second fault later on (aggregator I + 1).
+ *
+ * It can fail: before the fault the aggregators must have carried data
+ * (trace), after it every node must have logged the fault once and the
+ * repair must have run where requests were in flight (trace redone_bytes
+ * summed over the nodes), the epoch must have moved on, results must equal
+ * the reference on every node and bitwise across nodes. */
+#include "harness.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include "clock.h"
+
+#define Q 4                  /* allreduces in flight at once */
+#define MAX_BYTES (8u << 20) /* largest allreduce */
+#define PIECE (2u << 20)     /* NCCL's proxy cuts requests at this size */
+
+enum fkind { F_NONE, F_KILL, F_IDLE, F_STOP, F_TERM, F_RESTART, F_ALL, F_CONNECT, F_NODE,
+	     F_PARTITION };
+
+struct fault_opts fopt;
+
+static enum fkind kind_of(const char *s, size_t n)
+{
+	static const char *const names[] = { "", "kill", "idle", "stop", "term", "restart", "all",
+					     "connect", "node", "partition" };
+	for (int k = 1; k < (int)(sizeof(names) / sizeof(names[0])); k++)
+		if (strlen(names[k]) == n && !strncmp(s, names[k], n))
+			return (enum fkind)k;
+	return F_NONE;
+}
+
+int fault_option(const char *kinds)
+{
+	const char *comma = strchr(kinds, ',');
+	size_t n1 = comma ? (size_t)(comma - kinds) : strlen(kinds);
+
+	fopt.k1 = kind_of(kinds, n1);
+	fopt.k2 = comma ? kind_of(comma + 1, strlen(comma + 1)) : F_NONE;
+	if (fopt.k1 == F_NONE || (comma && fopt.k2 == F_NONE))
+		return -1;
+	return 0;
+}
+
+/* ---- what one allreduce is: the same on every node ---- */
+
+struct job {
+	uint64_t n; /* which allreduce of the run */
+	int t, op;
+	size_t count, es;
+	uint64_t salt;
+	bool inplace;
+	uint8_t *send, *recv;
+	size_t pieces, issued, done;
+	void *reqs[MAX_BYTES / PIECE + 1];
+	bool active;
+};
+
+static uint64_t lcg(uint64_t *s)
+{
+	*s = *s * 6364136223846793005ull + 1442695040888963407ull;
+	return *s >> 33;
+}
+
+static void job_pick(struct job *j, uint64_t n)
+{
+	static const int types[] = { ncclFloat32, ncclBfloat16, ncclFloat64, ncclInt32, ncclUint8,
+				     ncclInt64, ncclFloat16 };
+	uint64_t s = 0x5eed0000ull + n * 7919;
+	(void)lcg(&s);
+	j->t = types[lcg(&s) % (sizeof(types) / sizeof(types[0]))];
+	j->op = (int)(lcg(&s) % 4);
+	j->es = type_size(j->t);
+	uint64_t r = lcg(&s) % 100;
+	size_t max_elems = MAX_BYTES / j->es;
+	j->count = r < 55 ? 1 + lcg(&s) % 4096 : r < 90 ? 1 + lcg(&s) % (256u << 10)
+						   : 1 + lcg(&s) % max_elems;
+	if (n % 50 == 0)
+		j->count = 1; /* one element now and then */
+	j->salt = lcg(&s);
+	j->inplace = lcg(&s) % 4 == 0;
+	j->pieces = (j->count * j->es + PIECE - 1) / PIECE;
+	j->issued = j->done = 0;
+}
+
+static void job_fill(struct job *j)
+{
+	for (size_t i = 0; i < j->count; i++)
+		put(j->t, j->send, i, in_val(j->t, j->op, my_rank, i + j->salt));
+	if (!j->inplace)
+		memset(j->recv, 0xA5, j->count * j->es + 64);
+}
+
+static size_t piece_elems(const struct job *j)
+{
+	return PIECE / j->es;
+}
+
+static bool job_check(const struct job *j, uint64_t n, uint64_t *hash)
+{
+	uint8_t ref[8];
+
+	for (size_t i = 0; i < j->count; i++) {
+		put(j->t, ref, 0, ref_val(j->t, j->op, i + j->salt));
+		if (memcmp(j->recv + i * j->es, ref, j->es)) {
+			fprintf(stderr, "[rank %d] allreduce %" PRIu64 " (%s %s x %zu%s): element %zu differs from the reference\n",
+				my_rank, n, type_name(j->t), op_name(j->op), j->count,
+				j->inplace ? ", in place" : "", i);
+			return false;
+		}
+	}
+	if (!j->inplace && j->recv[j->count * j->es] != 0xA5) {
+		fprintf(stderr, "[rank %d] allreduce %" PRIu64 ": wrote past the end\n", my_rank, n);
+		return false;
+	}
+	/* Allreduces may complete in another order on another node: a sum of
+	 * per-allreduce hashes does not care. */
+	*hash += fnv(0xcbf29ce484222325ull ^ (n * 0x9E3779B97F4A7C15ull), j->recv, j->count * j->es);
+	return true;
+}
+
+/* ---- the faults ---- */
+
+static int fault_agg(int which)
+{
+	return (fopt.agg + which) % (opt.naggs ? opt.naggs : 1);
+}
+
+static void wait_port_free(uint16_t port)
+{
+	uint64_t end = sc_now_ms() + 10000;
+
+	while (sc_now_ms() < end) {
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+		inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+		int rc = connect(fd, (struct sockaddr *)&a, sizeof(a));
+		close(fd);
+		if (rc)
+			return;
+		usleep(20000);
+	}
+	FAIL("port %u still answers 10 s after SIGKILL", port);
+}
+
+static void inject(enum fkind k, int which)
+{
+	int a = fault_agg(which);
+
+	switch (k) {
+	case F_KILL:
+	case F_IDLE:
+	case F_CONNECT:
+		CHECK(daemon_signal(a, SIGKILL) == 0, "SIGKILL aggregator %d", a);
+		break;
+	case F_STOP:
+		CHECK(daemon_signal(a, SIGSTOP) == 0, "SIGSTOP aggregator %d", a);
+		break;
+	case F_TERM:
+		CHECK(daemon_signal(a, SIGTERM) == 0, "SIGTERM aggregator %d", a);
+		break;
+	case F_RESTART:
+		CHECK(daemon_signal(a, SIGKILL) == 0, "SIGKILL aggregator %d", a);
+		wait_port_free(daemon_port(a));
+		CHECK(daemon_restart(a) == 0, "restarting aggregator %d on port %u", a, daemon_port(a));
+		break;
+	case F_ALL:
+		for (int i = 0; i < opt.naggs; i++)
+			CHECK(daemon_signal(i, SIGKILL) == 0, "SIGKILL aggregator %d", i);
+		break;
+	default:
+		break;
+	}
+	fprintf(stderr, "[rank %d] fault %d injected on aggregator %d at %.3f s\n", my_rank, (int)k, a,
+		sc_now_ns() / 1e9);
+}
+
+/* This node's route to aggregator i goes nowhere (its namespace only). */
+static void cut_route(int i)
+{
+	const char *list = getenv("SUMCAST_AGGREGATORS");
+	char host[64] = "", cmd[160];
+
+	CHECK(list, "no SUMCAST_AGGREGATORS");
+	for (int k = 0; k < i && list; k++) {
+		list = strchr(list, ',');
+		list = list ? list + 1 : NULL;
+	}
+	CHECK(list && sscanf(list, "%63[^:]", host) == 1, "aggregator %d not in the list", i);
+	snprintf(cmd, sizeof(cmd), "ip route add blackhole %s/32", host);
+	CHECK(system(cmd) == 0, "%s failed", cmd);
+	fprintf(stderr, "[rank %d] cut off from aggregator %d (%s) at %.3f s\n", my_rank, i, host,
+		sc_now_ns() / 1e9);
+}
+
+/* The sums over all nodes of a few counters, by rendezvous. */
+static void all_sum(const char *name, uint64_t *v, size_t n)
+{
+	uint64_t o[8];
+
+	rv_put(name, my_rank, v, n * sizeof(*v));
+	memset(v, 0, n * sizeof(*v));
+	for (int r = 0; r < opt.nranks; r++) {
+		rv_get(name, r, o, n * sizeof(*v));
+		for (size_t i = 0; i < n; i++)
+			v[i] += o[i];
+	}
+}
+
+/* Trace rows: agg_bytes before the first fault, redone_bytes, max epoch,
+ * rows with an error status. */
+struct trace_sum {
+	uint64_t rows, agg_before, redone, epoch_max, errors;
+};
+
+static void trace_sum(uint64_t fault_seq, struct trace_sum *s)
+{
+	char path[PATH_MAX + 64];
+	FILE *f;
+	char line[1024];
+
+	memset(s, 0, sizeof(*s));
+	fflush(NULL);
+	snprintf(path, sizeof(path), "%s/trace", rv_dir);
+	/* <prefix>.<job>.<rank>.jsonl: the one of this rank */
+	char cmd[PATH_MAX + 128];
+	snprintf(cmd, sizeof(cmd), "cat %s.*.%d.jsonl 2>/dev/null", path, my_rank);
+	f = popen(cmd, "r");
+	CHECK(f, "popen");
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long seq = 0, ab = 0, ep = 0, rb = 0;
+		const char *p;
+		s->rows++;
+		if ((p = strstr(line, "\"seq\":")))
+			seq = strtoull(p + 6, NULL, 10);
+		if ((p = strstr(line, "\"agg_bytes\":")))
+			ab = strtoull(p + 12, NULL, 10);
+		if ((p = strstr(line, "\"epoch\":")))
+			ep = strtoull(p + 8, NULL, 10);
+		if ((p = strstr(line, "\"redone_bytes\":")))
+			rb = strtoull(p + 15, NULL, 10);
+		if (seq < fault_seq)
+			s->agg_before += ab;
+		s->redone += rb;
+		if (ep > s->epoch_max)
+			s->epoch_max = ep;
+		if (!strstr(line, "\"status\":\"ok\""))
+			s->errors++;
+	}
+	pclose(f);
+}
+
+/* ---- the run ---- */
+
+void run_fault(void)
+{
+	uint8_t *region = aligned_alloc(4096, (size_t)Q * 2 * (MAX_BYTES + 4096));
+	void *mh = NULL;
+	uint64_t hash = 0xcbf29ce484222325ull;
+	struct job jobs[Q];
+	uint64_t ops = fopt.ops, at1 = fopt.at ? fopt.at : ops / 3, at2 = 2 * ops / 3;
+	bool victim = fopt.k1 == F_NODE && my_rank == opt.nranks - 1;
+	uint64_t t_fault = 0, fault_seq = UINT64_MAX;
+	bool stopped = false, got_error = false;
+
+	CHECK(region, "malloc");
+	plugin_open(true);
+	if (fopt.k1 == F_CONNECT && my_rank == 0)
+		inject(F_CONNECT, 0); /* while the others may be joining */
+	void *cc = coll_setup(region, (size_t)Q * 2 * (MAX_BYTES + 4096), &mh);
+	for (int q = 0; q < Q; q++) {
+		jobs[q].send = region + (size_t)q * 2 * (MAX_BYTES + 4096);
+		jobs[q].recv = jobs[q].send + MAX_BYTES + 4096;
+		jobs[q].active = false;
+	}
+	uint64_t next = 0, completed = 0, issued_pieces = 0;
+	double end = sc_now_ns() / 1e9 + opt.timeout_s;
+	while (completed < ops && !got_error) {
+		CHECK(sc_now_ns() / 1e9 < end, "%" PRIu64 " of %" PRIu64 " allreduces after %d s", completed,
+		      ops, opt.timeout_s);
+		/* faults, from rank 0 (the node fault from its victim) */
+		for (int f = 0; f < 2; f++) {
+			enum fkind k = f ? fopt.k2 : fopt.k1;
+			uint64_t at = f ? at2 : at1;
+			if (k == F_NONE || k == F_CONNECT || next != at || (f ? fopt.done2 : fopt.done1))
+				continue;
+			if (k == F_IDLE) {
+				/* nothing in flight anywhere: drain, barrier, fault, barrier */
+				bool busy = false;
+				for (int q = 0; q < Q; q++)
+					busy |= jobs[q].active;
+				if (busy)
+					goto progress;
+				rv_barrier(f ? "idle2a" : "idle1a");
+				if (my_rank == 0)
+					inject(k, f);
+				rv_barrier(f ? "idle2b" : "idle1b");
+			} else if (k == F_PARTITION) {
+				if (my_rank == opt.nranks - 1)
+					cut_route(fault_agg(f));
+			} else if (k == F_NODE) {
+				if (victim) {
+					fprintf(stderr, "[rank %d] dying at allreduce %" PRIu64 "\n", my_rank, next);
+					_exit(0); /* no goodbye: sockets close under the others */
+				}
+			} else if (my_rank == 0) {
+				inject(k, f);
+			}
+			if (f)
+				fopt.done2 = true;
+			else
+				fopt.done1 = true;
+			if (!t_fault) {
+				t_fault = sc_now_ns();
+				fault_seq = issued_pieces; /* trace seqs below this are before it */
+			}
+		}
+		/* SIGSTOP's end: once this node recovered, and a while later */
+		if ((fopt.k1 == F_STOP || fopt.k2 == F_STOP) && my_rank == 0 && !stopped && saw_fault &&
+		    next > at1 + 40) {
+			int a = fault_agg(fopt.k1 == F_STOP ? 0 : 1);
+			CHECK(daemon_signal(a, SIGCONT) == 0, "SIGCONT aggregator %d", a);
+			fprintf(stderr, "[rank 0] aggregator %d resumed\n", a);
+			stopped = true;
+		}
+		/* start a new allreduce where there is room */
+		for (int q = 0; q < Q && next < ops; q++) {
+			if (jobs[q].active)
+				continue;
+			job_pick(&jobs[q], next);
+			if (jobs[q].inplace)
+				jobs[q].send = jobs[q].recv;
+			else
+				jobs[q].send = jobs[q].recv - (MAX_BYTES + 4096);
+			job_fill(&jobs[q]);
+			jobs[q].active = true;
+			jobs[q].n = next++;
+			break; /* one per pass: faults land between issues */
+		}
+progress:
+		/* Issue in one order on every node (NCCL's guarantee): all pieces
+		 * of allreduce n before any of n + 1, at most 8 outstanding. */
+		{
+			struct job *first = NULL;
+			size_t outstanding = 0;
+			for (int q = 0; q < Q; q++) {
+				struct job *j = &jobs[q];
+				if (!j->active)
+					continue;
+				outstanding += j->issued - j->done;
+				if (j->issued < j->pieces && (!first || j->n < first->n))
+					first = j;
+			}
+			if (first && outstanding < 8) {
+				struct job *j = first;
+				size_t pe = piece_elems(j), off = j->issued * pe;
+				size_t n = j->count - off < pe ? j->count - off : pe;
+				void *r = NULL;
+				ncclResult_t rc = c_iallreduce_rc(cc, j->send + off * j->es, j->recv + off * j->es,
+								  n, j->t, j->op, mh, &r);
+				if (rc != ncclSuccess) {
+					got_error = true;
+					fprintf(stderr, "[rank %d] iallreduce returned %d\n", my_rank, (int)rc);
+				} else if (r) {
+					j->reqs[j->issued++] = r;
+					issued_pieces++;
+				}
+			}
+		}
+		for (int q = 0; q < Q && !got_error; q++) {
+			struct job *j = &jobs[q];
+			if (!j->active)
+				continue;
+			while (j->done < j->issued) {
+				int size = -1, done = 0;
+				ncclResult_t rc = c_test_rc(j->reqs[j->done], &done, &size);
+				if (rc != ncclSuccess) {
+					got_error = true;
+					fprintf(stderr, "[rank %d] test returned %d after %.1f s\n", my_rank, (int)rc,
+						t_fault ? (sc_now_ns() - t_fault) / 1e9 : 0.0);
+					break;
+				}
+				if (!done)
+					break;
+				j->done++;
+			}
+			if (got_error)
+				break;
+			if (j->done == j->pieces) {
+				CHECK(job_check(j, j->n, &hash), "allreduce %" PRIu64 " is wrong", j->n);
+				j->active = false;
+				completed++;
+			}
+		}
+		if (opt.nranks > 2)
+			sched_yield();
+	}
+	if (fopt.k1 == F_NODE) {
+		/* The survivors must have been told, not left waiting. */
+		CHECK(got_error, "a node died and this node's requests did not fail");
+		double waited = (sc_now_ns() - t_fault) / 1e9;
+		fprintf(stderr, "[rank %d] error %.1f s after the node died\n", my_rank, waited);
+		NCHECK(opt.version == 11 ? P.c11->closeColl(cc) : P.c8->closeColl(cc));
+		free(region);
+		return;
+	}
+	CHECK(!got_error, "an aggregator fault reached NCCL as an error");
+	/* Bitwise equal on every node. */
+	rv_put("hash", my_rank, &hash, sizeof(hash));
+	for (int r = 0; r < opt.nranks; r++) {
+		uint64_t o;
+		rv_get("hash", r, &o, sizeof(o));
+		CHECK(o == hash, "results of rank %d differ bitwise from ours", r);
+	}
+	NCHECK(opt.version == 11 ? P.c11->deregMr(cc, mh) : P.c8->deregMr(cc, mh));
+	NCHECK(opt.version == 11 ? P.c11->closeColl(cc) : P.c8->closeColl(cc));
+
+	/* The fault was seen, agreed and repaired: counters, not only sums. */
+	int faults = (fopt.k1 != F_NONE) + (fopt.k2 != F_NONE);
+	if (fopt.k1 == F_ALL)
+		faults = opt.naggs;
+	struct trace_sum ts;
+	trace_sum(fault_seq, &ts);
+	uint64_t v[5] = { (uint64_t)saw_fault, ts.agg_before, ts.redone, ts.epoch_max, ts.errors };
+	fprintf(stderr, "[rank %d] trace: %" PRIu64 " rows, %" PRIu64 " bytes through the aggregators before the fault, "
+		"%" PRIu64 " bytes repaired, epoch %" PRIu64 "; %d fault lines\n", my_rank, ts.rows,
+		ts.agg_before, ts.redone, ts.epoch_max, saw_fault);
+	CHECK(ts.errors == 0, "the trace lists %" PRIu64 " failed requests", ts.errors);
+	if (fopt.k1 != F_CONNECT) {
+		CHECK(saw_fault == faults, "this node logged %d aggregator faults, want %d", saw_fault, faults);
+		CHECK(ts.agg_before > 0, "the aggregators carried nothing before the fault");
+		CHECK(ts.epoch_max >= 1, "no request ran in a later epoch");
+	}
+	all_sum("counters", v, 5);
+	if (fopt.k1 != F_IDLE && fopt.k1 != F_CONNECT)
+		CHECK(v[2] > 0, "no node repaired anything although requests were in flight");
+	if (my_rank == 0)
+		printf("fault: %d nodes, %d aggregators, %" PRIu64 " allreduces right on every node; "
+		       "%" PRIu64 " bytes repaired over all nodes\n", opt.nranks, opt.naggs, completed, v[2]);
+
+	if (fopt.k1 == F_RESTART) {
+		/* The next communicator uses every aggregator again. */
+		coll_rv_name = "coll2";
+		saw_naggs = -1;
+		cc = coll_setup(region, (size_t)Q * 2 * (MAX_BYTES + 4096), &mh);
+		CHECK(saw_naggs == opt.naggs, "the next communicator connected %d aggregators, want %d",
+		      saw_naggs, opt.naggs);
+		struct job *j = &jobs[0];
+		job_pick(j, 7);
+		j->count = 100000;
+		j->t = ncclFloat32;
+		j->es = 4;
+		j->op = ncclSum;
+		j->inplace = false;
+		j->send = j->recv - (MAX_BYTES + 4096);
+		job_fill(j);
+		allreduce_chunked(cc, j->send, j->recv, j->count, j->t, j->op, mh);
+		CHECK(job_check(j, 0, &hash), "the next communicator's allreduce is wrong");
+		NCHECK(opt.version == 11 ? P.c11->deregMr(cc, mh) : P.c8->deregMr(cc, mh));
+		NCHECK(opt.version == 11 ? P.c11->closeColl(cc) : P.c8->closeColl(cc));
+	}
+	if (opt.version == 11) {
+		NCHECK(P.c11->finalize(P.cctx));
+		NCHECK(P.n11->finalize(P.nctx));
+	}
+	free(region);
+}
