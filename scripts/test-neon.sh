@@ -1,10 +1,11 @@
 #!/bin/sh
 # Cross-builds the reduce kernels for aarch64 (SUMCAST_NEON_ONLY: common/
 # reduce + log, test_reduce, bench reduce) and runs the unit test, plus a
-# quick bench smoke, under qemu-user. Needs gcc-aarch64-linux-gnu,
-# qemu-user and the arm64 cmocka (dpkg --add-architecture arm64 &&
-# apt-get install libcmocka-dev:arm64). Exits 77 (skip) with the reason if
-# any of them is missing.
+# quick bench smoke, under qemu-user. Needs gcc-aarch64-linux-gnu, its C
+# library libc6-dev-arm64-cross (only a recommend of the compiler), qemu-user
+# and the arm64 cmocka (dpkg --add-architecture arm64 && apt-get install
+# libcmocka-dev:arm64); `scripts/deps.sh --test` installs them all. Exits 77
+# (skip) with the reason if any of them is missing.
 #
 # Usage: scripts/test-neon.sh [build-dir]   (default: build-neon)
 set -eu
@@ -20,6 +21,8 @@ command -v "$cc" >/dev/null 2>&1 || skip "$cc not found (apt-get install gcc-aar
 qemu=$(command -v qemu-aarch64 || command -v qemu-aarch64-static || true)
 [ -n "$qemu" ] || skip "qemu-aarch64 not found (apt-get install qemu-user)"
 [ -d "$sysroot" ] || skip "$sysroot missing (aarch64 libc for qemu -L)"
+[ -e "$sysroot/lib/Scrt1.o" ] ||
+	skip "no arm64 C library to link with: $sysroot/lib/Scrt1.o (apt-get install libc6-dev-arm64-cross)"
 PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig
 export PKG_CONFIG_LIBDIR
 pkg-config --exists cmocka ||
