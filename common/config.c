@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 extern char **environ;
 
@@ -243,7 +244,10 @@ struct ini_ctx {
 	enum cfg_source *src;
 	struct cfg_error *err;
 	int lineno;
-	int failed;
+	int failed;    /* line of the first error the handler found, 0: none */
+	int *set_line; /* per table row: the line that set it (0: not set) */
+	int read_errno; /* the file could not be read (e.g. EISDIR) */
+	bool indented;  /* the line just read starts with blanks */
 };
 
 /* Debian's libinih is built without INI_HANDLER_LINENO, so lines are counted
@@ -252,6 +256,8 @@ struct line_reader {
 	FILE *f;          /* file, or */
 	const char *text; /* string */
 	int *lineno;
+	int *read_errno;  /* file: set when fgets fails with an error */
+	bool *indented;   /* the line read starts with a blank */
 };
 
 static char *reader_next(char *buf, int size, void *stream)
@@ -259,8 +265,11 @@ static char *reader_next(char *buf, int size, void *stream)
 	struct line_reader *r = stream;
 
 	if (r->f) {
-		if (!fgets(buf, size, r->f))
+		if (!fgets(buf, size, r->f)) {
+			if (ferror(r->f))
+				*r->read_errno = errno ? errno : EIO;
 			return NULL;
+		}
 	} else {
 		if (!*r->text)
 			return NULL;
@@ -273,6 +282,7 @@ static char *reader_next(char *buf, int size, void *stream)
 		r->text += n;
 	}
 	(*r->lineno)++;
+	*r->indented = buf[0] == ' ' || buf[0] == '\t';
 	return buf;
 }
 
@@ -286,39 +296,81 @@ static int cfg_ini_handler(void *user, const char *section, const char *key, con
 	const struct cfg_entry *e = cfg_find(c->table, section, key);
 	if (!e) {
 		err_set(c->err, "%s:%d: unknown setting [%s] %s", c->name, line, section, key);
-		c->failed = 1;
+		c->failed = line;
+		return 0;
+	}
+	size_t row = (size_t)(e - c->table);
+	if (c->set_line && c->set_line[row]) {
+		/* A second value would silently win: say where both are.
+		 * inih hands an indented line to the handler as the
+		 * continuation of the setting above it. */
+		if (c->indented)
+			err_set(c->err, "%s:%d: indented line continues [%s] %s of line %d; a value is one line",
+				c->name, line, e->section, e->key, c->set_line[row]);
+		else
+			err_set(c->err, "%s:%d: [%s] %s is set again (first set on line %d)", c->name, line,
+				e->section, e->key, c->set_line[row]);
+		c->failed = line;
 		return 0;
 	}
 	struct cfg_error sub;
 	if (cfg_set(e, c->obj, value, &sub)) {
 		err_set(c->err, "%s:%d: %s", c->name, line, sub.msg);
-		c->failed = 1;
+		c->failed = line;
 		return 0;
 	}
+	if (c->set_line)
+		c->set_line[row] = line;
 	if (c->src)
 		c->src[e - c->table] = CFG_SRC_FILE;
 	return 1;
 }
 
+/* rc is ini_parse_stream's: 0, -1 (could not read or allocate) or the
+ * first line with an error: a syntax error, or a line the handler refused
+ * (c->failed). inih carries on after a syntax error, so a key below a
+ * broken section header reaches the handler (under the previous section):
+ * the earlier line is the one to report. */
 static int ini_result(struct ini_ctx *c, int rc)
 {
+	free(c->set_line);
+	c->set_line = NULL;
+	if (c->read_errno) {
+		err_set(c->err, "%s: cannot read: %s", c->name, strerror(c->read_errno));
+		return -c->read_errno;
+	}
+	if (rc > 0 && (!c->failed || rc < c->failed)) {
+		err_set(c->err, "%s:%d: syntax error (a section header is [name], a setting is key = value)",
+			c->name, rc);
+		return -EINVAL;
+	}
 	if (c->failed)
 		return -EINVAL;
 	if (rc < 0) {
 		err_set(c->err, "%s: cannot read: %s", c->name, strerror(errno ? errno : EIO));
 		return -EIO;
 	}
-	if (rc > 0) {
-		err_set(c->err, "%s:%d: syntax error", c->name, rc);
-		return -EINVAL;
-	}
 	return 0;
+}
+
+static void ini_ctx_init(struct ini_ctx *c, const struct cfg_entry *table, void *obj,
+			 const char *name, enum cfg_source *src, struct cfg_error *err)
+{
+	memset(c, 0, sizeof(*c));
+	c->table = table;
+	c->obj = obj;
+	c->name = name;
+	c->src = src;
+	c->err = err;
+	/* Without it duplicates go undetected; nothing else depends on it. */
+	c->set_line = calloc(cfg_count(table) + 1, sizeof(*c->set_line));
 }
 
 int cfg_parse_file(const struct cfg_entry *table, void *obj, const char *path,
 		   enum cfg_source *src, struct cfg_error *err)
 {
-	struct ini_ctx c = { table, obj, path, src, err, 0, 0 };
+	struct ini_ctx c;
+	struct stat st;
 	FILE *f = fopen(path, "r");
 
 	if (!f) {
@@ -326,7 +378,15 @@ int cfg_parse_file(const struct cfg_entry *table, void *obj, const char *path,
 		err_set(err, "%s: cannot open: %s", path, strerror(e));
 		return -e;
 	}
-	struct line_reader r = { f, NULL, &c.lineno };
+	if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+		/* fopen() opens a directory and reads nothing from it: that
+		 * would start with the defaults. */
+		fclose(f);
+		err_set(err, "%s: cannot read: %s", path, strerror(EISDIR));
+		return -EISDIR;
+	}
+	ini_ctx_init(&c, table, obj, path, src, err);
+	struct line_reader r = { f, NULL, &c.lineno, &c.read_errno, &c.indented };
 	int rc = ini_parse_stream(reader_next, &r, cfg_ini_handler, &c);
 	fclose(f);
 	return ini_result(&c, rc);
@@ -335,8 +395,10 @@ int cfg_parse_file(const struct cfg_entry *table, void *obj, const char *path,
 int cfg_parse_string(const struct cfg_entry *table, void *obj, const char *text,
 		     const char *name, enum cfg_source *src, struct cfg_error *err)
 {
-	struct ini_ctx c = { table, obj, name, src, err, 0, 0 };
-	struct line_reader r = { NULL, text, &c.lineno };
+	struct ini_ctx c;
+
+	ini_ctx_init(&c, table, obj, name, src, err);
+	struct line_reader r = { NULL, text, &c.lineno, &c.read_errno, &c.indented };
 
 	return ini_result(&c, ini_parse_stream(reader_next, &r, cfg_ini_handler, &c));
 }

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "config.h"
@@ -154,6 +155,69 @@ static void test_missing_file(void **state)
 	assert_non_null(strstr(err.msg, "/nonexistent/sumcast.conf"));
 }
 
+/* A directory opens with fopen() and reads as nothing: it must be an
+ * error, not a start with the defaults. */
+static void test_directory_is_error(void **state)
+{
+	(void)state;
+	struct demo d;
+	struct cfg_error err;
+	char dir[] = "/tmp/sc-test-config-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(cfg_load(demo_table, &d, dir, NULL, NULL, &err), -EISDIR);
+	assert_non_null(strstr(err.msg, dir));
+	assert_non_null(strstr(err.msg, "directory"));
+	rmdir(dir);
+}
+
+/* The same key twice in a file: an error naming both lines, in the same
+ * section or in a second [section] of the same name. */
+static void test_duplicate_key(void **state)
+{
+	(void)state;
+	struct demo d;
+	struct cfg_error err;
+	cfg_set_defaults(demo_table, &d, &err);
+	assert_int_equal(cfg_parse_string(demo_table, &d, "[data]\nthreads = 4\nflag = on\nthreads = 8\n",
+					  "dup.ini", NULL, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "dup.ini:4:"));
+	assert_non_null(strstr(err.msg, "line 2"));
+	assert_non_null(strstr(err.msg, "threads"));
+	assert_int_equal(cfg_parse_string(demo_table, &d, "[data]\nthreads = 4\n[job]\nratio = 0.1\n[DATA]\nTHREADS=5\n",
+					  "dup2.ini", NULL, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "dup2.ini:6:"));
+	assert_non_null(strstr(err.msg, "line 2"));
+	/* An indented line continues the value above it (inih): refused too. */
+	assert_int_equal(cfg_parse_string(demo_table, &d, "[net]\nprovider = tcp\n  shm\n", "ml.ini",
+					  NULL, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "ml.ini:3:"));
+	assert_non_null(strstr(err.msg, "line 2"));
+	/* Each parse starts afresh: the same text twice is fine. */
+	assert_int_equal(cfg_parse_string(demo_table, &d, "[data]\nthreads = 3\n", "a", NULL, &err), 0);
+	assert_int_equal(cfg_parse_string(demo_table, &d, "[data]\nthreads = 3\n", "a", NULL, &err), 0);
+}
+
+/* A section header without its ']' is reported on its own line, not on
+ * the next key (which inih hands over under the previous section). */
+static void test_broken_section_line(void **state)
+{
+	(void)state;
+	struct demo d;
+	struct cfg_error err;
+	cfg_set_defaults(demo_table, &d, &err);
+	assert_int_equal(cfg_parse_string(demo_table, &d, "; c\n[data\nthreads = 4\n", "s.ini", NULL, &err),
+			 -EINVAL);
+	assert_non_null(strstr(err.msg, "s.ini:2:"));
+	assert_non_null(strstr(err.msg, "syntax error"));
+	assert_int_equal(cfg_parse_string(demo_table, &d, "[job]\nratio = 0.2\n[net\nthreads = 4\n", "t.ini",
+					  NULL, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "t.ini:3:"));
+	/* A key error before a syntax error is the one reported. */
+	assert_int_equal(cfg_parse_string(demo_table, &d, "[job]\nbogus = 1\n[net\n", "u.ini", NULL, &err),
+			 -EINVAL);
+	assert_non_null(strstr(err.msg, "u.ini:2:"));
+}
+
 static int captured_level = -1;
 static char captured[256];
 static void capture_sink(enum sc_log_level level, const char *file, int line, const char *msg)
@@ -205,6 +269,8 @@ int main(void)
 		cmocka_unit_test(test_unknown_key_has_line), cmocka_unit_test(test_bad_values),
 		cmocka_unit_test(test_env_override),  cmocka_unit_test(test_dump_roundtrip),
 		cmocka_unit_test(test_missing_file),  cmocka_unit_test(test_log),
+		cmocka_unit_test(test_directory_is_error), cmocka_unit_test(test_duplicate_key),
+		cmocka_unit_test(test_broken_section_line),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
