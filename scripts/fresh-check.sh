@@ -131,7 +131,10 @@ status=0
 for step in demo test; do
 	echo "== [$(((SECONDS - t0) / 60)) min] bash scripts/$step.sh (in the root; log $work/$step.log)"
 	s=$SECONDS
-	if in_root "bash scripts/$step.sh" </dev/null >"$work/$step.log" 2>&1; then
+	# In the background, so that a signal ends this script at once (the
+	# cleanup kills what runs in the root).
+	in_root "bash scripts/$step.sh" </dev/null >"$work/$step.log" 2>&1 &
+	if wait $!; then
 		r=PASS
 	else
 		r="FAIL (exit $?)" status=1
