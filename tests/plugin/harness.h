@@ -156,6 +156,7 @@ extern int log_prefix_ok, saw_agg_path, saw_fallback;
 /* Aggregator faults the plugin logged (its one WARN per fault), and how
  * many aggregators the last collnet connect announced (-1: none yet). */
 extern int saw_fault, saw_naggs;
+extern uint64_t saw_copied; /* bytes the fault lines say were copied from other nodes */
 /* p2p comms the plugin parked at close (ops still posted), and freed later. */
 extern int saw_parked, saw_unparked;
 /* Requests this rank issued (and their bytes): what its trace must list. */
@@ -198,6 +199,7 @@ struct fault_opts {
 	int agg;         /* the aggregator of the first fault (the second: the next one) */
 	uint64_t ops;    /* allreduces */
 	uint64_t at;     /* the first fault comes as this one starts (0: ops / 3) */
+	bool copies;     /* some node must copy a result from another */
 	bool done1, done2;
 };
 extern struct fault_opts fopt;

@@ -17,10 +17,11 @@
  *   connect  SIGKILL aggregator I while the nodes connect
  *   node     the last node dies: every other node must get an error (no
  *            hang) within SUMCAST_AGG_TIMEOUT
- *   partition the last node loses its route to aggregator I (a blackhole
- *            route in its network namespace: only with --aggs given and the
- *            ranks in namespaces, tests/cluster/partition.sh); the others
- *            still reach it
+ *   cmd      rank 0 runs $HARNESS_FAULT_CMD (tests/cluster/partition.sh cuts
+ *            one node's route to an aggregator, or the aggregator's route to
+ *            one node, in the emulated cluster's namespaces)
+ * With --expect-copies, some node must have copied a result from another
+ * (a result that reached only some nodes).
  * A second kind after a comma is a second fault later on (aggregator I + 1).
  *
  * It can fail: before the fault the aggregators must have carried data
@@ -46,14 +47,14 @@
 #define PIECE (2u << 20)     /* NCCL's proxy cuts requests at this size */
 
 enum fkind { F_NONE, F_KILL, F_IDLE, F_STOP, F_TERM, F_RESTART, F_ALL, F_CONNECT, F_NODE,
-	     F_PARTITION };
+	     F_CMD };
 
 struct fault_opts fopt;
 
 static enum fkind kind_of(const char *s, size_t n)
 {
 	static const char *const names[] = { "", "kill", "idle", "stop", "term", "restart", "all",
-					     "connect", "node", "partition" };
+					     "connect", "node", "cmd" };
 	for (int k = 1; k < (int)(sizeof(names) / sizeof(names[0])); k++)
 		if (strlen(names[k]) == n && !strncmp(s, names[k], n))
 			return (enum fkind)k;
@@ -113,10 +114,34 @@ static void job_pick(struct job *j, uint64_t n)
 	j->issued = j->done = 0;
 }
 
+/* Inputs and references repeat every 9 elements (harness_check.c's in_val:
+ * (i * 7 + ...) % 9 and (i + rank) % 3): one period is computed, the rest
+ * tiled, so checking megabytes on 8 ranks costs memcmp, not 8 x in_val. */
+#define PERIOD 9
+
+/* A per-allreduce shift of every input (not for prod): a result of another
+ * allreduce of the same type and op lands elsewhere with odds of 1 in 72,
+ * not 1 in 9. Sums of 8 ranks stay exact in every type (i8 and bf16 too). */
+static int64_t job_shift(const struct job *j)
+{
+	return j->op == ncclProd ? 0 : (int64_t)((j->salt >> 8) % 8);
+}
+
+static void tile(uint8_t *dst, const uint8_t *period, size_t es, size_t count)
+{
+	size_t pb = PERIOD * es, bytes = count * es;
+
+	for (size_t off = 0; off < bytes; off += pb)
+		memcpy(dst + off, period, bytes - off < pb ? bytes - off : pb);
+}
+
 static void job_fill(struct job *j)
 {
-	for (size_t i = 0; i < j->count; i++)
-		put(j->t, j->send, i, in_val(j->t, j->op, my_rank, i + j->salt));
+	uint8_t period[PERIOD * 8];
+
+	for (size_t i = 0; i < PERIOD; i++)
+		put(j->t, period, i, in_val(j->t, j->op, my_rank, i + j->salt) + job_shift(j));
+	tile(j->send, period, j->es, j->count);
 	if (!j->inplace)
 		memset(j->recv, 0xA5, j->count * j->es + 64);
 }
@@ -128,24 +153,31 @@ static size_t piece_elems(const struct job *j)
 
 static bool job_check(const struct job *j, uint64_t n, uint64_t *hash)
 {
-	uint8_t ref[8];
+	uint8_t period[PERIOD * 8];
+	size_t pb = PERIOD * j->es, bytes = j->count * j->es;
 
-	for (size_t i = 0; i < j->count; i++) {
-		put(j->t, ref, 0, ref_val(j->t, j->op, i + j->salt));
-		if (memcmp(j->recv + i * j->es, ref, j->es)) {
+	int64_t k = job_shift(j);
+	for (size_t i = 0; i < PERIOD; i++)
+		put(j->t, period, i, ref_val(j->t, j->op, i + j->salt) + (j->op == ncclSum ? opt.nranks * k : k));
+	for (size_t off = 0; off < bytes; off += pb) {
+		size_t len = bytes - off < pb ? bytes - off : pb;
+		if (memcmp(j->recv + off, period, len)) {
+			size_t i = off / j->es;
+			while (!memcmp(j->recv + i * j->es, period + (i % PERIOD) * j->es, j->es))
+				i++;
 			fprintf(stderr, "[rank %d] allreduce %" PRIu64 " (%s %s x %zu%s): element %zu differs from the reference\n",
 				my_rank, n, type_name(j->t), op_name(j->op), j->count,
 				j->inplace ? ", in place" : "", i);
 			return false;
 		}
 	}
-	if (!j->inplace && j->recv[j->count * j->es] != 0xA5) {
+	if (!j->inplace && j->recv[bytes] != 0xA5) {
 		fprintf(stderr, "[rank %d] allreduce %" PRIu64 ": wrote past the end\n", my_rank, n);
 		return false;
 	}
 	/* Allreduces may complete in another order on another node: a sum of
 	 * per-allreduce hashes does not care. */
-	*hash += fnv(0xcbf29ce484222325ull ^ (n * 0x9E3779B97F4A7C15ull), j->recv, j->count * j->es);
+	*hash += fnv(0xcbf29ce484222325ull ^ (n * 0x9E3779B97F4A7C15ull), j->recv, bytes);
 	return true;
 }
 
@@ -205,22 +237,14 @@ static void inject(enum fkind k, int which)
 		sc_now_ns() / 1e9);
 }
 
-/* This node's route to aggregator i goes nowhere (its namespace only). */
-static void cut_route(int i)
+/* $HARNESS_FAULT_CMD, from the rank's network namespace. */
+static void run_cmd(void)
 {
-	const char *list = getenv("SUMCAST_AGGREGATORS");
-	char host[64] = "", cmd[160];
+	const char *cmd = getenv("HARNESS_FAULT_CMD");
 
-	CHECK(list, "no SUMCAST_AGGREGATORS");
-	for (int k = 0; k < i && list; k++) {
-		list = strchr(list, ',');
-		list = list ? list + 1 : NULL;
-	}
-	CHECK(list && sscanf(list, "%63[^:]", host) == 1, "aggregator %d not in the list", i);
-	snprintf(cmd, sizeof(cmd), "ip route add blackhole %s/32", host);
-	CHECK(system(cmd) == 0, "%s failed", cmd);
-	fprintf(stderr, "[rank %d] cut off from aggregator %d (%s) at %.3f s\n", my_rank, i, host,
-		sc_now_ns() / 1e9);
+	CHECK(cmd && *cmd, "--fault cmd without HARNESS_FAULT_CMD");
+	CHECK(system(cmd) == 0, "HARNESS_FAULT_CMD failed: %s", cmd);
+	fprintf(stderr, "[rank %d] ran \"%s\" at %.3f s\n", my_rank, cmd, sc_now_ns() / 1e9);
 }
 
 /* The sums over all nodes of a few counters, by rendezvous. */
@@ -325,9 +349,9 @@ void run_fault(void)
 				if (my_rank == 0)
 					inject(k, f);
 				rv_barrier(f ? "idle2b" : "idle1b");
-			} else if (k == F_PARTITION) {
-				if (my_rank == opt.nranks - 1)
-					cut_route(fault_agg(f));
+			} else if (k == F_CMD) {
+				if (my_rank == 0)
+					run_cmd();
 			} else if (k == F_NODE) {
 				if (victim) {
 					fprintf(stderr, "[rank %d] dying at allreduce %" PRIu64 "\n", my_rank, next);
@@ -451,7 +475,8 @@ progress:
 		faults = opt.naggs;
 	struct trace_sum ts;
 	trace_sum(fault_seq, &ts);
-	uint64_t v[5] = { (uint64_t)saw_fault, ts.agg_before, ts.redone, ts.epoch_max, ts.errors };
+	uint64_t v[6] = { (uint64_t)saw_fault, ts.agg_before, ts.redone, ts.epoch_max, ts.errors,
+			  saw_copied };
 	fprintf(stderr, "[rank %d] trace: %" PRIu64 " rows, %" PRIu64 " bytes through the aggregators before the fault, "
 		"%" PRIu64 " bytes repaired, epoch %" PRIu64 "; %d fault lines\n", my_rank, ts.rows,
 		ts.agg_before, ts.redone, ts.epoch_max, saw_fault);
@@ -461,12 +486,15 @@ progress:
 		CHECK(ts.agg_before > 0, "the aggregators carried nothing before the fault");
 		CHECK(ts.epoch_max >= 1, "no request ran in a later epoch");
 	}
-	all_sum("counters", v, 5);
+	all_sum("counters", v, 6);
 	if (fopt.k1 != F_IDLE && fopt.k1 != F_CONNECT)
 		CHECK(v[2] > 0, "no node repaired anything although requests were in flight");
+	if (fopt.copies)
+		CHECK(v[5] > 0, "no node copied a result from another");
 	if (my_rank == 0)
 		printf("fault: %d nodes, %d aggregators, %" PRIu64 " allreduces right on every node; "
-		       "%" PRIu64 " bytes repaired over all nodes\n", opt.nranks, opt.naggs, completed, v[2]);
+		       "%" PRIu64 " bytes repaired over all nodes, %" PRIu64 " of them copied from a node\n",
+		       opt.nranks, opt.naggs, completed, v[2], v[5]);
 
 	if (fopt.k1 == F_RESTART) {
 		/* The next communicator uses every aggregator again. */

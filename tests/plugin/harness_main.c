@@ -20,8 +20,8 @@ void usage(void)
 		"       [-b|--min-bytes B] [-e|--max-bytes B] [--type T] [--json] [--verbose]\n"
 		"       [--key same|other] [--expect agg|joined|ring] [--trace]\n"
 		"       p2p: [--close-inflight]\n"
-		"       fault: --fault kill|idle|stop|term|restart|all|connect|node|partition[,KIND]\n"
-		"              [--fault-agg I] [--ops K] [--fault-at K]\n"
+		"       fault: --fault kill|idle|stop|term|restart|all|connect|node|cmd[,KIND]\n"
+		"              [--fault-agg I] [--ops K] [--fault-at K] [--expect-copies]\n"
 		"       bench: [-f|--factor F] [--rounds R] [--time-per-size S]\n"
 		"              [--variant NAME=SPLIT[@PLUGIN][%%VAR=VALUE]]... [--splits S,S,...]\n",
 		program_invocation_short_name);
@@ -68,7 +68,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		{ "factor", 1, 0, 'f' }, { "variant", 1, 0, 'W' }, { "splits", 1, 0, 'L' },
 		{ "deterministic", 0, 0, 'D' }, { "trace", 0, 0, 'r' }, { "close-inflight", 0, 0, 'I' },
 		{ "fault", 1, 0, 'F' }, { "fault-agg", 1, 0, 'G' }, { "ops", 1, 0, 'O' },
-		{ "fault-at", 1, 0, 'A' }, { 0, 0, 0, 0 }
+		{ "fault-at", 1, 0, 'A' }, { "expect-copies", 0, 0, 'C' }, { 0, 0, 0, 0 }
 	};
 	static char plugin_buf[PATH_MAX + 64], daemon_buf[PATH_MAX + 64], aggs[1024];
 	bool timeout_given = false;
@@ -84,7 +84,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 	}
 	opt.plugin = harness_plugin_default;
 	opt.daemon = harness_daemon_default;
-	while ((c = getopt_long(argc, argv, "n:m:s:v:p:d:b:e:t:jVa:T:k:x:R:S:f:W:L:DrIF:G:O:A:", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "n:m:s:v:p:d:b:e:t:jVa:T:k:x:R:S:f:W:L:DrIF:G:O:A:C", lo, NULL)) != -1) {
 		switch (c) {
 		case 'n': opt.nranks = atoi(optarg); break;
 		case 'm': opt.naggs = atoi(optarg); break;
@@ -124,6 +124,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		case 'G': fopt.agg = atoi(optarg); break;
 		case 'O': fopt.ops = strtoull(optarg, NULL, 10); break;
 		case 'A': fopt.at = strtoull(optarg, NULL, 10); break;
+		case 'C': fopt.copies = true; break;
 		default: usage();
 		}
 	}
@@ -154,7 +155,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 	if (!strcmp(opt.mode, "fault")) {
 		/* The trace holds what the fault test checks; drained daemons
 		 * abort soon; a dead node is an error within 8 s. */
-		if (!fopt.k1 || opt.naggs < 1)
+		if (!fopt.k1 || (opt.naggs < 1 && !opt.aggs))
 			usage();
 		opt.trace = true;
 		if (!fopt.ops)

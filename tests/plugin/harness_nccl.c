@@ -17,6 +17,7 @@ int log_prefix_ok; /* lines that came through NCCL's logger with our prefix */
 int saw_agg_path, saw_fallback;
 int saw_parked, saw_unparked; /* p2p comms parked at close, freed later */
 int saw_fault, saw_naggs = -1;
+uint64_t saw_copied;
 
 static void hlog(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
 		 const char *fmt, ...)
@@ -43,8 +44,13 @@ static void hlog(ncclDebugLogLevel level, unsigned long flags, const char *file,
 		__atomic_store_n(&saw_naggs, atoi(q), __ATOMIC_RELAXED);
 		__atomic_store_n(&saw_agg_path, 1, __ATOMIC_RELAXED);
 	}
-	if (strstr(buf, ": aggregator ") && strstr(buf, " failed (") && strstr(buf, "; epoch "))
+	if (strstr(buf, ": aggregator ") && strstr(buf, " failed (") && strstr(buf, "; epoch ")) {
+		unsigned long long chunks = 0, bytes = 0;
+		const char *h = strstr(buf, "; here ");
+		if (h && sscanf(h, "; here %llu chunk(s) (%llu bytes) are copied", &chunks, &bytes) == 2)
+			__atomic_fetch_add(&saw_copied, bytes, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&saw_fault, 1, __ATOMIC_RELAXED);
+	}
 	if (level <= NCCL_LOG_WARN || (opt.verbose && level == NCCL_LOG_INFO))
 		fprintf(stderr, "[rank %d] %s %s:%d %s\n", my_rank,
 			level <= NCCL_LOG_WARN ? "WARN" : "INFO", file, line, buf);
