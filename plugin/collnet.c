@@ -33,6 +33,7 @@
 #define COLL_MAGIC 0x53434331u /* "SCC1" */
 #define COLL_F_SHARED_HOST 1u /* every aggregator on this host: never split */
 #define COLL_F_DETERMINISTIC 2u /* SUMCAST_DETERMINISTIC on rank 0: rank-order sums */
+#define COLL_F_NO_FAILOVER 4u   /* SUMCAST_FAILOVER=false on rank 0: faults fail requests */
 
 struct coll_handle {
 	uint32_t magic;
@@ -127,6 +128,8 @@ int colln_listen(int dev, void *handle, void **listen_comm)
 		h->flags |= COLL_F_SHARED_HOST;
 	if (plugin_cfg.deterministic)
 		h->flags |= COLL_F_DETERMINISTIC;
+	if (!plugin_cfg.failover)
+		h->flags |= COLL_F_NO_FAILOVER;
 	*listen_comm = lc;
 	return 0;
 }
@@ -240,7 +243,7 @@ static int coll_join(struct coll_comm *cc, uint64_t deadline)
 		.aggs = cc->aggs,
 		.eager_bytes = cc->eager_bytes,
 		.join_flags = cc->deterministic ? WIRE_JOIN_F_DETERMINISTIC : 0,
-		.failover = true,
+		.failover = cc->failover,
 		.deadline_ms = (uint32_t)plugin_cfg.agg_deadline_ms,
 	};
 	int rc = client_create(&p, &cc->client);
@@ -354,6 +357,7 @@ int colln_connect(void *handles[], int nranks, int rank, void *listen_comm, void
 	cc->eager_bytes = h0->eager_bytes;
 	cc->ring.eager_bytes = h0->eager_bytes;
 	cc->deterministic = h0->flags & COLL_F_DETERMINISTIC;
+	cc->failover = !(h0->flags & COLL_F_NO_FAILOVER);
 
 	aggs_parse(cc);
 	bool joined = cc->naggs && coll_join(cc, deadline) == 0;
@@ -380,7 +384,12 @@ int colln_connect(void *handles[], int nranks, int rank, void *listen_comm, void
 		cc->client = NULL;
 	}
 	if (use_aggs) {
-		char split_s[16], dropped[160] = "";
+		char split_s[16], dropped[160] = "", fault_s[64];
+		if (cc->failover)
+			snprintf(fault_s, sizeof(fault_s), "failover on (PING deadline %lld ms)",
+				 (long long)plugin_cfg.agg_deadline_ms);
+		else
+			snprintf(fault_s, sizeof(fault_s), "failover off (a fault fails the requests)");
 		for (size_t ai = 0; ai < cc->naggs; ai++)
 			if (!(live >> ai & 1)) {
 				/* joined here but not everywhere: the daemon's job waits
@@ -403,14 +412,14 @@ int colln_connect(void *handles[], int nranks, int rank, void *listen_comm, void
 				"other %u", (unsigned long long)cc->job_id, dropped, cc->model.naggs);
 		SC_INFO("collnet job 0x%016llx: rank %d of %d, %u aggregators (%s) + ring, split %s "
 			"(model %.3f, link %.1f / aggregator %.1f Gb/s x %.2f, hop %.1f us%s), eager cut %u B%s, "
-			"fault deadline %lld ms, connected in %.1f ms",
+			"%s, connected in %.1f ms",
 			(unsigned long long)cc->job_id, rank, nranks, cc->model.naggs, plugin_cfg.aggregators,
 			split_s, split_model_fraction(&cc->model), cc->model.link_gbps, cc->model.agg_gbps,
 			cc->model.agg_eff, cc->model.lat_us,
 			cc->model.shared_host ? ", aggregators on this host: ring or aggregators, no split"
 					      : "",
 			cc->eager_bytes, cc->deterministic ? ", deterministic (rank-order sums)" : "",
-			(long long)plugin_cfg.agg_deadline_ms, (sc_now_ns() - t0) / 1e6);
+			fault_s, (sc_now_ns() - t0) / 1e6);
 	} else if (cc->naggs || v[0] > 0) {
 		/* One clear line per node: every node takes the same decision. */
 		SC_WARN("collnet job 0x%016llx: aggregators unusable on %s (this node: %s); "

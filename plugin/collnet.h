@@ -123,6 +123,7 @@ struct coll_comm {
 	struct split_model model;
 	uint32_t eager_bytes; /* rank 0's */
 	bool deterministic;    /* rank 0's SUMCAST_DETERMINISTIC: join with WIRE_JOIN_F_DETERMINISTIC */
+	bool failover;         /* rank 0's SUMCAST_FAILOVER: survive aggregator faults (failover.c) */
 	FILE *trace;           /* SUMCAST_TRACE: a JSON line per allreduce; NULL: off */
 	uint64_t next_idx;     /* requests issued */
 	struct coll_stats st;

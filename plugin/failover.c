@@ -759,7 +759,7 @@ int failover_progress(struct coll_comm *cc)
 {
 	struct failover *fo = &cc->fo;
 
-	if (!cc->client || fo->err)
+	if (!cc->client || !cc->failover || fo->err)
 		return fo->err;
 	client_progress(cc->client);
 	uint64_t mine = client_failed(cc->client) & ~fo->known;
@@ -780,7 +780,7 @@ int failover_progress(struct coll_comm *cc)
 
 bool failover_busy(const struct coll_comm *cc)
 {
-	return cc->client && (cc->fo.known & ~cc->fo.dead);
+	return cc->client && cc->failover && (cc->fo.known & ~cc->fo.dead);
 }
 
 uint64_t failover_live_for(const struct coll_comm *cc, uint64_t idx, uint32_t *epoch)

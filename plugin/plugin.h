@@ -37,6 +37,7 @@ struct plugin_settings {
 	int64_t connect_timeout_ms;
 	int64_t agg_timeout_ms;        /* job timeout asked of the aggregators; recovery's bound */
 	int64_t agg_deadline_ms;       /* an aggregator that answers no PING this long has failed */
+	bool failover;                 /* survive aggregator faults (else they fail the requests) */
 	int64_t max_recvs;
 	char log_level[CFG_STR_MAX];
 	char eager_bytes[CFG_STR_MAX]; /* "auto": provider's eager limit, else a size, 0: off */
