@@ -20,5 +20,7 @@ uint32_t control_ranks(const struct daemon *d);
 /* ctl_reload.c: SIGHUP. 0, or -EINVAL with why (what failed) when the
  * running configuration was kept. */
 int control_reload(struct daemon *d, char *why, size_t why_len);
+/* Warns when the key file can be read or written by every user. */
+void control_key_mode_check(const char *path);
 
 #endif

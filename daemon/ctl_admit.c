@@ -56,6 +56,16 @@ void admit_join(struct conn *c, const struct wire_join *w)
 				    d->njobs_live, (long long)cfg->max_jobs);
 			return;
 		}
+		uint64_t share = (uint64_t)((double)cfg->memory_budget * cfg->max_memory_share);
+		if (mem > share) {
+			conn_refuse(c, WIRE_E_MEMORY,
+				    "job 0x%" PRIx64 " needs %" PRIu64 " bytes (window %u x chunk %u x (%u ranks + %u) + %" PRIu64
+				    " bookkeeping), more than max-memory-share %g of the %" PRIu64 " byte budget (%" PRIu64 ")",
+				    w->job_id, mem, window, chunk, w->nranks, has16 ? 2 : 1,
+				    job_book_bytes(window, w->nranks), cfg->max_memory_share,
+				    (uint64_t)cfg->memory_budget, share);
+			return;
+		}
 		if (d->mem_used + mem > cfg->memory_budget) {
 			conn_refuse(c, WIRE_E_MEMORY,
 				    "job 0x%" PRIx64 " needs %" PRIu64 " bytes (window %u x chunk %u x (%u ranks + %u) + %" PRIu64

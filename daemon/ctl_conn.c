@@ -240,6 +240,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 
 	(void)l;
 	(void)salen;
+	accept_backoff_reset(&d->ctl_backoff);
 	if (d->nconns >= (uint64_t)d->cfg.max_connections || d->draining) {
 		ctr_add(&d->stats.errors[ERR_CONN_LIMIT], 1);
 		SC_LOG_RATELIMIT(SC_LOG_WARN, 1000, "closing a new control connection: %u open, max-connections is %lld",
@@ -291,6 +292,15 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	conn_send(c, &m);
 }
 
+/* After an accept failure pause: not while draining (the listener is off
+ * for good then). */
+static bool listen_may_resume(void *arg)
+{
+	const struct daemon *d = arg;
+
+	return !d->draining;
+}
+
 int conn_listen_start(struct daemon *d)
 {
 	struct sockaddr_storage ss;
@@ -321,6 +331,13 @@ int conn_listen_start(struct daemon *d)
 		SC_ERR("control listener on %s: %s", addr, strerror(errno));
 		return -errno ? -errno : -EADDRINUSE;
 	}
+	int rc = accept_backoff_init(&d->ctl_backoff, d->base, d->listener, "control",
+				     &d->stats.errors[ERR_ACCEPT], listen_may_resume, d);
+	if (rc) {
+		evconnlistener_free(d->listener);
+		d->listener = NULL;
+		return rc;
+	}
 	struct sockaddr_storage b;
 	socklen_t blen = sizeof(b);
 	getsockname(evconnlistener_get_fd(d->listener), (struct sockaddr *)&b, &blen);
@@ -331,6 +348,7 @@ int conn_listen_start(struct daemon *d)
 
 void conn_listen_stop(struct daemon *d)
 {
+	accept_backoff_fini(&d->ctl_backoff);
 	if (d->listener)
 		evconnlistener_free(d->listener);
 	d->listener = NULL;

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "control.h"
 #include "ctl.h"
@@ -21,7 +22,21 @@ int ctl_key_load(const char *path, uint8_t *key, size_t *len)
 	rc = wire_key_load(path, key, len, &why);
 	if (rc)
 		SC_ERR("auth.key-file %s: %s", path, why ? why : strerror(-rc));
+	else
+		control_key_mode_check(path);
 	return rc;
+}
+
+void control_key_mode_check(const char *path)
+{
+	struct stat st;
+
+	/* The key lets whoever holds it join jobs and (with data-plane
+	 * authenticity) send data as a rank: other users must not read it. */
+	if (stat(path, &st) == 0 && (st.st_mode & (S_IROTH | S_IWOTH)))
+		SC_WARN("auth.key-file %s is %s by every user (mode %04o): chmod 600 it (0640 with the daemon's group)",
+			path, st.st_mode & S_IWOTH ? "writable" : "readable",
+			(unsigned)(st.st_mode & 07777));
 }
 
 int control_reload(struct daemon *d, char *why, size_t why_len)

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "accept_backoff.h"
 #include "dataplane.h" /* struct evq */
 #include "settings.h"
 #include "stats.h"
@@ -39,6 +40,12 @@ struct daemon {
 	bool reload_failed;        /* the last SIGHUP kept the previous configuration */
 	char reload_error[200];
 	struct evhttp *http;
+	struct evconnlistener *http_listener; /* evhttp's, for the cap and the back-off */
+	struct accept_backoff ctl_backoff, http_backoff;
+	uint32_t http_conns;     /* HTTP connections open (http.c) */
+	bool http_capped;        /* listener off: http.max-connections reached */
+	struct http_pending *http_pending; /* accepted, close callback not set yet */
+	struct event *ev_http_pending;
 	uint16_t control_port, http_port;
 
 	struct dthread *threads;

@@ -3,8 +3,10 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
+#include <event2/listener.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -111,6 +113,8 @@ static void metrics_cb(struct evhttp_request *req, void *arg)
 	       (uint64_t)d->cfg.memory_budget);
 	METRIC(b, "sumcast_data_threads", "gauge", "Data-plane threads.", "%u", d->nthreads);
 	METRIC(b, "sumcast_connections", "gauge", "Open control connections.", "%u", d->nconns);
+	METRIC(b, "sumcast_http_connections", "gauge", "Open HTTP connections (this one included).",
+	       "%u", d->http_conns);
 	evbuffer_add_printf(b, "# HELP sumcast_data_thread_busy_seconds_total Time data threads spent handling completions.\n"
 			       "# TYPE sumcast_data_thread_busy_seconds_total counter\n");
 	for (unsigned i = 0; i < d->nthreads; i++)
@@ -246,19 +250,138 @@ static void config_cb(struct evhttp_request *req, void *arg)
 	evbuffer_free(b);
 }
 
+/* ---- connections: the cap (http.max-connections) ----
+ *
+ * libevent 2.1 has no connection limit for evhttp and no callback when it
+ * accepts one, but it asks us for each connection's bufferevent
+ * (evhttp_set_bevcb) right when it accepts it, and lets us set a close
+ * callback on the connection (evhttp_connection_set_closecb). The
+ * connection does not exist yet when the bufferevent is made, so it is
+ * looked up (the bufferevent's callback argument) from an event activated
+ * there, which runs before any I/O of that connection can; a reference
+ * keeps the bufferevent valid in between. At the cap the listener is
+ * turned off: new connections wait in the kernel's queue until one closes. */
+
+struct http_pending {
+	struct bufferevent *bev;
+	struct http_pending *next;
+};
+
+static bool http_may_accept(void *arg)
+{
+	const struct daemon *d = arg;
+
+	return d->http_conns < (uint64_t)d->cfg.http_max_connections;
+}
+
+static void http_listener_update(struct daemon *d)
+{
+	if (!d->http_listener)
+		return;
+	bool want = http_may_accept(d);
+	if (!want && !d->http_capped) {
+		d->http_capped = true;
+		evconnlistener_disable(d->http_listener);
+		SC_LOG_RATELIMIT(SC_LOG_WARN, 1000, "HTTP: %u connections open, http.max-connections is %lld: not accepting until one closes",
+				 d->http_conns, (long long)d->cfg.http_max_connections);
+	} else if (want && d->http_capped) {
+		d->http_capped = false;
+		if (!accept_backoff_paused(&d->http_backoff))
+			evconnlistener_enable(d->http_listener);
+	}
+}
+
+static void http_conn_closed(struct evhttp_connection *evcon, void *arg)
+{
+	struct daemon *d = arg;
+
+	(void)evcon;
+	d->http_conns--;
+	http_listener_update(d);
+}
+
+static struct bufferevent *http_bev_cb(struct event_base *base, void *arg)
+{
+	struct daemon *d = arg;
+	struct http_pending *p = malloc(sizeof(*p));
+	struct bufferevent *bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+
+	accept_backoff_reset(&d->http_backoff);
+	d->http_conns++;
+	if (!p || !bev) {
+		/* evhttp makes its own bufferevent; this one is not counted
+		 * past now (its close is not seen). */
+		free(p);
+		if (bev)
+			bufferevent_free(bev);
+		d->http_conns--;
+		return NULL;
+	}
+	bufferevent_incref(bev);
+	p->bev = bev;
+	p->next = d->http_pending;
+	d->http_pending = p;
+	event_active(d->ev_http_pending, EV_TIMEOUT, 0);
+	http_listener_update(d);
+	return bev;
+}
+
+/* The connections accepted since the last run: the close callback on each
+ * still open, or counted closed at once. */
+static void http_pending_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct daemon *d = arg;
+	struct http_pending *p = d->http_pending;
+
+	(void)fd;
+	(void)what;
+	d->http_pending = NULL;
+	while (p) {
+		struct http_pending *next = p->next;
+		bufferevent_event_cb eventcb = NULL;
+		void *cbarg = NULL;
+		bufferevent_getcb(p->bev, NULL, NULL, &eventcb, &cbarg);
+		if (eventcb && cbarg)
+			evhttp_connection_set_closecb(cbarg, http_conn_closed, d);
+		else
+			http_conn_closed(NULL, d); /* evhttp already freed it */
+		bufferevent_decref(p->bev);
+		free(p);
+		p = next;
+	}
+}
+
+static void http_pending_free(struct daemon *d)
+{
+	while (d->http_pending) {
+		struct http_pending *p = d->http_pending;
+		d->http_pending = p->next;
+		bufferevent_decref(p->bev);
+		free(p);
+	}
+}
+
 int http_start(struct daemon *d)
 {
 	struct evhttp_bound_socket *h;
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
+	int rc;
 
 	if (!d->cfg.http_enabled)
 		return 0;
 	d->http = evhttp_new(d->base);
-	if (!d->http)
+	d->ev_http_pending = event_new(d->base, -1, 0, http_pending_cb, d);
+	if (!d->http || !d->ev_http_pending)
 		return -ENOMEM;
 	evhttp_set_allowed_methods(d->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
 	evhttp_set_timeout(d->http, 10);
+	/* Without them a request line or header of any length was buffered
+	 * (and rescanned on every read: 300 MB lines froze the loop), and a
+	 * body of any length read. */
+	evhttp_set_max_headers_size(d->http, (ev_ssize_t)d->cfg.http_max_header_size);
+	evhttp_set_max_body_size(d->http, (ev_ssize_t)d->cfg.http_max_body_size);
+	evhttp_set_bevcb(d->http, http_bev_cb, d);
 	evhttp_set_cb(d->http, "/healthz", healthz_cb, d);
 	evhttp_set_cb(d->http, "/metrics", metrics_cb, d);
 	evhttp_set_cb(d->http, "/stats", stats_cb, d);
@@ -269,15 +392,35 @@ int http_start(struct daemon *d)
 		       (long long)d->cfg.http_port, strerror(errno));
 		return -EADDRINUSE;
 	}
+	d->http_listener = evhttp_bound_socket_get_listener(h);
+	rc = accept_backoff_init(&d->http_backoff, d->base, d->http_listener, "HTTP",
+				 &d->stats.errors[ERR_ACCEPT], http_may_accept, d);
+	if (rc)
+		return rc;
 	getsockname(evhttp_bound_socket_get_fd(h), (struct sockaddr *)&ss, &len);
 	d->http_port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-	SC_INFO("HTTP on %s port %u (/healthz /metrics /stats /config)", d->cfg.http_listen, d->http_port);
+	SC_INFO("HTTP on %s port %u (/healthz /metrics /stats /config), at most %lld connections",
+		d->cfg.http_listen, d->http_port, (long long)d->cfg.http_max_connections);
 	return 0;
+}
+
+/* SIGHUP changed http.max-connections. */
+void http_reloaded(struct daemon *d)
+{
+	http_listener_update(d);
 }
 
 void http_stop(struct daemon *d)
 {
+	accept_backoff_fini(&d->http_backoff);
+	http_pending_free(d);
+	/* evhttp_free frees the listener, then the connections (their close
+	 * callbacks run): nothing may touch the listener then. */
+	d->http_listener = NULL;
 	if (d->http)
 		evhttp_free(d->http);
 	d->http = NULL;
+	if (d->ev_http_pending)
+		event_free(d->ev_http_pending);
+	d->ev_http_pending = NULL;
 }

@@ -8,5 +8,7 @@ struct daemon;
 /* Binds [http] listen/port unless [http] enabled is false. 0 or -errno. */
 int http_start(struct daemon *d);
 void http_stop(struct daemon *d);
+/* After a SIGHUP: http.max-connections may have changed. */
+void http_reloaded(struct daemon *d);
 
 #endif

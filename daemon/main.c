@@ -47,6 +47,7 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 		SC_INFO("SIGHUP: reloading %s", d->config_path ? d->config_path : "(no file: env only)");
 		daemon_notify("RELOADING=1");
 		int rc = control_reload(d, why, sizeof(why));
+		http_reloaded(d);
 		notify_reloaded(d, rc, why);
 		return;
 	}
@@ -187,6 +188,7 @@ int main(int argc, char **argv)
 					why ? why : "unreadable");
 				return 1;
 			}
+			control_key_mode_check(d->cfg.key_file);
 		}
 		printf("%s: configuration is valid\n", d->config_path ? d->config_path : "(defaults)");
 		return 0;

@@ -1,5 +1,6 @@
 #include "settings.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -34,6 +35,15 @@ const struct cfg_entry settings_table[] = {
 	  S(http_port), 0, 65535, false },
 	{ "http", "enabled", CFG_BOOL, "true", "Serve /healthz, /metrics and /stats", S(http_enabled),
 	  0, 0, false },
+	{ "http", "max-connections", CFG_INT, "64",
+	  "HTTP connections open at once; at the limit new ones wait in the kernel's queue until one closes",
+	  S(http_max_connections), 1, 100000, true },
+	{ "http", "max-header-size", CFG_SIZE, "8K",
+	  "Longest request line plus headers; a longer request is refused (400) and closed",
+	  S(http_max_header_size), 256, 1048576, false },
+	{ "http", "max-body-size", CFG_SIZE, "1K",
+	  "Longest request body (requests are GET/HEAD and need none); a longer one is answered 413",
+	  S(http_max_body_size), 0, 1048576, false },
 	{ "fabric", "provider", CFG_STRING, FABRIC_PROV_DEFAULT,
 	  "libfabric provider of the data endpoints (tcp;ofi_rxm, verbs;ofi_rxm, efa, shm, auto)",
 	  S(provider), 0, 0, false },
@@ -70,9 +80,15 @@ const struct cfg_entry settings_table[] = {
 	  S(max_window), 1, 16777216, false },
 	{ "job", "max-chunk", CFG_SIZE, "4M", "Largest chunk size granted (bytes, multiple of 8)",
 	  S(max_chunk), 8, 67108864, false },
+	{ "job", "max-memory-share", CFG_DOUBLE, "0.5",
+	  "Largest share of memory-budget one job may take (after the window and chunk are capped); a JOIN needing more is refused (memory)",
+	  S(max_memory_share), 0.01, 1, true },
 	{ "auth", "key-file", CFG_STRING, "",
 	  "Shared key (16..256 bytes) for HMAC-signed JOINs; empty: no authentication",
 	  S(key_file), 0, 0, true },
+	{ "auth", "allow-anonymous", CFG_BOOL, "false",
+	  "Serve jobs without a key while control.listen is not a loopback address (anyone who reaches the port can then join jobs and send data); without it such a daemon refuses to start",
+	  S(allow_anonymous), 0, 0, true },
 	{ "log", "level", CFG_STRING, "info", "error, warn, info, debug or trace", S(log_level), 0, 0,
 	  true },
 	CFG_ENTRY_END,
@@ -114,6 +130,23 @@ int settings_parse_cpus(const char *s, int *cpus, int max)
 	return n;
 }
 
+int settings_addr_kind(const char *s)
+{
+	struct in_addr a4;
+	struct in6_addr a6;
+
+	if (inet_pton(AF_INET, s, &a4) == 1)
+		return (ntohl(a4.s_addr) >> 24) == 127 ? SETTINGS_ADDR_LOOPBACK : SETTINGS_ADDR_OTHER;
+	if (inet_pton(AF_INET6, s, &a6) == 1) {
+		if (IN6_IS_ADDR_LOOPBACK(&a6))
+			return SETTINGS_ADDR_LOOPBACK;
+		if (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127)
+			return SETTINGS_ADDR_LOOPBACK;
+		return SETTINGS_ADDR_OTHER;
+	}
+	return SETTINGS_ADDR_INVALID;
+}
+
 int settings_check(const struct settings *s, struct cfg_error *err)
 {
 	enum sc_log_level lvl;
@@ -136,6 +169,23 @@ int settings_check(const struct settings *s, struct cfg_error *err)
 	}
 	if (!*s->control_listen || (s->http_enabled && !*s->http_listen)) {
 		snprintf(err->msg, sizeof(err->msg), "control.listen and http.listen must be set");
+		return -EINVAL;
+	}
+	/* The listeners bind IP addresses as written: a host name passed
+	 * --check-config and then failed at start. */
+	int ctl = settings_addr_kind(s->control_listen);
+	if (ctl == SETTINGS_ADDR_INVALID ||
+	    (s->http_enabled && settings_addr_kind(s->http_listen) == SETTINGS_ADDR_INVALID)) {
+		snprintf(err->msg, sizeof(err->msg),
+			 "%s.listen = \"%s\": not an IP address (host names are not resolved; e.g. 127.0.0.1, ::1, 0.0.0.0, or an interface's address)",
+			 ctl == SETTINGS_ADDR_INVALID ? "control" : "http",
+			 ctl == SETTINGS_ADDR_INVALID ? s->control_listen : s->http_listen);
+		return -EINVAL;
+	}
+	if (ctl != SETTINGS_ADDR_LOOPBACK && !*s->key_file && !s->allow_anonymous) {
+		snprintf(err->msg, sizeof(err->msg),
+			 "control.listen = %s is not a loopback address and auth.key-file is empty: anyone who reaches the port could join jobs, take job memory and send data; set auth.key-file, or auth.allow-anonymous = true to serve without a key",
+			 s->control_listen);
 		return -EINVAL;
 	}
 	return 0;

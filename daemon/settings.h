@@ -28,6 +28,9 @@ struct settings {
 	char http_listen[CFG_STR_MAX];
 	int64_t http_port;
 	bool http_enabled;
+	int64_t http_max_connections;
+	uint64_t http_max_header_size;
+	uint64_t http_max_body_size;
 	/* [fabric] */
 	char provider[CFG_STR_MAX];
 	char node[CFG_STR_MAX];
@@ -45,8 +48,10 @@ struct settings {
 	int64_t stuck_grace_ms;
 	int64_t max_window;
 	uint64_t max_chunk;
+	double max_memory_share;
 	/* [auth] */
 	char key_file[CFG_STR_MAX];
+	bool allow_anonymous;
 	/* [log] */
 	char log_level[CFG_STR_MAX];
 };
@@ -57,8 +62,15 @@ extern const struct cfg_entry settings_table[];
  * be NULL) gets one entry per table row: where its value came from. */
 int settings_load(struct settings *s, const char *path, enum cfg_source *src,
 		  struct cfg_error *err);
-/* Cross-field checks the table cannot express (log level, cpu list). */
+/* Cross-field checks the table cannot express: log level, cpu list,
+ * listen addresses (IP literals), a key or auth.allow-anonymous when
+ * control.listen is not loopback. */
 int settings_check(const struct settings *s, struct cfg_error *err);
+/* What a listen address is: SETTINGS_ADDR_LOOPBACK (127.0.0.0/8, ::1,
+ * ::ffff:127.x.y.z), SETTINGS_ADDR_OTHER (any other IP literal, 0.0.0.0 and
+ * :: included), SETTINGS_ADDR_INVALID (not an IP literal). */
+enum { SETTINGS_ADDR_INVALID = -1, SETTINGS_ADDR_OTHER = 0, SETTINGS_ADDR_LOOPBACK = 1 };
+int settings_addr_kind(const char *s);
 /* Parses "0,2-3" into cpus[]; returns the count or -EINVAL. "" gives 0. */
 int settings_parse_cpus(const char *s, int *cpus, int max);
 /* Bounded copy that always terminates. */

@@ -21,6 +21,8 @@ enum err_kind {
 	ERR_CQ,             /* completion queue read failure */
 	ERR_HANDSHAKE_TIMEOUT,
 	ERR_CONN_LIMIT,     /* connection refused at accept: max-connections */
+	ERR_ACCEPT,         /* accept() failed (EMFILE...): the listener paused */
+	ERR_UNEXPECTED,     /* a tagged message no receive matched, discarded */
 	ERR_KIND_COUNT,
 };
 

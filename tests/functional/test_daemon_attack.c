@@ -4,9 +4,12 @@
  *
  *  - a second JOIN on a connection that already joined a job;
  *  - a LEAVE naming another job's handle on a joined connection.
- *
- * Both once freed the connection while the job's rank still pointed at it
- * (heap-use-after-free in conn_send when READY or an ABORT went out). */
+ *    Both once freed the connection while the job's rank still pointed at
+ *    it (heap-use-after-free in conn_send when READY or an ABORT went out).
+ *  - one JOIN asking for window 2^20 and 64 MB chunks: capped to
+ *    max-window x max-chunk it still took 768 MiB of the 1 GiB budget,
+ *    prefaulted for the join timeout, and could be repeated; now refused
+ *    (memory) above [job] max-memory-share of the budget. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,7 +115,8 @@ int main(void)
 		fp.node = "127.0.0.1";
 	if (fabric_open(&fp, &fab))
 		th_skip("no libfabric provider for the test endpoint");
-	if (sd_start(&d, "[job]\nmemory-budget = 256M\n"))
+	/* The default budget (1 GiB) and share (0.5). */
+	if (sd_start(&d, NULL))
 		th_skip("sumcastd did not start (see above)");
 
 	/* 1. A second JOIN on a connection that joined (job still forming):
@@ -194,6 +198,31 @@ int main(void)
 				close(fd1);
 		}
 		CHECK(healthy(), "daemon not healthy after LEAVE of another handle");
+	}
+	/* 4. A JOIN that would take most of the budget: 64 x 4 MiB x (2 + 1)
+	 * = 768 MiB after the caps, over half of 1 GiB. */
+	{
+		long rss0 = sd_rss_settled(&d, 2000);
+		join_init(&j, 0xd0, 0, 2, fab);
+		j.window = 1u << 20;
+		j.chunk_bytes = 64u << 20;
+		j.dtype_mask = 1u << SC_F32;
+		int fd = ctl_join(&d, &j, NULL, 0, &m);
+		CHECK(fd >= 0 && m.type == WIRE_REFUSE && m.u.refuse.code == WIRE_E_MEMORY,
+		      "window 2^20 x 64 MB JOIN: %s, want REFUSE(memory)",
+		      fd < 0 ? "no reply" : m.type == WIRE_REFUSE ? wire_code_name(m.u.refuse.code)
+								 : wire_type_name(m.type));
+		if (fd >= 0 && m.type == WIRE_REFUSE)
+			printf("  %-22s -> REFUSE %s: %s\n", "huge JOIN", wire_code_name(m.u.refuse.code),
+			       m.u.refuse.text);
+		CHECK(fd >= 0 && m.type == WIRE_REFUSE && strstr(m.u.refuse.text, "max-memory-share"),
+		      "refusal does not name max-memory-share");
+		long rss1 = sd_rss_kib(&d);
+		CHECK(rss1 < rss0 + 64 * 1024, "RSS %ld KiB -> %ld KiB after a refused JOIN", rss0, rss1);
+		CHECK(sd_metric(&d, "sumcast_memory_used_bytes") == 0, "memory charged for a refused JOIN: %g",
+		      sd_metric(&d, "sumcast_memory_used_bytes"));
+		if (fd >= 0)
+			close(fd);
 	}
 	/* The daemon still serves a legitimate job, and every attacked job's
 	 * memory came back. */

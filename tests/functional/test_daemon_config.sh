@@ -24,6 +24,36 @@ printf '[job]\nmax-jobs = 5\n[bogus]\nkey = 1\n' > "$tmp/bad.conf"
 out=$("$bin" -c "$tmp/bad.conf" --check-config 2>&1); rc=$?
 [ $rc -ne 0 ] && ok || ko "unknown section accepted"
 echo "$out" | grep -q 'bad.conf:4:' && ok || ko "error does not name line 4: $out"
+# Errors that once passed: each must fail --check-config and say where.
+check_bad() { # name text expected-substring
+	printf "$2" > "$tmp/$1"
+	out=$("$bin" -c "$tmp/$1" --check-config 2>&1); rc=$?
+	[ $rc -ne 0 ] && ok || ko "$1 accepted: $out"
+	echo "$out" | grep -qF -- "$3" && ok || ko "$1: error does not say '$3': $out"
+}
+out=$("$bin" -c "$tmp" --check-config 2>&1); rc=$?
+[ $rc -ne 0 ] && ok || ko "a directory as the config file was accepted (started with defaults)"
+echo "$out" | grep -q 'Is a directory' && ok || ko "directory: $out"
+check_bad dup.conf '[job]\nmax-jobs = 5\ntimeout = 3s\nmax-jobs = 6\n' 'dup.conf:4: [job] max-jobs is set again (first set on line 2)'
+check_bad sect.conf '[job]\nmax-jobs = 5\n[control\nport = 1\n' 'sect.conf:3: syntax error'
+check_bad host.conf '[control]\nlisten = localhost\n' 'control.listen = "localhost": not an IP address'
+check_bad hhost.conf '[http]\nlisten = localhost\n' 'http.listen = "localhost": not an IP address'
+check_bad anon.conf '[control]\nlisten = 0.0.0.0\n' 'auth.allow-anonymous'
+# Not only --check-config: the daemon itself refuses to start (ports 0, so
+# an old daemon that starts is stopped by timeout: 124).
+printf '[control]\nlisten = 0.0.0.0\nport = 0\n[http]\nport = 0\n' > "$tmp/anon-start.conf"
+out=$(timeout 10 "$bin" -c "$tmp/anon-start.conf" 2>&1); rc=$?
+[ $rc -eq 1 ] && ok || ko "a keyless daemon on 0.0.0.0 started (exit $rc): $(echo "$out" | tail -2)"
+printf '[control]\nlisten = 0.0.0.0\n[auth]\nallow-anonymous = true\n' > "$tmp/anon-ok.conf"
+"$bin" -c "$tmp/anon-ok.conf" --check-config > /dev/null 2>&1 && ok || ko "allow-anonymous = true not accepted"
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$tmp/key"
+chmod 0644 "$tmp/key"
+printf '[control]\nlisten = ::\n[auth]\nkey-file = %s\n' "$tmp/key" > "$tmp/key.conf"
+out=$("$bin" -c "$tmp/key.conf" --check-config 2>&1) && ok || ko "keyed non-loopback config rejected: $out"
+echo "$out" | grep -q 'readable by every user (mode 0644)' && ok || ko "world-readable key file: no warning: $out"
+chmod 0600 "$tmp/key"
+out=$("$bin" -c "$tmp/key.conf" --check-config 2>&1)
+echo "$out" | grep -q 'every user' && ko "mode 0600 key file warned: $out" || ok
 SUMCASTD_JOB_MAX_JOBS=7 "$bin" --dump-config | grep -q '^max-jobs = 7$' && ok || ko "env override not applied"
 SUMCASTD_JOB_MAX_JOBZ=7 "$bin" --check-config > /dev/null 2>&1 && ko "misspelt env override accepted" || ok
 echo "test_daemon_config: $pass passed, $fail failed"
