@@ -162,6 +162,12 @@ ncclResult_t plugin_result(int rc)
 	case ECONNREFUSED:
 	case ETIMEDOUT:
 	case EHOSTUNREACH:
+	/* An aggregator's ABORT (rank_left, shutdown: -ECONNABORTED and
+	 * -ESHUTDOWN from the client) and data it refused or sent wrong
+	 * (-EPROTO) are the remote side's doing, as the README says. */
+	case ECONNABORTED:
+	case ESHUTDOWN:
+	case EPROTO:
 		return ncclRemoteError;
 	default:
 		return rc <= -FI_ERRNO_OFFSET ? ncclRemoteError : ncclInternalError;
