@@ -259,9 +259,19 @@ void job_rank_gone(struct conn *c, bool clean)
 			  clean ? "left" : "disconnected from", j->id, j->nranks);
 		return;
 	}
-	if (!clean || partial)
+	if (!clean || partial) {
 		job_abort(d, j, WIRE_E_RANK_LEFT, "rank %u %s job 0x%" PRIx64 "%s", r,
 			  clean ? "left" : "disconnected from", j->id,
 			  partial ? " while chunks were in flight" : "");
-	/* A clean LEAVE between collectives: the others finish and leave too. */
+		return;
+	}
+	/* A clean LEAVE between collectives: the others finish and leave too.
+	 * The data thread is told, so that a chunk that needs this rank (one
+	 * in flight that the partial count above did not see yet, or a new
+	 * one) fails the job at once instead of after the job timeout. */
+	memset(&jr->cmd_left, 0, sizeof(jr->cmd_left));
+	jr->cmd_left.type = DCMD_RANK_LEFT;
+	jr->cmd_left.job = j;
+	jr->cmd_left.rank = r;
+	dthread_cmd(j->thread, &jr->cmd_left);
 }

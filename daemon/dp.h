@@ -97,6 +97,10 @@ extern const struct slot_ops dp_slot_ops;
 int dp_job_add(struct dthread *t, struct job *j);
 /* ADD_RANK: the rank's address into the AV, its receives posted. */
 int dp_rank_add(struct dthread *t, struct job *j, uint32_t r);
+/* RANK_LEFT: rank r left cleanly. Its receives are cancelled; a chunk in
+ * flight without its contribution fails the job (rank_left) now, a later
+ * one in slot_contribute. */
+void dp_rank_left(struct dthread *t, struct job *j, uint32_t r);
 /* Posts rank r's receive into its buffer of slot s (-FI_EAGAIN: retried). */
 void dp_recv_post(struct dthread *t, struct job *j, uint32_t s, uint32_t r);
 /* The job cannot go on: marks it dead, cancels its receives and asks the

@@ -51,6 +51,31 @@ int dp_rank_add(struct dthread *t, struct job *j, uint32_t r)
 	return 0;
 }
 
+void dp_rank_left(struct dthread *t, struct job *j, uint32_t r)
+{
+	struct job_rank *jr = &j->ranks[r];
+
+	if (j->dead || jr->left)
+		return;
+	jr->left = true;
+	j->nleft++;
+	for (uint32_t s = 0; s < j->window; s++) {
+		struct rslot *rs = job_rslot(j, s, r);
+		if (rs->state == RS_POSTED)
+			fabric_cancel(t->fabric, &rs->rop.op);
+		else if (rs->state == RS_REPOST)
+			rs->state = RS_IDLE;
+	}
+	for (uint32_t s = 0; s < j->window; s++) {
+		const struct slot *sl = &j->slots[s];
+		if (sl->state == SLOT_FILLING && !job_rslot(j, s, r)->contributed) {
+			dp_job_fail(t, j, WIRE_E_RANK_LEFT, "rank %u left job 0x%" PRIx64 " and chunk seq %u needs it",
+				    r, j->id, sl->seq);
+			return;
+		}
+	}
+}
+
 /* ---- receives ---- */
 
 void dp_recv_post(struct dthread *t, struct job *j, uint32_t s, uint32_t r)

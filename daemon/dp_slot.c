@@ -180,6 +180,15 @@ void slot_contribute(struct dthread *t, struct job *j, uint32_t s, uint32_t r)
 		slot_fail(t, j, WIRE_E_DATA, "rank %u sent chunk seq %u twice", r, seq);
 		return;
 	}
+	if (j->nleft) {
+		/* A rank that left cleanly will never send this chunk. */
+		for (uint32_t lr = 0; lr < j->nranks; lr++)
+			if (lr != r && j->ranks[lr].left && !job_rslot(j, s, lr)->contributed) {
+				slot_fail(t, j, WIRE_E_RANK_LEFT, "rank %u left job 0x%llx and chunk seq %u needs it",
+					  lr, (unsigned long long)j->id, seq);
+				return;
+			}
+	}
 	now = sc_now_ns();
 	if (sl->ncontrib == 0) {
 		sl->imm = rs->imm;

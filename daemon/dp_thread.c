@@ -86,6 +86,9 @@ static void cmds_run(struct dthread *t)
 		case DCMD_REMOVE_JOB:
 			dp_job_remove(t, c->job);
 			break;
+		case DCMD_RANK_LEFT:
+			dp_rank_left(t, c->job, c->rank);
+			break;
 		default:
 			SC_ERR("data thread %u: unknown command %d", t->index, c->type);
 		}

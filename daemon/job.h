@@ -129,6 +129,8 @@ enum dcmd_type {
 	DEV_RELEASED,     /* data -> control: a removed job's region was given back
 			   * to the kernel (stuck sends); its operations are
 			   * still outstanding */
+	DCMD_RANK_LEFT,   /* a rank left cleanly, the job goes on: a chunk that
+			   * needs it fails the job at once (not answered) */
 };
 struct dcmd {
 	int type;
@@ -148,9 +150,11 @@ struct job_rank {
 	uint16_t addr_len;
 	uint8_t addr[WIRE_ADDR_MAX];
 	struct dcmd cmd_add;
+	struct dcmd cmd_left; /* DCMD_RANK_LEFT */
 	/* data */
 	fi_addr_t fi_addr;
 	bool added; /* holds a reference on fi_addr */
+	bool left;  /* left cleanly: it will contribute nothing more */
 	/* shared (data writes) */
 	_Atomic uint64_t bytes_in, last_count, last_wait_ns;
 };
@@ -190,6 +194,7 @@ struct job {
 	struct rslot *rslots; /* [slot * nranks + rank] */
 	struct job *dnext;
 	uint32_t ops_out;      /* posted receives + sends not completed */
+	uint32_t nleft;        /* ranks with left set */
 	uint32_t trunc_drops;  /* oversize messages dropped (source unknown) */
 	uint64_t last_activity_ns;
 	bool dead, removing;

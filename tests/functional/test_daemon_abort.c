@@ -228,6 +228,38 @@ int main(void)
 		close_pair(rk);
 		wait_memory_free("rank left");
 	}
+	/* A clean LEAVE between collectives, then the other rank sends a
+	 * chunk: the job fails at once (rank_left), not after its 10 s
+	 * timeout, and the rank that left is not told. */
+	{
+		struct wire_msg m;
+		CHECK(pair(rk, 0x209, 0) == 0, "left: setup");
+		struct wire_msg l = { .type = WIRE_LEAVE };
+		l.u.leave.job_handle = rk[0].handle;
+		CHECK(ctl_send(rk[0].fd, &l) == 0, "left: LEAVE not sent");
+		CHECK(ctl_wait_closed(rk[0].fd, 3000) == 0, "left: connection not closed after LEAVE");
+		CHECK(sd_wait_log(&d, "job 0x209 rank 0 left", 0, NULL, 0, 3000), "left: LEAVE not seen");
+		/* No ABORT for a clean LEAVE between collectives. */
+		CHECK(ctl_recv(rk[1].fd, &m, 300) == -ETIMEDOUT, "left: rank 1 told %s right after the LEAVE",
+		      wire_type_name(m.type));
+		trank_post_result(&rk[1], 0, 0, CHUNK, &rops[1]);
+		uint64_t t0 = sc_now_ms();
+		trank_send_chunk(&rk[1], 0, 0, SC_F32, SC_OP_SUM, 0, CHUNK, &sops[1]);
+		struct trank *p1 = &rk[1];
+		tranks_poll(&p1, 1, 50);
+		int rc = ctl_recv(rk[1].fd, &m, 5000);
+		uint64_t dt = sc_now_ms() - t0;
+		CHECK(rc == 0 && m.type == WIRE_ABORT && m.u.abort.code == WIRE_E_RANK_LEFT,
+		      "left: rank 1 got rc %d %s %s after %llu ms, want ABORT(rank_left) at once", rc,
+		      rc ? "" : wire_type_name(m.type), rc ? "" : m.u.abort.text, (unsigned long long)dt);
+		CHECK(rc == 0 && strstr(m.u.abort.text, "rank 0 left") && strstr(m.u.abort.text, "chunk seq 0"),
+		      "left: text: %s", rc ? "" : m.u.abort.text);
+		CHECK(dt < 3000, "left: ABORT after %llu ms (the job timeout is 10 s)", (unsigned long long)dt);
+		printf("  %-12s -> ABORT %s after %llu ms: %s\n", "left, then",
+		       rc ? "-" : wire_code_name(m.u.abort.code), (unsigned long long)dt, rc ? "" : m.u.abort.text);
+		close_pair(rk);
+		wait_memory_free("left");
+	}
 	/* TCP close of a READY job between chunks: the others are told too. */
 	{
 		struct wire_msg m;
