@@ -70,7 +70,7 @@ struct client_params {
 	uint32_t join_flags;
 	/* v1.4: aggregator faults are reported (client_failed), not errors. */
 	bool failover;
-	/* v1.4, failover: PING every aggregator every deadline_ms / 4 and
+	/* v1.4, failover: PING every aggregator every deadline_ms / 8 and
 	 * declare it failed when nothing (PONG or any message) came back for
 	 * deadline_ms; 0: no PING (faults are then seen by a closed connection,
 	 * an ABORT, a completion error or timeout_ms + 2 s of silence). */

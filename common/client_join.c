@@ -2,7 +2,7 @@
  *
  *   connect -> HELLO (nonce) -> JOIN (HMAC-signed) -> JOIN_OK -> READY
  *
- * then, with failover, a PING every deadline / 4 that the daemon's control
+ * then, with failover, a PING every deadline / 8 that the daemon's control
  * thread answers with a PONG: an aggregator that answers nothing for the
  * deadline is stopped or cut off, even while it has no chunk of ours (a
  * daemon that waits for a slow rank still answers). ABORT, REFUSE after
@@ -201,7 +201,7 @@ static void handle_msg(struct client *c, struct client_agg *a, size_t ai, const 
 
 void client_ctl_liveness(struct client *c, uint64_t now)
 {
-	uint64_t every = (uint64_t)c->deadline_ms * 1000000ull / 4, limit = (uint64_t)c->deadline_ms * 1000000ull;
+	uint64_t limit = (uint64_t)c->deadline_ms * 1000000ull, every = limit / 8;
 
 	if (!c->deadline_ms)
 		return;
@@ -209,10 +209,11 @@ void client_ctl_liveness(struct client *c, uint64_t now)
 		struct client_agg *a = &c->aggs[ai];
 		if (a->st != AGG_READY)
 			continue;
-		/* Measured from the oldest unanswered PING, not from the last
-		 * message: a caller that did not progress us for a while must
-		 * not take its own pause for the aggregator's. */
-		if (a->ping_wait_ns && now - a->ping_wait_ns > limit) {
+		/* Failed: nothing heard for the deadline although a PING has
+		 * been waiting long enough for an answer (an eighth of it). The
+		 * second part keeps a caller that did not progress us for a
+		 * while from taking its own pause for the aggregator's. */
+		if (a->ping_wait_ns && now - a->heard_ns >= limit && now - a->ping_wait_ns >= every) {
 			client_agg_fail(c, a, -ETIMEDOUT,
 					"%s: no answer to PING for %u ms (stopped, or cut off from this node)",
 					a->name, c->deadline_ms);

@@ -44,6 +44,7 @@
  *   harness_bench.c    the bench mode (bench/allreduce)
  *   harness_fault.c    the fault test (aggregators killed, stopped, drained,
  *                      restarted, cut off; a node killed)
+ *   harness_faultbench.c  the fault benchmark (bench/faults)
  *   harness_cli.c      main() of plugin_harness
  * This header is private to those files (and bench/allreduce.c). */
 #ifndef SUMCAST_TESTS_PLUGIN_HARNESS_H
@@ -157,6 +158,8 @@ extern int log_prefix_ok, saw_agg_path, saw_fallback;
  * many aggregators the last collnet connect announced (-1: none yet). */
 extern int saw_fault, saw_naggs;
 extern uint64_t saw_copied; /* bytes the fault lines say were copied from other nodes */
+/* When the last fault line came (s, monotonic), and the first sign it names. */
+extern double fb_t_first, fb_t_decided;
 /* p2p comms the plugin parked at close (ops still posted), and freed later. */
 extern int saw_parked, saw_unparked;
 /* Requests this rank issued (and their bytes): what its trace must list. */
@@ -193,6 +196,9 @@ void run_p2p(void);
 void run_coll(void);
 void run_bench(void);
 void run_fault(void);
+void run_faultbench(void); /* bench/faults: harness_faultbench.c */
+int faultbench_option(int c, const char *arg); /* 0, or -1: usage */
+void faultbench_bytes(size_t b);
 /* fault options */
 struct fault_opts {
 	int k1, k2;      /* fault kinds (harness_fault.c), 0: none */

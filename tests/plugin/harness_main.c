@@ -22,6 +22,8 @@ void usage(void)
 		"       p2p: [--close-inflight]\n"
 		"       fault: --fault kill|idle|stop|term|restart|all|connect|node|cmd[,KIND]\n"
 		"              [--fault-agg I] [--ops K] [--fault-at K] [--expect-copies]\n"
+		"       faults (bench/faults): [--kinds kill,stop,term,restart] [-b BYTES] [--before S]\n"
+		"              [--after S] [--retention-bytes B] [--type T] [--json]\n"
 		"       bench: [-f|--factor F] [--rounds R] [--time-per-size S]\n"
 		"              [--variant NAME=SPLIT[@PLUGIN][%%VAR=VALUE]]... [--splits S,S,...]\n",
 		program_invocation_short_name);
@@ -68,10 +70,12 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		{ "factor", 1, 0, 'f' }, { "variant", 1, 0, 'W' }, { "splits", 1, 0, 'L' },
 		{ "deterministic", 0, 0, 'D' }, { "trace", 0, 0, 'r' }, { "close-inflight", 0, 0, 'I' },
 		{ "fault", 1, 0, 'F' }, { "fault-agg", 1, 0, 'G' }, { "ops", 1, 0, 'O' },
-		{ "fault-at", 1, 0, 'A' }, { "expect-copies", 0, 0, 'C' }, { 0, 0, 0, 0 }
+		{ "fault-at", 1, 0, 'A' }, { "expect-copies", 0, 0, 'C' }, { "kinds", 1, 0, 'K' },
+		{ "before", 1, 0, 'B' }, { "after", 1, 0, 'Z' }, { "retention-bytes", 1, 0, 'Y' },
+		{ 0, 0, 0, 0 }
 	};
 	static char plugin_buf[PATH_MAX + 64], daemon_buf[PATH_MAX + 64], aggs[1024];
-	bool timeout_given = false;
+	bool timeout_given = false, max_given = false;
 	int c;
 
 	opt.mode = forced_mode;
@@ -84,7 +88,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 	}
 	opt.plugin = harness_plugin_default;
 	opt.daemon = harness_daemon_default;
-	while ((c = getopt_long(argc, argv, "n:m:s:v:p:d:b:e:t:jVa:T:k:x:R:S:f:W:L:DrIF:G:O:A:C", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "n:m:s:v:p:d:b:e:t:jVa:T:k:x:R:S:f:W:L:DrIF:G:O:A:CK:B:Z:Y:", lo, NULL)) != -1) {
 		switch (c) {
 		case 'n': opt.nranks = atoi(optarg); break;
 		case 'm': opt.naggs = atoi(optarg); break;
@@ -93,7 +97,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		case 'p': opt.plugin = optarg; break;
 		case 'd': opt.daemon = optarg; break;
 		case 'b': opt.min_bytes = parse_size(optarg); break;
-		case 'e': opt.max_bytes = parse_size(optarg); break;
+		case 'e': opt.max_bytes = parse_size(optarg); max_given = true; break;
 		case 't': opt.type = optarg; break;
 		case 'j': opt.json = true; break;
 		case 'V': opt.verbose = true; break;
@@ -125,6 +129,10 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		case 'O': fopt.ops = strtoull(optarg, NULL, 10); break;
 		case 'A': fopt.at = strtoull(optarg, NULL, 10); break;
 		case 'C': fopt.copies = true; break;
+		case 'K': case 'B': case 'Z': case 'Y':
+			if (faultbench_option(c, optarg))
+				usage();
+			break;
 		default: usage();
 		}
 	}
@@ -178,6 +186,15 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		      "--deterministic wants --split 1 and --naggs M");
 		setenv("SUMCAST_DETERMINISTIC", "1", 1);
 	}
+	if (!strcmp(opt.mode, "faults")) {
+		if (opt.naggs < 1)
+			usage();
+		if (max_given)
+			faultbench_bytes(opt.max_bytes);
+		setenv("HARNESS_DAEMON_CONF", "[control]\\ndrain-timeout = 300ms", 0);
+		if (!timeout_given)
+			opt.timeout_s = 900;
+	}
 	if (!strcmp(opt.mode, "bench") && !timeout_given)
 		opt.timeout_s = 3600; /* every size is bounded by --time-per-size */
 	if (opt.verbose)
@@ -222,6 +239,8 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		rc = run_ranks(run_coll);
 	} else if (!strcmp(opt.mode, "fault")) {
 		rc = run_ranks(run_fault);
+	} else if (!strcmp(opt.mode, "faults")) {
+		rc = run_ranks(run_faultbench);
 	} else if (!strcmp(opt.mode, "bench")) {
 		rc = bench_prepare();
 		if (!rc)

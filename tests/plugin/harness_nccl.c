@@ -18,6 +18,7 @@ int saw_agg_path, saw_fallback;
 int saw_parked, saw_unparked; /* p2p comms parked at close, freed later */
 int saw_fault, saw_naggs = -1;
 uint64_t saw_copied;
+double fb_t_first, fb_t_decided;
 
 static void hlog(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
 		 const char *fmt, ...)
@@ -49,6 +50,12 @@ static void hlog(ncclDebugLogLevel level, unsigned long flags, const char *file,
 		const char *h = strstr(buf, "; here ");
 		if (h && sscanf(h, "; here %llu chunk(s) (%llu bytes) are copied", &chunks, &bytes) == 2)
 			__atomic_fetch_add(&saw_copied, bytes, __ATOMIC_RELAXED);
+		const char *a = strstr(buf, "; agreed ");
+		double ms = 0;
+		if (a && sscanf(a, "; agreed %lf ms", &ms) == 1 && !fb_t_first) {
+			fb_t_decided = sc_now_ns() / 1e9;
+			fb_t_first = fb_t_decided - ms / 1e3;
+		}
 		__atomic_fetch_add(&saw_fault, 1, __ATOMIC_RELAXED);
 	}
 	if (level <= NCCL_LOG_WARN || (opt.verbose && level == NCCL_LOG_INFO))
