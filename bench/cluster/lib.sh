@@ -412,6 +412,11 @@ node = $ip
 
 [log]
 level = info
+
+[auth]
+# The run's own namespaces, no key: a non-loopback daemon serves anonymous
+# jobs only when told so.
+allow-anonymous = true
 EOF
 }
 
