@@ -21,16 +21,18 @@ t0=$SECONDS
 rc=0
 rm -f "$build/ctest.log" "$build/asan/ctest.log"
 
-echo "== build ($build, -Werror)"
+marks=""   # "name N s" for each stage's start, for the summary
+stage() { echo "== [$((SECONDS - t0)) s] $2"; marks="$marks${marks:+, }$1 $((SECONDS - t0)) s"; }
+stage build "build ($build, -Werror)"
 cmake -S . -B "$build" -DSUMCAST_WERROR=ON >/dev/null
 cmake --build "$build" -j"$jobs"
-echo "== ctest ($build)"
+stage ctest "ctest ($build)"
 (cd "$build" && ctest --output-on-failure -j"$jobs" --timeout 900 "$@") 2>&1 | tee "$build/ctest.log" || rc=1
 
 if [ "${SUMCAST_ASAN:-1}" != 0 ]; then
 	asan=$build/asan
 	labels='plugin|daemon'
-	echo "== ASan + UBSan: tests labelled $labels ($asan)"
+	stage asan-build "ASan + UBSan: build for the tests labelled $labels ($asan)"
 	cmake -S . -B "$asan" -DSUMCAST_SANITIZE=ON -DSUMCAST_WERROR=ON >/dev/null
 	# The targets those tests run: every file under the build tree that a
 	# test's command names (executables, libnccl-net-sumcast.so given to a
@@ -60,10 +62,11 @@ print(" ".join(sorted(names)))' "$known")
 		echo "ASan stage: no targets found for the tests labelled $labels" >&2
 		rc=1
 	else
-		echo "   building: $targets"
+		echo "   targets: $targets"
 		# shellcheck disable=SC2086
 		cmake --build "$asan" -j"$jobs" --target $targets >"$asan/build.log" 2>&1 ||
 			{ tail -n 50 "$asan/build.log"; echo "ASan stage: build failed ($asan/build.log)"; exit 1; }
+		stage asan-ctest "ASan + UBSan: ctest -L '$labels'"
 		(cd "$asan" && ctest --output-on-failure -j"$jobs" --timeout 900 -L "$labels" "$@") 2>&1 |
 			tee "$asan/ctest.log" || rc=1
 	fi
@@ -74,7 +77,8 @@ summary() {
 	echo "   $1: $(grep -E '^[0-9]+% tests passed' "$2" || echo 'no result')"
 	sed -n '/^The following tests \(did not run\|FAILED\):/,/^$/p' "$2" | sed '/^$/d; /^Errors while running CTest/d; s/^/   /'
 }
-echo "== summary"
+stage end "summary"
+echo "   stages started at: $marks"
 summary "ctest" "$build/ctest.log"
 [ "${SUMCAST_ASAN:-1}" = 0 ] || summary "ASan + UBSan" "$build/asan/ctest.log"
 echo "== test.sh: $([ $rc -eq 0 ] && echo PASS || echo FAIL) in $((SECONDS - t0)) s"
