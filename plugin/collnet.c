@@ -118,12 +118,12 @@ int colln_listen(int dev, void *handle, void **listen_comm)
 	h->job_id = lc->job_id;
 	h->split_ppm = split < 0 ? -1 : (int32_t)(split * 1e6 + 0.5);
 	struct plugin_props pp;
-	h->link_mbps = plugin_props_get(0, &pp) ? 25000 : (uint32_t)pp.speed_mbps;
+	h->link_mbps = plugin_props_get(lc->f, 0, &pp) ? 25000 : (uint32_t)pp.speed_mbps;
 	h->agg_mbps = plugin_cfg.agg_gbps > 0 ? (uint32_t)(plugin_cfg.agg_gbps * 1000) : h->link_mbps;
 	h->agg_eff_ppm = (uint32_t)(plugin_cfg.agg_eff * 1e6 + 0.5);
 	h->small_bytes = plugin_cfg.small_bytes;
 	eager_parse(plugin_cfg.eager_bytes, fabric_provider(lc->f), &h->eager_bytes);
-	h->lat_ns = plugin_props_get(0, &pp) ? 10000 : (uint32_t)(pp.latency_us * 1000);
+	h->lat_ns = plugin_props_get(lc->f, 0, &pp) ? 10000 : (uint32_t)(pp.latency_us * 1000);
 	if (split_hosts_local(plugin_cfg.aggregators))
 		h->flags |= COLL_F_SHARED_HOST;
 	if (plugin_cfg.deterministic)

@@ -136,6 +136,19 @@ struct coll_comm {
 	struct coll_req reqs[COLL_REQS];
 };
 
+/* ---- the engine (collnet.c), called by collnet_api.c ---- */
+int colln_listen(int dev, void *handle, void **listen_comm);
+int colln_connect(void *handles[], int nranks, int rank, void *listen_comm, void **coll_comm);
+int colln_reduce_support(ncclDataType_t t, ncclRedOp_t op, int *supported);
+int colln_reg_mr(void *coll_comm, void *data, size_t size, int type, void **mhandle);
+int colln_dereg_mr(void *coll_comm, void *mhandle);
+int colln_iallreduce(void *coll_comm, void *send, void *recv, size_t count, ncclDataType_t t,
+		     ncclRedOp_t op, void *send_mh, void *recv_mh, void **request);
+int colln_test(void *request, int *done, int *size);
+int colln_close(void *coll_comm);
+int colln_close_listen(void *listen_comm);
+
+
 /* Blocking (bounded by deadline) min-allreduce of n int64 over the ring,
  * under the failover's agreement tags for (epoch, attempt, round). */
 int coll_agree(struct coll_comm *cc, int64_t *vals, size_t n, uint32_t round, uint64_t deadline);

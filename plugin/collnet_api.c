@@ -3,6 +3,7 @@
  * negative errnos; plugin_result() maps them to ncclResult_t here, in one
  * place. Nothing but the vtables is exported. */
 #include "collnet.h"
+#include "net_comm.h"
 
 #include <stdlib.h>
 
@@ -27,7 +28,7 @@ static ncclResult_t coll_devices(int *ndev)
 static ncclResult_t coll_props_v9(int dev, ncclNetProperties_v9_t *out)
 {
 	struct plugin_props p;
-	int rc = plugin_props_get(dev, &p);
+	int rc = plugin_props_get(netc_fabric(), dev, &p);
 
 	if (rc)
 		return plugin_result(rc);

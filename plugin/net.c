@@ -1,7 +1,7 @@
 /* ncclNet entry points, versions 8 to 11, over the p2p engine (net_comm.c).
  * Each version is a thin adapter; errors become ncclResult_t in
  * plugin_result() only. */
-#include "plugin.h"
+#include "net_comm.h"
 
 #include <string.h>
 
@@ -34,7 +34,7 @@ static ncclResult_t net_devices(int *ndev)
 static ncclResult_t net_props_v9(int dev, ncclNetProperties_v9_t *out)
 {
 	struct plugin_props p;
-	int rc = plugin_props_get(dev, &p);
+	int rc = plugin_props_get(netc_fabric(), dev, &p);
 
 	if (rc)
 		return plugin_result(rc);

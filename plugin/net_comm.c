@@ -24,7 +24,7 @@
  * (netc_fini), so a comm whose op never completes stays parked for the
  * life of the process: the memory of the comms closed that way, counted in
  * the log line that parks each one. */
-#include "plugin.h"
+#include "net_comm.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -259,9 +259,8 @@ ncclResult_t plugin_props_as_v11(plugin_props_v9_fn v9, int dev, ncclNetProperti
 	return ncclSuccess;
 }
 
-int plugin_props_get(int dev, struct plugin_props *out)
+int plugin_props_get(const struct fabric *f, int dev, struct plugin_props *out)
 {
-	struct fabric *f = netc_fabric();
 	double gbps = plugin_cfg.link_gbps;
 
 	if (dev != 0 || !f)

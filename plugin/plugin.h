@@ -62,7 +62,8 @@ struct plugin_props {
 	int max_recvs;
 	size_t max_p2p_bytes, max_coll_bytes;
 };
-int plugin_props_get(int dev, struct plugin_props *out);
+/* Of the device behind f (the p2p endpoint, or the collnet's own). */
+int plugin_props_get(const struct fabric *f, int dev, struct plugin_props *out);
 /* NCCL property structs: both vtables fill the v9 layout (zeroed first:
  * vProps.devs has more slots than are set) and convert it to v8 / v11
  * field by field. */
@@ -77,36 +78,5 @@ ncclResult_t plugin_props_as_v11(plugin_props_v9_fn v9, int dev, ncclNetProperti
 int plugin_dtype(ncclDataType_t t, enum sc_dtype *out);
 int plugin_op(ncclRedOp_t op, enum sc_op *out);
 
-
-/* ---- p2p engine (net_comm.c) ---- */
-int netc_init(void);
-void netc_fini(void);
-int netc_devices(int *ndev);
-struct fabric *netc_fabric(void);
-int netc_listen(int dev, void *handle, void **listen_comm);
-int netc_connect(int dev, void *handle, void **send_comm);
-int netc_accept(void *listen_comm, void **recv_comm);
-int netc_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle);
-int netc_dereg_mr(void *comm, void *mhandle);
-int netc_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request);
-int netc_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
-	       void **mhandles, void **request);
-/* sizes: n ints (NCCL's test wants int). */
-int netc_test(void *request, int *done, int *sizes);
-int netc_close_send(void *send_comm);
-int netc_close_recv(void *recv_comm);
-int netc_close_listen(void *listen_comm);
-
-/* ---- collnet engine (collnet.c) ---- */
-int colln_listen(int dev, void *handle, void **listen_comm);
-int colln_connect(void *handles[], int nranks, int rank, void *listen_comm, void **coll_comm);
-int colln_reduce_support(ncclDataType_t t, ncclRedOp_t op, int *supported);
-int colln_reg_mr(void *coll_comm, void *data, size_t size, int type, void **mhandle);
-int colln_dereg_mr(void *coll_comm, void *mhandle);
-int colln_iallreduce(void *coll_comm, void *send, void *recv, size_t count, ncclDataType_t t,
-		     ncclRedOp_t op, void *send_mh, void *recv_mh, void **request);
-int colln_test(void *request, int *done, int *size);
-int colln_close(void *coll_comm);
-int colln_close_listen(void *listen_comm);
 
 #endif
