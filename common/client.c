@@ -121,7 +121,13 @@ static void client_free(struct client *c)
 		if (a->ep)
 			fabric_close(a->ep);
 		free(a->ret);
+		if (a->sealed)
+			sc_seal_fini(&a->seal);
 	}
+	if (c->seal_reg)
+		fabric_mr_dereg(&c->seal_mr);
+	if (c->seal_mem)
+		munmap(c->seal_mem, c->seal_bytes);
 	if (c->bounce_reg)
 		fabric_mr_dereg(&c->bounce_mr);
 	if (c->own_fabric)
@@ -269,6 +275,20 @@ int client_create(const struct client_params *p, struct client **out)
 			rc = rc < 0 ? rc : -rc;
 			goto err;
 		}
+	}
+	if (c->key_len) {
+		/* sealed messages are staged: a send is sealed into its buffer, a
+		 * result opened out of it (address space until used) */
+		c->seal_bytes = c->naggs * (size_t)c->window * 2 * client_seal_unit(c);
+		void *m = mmap(NULL, c->seal_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		c->seal_mem = m == MAP_FAILED ? NULL : m;
+		rc = c->seal_mem ? fabric_mr_reg(c->fab, c->seal_mem, c->seal_bytes, &c->seal_mr) : -ENOMEM;
+		if (rc) {
+			rc = rc < 0 ? rc : -rc;
+			SC_ERR("client: sealing buffers (%zu bytes): %s", c->seal_bytes, strerror(-rc));
+			goto err;
+		}
+		c->seal_reg = true;
 	}
 	if (c->failover && (rc = failover_alloc(c))) {
 		SC_ERR("client: failover buffers (2 x %zu bytes): %s", c->region_bytes, strerror(-rc));

@@ -152,7 +152,9 @@ static int slot_send(struct client *c, struct client_agg *a, size_t ai, uint32_t
 {
 	struct client_slot *s = &a->slots[si];
 	struct client_req *r = &c->reqs[s->req];
-	int rc = fabric_tsend(a->ep, r->send + s->off, s->len, r->sdesc, a->fi_addr,
+	const void *buf = a->sealed ? client_seal_buf(c, ai, si, 0) : r->send + s->off;
+	int rc = fabric_tsend(a->ep, buf, s->len + (a->sealed ? SC_SEAL_TAG : 0),
+			      a->sealed ? c->seal_mr.desc : r->sdesc, a->fi_addr,
 			      wire_tag_make(WIRE_TAG_DATA, a->job_handle, c->rank, si), s->imm,
 			      &client_op_of(c, ai, si, 0)->fop);
 	if (rc == 0) {
@@ -168,6 +170,16 @@ static int slot_send(struct client *c, struct client_agg *a, size_t ai, uint32_t
 	s->send_pending = 0;
 	client_agg_fail(c, a, -EIO, "%s: posting chunk seq %u: %s", a->name, s->seq, fi_strerror(-rc));
 	return rc;
+}
+
+static int post_result(struct client *c, size_t ai, uint32_t si, void *dst, size_t cap, void *desc)
+{
+	struct client_agg *a = &c->aggs[ai];
+	fi_addr_t src = a->ep->has_source ? a->fi_addr : FI_ADDR_UNSPEC;
+
+	return fabric_trecv(a->ep, dst, cap, desc, src,
+			    wire_tag_make(WIRE_TAG_RESULT, (uint32_t)ai, c->rank, si), 0,
+			    &client_op_of(c, ai, si, 1)->fop);
 }
 
 /* Issues queued chunks of aggregator ai while slots are free. */
@@ -188,13 +200,14 @@ void client_data_issue(struct client *c, size_t ai)
 			break; /* credit: chunk c - window has not completed */
 		size_t len = ra->end - ra->off < ra->chunk ? ra->end - ra->off : ra->chunk;
 		uint32_t seq = (uint32_t)(a->next_c & WIRE_SEQ_MASK);
-		bool bounce = c->failover && r->inplace;
+		bool bounce = c->failover && r->inplace && !a->sealed;
 		uint8_t *dst = bounce ? client_slot_buf(c->bounce, c, ai, si) : r->recv + ra->off;
 		void *desc = bounce ? c->bounce_mr.desc : r->rdesc;
-		fi_addr_t src = a->ep->has_source ? a->fi_addr : FI_ADDR_UNSPEC;
-		int rc = fabric_trecv(a->ep, dst, len, desc, src,
-				      wire_tag_make(WIRE_TAG_RESULT, (uint32_t)ai, c->rank, si), 0,
-				      &client_op_of(c, ai, si, 1)->fop);
+		if (a->sealed) { /* the result is opened out of its staging buffer */
+			dst = client_seal_buf(c, ai, si, 1);
+			desc = c->seal_mr.desc;
+		}
+		int rc = post_result(c, ai, si, dst, len + (a->sealed ? SC_SEAL_TAG : 0), desc);
 		if (rc == -FI_EAGAIN)
 			break;
 		if (rc) {
@@ -210,6 +223,11 @@ void client_data_issue(struct client *c, size_t ai)
 		s->imm = wire_imm_make(r->t, r->op, seq);
 		s->off = ra->off;
 		s->len = len;
+		if (a->sealed && sc_seal(&a->seal, SC_SEAL_DATA, (uint16_t)c->rank, s->chunk, s->imm,
+					 r->send + ra->off, len, client_seal_buf(c, ai, si, 0))) {
+			client_agg_fail(c, a, -EIO, "%s: sealing chunk seq %u failed (OpenSSL)", a->name, seq);
+			return;
+		}
 		s->recv_posted = 1;
 		s->send_posted = 0;
 		s->send_pending = 1;
@@ -259,7 +277,8 @@ static void handle_cqe(struct client *c, size_t ai, const struct fabric_cqe *e)
 	} else if (e->err) {
 		client_agg_fail(c, a, -EIO, "%s: result receive for chunk seq %u failed: %s", a->name,
 				s->seq, fi_strerror(-e->err));
-	} else if (!(e->flags & FI_REMOTE_CQ_DATA) || e->data != s->imm || e->len != s->len) {
+	} else if (!(e->flags & FI_REMOTE_CQ_DATA) || e->data != s->imm ||
+		   e->len != s->len + (a->sealed ? SC_SEAL_TAG : 0)) {
 		client_agg_fail(c, a, -EPROTO,
 				"%s sent a bad result in slot %u: expected seq %u %s %s %zu bytes, got "
 				"%s%u %s %s %zu bytes",
@@ -270,6 +289,20 @@ static void handle_cqe(struct client *c, size_t ai, const struct fabric_cqe *e)
 				wire_imm_dtype(e->data) < SC_DTYPE_COUNT
 					? sc_dtype_name(wire_imm_dtype(e->data)) : "?",
 				sc_op_name(wire_imm_op(e->data)), e->len);
+	} else if (a->sealed && sc_unseal(&a->seal, SC_SEAL_RESULT, SC_SEAL_ANY_RANK, s->chunk, s->imm,
+					  client_seal_buf(c, ai, o->slot, 1), s->len, r->recv + s->off)) {
+		/* Not sealed by the job key: someone else's message under our
+		 * tag. Dropped; the real result still comes to this receive. */
+		SC_LOG_RATELIMIT(SC_LOG_WARN, 1000, "%s: a result for chunk seq %u did not open (not sealed "
+				 "with the job's key): dropped", a->name, s->seq);
+		int rc = post_result(c, ai, o->slot, client_seal_buf(c, ai, o->slot, 1),
+				     s->len + SC_SEAL_TAG, c->seal_mr.desc);
+		if (rc == 0) {
+			s->recv_posted = 1;
+			return;
+		}
+		client_agg_fail(c, a, -EIO, "%s: reposting the result receive of seq %u: %s", a->name, s->seq,
+				fi_strerror(-rc));
 	} else if (!r->err) {
 		if (s->bounced)
 			memcpy(r->recv + s->off, client_slot_buf(c->bounce, c, ai, o->slot), s->len);
@@ -354,8 +387,10 @@ int client_allreduce_on(struct client *c, const void *send, void *recv, size_t c
 		ra->chunk = 0;
 		if (!n)
 			continue;
-		ra->chunk = client_chunk_for(n * r->esize, r->esize, a->chunk_bytes, a->window,
-					     c->eager_bytes);
+		/* A sealed message carries the tag too: the eager cut leaves room. */
+		uint32_t eager = c->eager_bytes > SC_SEAL_TAG && a->sealed ? c->eager_bytes - SC_SEAL_TAG
+									    : c->eager_bytes;
+		ra->chunk = client_chunk_for(n * r->esize, r->esize, a->chunk_bytes, a->window, eager);
 		ra->nchunks = (n * r->esize + ra->chunk - 1) / ra->chunk;
 		a->next_assign += ra->nchunks;
 		r->chunks_left += ra->nchunks;

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 
 #include "client.h"
+#include "seal.h"
 #include "wire.h"
 
 #define CLIENT_CHUNK_DEFAULT (256u * 1024)
@@ -89,6 +90,8 @@ struct client_agg {
 	uint64_t ping_wait_ns;     /* oldest PING not answered yet (nothing heard since), 0: none */
 	uint64_t ping_token;
 	struct client_retained *ret; /* failover: what each of `window` retention slots holds */
+	bool sealed;               /* the daemon seals this job's data (WIRE_OK_F_SEALED) */
+	struct sc_seal seal;       /* keyed at JOIN_OK when sealed */
 	int err;
 	char why[CLIENT_ERR_MAX];  /* the failure, once dead */
 };
@@ -159,7 +162,24 @@ struct client {
 	size_t region_bytes; /* each of the two */
 	struct fabric_mr bounce_mr;
 	bool bounce_reg;
+	/* with a key: per (aggregator, slot) a sealed send and a sealed result,
+	 * c->chunk_bytes + SC_SEAL_TAG each */
+	uint8_t *seal_mem;
+	size_t seal_bytes;
+	struct fabric_mr seal_mr;
+	bool seal_reg;
 };
+
+/* Bytes of one sealed message buffer (payload + tag). */
+static inline size_t client_seal_unit(const struct client *c)
+{
+	return (size_t)c->chunk_bytes + SC_SEAL_TAG;
+}
+
+static inline uint8_t *client_seal_buf(const struct client *c, size_t ai, uint32_t si, int result)
+{
+	return c->seal_mem + (((size_t)ai * c->window + si) * 2 + (result ? 1 : 0)) * client_seal_unit(c);
+}
 
 static inline struct client_op *client_op_of(struct client *c, size_t ai, uint32_t si, int recv)
 {

@@ -153,6 +153,19 @@ static void handle_msg(struct client *c, struct client_agg *a, size_t ai, const 
 			return;
 		}
 		a->av_inserted = true;
+		if (o->flags & WIRE_OK_F_SEALED) {
+			uint8_t k[SC_SEAL_KEY];
+			if (!c->key_len) {
+				client_agg_fail(c, a, -EPROTO, "%s seals the job's data but this rank has no key", a->name);
+				return;
+			}
+			if (sc_seal_derive(c->key, c->key_len, c->job_id, o->data_nonce, k) ||
+			    sc_seal_init(&a->seal, k)) {
+				client_agg_fail(c, a, -EIO, "%s: cannot key the data seal (OpenSSL)", a->name);
+				return;
+			}
+			a->sealed = true;
+		}
 		a->job_handle = o->job_handle;
 		a->window = o->window;
 		a->chunk_bytes = o->chunk_bytes;

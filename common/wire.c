@@ -145,7 +145,8 @@ static bool join_ok_valid(const struct wire_join_ok *o)
 {
 	return o->job_handle >= 1 && o->job_handle <= WIRE_JOB_HANDLE_MAX && o->window >= 1 &&
 	       o->window <= WIRE_SLOTS_MAX && o->chunk_bytes > 0 && o->chunk_bytes % 8 == 0 &&
-	       o->chunk_bytes <= (64u << 20) && o->addr_len >= 1 && o->addr_len <= WIRE_ADDR_MAX;
+	       o->chunk_bytes <= (64u << 20) && o->addr_len >= 1 && o->addr_len <= WIRE_ADDR_MAX &&
+	       !(o->flags & ~WIRE_OK_F_ALL);
 }
 
 static bool text_valid(const struct wire_text *t)
@@ -206,8 +207,9 @@ int wire_msg_encode(const struct wire_msg *m, uint8_t *buf, size_t cap)
 		p = wr_u32(p, m->u.join_ok.chunk_bytes);
 		p = wr_u32(p, m->u.join_ok.timeout_ms);
 		p = wr_u16(p, m->u.join_ok.addr_len);
-		p = wr_u16(p, 0);
+		p = wr_u16(p, m->u.join_ok.flags);
 		p = wr_bytes(p, m->u.join_ok.addr, m->u.join_ok.addr_len);
+		p = wr_u64(p, m->u.join_ok.data_nonce);
 		break;
 	case WIRE_REFUSE:
 	case WIRE_ABORT: {
@@ -258,7 +260,7 @@ int wire_msg_decode(uint16_t type, const uint8_t *body, size_t len, struct wire_
 	struct rd r = { body, body + len };
 	struct wire_msg m;
 	uint32_t zero32;
-	uint16_t zero16, n;
+	uint16_t n;
 
 	memset(&m, 0, sizeof(m));
 	m.type = type;
@@ -289,9 +291,9 @@ int wire_msg_decode(uint16_t type, const uint8_t *body, size_t len, struct wire_
 		struct wire_join_ok *o = &m.u.join_ok;
 		if (rd_u32(&r, &o->job_handle) || rd_u32(&r, &o->window) ||
 		    rd_u32(&r, &o->chunk_bytes) || rd_u32(&r, &o->timeout_ms) ||
-		    rd_u16(&r, &o->addr_len) || rd_u16(&r, &zero16) || zero16 ||
+		    rd_u16(&r, &o->addr_len) || rd_u16(&r, &o->flags) ||
 		    o->addr_len < 1 || o->addr_len > WIRE_ADDR_MAX || rd_u8s(&r, o->addr, o->addr_len) ||
-		    !join_ok_valid(o))
+		    rd_u64(&r, &o->data_nonce) || !join_ok_valid(o))
 			return -EBADMSG;
 		break;
 	}

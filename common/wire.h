@@ -125,9 +125,17 @@ struct wire_join {
 struct wire_join_ok {
 	uint32_t job_handle; /* goes in DATA tags */
 	uint32_t window, chunk_bytes, timeout_ms;
+	uint16_t flags;      /* WIRE_OK_F_* */
 	uint16_t addr_len;
 	uint8_t addr[WIRE_ADDR_MAX]; /* the daemon's data endpoint for this job */
+	uint64_t data_nonce; /* WIRE_OK_F_SEALED: the job key's nonce (seal.h) */
 };
+
+/* The daemon has a shared key: every data message of the job, both ways,
+ * is sealed under the job key derived from it and data_nonce (seal.h);
+ * chunk_bytes is the payload, the message carries SC_SEAL_TAG more. */
+#define WIRE_OK_F_SEALED 0x1
+#define WIRE_OK_F_ALL 0x1
 
 struct wire_text {
 	uint32_t job_handle; /* ABORT; 0 for REFUSE */
