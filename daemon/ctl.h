@@ -89,12 +89,19 @@ void admit_leave(struct conn *c, const struct wire_leave *l);
 
 /* The live (not ENDING) job with this id, or NULL. */
 struct job *job_find(struct daemon *d, uint64_t id);
-/* A new job for w's first JOIN with the granted window, chunk, timeout;
- * mem bytes charged to the budget. Its region is mapped, its join timer
- * armed and ADD_JOB sent to the least loaded data thread. NULL: no memory
+/* The data thread a new job posting recvs receives (window x nranks)
+ * goes to: of those whose receive queue has room for them, the one with
+ * the fewest jobs; NULL when none has (*room: the most room any has). A
+ * receive the provider refuses waits for a repost while its rank's message
+ * waits in the unexpected queue: past the queue's size a job could
+ * deadlock, its reposts losing every free entry to the other ranks'. */
+struct dthread *job_thread_pick(struct daemon *d, uint64_t recvs, uint64_t *room);
+/* A new job for w's first JOIN with the granted window, chunk, timeout,
+ * on data thread t (job_thread_pick); mem bytes charged to the budget. Its
+ * region is mapped, its join timer armed and ADD_JOB sent. NULL: no memory
  * or no free handle. */
-struct job *job_create(struct daemon *d, const struct wire_join *w, uint32_t window,
-		       uint32_t chunk, uint32_t timeout_ms, bool has16, uint64_t mem);
+struct job *job_create(struct daemon *d, const struct wire_join *w, struct dthread *t,
+		       uint32_t window, uint32_t chunk, uint32_t timeout_ms, bool has16, uint64_t mem);
 /* Every rank joined: READY, join timer off, READY sent to every rank. */
 void job_ready(struct daemon *d, struct job *j);
 /* Tells every rank still attached (ABORT), then job_end. */

@@ -76,7 +76,15 @@ void admit_join(struct conn *c, const struct wire_join *w)
 				    (uint64_t)cfg->memory_budget);
 			return;
 		}
-		j = job_create(d, w, window, chunk, timeout, has16, mem);
+		uint64_t recvs = (uint64_t)window * w->nranks, room;
+		struct dthread *th = job_thread_pick(d, recvs, &room);
+		if (!th) {
+			conn_refuse(c, WIRE_E_MEMORY,
+				    "job 0x%" PRIx64 " posts %" PRIu64 " receives (window %u x %u ranks); no data thread's receive queue has room (at most %" PRIu64 " of %" PRIu64 " free: [data] threads, or the provider's queue size, FI_OFI_RXM_RX_SIZE / FI_SHM_RX_SIZE)",
+				    w->job_id, recvs, window, w->nranks, room, d->threads[0].rx_queue);
+			return;
+		}
+		j = job_create(d, w, th, window, chunk, timeout, has16, mem);
 		if (!j) {
 			conn_refuse(c, WIRE_E_MEMORY, "job 0x%" PRIx64 ": could not allocate %" PRIu64 " bytes",
 				    w->job_id, mem);

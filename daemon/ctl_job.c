@@ -43,13 +43,19 @@ static uint32_t handle_alloc(struct daemon *d)
 	return 0;
 }
 
-static struct dthread *thread_pick(struct daemon *d)
+struct dthread *job_thread_pick(struct daemon *d, uint64_t recvs, uint64_t *room)
 {
-	struct dthread *best = &d->threads[0];
+	struct dthread *best = NULL;
 
-	for (unsigned i = 1; i < d->nthreads; i++)
-		if (d->threads[i].njobs < best->njobs)
-			best = &d->threads[i];
+	*room = 0;
+	for (unsigned i = 0; i < d->nthreads; i++) {
+		struct dthread *t = &d->threads[i];
+		uint64_t free = t->rx_queue > t->rx_reserved ? t->rx_queue - t->rx_reserved : 0;
+		if (free > *room)
+			*room = free;
+		if (free >= recvs && (!best || t->njobs < best->njobs))
+			best = t;
+	}
 	return best;
 }
 
@@ -68,8 +74,8 @@ static void job_join_timeout_cb(evutil_socket_t fd, short what, void *arg)
 			  (unsigned long long)(sc_now_ms() - j->created_ms));
 }
 
-struct job *job_create(struct daemon *d, const struct wire_join *w, uint32_t window,
-		       uint32_t chunk, uint32_t timeout_ms, bool has16, uint64_t mem)
+struct job *job_create(struct daemon *d, const struct wire_join *w, struct dthread *t,
+		       uint32_t window, uint32_t chunk, uint32_t timeout_ms, bool has16, uint64_t mem)
 {
 	uint64_t region = job_region_bytes(window, chunk, w->nranks, has16);
 	struct job *j = calloc(1, sizeof(*j) + (size_t)w->nranks * sizeof(struct job_rank));
@@ -113,8 +119,9 @@ struct job *job_create(struct daemon *d, const struct wire_join *w, uint32_t win
 		goto err;
 	struct timeval tv = { d->cfg.join_timeout_ms / 1000, (d->cfg.join_timeout_ms % 1000) * 1000 };
 	evtimer_add(j->join_timer, &tv);
-	j->thread = thread_pick(d);
+	j->thread = t;
 	j->thread->njobs++;
+	j->thread->rx_reserved += (uint64_t)window * w->nranks;
 	j->next = d->jobs;
 	d->jobs = j;
 	d->njobs_live++;
@@ -222,6 +229,7 @@ void job_free(struct daemon *d, struct job *j)
 		munmap(j->region, j->region_bytes);
 	d->mem_used -= j->region_released ? j->mem_bytes - j->region_bytes : j->mem_bytes;
 	j->thread->njobs--;
+	j->thread->rx_reserved -= (uint64_t)j->window * j->nranks;
 	free(j->slots);
 	free(j->rslots);
 	free(j);

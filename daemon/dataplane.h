@@ -18,6 +18,7 @@
 
 struct addr_ref;
 struct dcmd;
+struct dp_sweep;
 struct fabric;
 struct job;
 struct result_ops;
@@ -48,6 +49,9 @@ struct dthread {
 	pthread_t tid;
 	bool started;
 	_Atomic bool stop;
+	/* Receives the provider takes posted at once (its receive queue,
+	 * fi_info rx_attr->size; UINT64_MAX: unknown). Set at start. */
+	uint64_t rx_queue;
 	unsigned spin_us, sleep_us;
 
 	/* command queue */
@@ -59,11 +63,13 @@ struct dthread {
 	struct job *jobs;
 	struct slot *retry_head;
 	struct addr_ref *addrs; /* address cache (dp_av.c) */
+	struct dp_sweep *sweep; /* unexpected messages (dp_sweep.c) */
 	size_t naddrs, addrs_cap;
 	uint64_t next_scan_ns;
 
 	/* owned by the control thread */
 	uint32_t njobs;
+	uint64_t rx_reserved; /* receives its jobs post: window x nranks each */
 
 	/* written by the data thread only */
 	struct stats stats;

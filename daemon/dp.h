@@ -44,6 +44,28 @@ void dthread_retry_add(struct dthread *t, struct slot *s);
 /* Takes every slot of j off the retry list. */
 void dthread_retry_purge(struct dthread *t, struct job *j);
 
+/* ---- dp_sweep.c: unexpected messages ---- */
+
+struct dp_sweep {
+	struct dop op;       /* context of every peek (kind DOP_SWEEP) */
+	bool on;             /* the provider discards (rxm) */
+	bool found_empty;    /* a peek of this burst found nothing */
+	uint32_t inflight;   /* peeks whose completion has not been read */
+	uint32_t burst;      /* peeks to post next time */
+	uint32_t burst_max;
+	uint64_t next_ns;    /* when to peek next */
+	uint64_t discarded;  /* since the last log line */
+	uint64_t last_tag, last_log_ns;
+};
+
+/* t->sweep, on for rxm providers. 0 or -ENOMEM. */
+int dp_sweep_init(struct dthread *t, size_t cq_size);
+void dp_sweep_fini(struct dthread *t);
+/* Once per loop pass: peeks (discarding) when due. */
+void dp_sweep_run(struct dthread *t, uint64_t now);
+/* A completion of a peek: counted, and the next burst sized. */
+void dp_sweep_done(struct dthread *t, const struct fabric_cqe *e, uint64_t now);
+
 /* ---- dp_av.c: rank addresses, one AV entry per distinct address ---- */
 
 struct addr_ref {

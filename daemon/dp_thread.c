@@ -210,8 +210,10 @@ static void *dthread_main(void *arg)
 				continue;
 			if (d->kind == DOP_RECV)
 				on_recv(t, &cqe[i], d);
-			else
+			else if (d->kind == DOP_SEND)
 				on_send(t, &cqe[i], d);
+			else
+				dp_sweep_done(t, &cqe[i], sc_now_ns());
 		}
 		if (atomic_load_explicit(&t->cmd_pending, memory_order_acquire))
 			cmds_run(t);
@@ -219,6 +221,7 @@ static void *dthread_main(void *arg)
 			retries_run(t);
 
 		uint64_t now = sc_now_ns();
+		dp_sweep_run(t, now);
 		atomic_store_explicit(&t->heartbeat_ns, now, memory_order_relaxed);
 		if (now >= t->next_scan_ns) {
 			jobs_scan(t, now);
@@ -274,10 +277,16 @@ int dthread_start(struct dthread *t, unsigned index, int cpu, const struct setti
 	rc = fabric_open(&p, &t->fabric);
 	if (rc)
 		goto err_lock;
+	t->rx_queue = t->fabric->info->rx_attr && t->fabric->info->rx_attr->size
+			      ? t->fabric->info->rx_attr->size
+			      : UINT64_MAX;
+	rc = dp_sweep_init(t, p.cq_size);
+	if (rc)
+		goto err_fabric;
 	rc = -pthread_create(&t->tid, NULL, dthread_main, t);
 	if (rc) {
 		SC_ERR("data thread %u: pthread_create: %s", index, strerror(-rc));
-		goto err_fabric;
+		goto err_sweep;
 	}
 	t->started = true;
 	if (cpu >= 0) {
@@ -290,6 +299,8 @@ int dthread_start(struct dthread *t, unsigned index, int cpu, const struct setti
 	}
 	return 0;
 
+err_sweep:
+	dp_sweep_fini(t);
 err_fabric:
 	fabric_close(t->fabric);
 	t->fabric = NULL;
@@ -317,6 +328,7 @@ void dthread_stop(struct dthread *t)
 	}
 	fabric_close(t->fabric);
 	t->fabric = NULL;
+	dp_sweep_fini(t);
 	for (struct job *j = t->jobs; j; j = j->dnext) {
 		munmap(j->region, j->region_bytes);
 		j->region = NULL;

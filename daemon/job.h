@@ -77,7 +77,7 @@ struct dthread;
 struct job;
 
 /* Completion context of one posted operation. */
-enum dop_kind { DOP_RECV = 1, DOP_SEND = 2 };
+enum dop_kind { DOP_RECV = 1, DOP_SEND = 2, DOP_SWEEP = 3 /* dp_sweep.c */ };
 struct dop {
 	struct fabric_op op; /* first */
 	struct job *job;
