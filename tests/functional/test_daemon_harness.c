@@ -543,15 +543,19 @@ int trank_post_result(struct trank *r, uint32_t slot, size_t roff, size_t len, s
 int trank_send_chunk(struct trank *r, uint32_t slot, uint32_t seq, enum sc_dtype t, enum sc_op o,
 		     size_t soff, size_t len, struct top *op)
 {
+	/* The send queue stays full while the daemon does not read (a loaded
+	 * host can keep it off the CPU for a while): bounded in time. */
+	uint64_t end = sc_now_ms() + 10000 * slow_factor();
+
 	memset(op, 0, sizeof(*op));
-	for (int i = 0; i < 1000; i++) {
+	do {
 		int rc = fabric_tsend(r->f, r->buf + soff, len, r->mr.desc, r->daemon,
 				      wire_tag_make(WIRE_TAG_DATA, r->handle, r->rank, slot),
 				      wire_imm_make(t, o, seq), &op->op);
 		if (rc != -FI_EAGAIN)
 			return rc;
 		tranks_poll(&r, 1, 1);
-	}
+	} while (sc_now_ms() < end);
 	return -FI_EAGAIN;
 }
 
