@@ -22,7 +22,7 @@ void usage(void)
 		"       p2p: [--close-inflight]\n"
 		"       fault: --fault kill|idle|stop|term|restart|all|connect|node|cmd[,KIND]\n"
 		"              [--fault-agg I] [--ops K] [--fault-at K] [--expect-copies]\n"
-		"       faults (bench/faults): [--kinds kill,stop,term,restart] [-b BYTES] [--before S]\n"
+		"       faults (bench/faults): [--kinds kill,stop,term,restart] [-e BYTES] [--before S]\n"
 		"              [--after S] [--retention-bytes B] [--type T] [--json]\n"
 		"       bench: [-f|--factor F] [--rounds R] [--time-per-size S]\n"
 		"              [--variant NAME=SPLIT[@PLUGIN][%%VAR=VALUE]]... [--splits S,S,...]\n",
