@@ -54,6 +54,12 @@ find_program(SC_DPKG_SHLIBDEPS dpkg-shlibdeps)
 if(SC_DPKG_SHLIBDEPS)
   set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 endif()
+# CPack's DEB generator runs file(1) on every packaged file (a minbase Debian
+# has none; scripts/deps.sh --test installs it).
+find_program(SC_FILE_UTILITY file)
+if(NOT SC_FILE_UTILITY)
+  message(STATUS "Packaging: file(1) not found: cpack -G DEB will fail (apt-get install file)")
+endif()
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "systemd (>= 247)")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "prometheus, libfabric-bin, rdma-core")
 # conffiles: dpkg keeps the operator's edits on upgrade. Maintainer scripts:
