@@ -1,5 +1,10 @@
 #!/usr/bin/env bash
-# Coverage-guided fuzzing of every parser with libFuzzer (clang, ASan, UBSan).
+# Coverage-guided fuzzing with libFuzzer (clang, ASan, UBSan) of every
+# parser (wire, config) and of the daemon's two input surfaces as they run:
+# fuzz_http (the evhttp listener, its limits and routes) and fuzz_control
+# (the control connections, admission, the job lifecycle and a data thread,
+# several connections per input). Corpora: tests/fuzz/corpus/<target>; what
+# a run finds is kept in <build>/tests/fuzz/corpus-<target>.
 # Usage: scripts/fuzz.sh [seconds per target, default 15]
 # Exits 77 (skip) if clang or libFuzzer is missing.
 set -euo pipefail
