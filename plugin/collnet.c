@@ -290,6 +290,8 @@ static void trace_open(struct coll_comm *cc)
 			(unsigned long long)cc->job_id, path);
 }
 
+static const char *const coll_names[] = { "allreduce", "reducescatter", "allgather" };
+
 static void trace_req(struct coll_comm *cc, const struct coll_req *r, uint64_t t_end, int rc)
 {
 	char agg[32] = "null", ring[32] = "null";
@@ -304,11 +306,13 @@ static void trace_req(struct coll_comm *cc, const struct coll_req *r, uint64_t t
 		"{\"job\":\"0x%016llx\",\"rank\":%u,\"nranks\":%u,\"seq\":%u,\"type\":\"%s\","
 		"\"op\":\"%s\",\"count\":%zu,\"bytes\":%zu,\"agg_bytes\":%zu,\"start_ns\":%llu,"
 		"\"time_us\":%.1f,\"agg_us\":%s,\"ring_us\":%s,\"epoch\":%u,\"redone_bytes\":%llu,"
-		"\"status\":\"%s\"}\n",
+		"\"coll\":\"%s\",\"status\":\"%s\"}\n",
 		(unsigned long long)cc->job_id, cc->rank, cc->nranks, r->seq,
-		sc_dtype_name((enum sc_dtype)r->dtype), sc_op_name((enum sc_op)r->op), r->count,
+		sc_dtype_name((enum sc_dtype)r->dtype),
+		r->coll == COLL_ALLGATHER ? "none" : sc_op_name((enum sc_op)r->op), r->count,
 		r->count * r->es, r->a * r->es, (unsigned long long)r->t0, (t_end - r->t0) / 1e3, agg,
-		ring, r->epoch, (unsigned long long)r->redone_bytes, rc ? "error" : "ok");
+		ring, r->epoch, (unsigned long long)r->redone_bytes, coll_names[r->coll],
+		rc ? "error" : "ok");
 }
 
 int colln_connect(void *handles[], int nranks, int rank, void *listen_comm, void **coll_comm)
@@ -548,6 +552,7 @@ int colln_iallreduce(void *coll_comm, void *send, void *recv, size_t count, nccl
 	memset(r, 0, offsetof(struct coll_req, ring));
 	r->cc = cc;
 	r->used = true;
+	r->coll = COLL_ALLREDUCE;
 	r->idx = cc->next_idx;
 	r->seq = (uint32_t)(cc->next_idx & SC_TAG_RING_SEQ_MASK);
 	r->count = count;
@@ -574,6 +579,158 @@ int colln_iallreduce(void *coll_comm, void *send, void *recv, size_t count, nccl
 	}
 	*request = r;
 	return 0;
+}
+
+/* ---- CollNet Direct's window collectives, over the ring ----
+ *
+ * NCCL (src/transport/coll_net.cc, v2.28.9: sendProxyProgress,
+ * collNet[Reg]Iallgather, collNet[Reg]Ireducescatter) sees a global buffer
+ * of nNodes blocks of bytesPerRank bytes, block k belonging to collnet rank
+ * k, and issues one request per window [windowOffset, + windowBytes) of it,
+ * with one SGE part covering the window: iallgather's recvParts[0] (the
+ * result), ireducescatter's sendParts[0] (this node's contribution). The
+ * other pointer covers only this node's block's part of the window, and
+ * NCCL advances it by windowOffset % bytesPerRank when the window starts in
+ * this node's block, not otherwise: so it always points at global offset
+ * max(windowOffset, rank x bytesPerRank). docs/plugin.md has the details. */
+
+static int window_check(const struct coll_comm *cc, const char *what, int nparts,
+			const ncclNetSGE_t *parts, size_t bpr, size_t wo, size_t wb, size_t es)
+{
+	if (nparts != 1 || !parts) {
+		SC_WARN("%s: %d parts; NCCL passes exactly one", what, nparts);
+		return -EINVAL;
+	}
+	if (parts[0].size < wb) {
+		SC_WARN("%s: the part holds %zu bytes, the window is %zu", what, (size_t)parts[0].size, wb);
+		return -EINVAL;
+	}
+	if (wb && (!bpr || bpr > SIZE_MAX / cc->nranks || wo > bpr * cc->nranks ||
+		   wb > bpr * cc->nranks - wo)) {
+		SC_WARN("%s: window [%zu, +%zu) is not inside %u blocks of %zu bytes", what, wo, wb,
+			cc->nranks, bpr);
+		return -EINVAL;
+	}
+	if (bpr % es || wo % es || wb % es) {
+		SC_WARN("%s: bytesPerRank %zu, windowOffset %zu, windowBytes %zu: not whole %zu-byte "
+			"elements", what, bpr, wo, wb, es);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* A free request for a window op, or NULL (NCCL retries). */
+static struct coll_req *window_req(struct coll_comm *cc, uint32_t *slot)
+{
+	for (uint32_t i = 0; i < COLL_REQS; i++)
+		if (!cc->reqs[i].used) {
+			*slot = i;
+			return &cc->reqs[i];
+		}
+	return NULL;
+}
+
+static void window_req_init(struct coll_comm *cc, struct coll_req *r, enum coll_kind kind,
+			    size_t count, enum sc_dtype d, enum sc_op o, const void *send, void *recv,
+			    struct coll_mr *sm, struct coll_mr *rm)
+{
+	memset(r, 0, offsetof(struct coll_req, ring));
+	r->cc = cc;
+	r->used = true;
+	r->coll = (uint8_t)kind;
+	r->idx = cc->next_idx;
+	r->seq = (uint32_t)(cc->next_idx & SC_TAG_RING_SEQ_MASK);
+	r->count = count;
+	r->es = sc_dtype_size(d);
+	r->dtype = (uint8_t)d;
+	r->op = (uint8_t)o;
+	r->send = send;
+	r->recv = recv;
+	r->sm = sm;
+	r->rm = rm;
+	r->agg_done = true; /* no aggregator part */
+	r->epoch = cc->fo.epoch;
+	r->t0 = sc_now_ns();
+	cc->next_idx++;
+}
+
+/* The ring op refused at start (an overlap it cannot work with, no
+ * staging memory): the call fails and the request is not issued. */
+static int window_issued(struct coll_comm *cc, struct coll_req *r, void **request)
+{
+	if (r->ring.err) {
+		r->used = false;
+		cc->next_idx--;
+		return r->ring.err;
+	}
+	*request = r;
+	return 0;
+}
+
+int colln_iallgather(void *coll_comm, void *send, int nparts, const ncclNetSGE_t *parts,
+		     size_t bytes_per_rank, size_t window_offset, size_t window_bytes, void *send_mh,
+		     void **request)
+{
+	struct coll_comm *cc = coll_comm;
+	struct coll_req *r;
+	uint32_t slot;
+	int rc;
+
+	*request = NULL;
+	rc = window_check(cc, "iallgather", nparts, parts, bytes_per_rank, window_offset,
+			  window_bytes, 1);
+	if (rc)
+		return rc;
+	rc = failover_progress(cc);
+	if (rc)
+		return rc;
+	r = window_req(cc, &slot);
+	if (!r)
+		return 0; /* NCCL retries */
+	struct coll_mr *sm = send_mh, *rm = parts[0].mhandle;
+	window_req_init(cc, r, COLL_ALLGATHER, window_bytes, SC_U8, SC_OP_SUM, send, parts[0].address,
+			sm, rm);
+	ring_op_start_window(&cc->ring, &r->ring, RING_ALLGATHER, r->seq, send, parts[0].address,
+			     bytes_per_rank, window_offset, window_bytes, SC_U8, SC_OP_SUM,
+			     sm ? sm->ring.desc : NULL, rm ? rm->ring.desc : NULL, slot);
+	return window_issued(cc, r, request);
+}
+
+int colln_ireducescatter(void *coll_comm, int nparts, const ncclNetSGE_t *parts, void *recv,
+			 size_t bytes_per_rank, size_t window_offset, size_t window_bytes,
+			 ncclDataType_t t, ncclRedOp_t op, void *recv_mh, void **request)
+{
+	struct coll_comm *cc = coll_comm;
+	struct coll_req *r;
+	enum sc_dtype d;
+	enum sc_op o;
+	uint32_t slot;
+	int rc;
+
+	*request = NULL;
+	if (plugin_dtype(t, &d) || plugin_op(op, &o)) {
+		SC_WARN("ireducescatter: type %d / op %d was announced unsupported by reduceSupport", t,
+			op);
+		return -EINVAL;
+	}
+	size_t es = sc_dtype_size(d);
+	rc = window_check(cc, "ireducescatter", nparts, parts, bytes_per_rank, window_offset,
+			  window_bytes, es);
+	if (rc)
+		return rc;
+	rc = failover_progress(cc);
+	if (rc)
+		return rc;
+	r = window_req(cc, &slot);
+	if (!r)
+		return 0; /* NCCL retries */
+	struct coll_mr *sm = parts[0].mhandle, *rm = recv_mh;
+	window_req_init(cc, r, COLL_REDUCE_SCATTER, window_bytes / es, d, o, parts[0].address, recv,
+			sm, rm);
+	ring_op_start_window(&cc->ring, &r->ring, RING_REDUCE_SCATTER, r->seq, parts[0].address, recv,
+			     bytes_per_rank / es, window_offset / es, window_bytes / es, d, o,
+			     sm ? sm->ring.desc : NULL, rm ? rm->ring.desc : NULL, slot);
+	return window_issued(cc, r, request);
 }
 
 static int req_progress(struct coll_req *r)
@@ -638,6 +795,17 @@ int colln_test(void *request, int *done, int *size)
 	if (!r->agg_done || !r->ring_done || r->repairs)
 		return 0;
 	trace_req(cc, r, sc_now_ns(), 0);
+	if (size)
+		*size = (int)(r->count * r->es);
+	if (r->coll != COLL_ALLREDUCE) {
+		bool rs = r->coll == COLL_REDUCE_SCATTER;
+		(*(rs ? &cc->st.rs_ops : &cc->st.ag_ops))++;
+		*(rs ? &cc->st.rs_bytes : &cc->st.ag_bytes) += r->count * r->es;
+		*(rs ? &cc->st.rs_ns : &cc->st.ag_ns) += r->t_ring - r->t0;
+		req_end(cc, r);
+		*done = 1;
+		return 0;
+	}
 	cc->st.ops++;
 	cc->st.bytes += r->count * r->es;
 	cc->st.agg_bytes += r->a * r->es;
@@ -646,8 +814,6 @@ int colln_test(void *request, int *done, int *size)
 		cc->st.agg_ns += r->t_agg - r->t0;
 	if (r->count > r->a)
 		cc->st.ring_ns += r->t_ring - r->t0;
-	if (size)
-		*size = (int)(r->count * r->es);
 	req_end(cc, r);
 	*done = 1;
 	return 0;
@@ -673,6 +839,13 @@ int colln_close(void *coll_comm)
 		s->ring_ns ? s->ring_bytes / (double)s->ring_ns : 0.0,
 		(unsigned long long)cc->fo.faults, cc->fo.epoch, cc->fo.copied_bytes / 1e9,
 		cc->fo.redone_bytes / 1e9);
+	if (s->rs_ops || s->ag_ops)
+		SC_INFO("collnet job 0x%016llx rank %u/%u: %llu reduce-scatters (%.3f GB of windows at "
+			"%.2f GB/s), %llu allgathers (%.3f GB at %.2f GB/s), over the ring",
+			(unsigned long long)cc->job_id, cc->rank, cc->nranks,
+			(unsigned long long)s->rs_ops, s->rs_bytes / 1e9,
+			s->rs_ns ? s->rs_bytes / (double)s->rs_ns : 0.0, (unsigned long long)s->ag_ops,
+			s->ag_bytes / 1e9, s->ag_ns ? s->ag_bytes / (double)s->ag_ns : 0.0);
 	if (cc->trace && fclose(cc->trace))
 		SC_WARN("SUMCAST_TRACE: closing the trace of job 0x%016llx: %s",
 			(unsigned long long)cc->job_id, strerror(errno));

@@ -26,12 +26,17 @@ struct coll_mr {
 
 struct coll_comm;
 
+/* What a request is: NCCL's allreduce (aggregators + ring), or CollNet
+ * Direct's reduce-scatter / allgather of a window (ring only for now). */
+enum coll_kind { COLL_ALLREDUCE = 0, COLL_REDUCE_SCATTER, COLL_ALLGATHER };
+
 struct coll_req {
 	struct coll_comm *cc;
 	bool used;
+	uint8_t coll;  /* enum coll_kind */
 	uint64_t idx;  /* 0, 1, 2, ... in issue order: the same request on every node */
 	uint32_t seq;  /* idx in tags (20 bits) */
-	size_t count, es, a;
+	size_t count, es, a; /* window ops: count x es = the window's bytes, a = 0 */
 	uint8_t dtype, op; /* enum sc_dtype / sc_op */
 	const void *send;
 	void *recv;
@@ -48,6 +53,8 @@ struct coll_req {
 
 struct coll_stats {
 	uint64_t ops, bytes, agg_bytes, ring_bytes, agg_ns, ring_ns;
+	/* window ops (ring): requests, window bytes, time from issue to done */
+	uint64_t rs_ops, rs_bytes, rs_ns, ag_ops, ag_bytes, ag_ns;
 };
 
 /* ---- failover (failover.c) ---- */
@@ -144,6 +151,17 @@ int colln_reg_mr(void *coll_comm, void *data, size_t size, int type, void **mhan
 int colln_dereg_mr(void *coll_comm, void *mhandle);
 int colln_iallreduce(void *coll_comm, void *send, void *recv, size_t count, ncclDataType_t t,
 		     ncclRedOp_t op, void *send_mh, void *recv_mh, void **request);
+/* CollNet Direct's window collectives (docs/plugin.md, "ReduceScatter and
+ * AllGather"): one part, the window [window_offset, + window_bytes) of the
+ * global buffer of nranks x bytes_per_rank bytes. iallgather's send points
+ * at this node's block where the window meets it (NCCL's pointer rule);
+ * ireducescatter's recv likewise. NULL *request: retry. */
+int colln_iallgather(void *coll_comm, void *send, int nparts, const ncclNetSGE_t *parts,
+		     size_t bytes_per_rank, size_t window_offset, size_t window_bytes, void *send_mh,
+		     void **request);
+int colln_ireducescatter(void *coll_comm, int nparts, const ncclNetSGE_t *parts, void *recv,
+			 size_t bytes_per_rank, size_t window_offset, size_t window_bytes,
+			 ncclDataType_t t, ncclRedOp_t op, void *recv_mh, void **request);
 int colln_test(void *request, int *done, int *size);
 int colln_close(void *coll_comm);
 int colln_close_listen(void *listen_comm);

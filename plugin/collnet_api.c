@@ -94,6 +94,55 @@ static ncclResult_t coll_iallreduce_v8(void *c, void *send, void *recv, int coun
 	return coll_iallreduce(c, send, recv, (size_t)count, t, op, smh, rmh, request);
 }
 
+/* CollNet Direct's window collectives: one part (NCCL's proxy always
+ * passes one; its v8 layer refuses more), v8's part has a 32-bit size. */
+static ncclResult_t coll_iallgather(void *c, void *send, int nparts, ncclNetSGE_t *parts,
+				    size_t bpr, size_t wo, size_t wb, void *smh, void **request)
+{
+	return plugin_result(colln_iallgather(c, send, nparts, parts, bpr, wo, wb, smh, request));
+}
+
+static ncclResult_t coll_ireducescatter(void *c, int nparts, ncclNetSGE_t *parts, void *recv,
+					size_t bpr, size_t wo, size_t wb, ncclDataType_t t,
+					ncclRedOp_t op, void *rmh, void **request)
+{
+	return plugin_result(
+		colln_ireducescatter(c, nparts, parts, recv, bpr, wo, wb, t, op, rmh, request));
+}
+
+static int sge_from_v8(int nparts, const ncclNetSGE_v8_t *in, ncclNetSGE_t *out)
+{
+	if (nparts != 1 || !in)
+		return -1;
+	out->mhandle = in->mhandle;
+	out->address = in->address;
+	out->size = in->size;
+	return 0;
+}
+
+static ncclResult_t coll_iallgather_v8(void *c, void *send, int nparts, ncclNetSGE_v8_t *parts,
+				       size_t bpr, size_t wo, size_t wb, void *smh, void **request)
+{
+	ncclNetSGE_t p;
+
+	*request = NULL;
+	if (sge_from_v8(nparts, parts, &p))
+		return coll_iallgather(c, send, nparts, NULL, bpr, wo, wb, smh, request);
+	return coll_iallgather(c, send, 1, &p, bpr, wo, wb, smh, request);
+}
+
+static ncclResult_t coll_ireducescatter_v8(void *c, int nparts, ncclNetSGE_v8_t *parts, void *recv,
+					   size_t bpr, size_t wo, size_t wb, ncclDataType_t t,
+					   ncclRedOp_t op, void *rmh, void **request)
+{
+	ncclNetSGE_t p;
+
+	*request = NULL;
+	if (sge_from_v8(nparts, parts, &p))
+		return coll_ireducescatter(c, nparts, NULL, recv, bpr, wo, wb, t, op, rmh, request);
+	return coll_ireducescatter(c, 1, &p, recv, bpr, wo, wb, t, op, rmh, request);
+}
+
 static ncclResult_t coll_iflush(void *c, void *data, int size, void *mhandle, void **request)
 {
 	(void)c;
@@ -164,8 +213,8 @@ SC_EXPORT const ncclCollNet_v11_t ncclCollNetPlugin_v11 = {
 	.regMrDmaBuf = coll_reg_mr_dmabuf,
 	.deregMr = coll_dereg_mr,
 	.iallreduce = coll_iallreduce,
-	.iallgather = NULL,
-	.ireducescatter = NULL,
+	.iallgather = coll_iallgather,
+	.ireducescatter = coll_ireducescatter,
 	.iflush = coll_iflush,
 	.test = coll_test,
 	.closeColl = coll_close,
@@ -179,7 +228,8 @@ SC_EXPORT const ncclCollNet_v11_t ncclCollNetPlugin_v11 = {
 	.getProperties = coll_props_v9, .listen = coll_listen, .connect = coll_connect, \
 	.reduceSupport = coll_reduce_support, .regMr = coll_reg_mr,                   \
 	.regMrDmaBuf = coll_reg_mr_dmabuf, .deregMr = coll_dereg_mr,                  \
-	.iallreduce = coll_iallreduce, .iallgather = NULL, .ireducescatter = NULL,    \
+	.iallreduce = coll_iallreduce, .iallgather = coll_iallgather,                \
+	.ireducescatter = coll_ireducescatter,                                        \
 	.iflush = coll_iflush, .test = coll_test, .closeColl = coll_close,            \
 	.closeListen = coll_close_listen, .makeVDevice = NULL
 
@@ -198,8 +248,8 @@ SC_EXPORT const ncclCollNet_v8_t ncclCollNetPlugin_v8 = {
 	.regMrDmaBuf = coll_reg_mr_dmabuf,
 	.deregMr = coll_dereg_mr,
 	.iallreduce = coll_iallreduce_v8,
-	.iallgather = NULL,
-	.ireducescatter = NULL,
+	.iallgather = coll_iallgather_v8,
+	.ireducescatter = coll_ireducescatter_v8,
 	.iflush = coll_iflush,
 	.test = coll_test,
 	.closeColl = coll_close,

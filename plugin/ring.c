@@ -57,12 +57,36 @@ static char *ring_tmp(struct ring *r, uint32_t slot, void **desc)
 	return r->tmp + per * slot;
 }
 
+/* Reduce-scatter staging (two column buffers per column in flight),
+ * allocated at the first reduce-scatter: jobs that never issue one pay
+ * nothing. */
+static char *ring_tmp_rs(struct ring *r, uint32_t slot, void **desc)
+{
+	size_t per = 2 * (size_t)r->window * r->chunk_bytes;
+
+	if (!r->tmp_rs) {
+		if (posix_memalign((void **)&r->tmp_rs, 4096, per * r->tmp_slots))
+			return r->tmp_rs = NULL;
+		if (fabric_mr_reg(r->f, r->tmp_rs, per * r->tmp_slots, &r->tmp_rs_mr)) {
+			free(r->tmp_rs);
+			return r->tmp_rs = NULL;
+		}
+	}
+	*desc = r->tmp_rs_mr.desc;
+	return r->tmp_rs + per * slot;
+}
+
 void ring_fini(struct ring *r)
 {
 	if (r->tmp) {
 		fabric_mr_dereg(&r->tmp_mr);
 		free(r->tmp);
 		r->tmp = NULL;
+	}
+	if (r->tmp_rs) {
+		fabric_mr_dereg(&r->tmp_rs_mr);
+		free(r->tmp_rs);
+		r->tmp_rs = NULL;
 	}
 }
 
@@ -93,13 +117,41 @@ static inline uint64_t op_tag(const struct ring_op *o, uint32_t step, size_t col
 	       ((uint64_t)col & ((1ull << o->step_shift) - 1));
 }
 
+/* Segment k: [b, e) in elements of the op's buffer (the window for window
+ * operations: block k's part of it, empty when they do not meet). */
 static void seg_range(const struct ring_op *o, uint32_t k, size_t *b, size_t *e)
 {
+	if (o->kind != RING_ALLREDUCE) {
+		size_t lo = (size_t)k * o->block, hi = lo + o->block, we = o->win + o->count;
+		if (hi <= o->win || lo >= we) {
+			*b = *e = 0;
+			return;
+		}
+		*b = (lo > o->win ? lo : o->win) - o->win;
+		*e = (hi < we ? hi : we) - o->win;
+		return;
+	}
 	size_t s = (size_t)k * o->seg_elems;
 
 	*b = s < o->count ? s : o->count;
 	s += o->seg_elems;
 	*e = s < o->count ? s : o->count;
+}
+
+void ring_op_segment(const struct ring_op *o, uint32_t k, size_t *off, size_t *len)
+{
+	size_t b, e;
+
+	seg_range(o, k, &b, &e);
+	*off = b;
+	*len = e - b;
+}
+
+static uint32_t op_nsteps(const struct ring_op *o)
+{
+	uint32_t n = o->ring->nranks;
+
+	return o->kind == RING_ALLREDUCE ? 2 * (n - 1) : n - 1;
 }
 
 /* Chunk j of segment k: element offset and length (0 if past its end). */
@@ -117,10 +169,24 @@ static void chunk_range(const struct ring_op *o, uint32_t k, size_t j, size_t *o
 	*len = e - *off < o->chunk_elems ? e - *off : o->chunk_elems;
 }
 
+/* The segments rank r sends to next and receives from prev at step g.
+ * Rank r + 1 receives at step g what rank r sends at step g. */
 static void step_segs(const struct ring_op *o, uint32_t g, uint32_t *sseg, uint32_t *rseg)
 {
 	uint32_t n = o->ring->nranks, r = o->ring->rank;
 
+	if (o->kind == RING_REDUCE_SCATTER) {
+		/* ends with segment r at rank r */
+		*sseg = (r + 2 * n - 1 - g) % n;
+		*rseg = (r + 2 * n - 2 - g) % n;
+		return;
+	}
+	if (o->kind == RING_ALLGATHER) {
+		/* starts with segment r at rank r */
+		*sseg = (r + n - g) % n;
+		*rseg = (r + 2 * n - 1 - g) % n;
+		return;
+	}
 	if (g < n - 1) {
 		*sseg = (r + n - g % n) % n;
 		*rseg = (r + 2 * n - g - 1) % n;
@@ -146,6 +212,13 @@ static void col_enter(struct ring_op *o, struct ring_col *c)
 	c->r.len = 0;
 }
 
+/* Reduce-scatter: the staging buffer of column slot `slot` that step g
+ * receives into (the next step sends from it). */
+static char *rs_buf(const struct ring_op *o, size_t slot, uint32_t g)
+{
+	return o->tmp + (2 * slot + (g & 1)) * o->chunk_elems * o->es;
+}
+
 /* Posts what the column's current step still needs. */
 static int col_post(struct ring_op *o, struct ring_col *c, size_t slot)
 {
@@ -158,7 +231,14 @@ static int col_post(struct ring_op *o, struct ring_col *c, size_t slot)
 	if (c->r.state == X_IDLE) {
 		chunk_range(o, rs, c->j, &off, &len);
 		void *dst = o->recv + off * o->es, *desc = o->rdesc;
-		if (c->step < rg->nranks - 1 && o->inplace) {
+		if (o->kind == RING_REDUCE_SCATTER) {
+			if (c->step == rg->nranks - 2 && !o->inplace) {
+				dst = o->recv + (off - o->mine_off) * o->es;
+			} else {
+				dst = rs_buf(o, slot, c->step);
+				desc = o->tmp_desc;
+			}
+		} else if (o->kind == RING_ALLREDUCE && c->step < rg->nranks - 1 && o->inplace) {
 			dst = o->tmp + slot * o->chunk_elems * o->es;
 			desc = o->tmp_desc;
 		}
@@ -174,6 +254,14 @@ static int col_post(struct ring_op *o, struct ring_col *c, size_t slot)
 		chunk_range(o, ss, c->j, &off, &len);
 		const void *src = (c->step == 0 ? o->send : o->recv) + off * o->es;
 		void *desc = c->step == 0 ? o->sdesc : o->rdesc;
+		if (o->kind == RING_REDUCE_SCATTER && c->step > 0) {
+			/* the partial received at the previous step */
+			src = rs_buf(o, slot, c->step - 1);
+			desc = o->tmp_desc;
+		} else if (o->kind == RING_ALLGATHER) {
+			src = o->recv + off * o->es; /* this rank's segment was copied in */
+			desc = o->rdesc;
+		}
 		rc = fabric_tsend(rg->f, src, len * o->es, desc, rg->next,
 				  op_tag(o, c->step, c->j), 0, &c->s.fop);
 		if (rc == -FI_EAGAIN)
@@ -245,6 +333,84 @@ void ring_op_start_tagged(struct ring *r, struct ring_op *o, uint64_t tag_base, 
 	}
 }
 
+/* The longest segment of a window op: the window's part of its first block,
+ * of its last, and a whole block when one lies between them. */
+static size_t window_seg_max(size_t block, size_t win, size_t count)
+{
+	size_t k0 = win / block, k1 = (win + count - 1) / block;
+
+	if (k0 == k1)
+		return count;
+	size_t first = (k0 + 1) * block - win, last = win + count - k1 * block;
+	size_t m = first > last ? first : last;
+	return k1 - k0 >= 2 && block > m ? block : m;
+}
+
+void ring_op_start_window(struct ring *r, struct ring_op *o, enum ring_kind kind, uint32_t seq,
+			  const void *send, void *recv, size_t block, size_t win, size_t count,
+			  enum sc_dtype t, enum sc_op op, void *sdesc, void *rdesc, uint32_t slot)
+{
+	size_t mine_len;
+
+	memset(o, 0, sizeof(*o));
+	o->ring = r;
+	o->kind = (uint8_t)kind;
+	o->send = send;
+	o->recv = recv;
+	o->sdesc = sdesc;
+	o->rdesc = rdesc;
+	o->count = count;
+	o->es = sc_dtype_size(t);
+	o->dtype = t;
+	o->op = op;
+	o->seq = seq;
+	o->tag_base = sc_tag_ring(seq, 0, 0);
+	o->step_shift = 28;
+	o->block = block;
+	o->win = win;
+	if (!count || !block)
+		return; /* ncols = 0: done */
+	ring_op_segment(o, r->rank, &o->mine_off, &mine_len);
+	size_t mb = mine_len * o->es;
+	const char *sb = send, *rb = recv;
+	if (kind == RING_ALLGATHER) {
+		/* This rank's part first: then send is never read again, so no
+		 * overlap of send and recv can matter. */
+		if (mb && rb + o->mine_off * o->es != sb)
+			memmove((char *)recv + o->mine_off * o->es, send, mb);
+	} else {
+		size_t wbytes = count * o->es;
+		if (mb && sb < rb + mb && rb < sb + wbytes) {
+			if (rb != sb + o->mine_off * o->es) {
+				SC_WARN("ring: reduce-scatter seq %u: the result (%p, %zu bytes) overlaps "
+					"the window (%p, %zu bytes) other than at this rank's block part",
+					seq, recv, mb, send, wbytes);
+				o->err = -EINVAL;
+				return;
+			}
+			o->inplace = true;
+		}
+		if (r->nranks == 1) {
+			if (!o->inplace && mb)
+				memmove(recv, sb + o->mine_off * o->es, mb);
+			return;
+		}
+	}
+	if (r->nranks == 1)
+		return;
+	o->seg_elems = window_seg_max(block, win, count);
+	o->chunk_elems = ring_chunk_elems(r, o->seg_elems, o->es, o->step_shift);
+	o->ncols = (o->seg_elems + o->chunk_elems - 1) / o->chunk_elems;
+	if (kind == RING_REDUCE_SCATTER) {
+		size_t need = 2 * (size_t)r->window * o->chunk_elems * o->es;
+		o->tmp = ring_tmp_rs(r, slot, &o->tmp_desc);
+		if (!o->tmp || need > 2 * (size_t)r->window * r->chunk_bytes) {
+			SC_WARN("ring: no staging memory for reduce-scatter seq %u (%zu bytes)", seq, need);
+			o->err = -ENOMEM;
+		}
+	}
+}
+
 void ring_op_start(struct ring *r, struct ring_op *o, uint32_t seq, const void *send, void *recv,
 		   size_t count, enum sc_dtype t, enum sc_op op, void *sdesc, void *rdesc,
 		   uint32_t slot)
@@ -261,10 +427,41 @@ void ring_op_start(struct ring *r, struct ring_op *o, uint32_t seq, const void *
 	o->seq = seq;
 }
 
+/* A step of column c (in column slot `slot`) received len elements of
+ * its receive segment at off: add this rank's contribution where the kind
+ * asks for it. */
+static void col_reduce(struct ring_op *o, const struct ring_col *c, size_t slot, size_t off,
+		       size_t len)
+{
+	uint32_t n = o->ring->nranks;
+
+	switch (o->kind) {
+	case RING_ALLREDUCE:
+		if (c->step < n - 1) {
+			const void *src = o->inplace ? o->tmp + slot * o->chunk_elems * o->es
+						     : o->send + off * o->es;
+			sc_reduce(o->dtype, o->op, o->recv + off * o->es, src, len);
+		}
+		break;
+	case RING_REDUCE_SCATTER:
+		if (c->step < n - 2)
+			sc_reduce(o->dtype, o->op, rs_buf(o, slot, c->step), o->send + off * o->es, len);
+		else if (!o->inplace)
+			sc_reduce(o->dtype, o->op, o->recv + (off - o->mine_off) * o->es,
+				  o->send + off * o->es, len);
+		else /* recv is send's segment: this rank's contribution is there */
+			sc_reduce(o->dtype, o->op, o->recv + (off - o->mine_off) * o->es,
+				  rs_buf(o, slot, c->step), len);
+		break;
+	default:
+		break;
+	}
+}
+
 int ring_op_progress(struct ring_op *o)
 {
 	struct ring *rg = o->ring;
-	uint32_t nsteps = 2 * (rg->nranks - 1);
+	uint32_t nsteps = op_nsteps(o);
 	int rc;
 
 	if (o->err)
@@ -305,11 +502,8 @@ int ring_op_progress(struct ring_op *o)
 					len * o->es);
 				return o->err = -EPROTO;
 			}
-			if (len && c->step < rg->nranks - 1) {
-				const void *src = o->inplace ? o->tmp + i * o->chunk_elems * o->es
-							     : o->send + off * o->es;
-				sc_reduce(o->dtype, o->op, o->recv + off * o->es, src, len);
-			}
+			if (len)
+				col_reduce(o, c, i, off, len);
 			if (++c->step == nsteps) {
 				c->active = false;
 				o->cols_done++;

@@ -1,7 +1,9 @@
-/* Ring allreduce among the nodes (reduce-scatter + allgather) over the
- * collnet's own fabric endpoint: tagged messages, chunked, pipelined across
- * chunk columns, reduced on the host with sc_reduce. Non-blocking: the
- * caller polls ring_poll() and ring_op_progress() from test().
+/* Ring collectives among the nodes over the collnet's own fabric endpoint:
+ * allreduce (reduce-scatter + allgather), and NCCL's CollNet Direct
+ * reduce-scatter and allgather of a window of blocks; tagged messages,
+ * chunked, pipelined across chunk columns, reduced on the host with
+ * sc_reduce. Non-blocking: the caller polls ring_poll() and
+ * ring_op_progress() from test().
  *
  * The ring part [first, first + count) of a request is cut into nranks
  * segments; segment k is cut into columns of chunk_elems. A column walks
@@ -14,7 +16,26 @@
  * run allreduces under its own tag prefixes (the step and column fields
  * then sit below step_shift). Results are bitwise equal on every rank:
  * each segment is reduced once, by its owner's chain, and the allgather
- * copies it. */
+ * copies it.
+ *
+ * Window operations (ring_op_start_window): the global buffer is nranks
+ * blocks of `block` elements, block k belonging to rank k; the operation
+ * covers the window [win, win + count) of it, and segment k is block k's
+ * part of the window (possibly empty). Segments of unequal length cut into
+ * the same columns; a column past a segment's end moves nothing there.
+ *   RING_REDUCE_SCATTER: send is the window (count elements) of this
+ *     rank's contribution; recv is this rank's segment of the result. N-1
+ *     steps: at step g rank r sends the partial of segment r-1-g (its own
+ *     contribution at g = 0, else what it received at g-1) and receives the
+ *     partial of segment r-2-g from prev, into staging (two column buffers,
+ *     by step parity), adding its own contribution; the last step receives
+ *     segment r itself, into recv. recv may be exactly send's segment r
+ *     (in place); any other overlap is refused.
+ *   RING_ALLGATHER (bytes: type u8): send is this rank's segment (copied
+ *     into recv at the start, memmove), recv the window. N-1 steps: at step
+ *     g rank r sends segment r-g from recv and receives r-1-g into recv.
+ * Nothing outside the window (recv's count elements for allgather, the
+ * segment for reduce-scatter) is written. */
 #ifndef SUMCAST_PLUGIN_RING_H
 #define SUMCAST_PLUGIN_RING_H
 
@@ -41,6 +62,10 @@ struct ring {
 	/* staging for in-place requests: nslots x window x chunk_bytes */
 	char *tmp;
 	struct fabric_mr tmp_mr;
+	/* staging for reduce-scatter partials: nslots x 2 x window x chunk_bytes
+	 * (allocated at the first reduce-scatter) */
+	char *tmp_rs;
+	struct fabric_mr tmp_rs_mr;
 	uint32_t tmp_slots;
 	int err; /* sticky CQ failure */
 };
@@ -62,8 +87,11 @@ struct ring_col {
 	struct ring_xfer s, r;
 };
 
+enum ring_kind { RING_ALLREDUCE = 0, RING_REDUCE_SCATTER, RING_ALLGATHER };
+
 struct ring_op {
 	struct ring *ring;
+	uint8_t kind; /* enum ring_kind */
 	const char *send;
 	char *recv;
 	void *sdesc, *rdesc;
@@ -74,6 +102,10 @@ struct ring_op {
 	uint64_t tag_base;   /* tag bits above the step field */
 	unsigned step_shift; /* step:12 sits at [step_shift, step_shift + 12), column below */
 	size_t seg_elems, chunk_elems, ncols, next_col, cols_done;
+	/* window operations: blocks of `block` elements, the window starts at
+	 * element `win` of the global buffer; this rank's segment starts at
+	 * window element mine_off */
+	size_t block, win, mine_off;
 	bool inplace;
 	char *tmp; /* this op's staging (window x chunk) if inplace */
 	void *tmp_desc;
@@ -100,6 +132,15 @@ void ring_op_start_tagged(struct ring *r, struct ring_op *o, uint64_t tag_base, 
 			  const void *send, void *recv, size_t count, enum sc_dtype t, enum sc_op op,
 			  void *sdesc, void *rdesc, char *tmp, void *tmp_desc);
 size_t ring_op_tmp_bytes(const struct ring *r, size_t count, enum sc_dtype t, unsigned step_shift);
+/* A window operation (RING_REDUCE_SCATTER or RING_ALLGATHER, see above):
+ * block and win in elements of t (u8 for allgather), count the window's
+ * elements. Staging comes from slot's share of the ring's reduce-scatter
+ * area. Errors (bad overlap, no memory) show in ring_op_progress. */
+void ring_op_start_window(struct ring *r, struct ring_op *o, enum ring_kind kind, uint32_t seq,
+			  const void *send, void *recv, size_t block, size_t win, size_t count,
+			  enum sc_dtype t, enum sc_op op, void *sdesc, void *rdesc, uint32_t slot);
+/* Segment k of a window operation: element offset in the window and length. */
+void ring_op_segment(const struct ring_op *o, uint32_t k, size_t *off, size_t *len);
 /* 1: done, 0: in progress, <0: failed. */
 int ring_op_progress(struct ring_op *o);
 /* Reads completions. Returns 0 or a negative FI_E*. */

@@ -6,17 +6,22 @@
  *   harness p2p   --nranks N [--version 11|8]
  *                 [--close-inflight]   (closeSend with a send the peer has not received:
  *                 the comm must outlive the late completion)
- *   harness coll  --nranks N [--naggs M] [--split S] [--version 11|8]
+ *   harness coll  --nranks N [--naggs M] [--split S] [--version 11|10|9|8]
  *                 [--expect agg|joined|ring]   (the path every node must have taken,
  *                 checked on the bytes it carried: harness_check.c; turns on --trace)
  *                 [--trace]   (SUMCAST_TRACE: each rank checks its trace file)
  *                 [--deterministic]   (SUMCAST_DETERMINISTIC=1, --split 1: sums
  *                 whose rounding depends on the order must equal the rank-order sum)
+ *   harness rsag  --nranks N [--version 11|10|9|8] [--trace] [--naggs M --expect joined]
+ *                 (ReduceScatter and AllGather windows: harness_rsag.c)
  *   harness fault --nranks N --naggs M --fault KIND[,KIND] [--fault-agg I] [--ops K]
  *                 (aggregator faults during many mixed allreduces: harness_fault.c)
  *   harness bench --nranks N [--naggs M] [-b BYTES] [-e BYTES] [-f FACTOR] [--type T] [--json]
  *                 [--rounds R] [--time-per-size S]   (ring, agg, auto interleaved)
  *                 [--splits 0,0.25,0.5,0.75,1,auto]   (one variant per split, interleaved)
+ *                 [--coll allreduce|reducescatter|allgather]   (the collective timed;
+ *                 the last two: NCCL's window calls, ring only)
+ *                 --json adds a fabric_rtt row (8-byte ping-pong, ranks 0 and 1)
  *
  * Emulated cluster (bench/cluster/run): with SUMCAST_HARNESS_NETNS=ns0,ns1,...
  * rank r enters network namespace r (setns on /run/netns/<name>) right after
@@ -39,6 +44,8 @@
  *                      the logger, NCCL's proxy loop for collnet requests
  *   harness_p2p.c      the p2p test (ncclNet over a ring of ranks)
  *   harness_coll.c     the collnet test (allreduce of every type and op)
+ *   harness_rsag.c     the window test: CollNet Direct's ireducescatter and
+ *                      iallgather driven as NCCL's proxy drives them
  *   harness_check.c    reference inputs and results, rank-order sums, the
  *                      trace check, the path check (--expect)
  *   harness_bench.c    the bench mode (bench/allreduce)
@@ -144,12 +151,20 @@ double wall_s(void);
 struct plug {
 	void *dl;
 	const ncclNet_v11_t *n11;
-	const ncclNet_v8_t *n8;
+	const ncclNet_v8_t *n8;  /* the net table of --version 8, 9 and 10 */
 	const ncclCollNet_v11_t *c11;
 	const ncclCollNet_v8_t *c8;
+	const ncclCollNet_v9_t *c9; /* ncclCollNetPlugin_v9 or _v10 (one layout) */
 	void *nctx, *cctx;
 };
 extern struct plug P; /* the plugin instance the calls below go to */
+
+/* A collnet entry point whose signature is the same in every version
+ * (devices, connect, reduceSupport, regMr, deregMr, test, closeColl,
+ * closeListen), through the table of opt.version. */
+#define CN_CALL(fn, ...)                                                    \
+	(opt.version == 11 ? P.c11->fn(__VA_ARGS__)                         \
+	 : opt.version == 8 ? P.c8->fn(__VA_ARGS__) : P.c9->fn(__VA_ARGS__))
 
 /* What the plugin told NCCL's logger: lines with the NET/Sumcast prefix,
  * and which path collnet connect announced. */
@@ -186,6 +201,17 @@ int c_test(void *req, int *size);
 ncclResult_t c_iallreduce_rc(void *cc, void *s, void *r, size_t count, ncclDataType_t t,
 			     ncclRedOp_t op, void *mh, void **req);
 ncclResult_t c_test_rc(void *req, int *done, int *size);
+/* CollNet Direct's window calls through the table of opt.version (v8: the
+ * part converted to its 32-bit size). What the plugin returned. */
+ncclResult_t c_iallgather_rc(void *cc, void *send, void *recv, size_t bpr, size_t wo, size_t wb,
+			     void *smh, void *rmh, void **req);
+ncclResult_t c_ireducescatter_rc(void *cc, void *send, void *recv, size_t bpr, size_t wo,
+				 size_t wb, ncclDataType_t t, ncclRedOp_t op, void *smh, void *rmh,
+				 void **req);
+/* NCCL's proxy for CollNet Direct: kind 1 reduce-scatter, 2 allgather of
+ * nranks blocks of bpr bytes, windows of at most 2 MiB, 8 outstanding. */
+void window_chunked(void *cc, int kind, uint8_t *send, uint8_t *recv, size_t bpr, ncclDataType_t t,
+		    ncclRedOp_t op, void *mh);
 /* NCCL's proxy: chunks of at most 2 MiB, up to 8 outstanding, in order. */
 void allreduce_chunked(void *cc, uint8_t *send, uint8_t *recv, size_t count, ncclDataType_t t,
 		       ncclRedOp_t op, void *mh);
@@ -194,6 +220,9 @@ void allreduce_chunked(void *cc, uint8_t *send, uint8_t *recv, size_t count, ncc
 
 void run_p2p(void);
 void run_coll(void);
+void run_rsag(void); /* harness_rsag.c: ReduceScatter / AllGather windows */
+/* bench/allreduce --coll: which collective the bench mode times */
+extern int bench_coll; /* 0 allreduce, 1 reducescatter, 2 allgather */
 void run_bench(void);
 void run_fault(void);
 void run_faultbench(void); /* bench/faults: harness_faultbench.c */

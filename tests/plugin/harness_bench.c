@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "fabric.h"
 #include "../../plugin/split.h"
 
 /* The three modes run in one set of processes, interleaved: each rank loads
@@ -23,6 +24,122 @@
  * sample per allreduce (min and mean in JSON). Rounds: at least 5 (3 above
  * 16 MiB), at most --rounds (25), and no new round after --time-per-size
  * seconds (2). */
+
+int bench_coll; /* --coll: 0 allreduce, 1 reducescatter, 2 allgather */
+static const char *const bench_coll_names[] = { "allreduce", "reducescatter", "allgather" };
+
+/* ---- fabric_rtt: an 8-byte ping-pong between ranks 0 and 1 over the
+ * provider the plugin uses (SUMCAST_PROVIDER, SUMCAST_IFACE), on an
+ * endpoint of its own (common/fabric.c, the wrapper the plugin and the
+ * client use), interleaved with the modes in the rounds of the first size.
+ * The floor of the aggregator path: node -> aggregator -> node is one
+ * round trip. ---- */
+
+#define RTT_PER_SAMPLE 100
+
+struct rtt {
+	struct fabric *f;
+	fi_addr_t peer;
+	uint8_t *buf; /* [0, 64): send, [64, 128): receive */
+	struct fabric_mr mr;
+	bool on;
+};
+
+static void rtt_open(struct rtt *x)
+{
+	uint8_t addr[FABRIC_ADDR_MAX];
+
+	memset(x, 0, sizeof(*x));
+	if (opt.nranks < 2 || my_rank > 1)
+		return;
+	const char *iface = getenv("SUMCAST_IFACE");
+	struct fabric_params p = { .provider = getenv("SUMCAST_PROVIDER"),
+				   .node = iface && *iface ? iface : NULL };
+	CHECK(fabric_open(&p, &x->f) == 0, "fabric_rtt: fabric_open(%s) failed", p.provider);
+	x->buf = aligned_alloc(4096, 4096);
+	CHECK(x->buf && fabric_mr_reg(x->f, x->buf, 4096, &x->mr) == 0, "fabric_rtt: memory");
+	memset(x->buf, 0, 4096);
+	memset(addr, 0, sizeof(addr));
+	memcpy(addr, x->f->addr, x->f->addrlen);
+	rv_put("rtt-addr", my_rank, addr, sizeof(addr));
+	rv_get("rtt-addr", 1 - my_rank, addr, sizeof(addr));
+	CHECK(fabric_av_insert(x->f, addr, x->f->addrlen, &x->peer) == 0, "fabric_rtt: av insert");
+	x->on = true;
+}
+
+static double rtt_sample(struct rtt *x);
+
+/* After rtt_open on ranks 0 and 1: the connection set up (rxm connects at
+ * the first send), outside the samples. */
+static void rtt_warm(struct rtt *x)
+{
+	if (x->on)
+		(void)rtt_sample(x);
+}
+
+static void rtt_close(struct rtt *x)
+{
+	if (!x->on)
+		return;
+	fabric_mr_dereg(&x->mr);
+	fabric_close(x->f);
+	free(x->buf);
+	x->on = false;
+}
+
+/* Posts a send (tag 1 from rank 0, 2 from rank 1) or a receive of 8 bytes. */
+static void rtt_post(struct rtt *x, bool send, uint64_t tag, struct fabric_op *op, double end)
+{
+	struct fabric_cqe cqe;
+	int rc;
+
+	for (;;) {
+		rc = send ? fabric_tsend(x->f, x->buf, 8, x->mr.desc, x->peer, tag, 0, op)
+			  : fabric_trecv(x->f, x->buf + 64, 8, x->mr.desc, FI_ADDR_UNSPEC, tag, 0, op);
+		if (rc != -FI_EAGAIN)
+			break;
+		CHECK(fabric_cq_poll(x->f, &cqe, 0) >= 0 && sc_now_ns() / 1e9 < end,
+		      "fabric_rtt: queue full");
+	}
+	CHECK(rc == 0, "fabric_rtt: post: %d", rc);
+}
+
+/* Polls until n operations completed (each of ours exactly once). */
+static void rtt_wait(struct rtt *x, int n, double end)
+{
+	struct fabric_cqe cqe;
+
+	while (n > 0) {
+		int k = fabric_cq_poll(x->f, &cqe, 1);
+		CHECK(k >= 0 && (k == 0 || cqe.err == 0), "fabric_rtt: completion error %d / %d", k,
+		      k > 0 ? cqe.err : 0);
+		n -= k;
+		CHECK(sc_now_ns() / 1e9 < end, "fabric_rtt: no completion in 30 s");
+	}
+}
+
+/* One sample: RTT_PER_SAMPLE round trips; rank 0's mean in us (rank 1: 0).
+ * Rank 0 posts its receive before its send, rank 1 answers each ping. */
+static double rtt_sample(struct rtt *x)
+{
+	double end = sc_now_ns() / 1e9 + 30;
+	struct fabric_op sop, rop;
+	uint64_t t0 = sc_now_ns();
+
+	for (int i = 0; i < RTT_PER_SAMPLE; i++) {
+		if (my_rank == 0) {
+			rtt_post(x, false, 2, &rop, end);
+			rtt_post(x, true, 1, &sop, end);
+			rtt_wait(x, 2, end);
+		} else {
+			rtt_post(x, false, 1, &rop, end);
+			rtt_wait(x, 1, end);
+			rtt_post(x, true, 2, &sop, end);
+			rtt_wait(x, 1, end);
+		}
+	}
+	return my_rank == 0 ? (sc_now_ns() - t0) / 1e3 / RTT_PER_SAMPLE : 0;
+}
 
 static int parse_type(const char *s, ncclDataType_t *out)
 {
@@ -86,6 +203,28 @@ static void bench_open(struct bench_inst *b, int m, uint8_t *region, size_t len)
 	b->on = true;
 }
 
+/* One collective of `bytes` (the nccl-tests size: the whole buffer for
+ * reduce-scatter and allgather, nranks blocks of bytes / nranks). */
+static void bench_op(struct bench_inst *b, uint8_t *send, uint8_t *recv, size_t bytes, ncclDataType_t t)
+{
+	size_t es = type_size(t);
+	if (bench_coll == 0) {
+		allreduce_chunked(b->cc, send, recv, bytes / es, t, ncclSum, b->mh);
+		return;
+	}
+	size_t bpr = bytes / (size_t)opt.nranks / es * es;
+	window_chunked(b->cc, bench_coll, send, recv, bpr, t, ncclSum, b->mh);
+}
+
+/* The bytes one collective of `size` moves here: the nccl-tests size
+ * rounded to nranks whole-element blocks for the window collectives. */
+static size_t bench_bytes(size_t size, size_t es)
+{
+	if (bench_coll == 0)
+		return size / es * es;
+	return size / (size_t)opt.nranks / es * es * (size_t)opt.nranks;
+}
+
 static double dmedian(double *v, int n)
 {
 	for (int i = 1; i < n; i++)
@@ -142,6 +281,10 @@ void run_bench(void)
 	for (int m = 0; m < BENCH_MODES; m++) {
 		if (strcmp(bench_split_env[m], "0") && !have_aggs)
 			continue;
+		/* reduce-scatter and allgather run the ring whatever the split:
+		 * the default agg / auto columns would time the same code */
+		if (bench_coll && bench_default && m > 0)
+			continue;
 		bench_open(&inst[m], m, region, region_len);
 		if (m == 0) {
 			ncclNetProperties_v8_t p8;
@@ -159,19 +302,26 @@ void run_bench(void)
 	}
 	uint8_t *send = region, *recv = region + half;
 	/* Every rank contributes 1.0: sums stay exact, reductions do real work,
-	 * and the first call of every mode and size is checked (sum == N). */
+	 * and the first call of every mode and size is checked (sum == N;
+	 * allgather: 1.0 everywhere). */
 	uint8_t one[8] = { 0 }, want[8] = { 0 };
 	bool checked = t == ncclFloat32 || t == ncclBfloat16 || t == ncclFloat16;
+	double bus = bench_coll ? (double)(N - 1) / N : 2.0 * (N - 1) / N;
+	struct rtt rtt;
+	rtt_open(&rtt);
+	rtt_warm(&rtt);
 	if (checked) {
 		put(t, one, 0, 1);
-		put(t, want, 0, N);
+		put(t, want, 0, bench_coll == 2 ? 1 : N);
 		for (size_t i = 0; i < half / es; i++)
 			memcpy(send + i * es, one, es);
 	}
 	double *tx = (double *)(region + 2 * half), *rx = tx + 8;
 	/* link rates and wrong counts per mode: lt[] max over ranks, ls[] sums */
 	double *lt = tx + 16, *lr = tx + 64, *ls = tx + 112, *lsr = tx + 160;
-	static double samples[BENCH_MAX][BENCH_ROUNDS_MAX];
+	static double samples[BENCH_MAX + 1][BENCH_ROUNDS_MAX]; /* [BENCH_MODES]: fabric_rtt */
+	int RTT = BENCH_MODES;
+	bool rtt_done = false;
 	bool have_netdev;
 	{
 		uint64_t a, b;
@@ -179,13 +329,17 @@ void run_bench(void)
 	}
 
 	if (my_rank == 0 && !opt.json) {
-		printf("# %d nodes, %d aggregators, provider %s, %s sum, FI_OFI_RXM_EAGER_LIMIT=%s;\n"
-		       "# time = median over rounds of one sample per mode (k allreduces back to back,\n"
-		       "# slowest rank), modes interleaved\n"
-		       "#%11s %11s %5s %5s %3s",
-		       N, opt.naggs, getenv("SUMCAST_PROVIDER"), type_name(t),
+		printf("# %s: %d nodes, %d aggregators, provider %s, %s sum, FI_OFI_RXM_EAGER_LIMIT=%s;\n"
+		       "# time = median over rounds of one sample per mode (k %ss back to back,\n"
+		       "# slowest rank), modes interleaved; busbw = algbw x %s\n",
+		       bench_coll_names[bench_coll], N, opt.naggs, getenv("SUMCAST_PROVIDER"), type_name(t),
 		       getenv("FI_OFI_RXM_EAGER_LIMIT") ? getenv("FI_OFI_RXM_EAGER_LIMIT") : "(default)",
-		       "size", "count", "type", "redop", "k");
+		       bench_coll_names[bench_coll], bench_coll ? "(N-1)/N" : "2(N-1)/N");
+		if (bench_coll)
+			printf("# size = the whole buffer (N blocks), as nccl-tests; CollNet Direct windows of at\n"
+			       "# most 2 MiB, 8 outstanding; the ring (no aggregator path for %s yet)\n",
+			       bench_coll_names[bench_coll]);
+		printf("#%11s %11s %5s %5s %3s", "size", "count", "type", "redop", "k");
 		for (int m = 0; m < BENCH_MODES; m++) {
 			char h[64];
 			snprintf(h, sizeof(h), "%s(us)", bench_names[m]);
@@ -196,10 +350,14 @@ void run_bench(void)
 		printf("\n");
 	}
 	for (double fb = (double)opt.min_bytes; fb <= (double)opt.max_bytes; fb *= bench_factor) {
-		size_t bytes = (size_t)fb;
+		size_t bytes = bench_bytes((size_t)fb, es);
 		size_t count = bytes / es;
+		/* elements of the result: all of them, or this node's block */
+		size_t rcount = bench_coll == 1 ? count / (size_t)N : count;
 		if (!count)
 			continue;
+		bool with_rtt = rtt_done == false && N > 1;
+		rtt_done = true;
 		int k = bytes <= (64 << 10) ? 16 : bytes <= (1 << 20) ? 4 : 1;
 		int min_rounds = bytes <= (16 << 20) ? 5 : 3;
 		int nr = 0;
@@ -211,9 +369,9 @@ void run_bench(void)
 				continue;
 			P = inst[m].p;
 			if (checked)
-				memset(recv, 0xA5, count * es);
-			allreduce_chunked(inst[m].cc, send, recv, count, t, ncclSum, inst[m].mh);
-			for (size_t i = 0; checked && i < count; i++)
+				memset(recv, 0xA5, rcount * es);
+			bench_op(&inst[m], send, recv, bytes, t);
+			for (size_t i = 0; checked && i < rcount; i++)
 				if (memcmp(recv + i * es, want, es))
 					wrong[m]++;
 		}
@@ -225,17 +383,30 @@ void run_bench(void)
 			tx[0] = nr >= bench_rounds || nr >= BENCH_ROUNDS_MAX ||
 				(nr >= min_rounds && (sc_now_ns() / 1e9) - tstart > bench_time_per_size);
 			if (nr > 0)
-				for (int m = 0; m < BENCH_MODES; m++)
+				for (int m = 0; m < BENCH_MODES + with_rtt; m++)
 					tx[1 + m] = samples[m][nr - 1];
 			allreduce_chunked(inst[0].cc, (uint8_t *)tx, (uint8_t *)rx, 8, ncclFloat64, ncclMax,
 					  inst[0].mh);
 			if (nr > 0)
-				for (int m = 0; m < BENCH_MODES; m++)
+				for (int m = 0; m < BENCH_MODES + with_rtt; m++)
 					samples[m][nr - 1] = rx[1 + m];
 			if (rx[0] > 0)
 				break;
-			for (int j = 0; j < BENCH_MODES; j++) {
-				int m = (j + nr) % BENCH_MODES;
+			for (int j = 0; j < BENCH_MODES + with_rtt; j++) {
+				int m = (j + nr) % (BENCH_MODES + with_rtt);
+				if (m == RTT) {
+					/* ranks 0 and 1 ping-pong; the others sleep
+					 * meanwhile (a spinning rank would take a core
+					 * from them), woken by a file from rank 0 */
+					char name[32];
+					snprintf(name, sizeof(name), "rtt-%zu-%d", bytes, nr);
+					samples[m][nr] = rtt.on ? rtt_sample(&rtt) : 0;
+					if (my_rank == 0)
+						rv_put(name, 0, "", 0);
+					else if (my_rank > 1)
+						rv_get(name, 0, NULL, 0);
+					continue;
+				}
 				if (!inst[m].on)
 					continue;
 				P = inst[m].p;
@@ -245,7 +416,7 @@ void run_bench(void)
 					netdev_bytes(&tx0, &rx0);
 				double t0 = (sc_now_ns() / 1e9);
 				for (int i = 0; i < k; i++)
-					allreduce_chunked(inst[m].cc, send, recv, count, t, ncclSum, inst[m].mh);
+					bench_op(&inst[m], send, recv, bytes, t);
 				double t1 = (sc_now_ns() / 1e9);
 				samples[m][nr] = (t1 - t0) / k * 1e6;
 				if (have_netdev && netdev_bytes(&tx1, &rx1)) {
@@ -281,9 +452,9 @@ void run_bench(void)
 			if (inst[m].on && lsr[2 * BENCH_MAX + m] > 0)
 				fprintf(stderr, "WRONG: %s, %zu bytes %s: %.0f elements differ from the sum\n",
 					bench_names[m], bytes, type_name(t), lsr[2 * BENCH_MAX + m]);
-		double med[BENCH_MAX] = { 0 }, mn[BENCH_MAX] = { 0 }, mean[BENCH_MAX] = { 0 };
-		for (int m = 0; m < BENCH_MODES; m++) {
-			if (!inst[m].on)
+		double med[BENCH_MAX + 1] = { 0 }, mn[BENCH_MAX + 1] = { 0 }, mean[BENCH_MAX + 1] = { 0 };
+		for (int m = 0; m < BENCH_MODES + with_rtt; m++) {
+			if (m < BENCH_MODES && !inst[m].on)
 				continue;
 			double tmp[BENCH_ROUNDS_MAX];
 			for (int i = 0; i < nr; i++) {
@@ -297,13 +468,14 @@ void run_bench(void)
 			for (int m = 0; m < BENCH_MODES; m++) {
 				if (!inst[m].on)
 					continue;
-				double algbw = bytes / med[m] / 1e3, busbw = algbw * 2 * (N - 1) / N;
-				printf("{\"bench\":\"allreduce\",\"mode\":\"%s\",\"split\":%.3f,\"nranks\":%d,"
+				double algbw = bytes / med[m] / 1e3, busbw = algbw * bus;
+				printf("{\"bench\":\"%s\",\"mode\":\"%s\",\"split\":%.3f,\"nranks\":%d,"
 				       "\"naggs\":%d,\"provider\":\"%s\",\"type\":\"%s\",\"op\":\"sum\","
 				       "\"bytes\":%zu,\"time_us\":%.2f,\"min_us\":%.2f,\"mean_us\":%.2f,"
 				       "\"samples\":%d,\"per_sample\":%d,\"algbw_gbps\":%.4f,\"busbw_gbps\":%.4f,"
 				       "\"t_start\":%.3f,\"t_end\":%.3f",
-				       bench_names[m], bench_auto_split(m, bytes, speed), N, opt.naggs,
+				       bench_coll_names[bench_coll], bench_names[m],
+				       bench_coll ? 0.0 : bench_auto_split(m, bytes, speed), N, opt.naggs,
 				       getenv("SUMCAST_PROVIDER"), type_name(t), bytes, med[m], mn[m], mean[m],
 				       nr, k, algbw, busbw, t_start, t_end);
 				if (checked)
@@ -313,19 +485,35 @@ void run_bench(void)
 					       lsr[m] / N, lsr[BENCH_MAX + m] / N, lr[m]);
 				printf("}\n");
 			}
+			if (with_rtt)
+				printf("{\"bench\":\"%s\",\"mode\":\"fabric_rtt\",\"nranks\":%d,\"naggs\":%d,"
+				       "\"provider\":\"%s\",\"ranks\":[0,1],\"bytes\":8,\"time_us\":%.2f,"
+				       "\"min_us\":%.2f,\"mean_us\":%.2f,\"samples\":%d,\"per_sample\":%d,"
+				       "\"t_start\":%.3f,\"t_end\":%.3f}\n",
+				       bench_coll_names[bench_coll], N, opt.naggs, getenv("SUMCAST_PROVIDER"),
+				       med[RTT], mn[RTT], mean[RTT], nr, RTT_PER_SAMPLE, t_start, t_end);
 		} else {
 			printf(" %11zu %11zu %5s %5s %3d", bytes, count, type_name(t), "sum", k);
 			for (int m = 0; m < BENCH_MODES; m++) {
 				if (inst[m].on)
-					printf(" %10.1f %7.3f", med[m], bytes / med[m] / 1e3 * 2 * (N - 1) / N);
+					printf(" %10.1f %7.3f", med[m], bytes / med[m] / 1e3 * bus);
 				else
 					printf(" %10s %7s", "-", "-");
 			}
-			if (bench_default && inst[1].on && inst[2].on) {
+			if (bench_default && !bench_coll && inst[1].on && inst[2].on) {
 				double best = med[0] < med[1] ? med[0] : med[1];
 				printf(" %6.3f %9.3f", bench_auto_split(2, bytes, speed), med[2] / best);
 			}
 			printf("\n");
+			if (with_rtt) {
+				printf("# fabric_rtt %.1f us: 8-byte ping-pong, ranks 0 and 1, %s, own endpoint "
+				       "(median of %d samples of %d, min %.1f); %zu-byte row / fabric_rtt:",
+				       med[RTT], getenv("SUMCAST_PROVIDER"), nr, RTT_PER_SAMPLE, mn[RTT], bytes);
+				for (int m = 0; m < BENCH_MODES; m++)
+					if (inst[m].on)
+						printf(" %s %.2fx", bench_names[m], med[m] / med[RTT]);
+				printf("\n");
+			}
 		}
 		fflush(stdout);
 	}
@@ -337,6 +525,7 @@ void run_bench(void)
 					 : P.c8->deregMr(inst[m].cc, inst[m].mh));
 		NCHECK(opt.version == 11 ? P.c11->closeColl(inst[m].cc) : P.c8->closeColl(inst[m].cc));
 	}
+	rtt_close(&rtt);
 	free(region);
 }
 
@@ -347,6 +536,13 @@ int bench_option(int c, const char *arg)
 	case 'R': bench_rounds = atoi(arg); return 0;
 	case 'S': bench_time_per_size = atof(arg); return 0;
 	case 'f': bench_factor = atof(arg); return 0;
+	case 'X':
+		for (int i = 0; i < 3; i++)
+			if (!strcmp(arg, bench_coll_names[i])) {
+				bench_coll = i;
+				return 0;
+			}
+		return -1;
 	case 'W': {
 		if (bench_default) {
 			bench_default = false;

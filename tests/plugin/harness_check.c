@@ -197,7 +197,7 @@ uint64_t check_trace(void)
 	      (unsigned long long)lines, (unsigned long long)bytes, (unsigned long long)issued_reqs,
 	      (unsigned long long)issued_bytes);
 	if (my_rank == 0)
-		fprintf(stderr, "trace: %llu allreduces, %llu bytes, one line each\n",
+		fprintf(stderr, "trace: %llu requests, %llu bytes, one line each\n",
 			(unsigned long long)lines, (unsigned long long)bytes);
 	return agg;
 }

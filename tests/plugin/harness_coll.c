@@ -19,8 +19,7 @@ void run_coll(void)
 	for (int t = 0; t < 12; t++)
 		for (int op = 0; op < 5; op++) {
 			int sup = -1;
-			NCHECK(opt.version == 11 ? P.c11->reduceSupport(t, op, &sup)
-						 : P.c8->reduceSupport(t, op, &sup));
+			NCHECK(CN_CALL(reduceSupport, t, op, &sup));
 			CHECK(sup == (t < 10 && op < 4), "reduceSupport(%d, %d) = %d", t, op, sup);
 		}
 	void *cc = coll_setup(region, 2 * half, &mh);
@@ -74,8 +73,8 @@ void run_coll(void)
 	struct agg_view view = { 0 };
 	if (opt.expect)
 		CHECK(daemons_view(my_rank, &view) == 0, "the daemons' /stats: no answer or no parse");
-	NCHECK(opt.version == 11 ? P.c11->deregMr(cc, mh) : P.c8->deregMr(cc, mh));
-	NCHECK(opt.version == 11 ? P.c11->closeColl(cc) : P.c8->closeColl(cc));
+	NCHECK(CN_CALL(deregMr, cc, mh));
+	NCHECK(CN_CALL(closeColl, cc));
 	uint64_t trace_agg = opt.trace ? check_trace() : 0;
 	if (opt.version == 11) {
 		NCHECK(P.c11->finalize(P.cctx));

@@ -15,8 +15,9 @@ const char *harness_plugin_default = "", *harness_daemon_default = "";
 void usage(void)
 {
 	fprintf(stderr,
-		"usage: %s p2p|coll|bench|fault [--nranks N] [--naggs M] [--aggs host:port,...]\n"
+		"usage: %s p2p|coll|rsag|bench|fault [--nranks N] [--naggs M] [--aggs host:port,...]\n"
 		"       [--split auto|F] [--version 11|8] [--plugin PATH] [--daemon PATH]\n"
+		"       (coll and rsag: --version 11|10|9|8)\n"
 		"       [-b|--min-bytes B] [-e|--max-bytes B] [--type T] [--json] [--verbose]\n"
 		"       [--key same|other] [--expect agg|joined|ring] [--trace]\n"
 		"       p2p: [--close-inflight]\n"
@@ -25,6 +26,7 @@ void usage(void)
 		"       faults (bench/faults): [--kinds kill,stop,term,restart] [-e BYTES] [--before S]\n"
 		"              [--after S] [--retention-bytes B] [--type T] [--json]\n"
 		"       bench: [-f|--factor F] [--rounds R] [--time-per-size S]\n"
+		"              [--coll allreduce|reducescatter|allgather]\n"
 		"              [--variant NAME=SPLIT[@PLUGIN][%%VAR=VALUE]]... [--splits S,S,...]\n",
 		program_invocation_short_name);
 	exit(2);
@@ -72,6 +74,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		{ "fault", 1, 0, 'F' }, { "fault-agg", 1, 0, 'G' }, { "ops", 1, 0, 'O' },
 		{ "fault-at", 1, 0, 'A' }, { "expect-copies", 0, 0, 'C' }, { "kinds", 1, 0, 'K' },
 		{ "before", 1, 0, 'B' }, { "after", 1, 0, 'Z' }, { "retention-bytes", 1, 0, 'Y' },
+		{ "coll", 1, 0, 'X' },
 		{ 0, 0, 0, 0 }
 	};
 	static char plugin_buf[PATH_MAX + 64], daemon_buf[PATH_MAX + 64], aggs[1024];
@@ -88,7 +91,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 	}
 	opt.plugin = harness_plugin_default;
 	opt.daemon = harness_daemon_default;
-	while ((c = getopt_long(argc, argv, "n:m:s:v:p:d:b:e:t:jVa:T:k:x:R:S:f:W:L:DrIF:G:O:A:CK:B:Z:Y:", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "n:m:s:v:p:d:b:e:t:jVa:T:k:x:R:S:f:W:L:DrIF:G:O:A:CK:B:Z:Y:X:", lo, NULL)) != -1) {
 		switch (c) {
 		case 'n': opt.nranks = atoi(optarg); break;
 		case 'm': opt.naggs = atoi(optarg); break;
@@ -103,7 +106,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		case 'V': opt.verbose = true; break;
 		case 'a': opt.aggs = optarg; break;
 		case 'T': opt.timeout_s = atoi(optarg); timeout_given = true; break;
-		case 'R': case 'S': case 'f': case 'W': case 'L':
+		case 'R': case 'S': case 'f': case 'W': case 'L': case 'X':
 			if (bench_option(c, optarg))
 				usage();
 			break;
@@ -137,8 +140,11 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		}
 	}
 	if (opt.nranks < 1 || opt.nranks > MAX_RANKS || opt.naggs < 0 || opt.naggs > MAX_AGGS ||
-	    (opt.version != 11 && opt.version != 8) || opt.min_bytes < 1 || opt.min_bytes > opt.max_bytes ||
+	    (opt.version < 8 || opt.version > 11) || opt.min_bytes < 1 || opt.min_bytes > opt.max_bytes ||
 	    !bench_options_ok())
+		usage();
+	/* v9 / v10 tables: the collnet tests only (the others call v11 or v8). */
+	if ((opt.version == 9 || opt.version == 10) && strcmp(opt.mode, "coll") && strcmp(opt.mode, "rsag"))
 		usage();
 	if (!*opt.plugin) {
 		self_relative(plugin_buf, sizeof(plugin_buf), "../plugin/libnccl-net-sumcast.so");
@@ -237,6 +243,8 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		rc = run_ranks(run_p2p);
 	} else if (!strcmp(opt.mode, "coll")) {
 		rc = run_ranks(run_coll);
+	} else if (!strcmp(opt.mode, "rsag")) {
+		rc = run_ranks(run_rsag);
 	} else if (!strcmp(opt.mode, "fault")) {
 		rc = run_ranks(run_fault);
 	} else if (!strcmp(opt.mode, "faults")) {

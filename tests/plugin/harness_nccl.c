@@ -80,13 +80,29 @@ void plugin_open(bool coll)
 		NCHECK(P.n11->init(&P.nctx, 0x1234, &cfg, hlog, NULL));
 		if (coll)
 			NCHECK(P.c11->init(&P.cctx, 0x1234, hlog));
-	} else {
+	} else if (opt.version == 8) {
 		P.n8 = dlsym(P.dl, "ncclNetPlugin_v8");
 		P.c8 = dlsym(P.dl, "ncclCollNetPlugin_v8");
 		CHECK(P.n8 && P.c8, "v8 symbols missing");
 		NCHECK(P.n8->init(hlog));
 		if (coll)
 			NCHECK(P.c8->init(hlog));
+	} else {
+		/* v9 / v10: the collnet table of that version (one layout); the
+		 * net side through v8's (the plugin's init is shared). */
+		char sym[32];
+		snprintf(sym, sizeof(sym), "ncclCollNetPlugin_v%d", opt.version);
+		P.n8 = dlsym(P.dl, "ncclNetPlugin_v8");
+		P.c9 = dlsym(P.dl, sym);
+		CHECK(P.n8 && P.c9, "%s or ncclNetPlugin_v8 missing", sym);
+		CHECK(!strcmp(P.c9->name, "Sumcast"), "collnet name %s", P.c9->name);
+		NCHECK(P.n8->init(hlog));
+		if (coll) {
+			NCHECK(P.c9->init(hlog));
+			ncclNetProperties_v9_t p;
+			NCHECK(P.c9->getProperties(0, &p));
+			CHECK(p.ptrSupport == NCCL_PTR_HOST && p.maxCollBytes > 0, "%s properties", sym);
+		}
 	}
 	int ndev = 0;
 	NCHECK(opt.version == 11 ? P.n11->devices(&ndev) : P.n8->devices(&ndev));
@@ -188,7 +204,8 @@ void net_wait(void *req, int *sizes, const char *what)
 static void *coll_listen(void *h)
 {
 	void *lc = NULL;
-	NCHECK(opt.version == 11 ? P.c11->listen(P.cctx, 0, h, &lc) : P.c8->listen(0, h, &lc));
+	NCHECK(opt.version == 11 ? P.c11->listen(P.cctx, 0, h, &lc)
+	       : opt.version == 8 ? P.c8->listen(0, h, &lc) : P.c9->listen(0, h, &lc));
 	return lc;
 }
 
@@ -209,14 +226,11 @@ struct cconn_arg {
 static void *coll_connect_thread(void *a)
 {
 	struct cconn_arg *c = a;
-	c->ret = opt.version == 11
-		 ? P.c11->connect(c->handles, opt.nranks, my_rank, c->lc, &c->cc)
-		 : P.c8->connect(c->handles, opt.nranks, my_rank, c->lc, &c->cc);
+	c->ret = CN_CALL(connect, c->handles, opt.nranks, my_rank, c->lc, &c->cc);
 	if (c->ret != ncclSuccess || !c->cc)
 		return NULL;
-	NCHECK(opt.version == 11 ? P.c11->closeListen(c->lc) : P.c8->closeListen(c->lc));
-	NCHECK(opt.version == 11 ? P.c11->regMr(c->cc, c->region, c->region_len, NCCL_PTR_HOST, &c->mh)
-				 : P.c8->regMr(c->cc, c->region, c->region_len, NCCL_PTR_HOST, &c->mh));
+	NCHECK(CN_CALL(closeListen, c->lc));
+	NCHECK(CN_CALL(regMr, c->cc, c->region, c->region_len, NCCL_PTR_HOST, &c->mh));
 	return NULL;
 }
 
@@ -248,7 +262,8 @@ void *c_iallreduce(void *cc, void *s, void *r, size_t count, ncclDataType_t t, n
 {
 	void *req = NULL;
 	NCHECK(opt.version == 11 ? P.c11->iallreduce(cc, s, r, count, t, op, mh, mh, &req)
-				 : P.c8->iallreduce(cc, s, r, (int)count, t, op, mh, mh, &req));
+	       : opt.version == 8 ? P.c8->iallreduce(cc, s, r, (int)count, t, op, mh, mh, &req)
+				  : P.c9->iallreduce(cc, s, r, count, t, op, mh, mh, &req));
 	if (req) {
 		issued_reqs++;
 		issued_bytes += count * type_size(t);
@@ -261,7 +276,8 @@ ncclResult_t c_iallreduce_rc(void *cc, void *s, void *r, size_t count, ncclDataT
 {
 	*req = NULL;
 	ncclResult_t rc = opt.version == 11 ? P.c11->iallreduce(cc, s, r, count, t, op, mh, mh, req)
-					    : P.c8->iallreduce(cc, s, r, (int)count, t, op, mh, mh, req);
+			  : opt.version == 8 ? P.c8->iallreduce(cc, s, r, (int)count, t, op, mh, mh, req)
+					     : P.c9->iallreduce(cc, s, r, count, t, op, mh, mh, req);
 	if (rc == ncclSuccess && *req) {
 		issued_reqs++;
 		issued_bytes += count * type_size(t);
@@ -272,14 +288,60 @@ ncclResult_t c_iallreduce_rc(void *cc, void *s, void *r, size_t count, ncclDataT
 ncclResult_t c_test_rc(void *req, int *done, int *size)
 {
 	*done = 0;
-	return opt.version == 11 ? P.c11->test(req, done, size) : P.c8->test(req, done, size);
+	return CN_CALL(test, req, done, size);
 }
 
 int c_test(void *req, int *size)
 {
 	int done = 0;
-	NCHECK(opt.version == 11 ? P.c11->test(req, &done, size) : P.c8->test(req, &done, size));
+	NCHECK(CN_CALL(test, req, &done, size));
 	return done;
+}
+
+/* The window calls as NCCL's version layers make them: one part; v8's part
+ * has a 32-bit size (NCCL's net_v8.cc refuses a larger window). */
+ncclResult_t c_iallgather_rc(void *cc, void *send, void *recv, size_t bpr, size_t wo, size_t wb,
+			     void *smh, void *rmh, void **req)
+{
+	ncclResult_t rc;
+
+	*req = NULL;
+	if (opt.version == 8) {
+		ncclNetSGE_v8_t p = { rmh, recv, (uint32_t)wb };
+		rc = P.c8->iallgather(cc, send, 1, &p, bpr, wo, wb, smh, req);
+	} else {
+		ncclNetSGE_t p = { rmh, recv, wb };
+		rc = opt.version == 11 ? P.c11->iallgather(cc, send, 1, &p, bpr, wo, wb, smh, req)
+				       : P.c9->iallgather(cc, send, 1, &p, bpr, wo, wb, smh, req);
+	}
+	if (rc == ncclSuccess && *req) {
+		issued_reqs++;
+		issued_bytes += wb;
+	}
+	return rc;
+}
+
+ncclResult_t c_ireducescatter_rc(void *cc, void *send, void *recv, size_t bpr, size_t wo,
+				 size_t wb, ncclDataType_t t, ncclRedOp_t op, void *smh, void *rmh,
+				 void **req)
+{
+	ncclResult_t rc;
+
+	*req = NULL;
+	if (opt.version == 8) {
+		ncclNetSGE_v8_t p = { smh, send, (uint32_t)wb };
+		rc = P.c8->ireducescatter(cc, 1, &p, recv, bpr, wo, wb, t, op, rmh, req);
+	} else {
+		ncclNetSGE_t p = { smh, send, wb };
+		rc = opt.version == 11
+			     ? P.c11->ireducescatter(cc, 1, &p, recv, bpr, wo, wb, t, op, rmh, req)
+			     : P.c9->ireducescatter(cc, 1, &p, recv, bpr, wo, wb, t, op, rmh, req);
+	}
+	if (rc == ncclSuccess && *req) {
+		issued_reqs++;
+		issued_bytes += wb;
+	}
+	return rc;
 }
 
 /* SUMCAST_HARNESS_POLL_US: sleep this long after a test() that found
