@@ -51,6 +51,12 @@ void admit_join(struct conn *c, const struct wire_join *w)
 
 		if (w->timeout_ms && w->timeout_ms < timeout)
 			timeout = w->timeout_ms;
+		if (d->key_len && chunk <= 2 * JOB_SEAL_ROOM) {
+			conn_refuse(c, WIRE_E_PARAMS, "job 0x%" PRIx64 ": chunk %u cannot carry sealed data "
+				    "(this daemon has a key: %u bytes of each chunk hold the seal)",
+				    w->job_id, chunk, JOB_SEAL_ROOM);
+			return;
+		}
 		if (d->njobs_live >= (uint64_t)cfg->max_jobs) {
 			conn_refuse(c, WIRE_E_TOO_MANY_JOBS, "daemon serves %u jobs, max-jobs is %lld",
 				    d->njobs_live, (long long)cfg->max_jobs);
@@ -168,7 +174,9 @@ void admit_rank_added(struct daemon *d, struct dcmd *ev)
 	m.type = WIRE_JOIN_OK;
 	m.u.join_ok.job_handle = j->handle;
 	m.u.join_ok.window = j->window;
-	m.u.join_ok.chunk_bytes = j->chunk;
+	m.u.join_ok.chunk_bytes = j->payload;
+	m.u.join_ok.flags = j->sealed ? WIRE_OK_F_SEALED : 0;
+	m.u.join_ok.data_nonce = j->data_nonce;
 	m.u.join_ok.timeout_ms = j->timeout_ms;
 	m.u.join_ok.addr_len = (uint16_t)j->thread->fabric->addrlen;
 	memcpy(m.u.join_ok.addr, j->thread->fabric->addr, j->thread->fabric->addrlen);

@@ -7,6 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
+
+#include <openssl/crypto.h>
 #include <event2/event.h>
 
 #include "clock.h"
@@ -103,6 +106,17 @@ struct job *job_create(struct daemon *d, const struct wire_join *w, struct dthre
 	j->timeout_ms = timeout_ms;
 	j->flags = w->flags;
 	j->has16 = has16;
+	j->payload = chunk;
+	if (d->key_len) {
+		/* Sealed: the job key from the shared key and a fresh nonce. */
+		uint8_t k[SC_SEAL_KEY];
+		if (getrandom(&j->data_nonce, sizeof(j->data_nonce), 0) != sizeof(j->data_nonce) ||
+		    sc_seal_derive(d->key, d->key_len, w->job_id, j->data_nonce, k) || sc_seal_init(&j->seal, k))
+			goto err;
+		OPENSSL_cleanse(k, sizeof(k));
+		j->sealed = true;
+		j->payload = chunk - JOB_SEAL_ROOM;
+	}
 	j->acc_bytes = has16 ? 2 * (size_t)chunk : chunk;
 	j->region_bytes = region;
 	j->mem_bytes = mem;
@@ -132,6 +146,8 @@ struct job *job_create(struct daemon *d, const struct wire_join *w, struct dthre
 	dthread_cmd(j->thread, &j->cmd_add);
 	return j;
 err:
+	if (j->sealed)
+		sc_seal_fini(&j->seal);
 	if (j->region)
 		munmap(j->region, region);
 	free(j->slots);
@@ -230,6 +246,8 @@ void job_free(struct daemon *d, struct job *j)
 	d->mem_used -= j->region_released ? j->mem_bytes - j->region_bytes : j->mem_bytes;
 	j->thread->njobs--;
 	j->thread->rx_reserved -= (uint64_t)j->window * j->nranks;
+	if (j->sealed)
+		sc_seal_fini(&j->seal);
 	free(j->slots);
 	free(j->rslots);
 	free(j);

@@ -103,6 +103,11 @@ static void slot_complete(struct dthread *t, struct job *j, struct slot *sl)
 		sl->reduce_ns += sc_now_ns() - t0;
 	}
 
+	if (j->sealed && sc_seal(&j->seal, SC_SEAL_RESULT, SC_SEAL_ANY_RANK, sl->chunk, sl->imm, sl->acc,
+				 sl->len, sl->acc)) {
+		slot_fail(t, j, WIRE_E_INTERNAL, "sealing the result of chunk seq %u failed (OpenSSL)", sl->seq);
+		return;
+	}
 	ctr_add(&t->stats.chunks, 1);
 	ctr_add(&j->chunks, 1);
 	hist_observe(&t->stats.reduce, hist_reduce_le, sl->reduce_ns);
@@ -126,6 +131,7 @@ void slot_free(struct dthread *t, struct job *j, struct slot *sl)
 	sl->ncontrib = 0;
 	sl->reduce_ns = 0;
 	sl->seq = (sl->seq + j->window) & WIRE_SEQ_MASK;
+	sl->chunk += j->window;
 	for (uint32_t r = 0; r < j->nranks; r++)
 		job_rslot(j, sl->index, r)->contributed = false;
 	if (!sl->npending)
@@ -155,10 +161,10 @@ void slot_contribute(struct dthread *t, struct job *j, uint32_t s, uint32_t r)
 		return;
 	}
 	esz = sc_dtype_size((enum sc_dtype)dt);
-	if (rs->len == 0 || rs->len % esz || rs->len > j->chunk) {
+	if (rs->len == 0 || rs->len % esz || rs->len > j->payload) {
 		slot_fail(t, j, WIRE_E_DATA,
 			  "rank %u sent %u bytes for chunk seq %u: not a positive multiple of the %s size up to %u",
-			  r, rs->len, seq, sc_dtype_name((enum sc_dtype)dt), j->chunk);
+			  r, rs->len, seq, sc_dtype_name((enum sc_dtype)dt), j->payload);
 		return;
 	}
 	if (sl->state == SLOT_SENDING) {

@@ -144,11 +144,30 @@ static void on_recv(struct dthread *t, const struct fabric_cqe *e, struct dop *d
 			    d->rank, d->slot);
 		return;
 	}
+	size_t len = e->len;
+	if (j->sealed) {
+		/* The chunk number of this message's seq: the slot's, or the
+		 * next one's (a rank may be a window ahead). A message sealed by
+		 * anyone without the job key does not open: dropped, counted. */
+		struct slot *sl = &j->slots[d->slot];
+		uint64_t ch = sl->chunk + ((wire_imm_seq((uint32_t)e->data) - sl->seq) & WIRE_SEQ_MASK);
+		if (len < SC_SEAL_TAG ||
+		    sc_unseal(&j->seal, SC_SEAL_DATA, d->rank, ch, (uint32_t)e->data, rs->buf,
+			      len - SC_SEAL_TAG, rs->buf)) {
+			dp_count_err(t, ERR_UNSEALED);
+			SC_LOG_RATELIMIT(SC_LOG_WARN, 1000,
+					 "job 0x%" PRIx64 ": dropped a %zu-byte message for rank %u slot %u that "
+					 "did not open under the job key", j->id, len, d->rank, d->slot);
+			dp_recv_post(t, j, d->slot, d->rank);
+			return;
+		}
+		len -= SC_SEAL_TAG;
+	}
 	rs->imm = e->data;
-	rs->len = (uint32_t)e->len;
-	ctr_add(&t->stats.rx_bytes, e->len);
-	ctr_add(&j->bytes_in, e->len);
-	ctr_add(&j->ranks[d->rank].bytes_in, e->len);
+	rs->len = (uint32_t)len;
+	ctr_add(&t->stats.rx_bytes, len); /* payload: a sealed message's tag is not data */
+	ctr_add(&j->bytes_in, len);
+	ctr_add(&j->ranks[d->rank].bytes_in, len);
 	slot_contribute(t, j, d->slot, d->rank);
 }
 

@@ -70,6 +70,7 @@
 #include <stdint.h>
 
 #include "fabric.h"
+#include "seal.h"
 #include "wire.h"
 
 struct conn;
@@ -109,6 +110,7 @@ struct slot {
 	uint8_t state;
 	bool in_retry;
 	uint32_t seq;        /* seq the slot expects (or is sending) */
+	uint64_t chunk;      /* the job's chunk number of seq (sealed IVs) */
 	uint32_t imm, len;   /* of the first contribution: all must agree */
 	uint32_t ncontrib;
 	uint32_t npending;
@@ -168,6 +170,14 @@ struct job {
 	uint32_t nranks, window, chunk, dtype_mask, timeout_ms;
 	uint16_t flags;
 	bool has16;
+	/* Sealed (the daemon has a key, seal.h): every DATA and RESULT is
+	 * payload + SC_SEAL_TAG. Buffers stay chunk bytes; the payload granted
+	 * is chunk - JOB_SEAL_ROOM. The key is derived at creation and used
+	 * by the data thread only. */
+	bool sealed;
+	uint32_t payload;    /* largest contribution: chunk, or chunk - JOB_SEAL_ROOM */
+	uint64_t data_nonce; /* sent in JOIN_OK */
+	struct sc_seal seal;
 	size_t acc_bytes; /* per slot */
 	size_t region_bytes; /* the buffer region (mmap, registered) */
 	size_t mem_bytes;    /* region + bookkeeping: what the budget is charged */
@@ -245,11 +255,16 @@ static inline void job_slots_init(struct job *j)
 		j->slots[s].job = j;
 		j->slots[s].index = s;
 		j->slots[s].seq = s & WIRE_SEQ_MASK;
+		j->slots[s].chunk = s;
 		j->slots[s].acc = job_acc0(j, s);
 		for (uint32_t r = 0; r < j->nranks; r++)
 			job_rslot(j, s, r)->buf = job_rbuf(j, s, r);
 	}
 }
+
+/* Room a sealed job keeps in each chunk buffer for the tag (a multiple of
+ * 64 so that payloads stay aligned for every type). */
+#define JOB_SEAL_ROOM 64u
 
 /* Bytes of a job's buffer region (receive buffers + accumulators). */
 static inline uint64_t job_region_bytes(uint32_t window, uint32_t chunk, uint32_t nranks, bool has16)

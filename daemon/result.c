@@ -22,7 +22,8 @@ static int unicast_send(struct dthread *t, struct job *j, struct slot *s)
 	while (s->send_next < j->nranks) {
 		uint32_t r = s->send_next;
 		struct job_rank *jr = &j->ranks[r];
-		int rc = fabric_tsend(t->fabric, s->acc, s->len, j->mr.desc, jr->fi_addr,
+		int rc = fabric_tsend(t->fabric, s->acc, s->len + (j->sealed ? SC_SEAL_TAG : 0), j->mr.desc,
+				      jr->fi_addr,
 				      wire_tag_make(WIRE_TAG_RESULT, jr->result_key, r, s->index), s->imm,
 				      &job_rslot(j, s->index, r)->sop.op);
 		if (rc == -FI_EAGAIN) {

@@ -12,7 +12,7 @@ const char *err_kind_name(unsigned kind)
 	static const char *const names[] = { "foreign_source", "truncated", "bad_header",
 					     "recv_error", "send_error", "no_immediate", "cq",
 					     "handshake_timeout", "connection_limit",
-					     "accept", "unexpected" };
+					     "accept", "unexpected", "unsealed" };
 	if (kind >= 1 && kind <= WIRE_CODE_MAX)
 		return wire_code_name((enum wire_code)kind);
 	if (kind > WIRE_CODE_MAX && kind < ERR_KIND_COUNT)

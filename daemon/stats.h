@@ -23,6 +23,7 @@ enum err_kind {
 	ERR_CONN_LIMIT,     /* connection refused at accept: max-connections */
 	ERR_ACCEPT,         /* accept() failed (EMFILE...): the listener paused */
 	ERR_UNEXPECTED,     /* a tagged message no receive matched, discarded */
+	ERR_UNSEALED,       /* DATA that did not open under the job key (sealed jobs), dropped */
 	ERR_KIND_COUNT,
 };
 

@@ -112,8 +112,11 @@ int main(void)
 	join_init(&j, 0x2a, 0, 3, fab);
 	int fd0 = join_ok(&j, &m);
 	uint32_t handle = m.u.join_ok.job_handle;
-	CHECK(m.u.join_ok.window == 4 && m.u.join_ok.chunk_bytes == 65536,
-	      "granted window %u chunk %u", m.u.join_ok.window, m.u.join_ok.chunk_bytes);
+	/* a daemon with a key seals: 64 bytes of each chunk hold the seal */
+	CHECK(m.u.join_ok.window == 4 && m.u.join_ok.chunk_bytes == 65536 - 64 &&
+		      (m.u.join_ok.flags & WIRE_OK_F_SEALED) && m.u.join_ok.data_nonce,
+	      "granted window %u chunk %u flags 0x%x nonce %llx", m.u.join_ok.window,
+	      m.u.join_ok.chunk_bytes, m.u.join_ok.flags, (unsigned long long)m.u.join_ok.data_nonce);
 	/* buffers 4 x 64 KiB x (3 + 2) plus bookkeeping (~180 B per rank per slot) */
 	double used = sd_metric(&d, "sumcast_memory_used_bytes");
 	CHECK(used > 4.0 * 65536 * 5 && used < 4.0 * 65536 * 5 + 4096 + 4 * 3 * 512,

@@ -123,6 +123,7 @@ static struct job *job_new(uint32_t nranks, uint32_t window, uint32_t dtype_mask
 	j->nranks = nranks;
 	j->window = window;
 	j->chunk = CHUNK;
+	j->payload = CHUNK;
 	j->dtype_mask = dtype_mask;
 	j->flags = flags;
 	j->has16 = has16;
