@@ -57,7 +57,7 @@ static int info_get(const struct fabric_params *p, struct fi_info **out, bool *h
 	const uint64_t tries[] = { base | FI_SOURCE | FI_DIRECTED_RECV, base };
 	int rc = -FI_ENODATA;
 
-	for (size_t t = 0; t < 2; t++) {
+	for (size_t t = p->no_source ? 1 : 0; t < 2; t++) {
 		struct fi_info *h = hints_make(p, tries[t]), *list = NULL;
 		if (!h)
 			return -FI_ENOMEM;

@@ -37,6 +37,7 @@ struct fabric_params {
 	const char *node;
 	size_t cq_size;   /* 0: 1024 */
 	bool thread_safe; /* FI_THREAD_SAFE instead of FI_THREAD_DOMAIN */
+	bool no_source;   /* do not ask for FI_SOURCE (as with a provider without it) */
 };
 
 struct fabric {

@@ -280,6 +280,7 @@ int dthread_start(struct dthread *t, unsigned index, int cpu, const struct setti
 		.provider = s->provider,
 		.node = *s->node ? s->node : NULL,
 		.cq_size = (size_t)s->cq_size,
+		.no_source = !s->source_check,
 	};
 	int rc;
 

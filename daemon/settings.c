@@ -51,6 +51,10 @@ const struct cfg_entry settings_table[] = {
 	  "Local address the data endpoints bind to (an interface's IP)", S(node), 0, 0, false },
 	{ "fabric", "cq-size", CFG_INT, "4096", "Completion queue entries per data endpoint",
 	  S(cq_size), 64, 1048576, false },
+	{ "fabric", "source-check", CFG_BOOL, "true",
+	  "Ask the provider who sent each message (FI_SOURCE) and drop DATA not from the rank's address; "
+	  "providers without it, or false, rely on the seal alone (keyed jobs) to reject foreign data",
+	  S(source_check), 0, 0, false },
 	{ "data", "threads", CFG_INT, "1",
 	  "Data-plane threads; each owns one fabric endpoint and the jobs assigned to it",
 	  S(threads), 1, 256, false },

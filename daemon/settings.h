@@ -35,6 +35,7 @@ struct settings {
 	char provider[CFG_STR_MAX];
 	char node[CFG_STR_MAX];
 	int64_t cq_size;
+	bool source_check;
 	/* [data] */
 	int64_t threads;
 	char cpus[CFG_STR_MAX];

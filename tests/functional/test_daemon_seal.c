@@ -1,0 +1,154 @@
+/* Data-plane authenticity (seal.h): with a key configured, a process that is
+ * not a joined rank cannot get data reduced into a job, even when it knows
+ * the daemon's data address, the job handle and the rank's tags (the worst
+ * case: on tcp;ofi_rxm a process on a rank's host can even pose as the
+ * rank's address). Two real ranks (the client library, which seals because
+ * the daemon says so in JOIN_OK) allreduce while an attacker's endpoint
+ * sends forged chunks under their tags first; every forged chunk must be
+ * dropped and counted (errors{kind="unsealed"}), the sums must stay exact,
+ * the daemon healthy. The daemon runs with [fabric] source-check = false,
+ * so the seal alone has to stop them (an attacker on its own address is
+ * also caught by the source check where the provider has one). tcp and shm
+ * (ctest functional/test_daemon_seal_shm). Before sealing, the forged chunks
+ * were summed in (rank 0's element read 1002 instead of 3). */
+#include <errno.h>
+#include <math.h>
+#include <rdma/fi_errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "test_daemon_harness.h"
+
+static struct sd d;
+static const uint8_t key[] = "0123456789abcdef-seal-test-key";
+#define KEYLEN (sizeof(key) - 1)
+#define COUNT 1024
+
+/* Sends a forged f32 chunk of `val` under rank's DATA tag of slot 0, seq 0. */
+static int forge(struct fabric *f, fi_addr_t daemon, uint32_t handle, uint32_t rank, float val)
+{
+	static float buf[COUNT];
+	struct fabric_op op;
+	struct fabric_cqe e;
+	int rc;
+
+	for (int i = 0; i < COUNT; i++)
+		buf[i] = val;
+	uint64_t end = sc_now_ms() + 5000;
+	while ((rc = fabric_tsend(f, buf, sizeof(buf), NULL, daemon, wire_tag_make(WIRE_TAG_DATA, handle, rank, 0),
+				  wire_imm_make(SC_F32, SC_OP_SUM, 0), &op)) == -FI_EAGAIN &&
+	       sc_now_ms() < end)
+		fabric_cq_poll(f, &e, 1);
+	if (rc)
+		return rc;
+	while (sc_now_ms() < end) /* completed: it reached the daemon */
+		if (fabric_cq_poll(f, &e, 1) == 1 && e.op == &op)
+			return e.err;
+	return -ETIMEDOUT;
+}
+
+int main(void)
+{
+	char extra[512], keyfile[160], agg[64];
+	struct fabric_params fp = { .provider = th_provider() };
+	struct client *c[2] = { 0 };
+	FILE *f;
+
+	if (strcmp(fp.provider, "shm"))
+		fp.node = "127.0.0.1";
+	snprintf(keyfile, sizeof(keyfile), "/tmp/sumcastd-seal-key.%d", (int)getpid());
+	f = fopen(keyfile, "w");
+	fprintf(f, "%s\n", key);
+	fclose(f);
+	/* The source check off: as with a provider that cannot tell senders
+	 * apart, or an attacker posing as the rank's address (tcp;ofi_rxm lets
+	 * a process on the rank's host announce the rank's port): the seal
+	 * alone must stop the forged chunks. */
+	snprintf(extra, sizeof(extra), "[auth]\nkey-file = %s\n[fabric]\nsource-check = false\n", keyfile);
+	if (sd_start(&d, extra)) {
+		unlink(keyfile);
+		th_skip("sumcastd did not start (see above)");
+	}
+	snprintf(agg, sizeof(agg), "127.0.0.1:%u", d.ctl);
+	const char *aggs[] = { agg };
+	for (uint32_t r = 0; r < 2; r++) {
+		struct client_params p = { .provider = fp.provider, .node = fp.node, .job_id = 0x5ea1,
+					   .rank = r, .nranks = 2, .chunk_bytes = 64 << 10, .window = 4,
+					   .key = key, .key_len = KEYLEN, .naggs = 1, .aggs = aggs };
+		CHECK(client_create(&p, &c[r]) == 0, "client %u", r);
+	}
+	int rc0 = -EAGAIN, rc1 = -EAGAIN;
+	for (uint64_t end = sc_now_ms() + 10000; (rc0 == -EAGAIN || rc1 == -EAGAIN) && sc_now_ms() < end;) {
+		if (rc0 == -EAGAIN)
+			rc0 = client_connect_poll(c[0]);
+		if (rc1 == -EAGAIN)
+			rc1 = client_connect_poll(c[1]);
+	}
+	CHECK(rc0 == 0 && rc1 == 0, "ranks joined: %d %d (%s)", rc0, rc1, client_error(c[0]));
+	uint32_t handle = 0, w, chunk;
+	CHECK(client_agg_info(c[0], 0, &handle, &w, &chunk) == 0, "job handle");
+
+	/* The attacker: the daemon's data address from a decoy job it joins
+	 * (it holds the key here: the worst case for the data plane is an
+	 * insider of the control plane who is not a rank of this job); then
+	 * forged chunks for both ranks of the victim job, before they send. */
+	struct fabric *atk;
+	struct wire_join j;
+	struct wire_msg ok;
+	fi_addr_t daemon;
+	CHECK(fabric_open(&fp, &atk) == 0, "attacker endpoint");
+	join_init(&j, 0xdec0, 0, 2, atk);
+	int fd = ctl_join(&d, &j, key, KEYLEN, &ok);
+	CHECK(fd >= 0 && ok.type == WIRE_JOIN_OK, "decoy join");
+	CHECK(fabric_av_insert(atk, ok.u.join_ok.addr, ok.u.join_ok.addr_len, &daemon) == 0, "daemon address");
+	const char *unsealed = "sumcast_errors_total{kind=\"unsealed\"}",
+		   *foreign = "sumcast_errors_total{kind=\"foreign_source\"}";
+	double u0 = sd_metric(&d, unsealed), f0 = sd_metric(&d, foreign);
+	CHECK(forge(atk, daemon, handle, 0, 1000.0f) == 0, "forged chunk for rank 0 not sent");
+	CHECK(forge(atk, daemon, handle, 1, 1000.0f) == 0, "forged chunk for rank 1 not sent");
+	uint64_t end = sc_now_ms() + 5000;
+	while (sd_metric(&d, unsealed) - u0 + sd_metric(&d, foreign) - f0 < 2 && sc_now_ms() < end)
+		th_sleep_ms(10);
+	double by_seal = sd_metric(&d, unsealed) - u0, by_source = sd_metric(&d, foreign) - f0;
+	double dropped = by_seal + by_source;
+	CHECK(dropped == 2, "forged chunks dropped and counted: %g (seal %g, source %g), want 2", dropped,
+	      by_seal, by_source);
+	CHECK(by_seal == 2, "the seal must drop them (the source check is off): %g", by_seal);
+
+	/* The real allreduce: 1 + 2 everywhere. */
+	static float s0[COUNT], s1[COUNT], r0[COUNT], r1[COUNT];
+	for (int i = 0; i < COUNT; i++) {
+		s0[i] = 1.0f;
+		s1[i] = 2.0f;
+	}
+	struct client_req *q0, *q1;
+	CHECK(client_allreduce(c[0], s0, r0, COUNT, SC_F32, SC_OP_SUM, NULL, NULL, &q0) == 0, "allreduce 0");
+	CHECK(client_allreduce(c[1], s1, r1, COUNT, SC_F32, SC_OP_SUM, NULL, NULL, &q1) == 0, "allreduce 1");
+	int d0 = 0, d1 = 0, e0 = 0, e1 = 0;
+	for (end = sc_now_ms() + 10000; (!d0 || !d1) && sc_now_ms() < end;) {
+		if (!d0)
+			e0 = client_test(c[0], q0, &d0);
+		if (!d1)
+			e1 = client_test(c[1], q1, &d1);
+	}
+	CHECK(d0 && d1 && !e0 && !e1, "allreduce done %d %d, errors %d %d", d0, d1, e0, e1);
+	int bad = 0;
+	for (int i = 0; i < COUNT; i++)
+		bad += r0[i] != 3.0f || r1[i] != 3.0f;
+	CHECK(bad == 0, "%d elements wrong: rank 0 element 0 is %g, rank 1 %g (want 3)", bad, r0[0], r1[0]);
+	printf("  %s: forged chunks dropped: %g by the seal, %g by the source check; sums exact (%g)\n",
+	       fp.provider, by_seal, by_source, r0[0]);
+	char body[64];
+	CHECK(sd_http(&d, "/healthz", body, sizeof(body)) == 200, "daemon not healthy");
+
+	close(fd);
+	fabric_close(atk);
+	client_destroy(c[0]);
+	client_destroy(c[1]);
+	CHECK(sd_stop(&d, SIGTERM, 10000) == 0, "exit status after SIGTERM");
+	sd_cleanup(&d);
+	unlink(keyfile);
+	return th_summary("test_daemon_seal");
+}
