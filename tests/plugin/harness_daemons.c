@@ -24,7 +24,9 @@ static struct sc_daemon_opts daemon_opts(const char *name, const char *extra, ui
 {
 	return (struct sc_daemon_opts){
 		.binary = opt.daemon,
-		.provider = "tcp",
+		/* the ranks' provider (harness_main sets tcp unless told) */
+		.provider = getenv("SUMCAST_PROVIDER") && *getenv("SUMCAST_PROVIDER")
+				    ? getenv("SUMCAST_PROVIDER") : "tcp",
 		.node = "127.0.0.1",
 		.extra = extra,
 		.dir = rv_dir,

@@ -241,6 +241,7 @@ static uint64_t run_case(const struct wcase *c, void *cc, void *mh, uint8_t *reg
 	size_t ar_slice = (AR_COUNT * 4 + 2 * GUARD + 63) & ~(size_t)63;
 	size_t ub_send = c->kind == RS ? total : bpr, ub_recv = c->kind == RS ? bpr : total;
 	size_t need = c->ub ? ub_send + ub_recv + 4 * GUARD : (size_t)ngroups * STEPS * 2 * slice;
+	need = (need + 63) & ~(size_t)63; /* the allreduce slices: f32-aligned */
 	need += STEPS * 2 * ar_slice;
 	CHECK(need <= region_len, "case %s needs %zu bytes of region, have %zu", c->name, need, region_len);
 	memset(region, CANARY, need);
