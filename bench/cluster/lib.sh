@@ -415,8 +415,10 @@ level = info
 
 [auth]
 # The run's own namespaces, no key: a non-loopback daemon serves anonymous
-# jobs only when told so.
+# jobs only when told so. With SC_KEY_FILE (run --key) the jobs are signed
+# and their data sealed (common/seal.h).
 allow-anonymous = true
+${SC_KEY_FILE:+key-file = $SC_KEY_FILE}
 EOF
 }
 
