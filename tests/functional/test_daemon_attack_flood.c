@@ -185,6 +185,22 @@ static void scenario(const char *what, const char *rx_size, uint32_t win, uint32
 		sd_cleanup(&d);
 		return;
 	}
+	/* The flooder is forked before any endpoint exists here, and waits
+	 * for the daemon's data address. */
+	int go[2];
+	CHECK(pipe(go) == 0, "pipe");
+	pid_t child = fork();
+	if (child == 0) {
+		uint8_t addr[FABRIC_ADDR_MAX];
+		uint16_t alen = 0;
+		close(go[1]);
+		if (read(go[0], &alen, sizeof(alen)) != sizeof(alen) || alen > sizeof(addr) ||
+		    read(go[0], addr, alen) != (ssize_t)alen)
+			_exit(5);
+		_exit(flood(addr, alen, nmsg));
+	}
+	CHECK(child > 0, "fork");
+	close(go[0]);
 	if (rx_size) {
 		/* Twice the queue: refused at its first JOIN. */
 		struct wire_join j;
@@ -211,10 +227,13 @@ static void scenario(const char *what, const char *rx_size, uint32_t win, uint32
 	long rss0 = sd_rss_settled(&d, 3000);
 	double un0 = sd_metric(&d, "sumcast_errors_total{kind=\"unexpected\"}");
 
-	pid_t child = fork();
-	if (child == 0)
-		_exit(flood(rk[0].ok.addr, rk[0].ok.addr_len, nmsg));
-	CHECK(child > 0, "fork");
+	/* Told the daemon's address (JOIN_OK) through the pipe, the child
+	 * floods (it was forked before this process opened any endpoint). */
+	uint16_t alen = rk[0].ok.addr_len;
+	CHECK(write(go[1], &alen, sizeof(alen)) == sizeof(alen) &&
+		      write(go[1], rk[0].ok.addr, alen) == (ssize_t)alen,
+	      "%s: the address not passed to the flooder", what);
+	close(go[1]);
 
 	/* The job goes on during the flood. */
 	uint64_t t0 = sc_now_ms();
@@ -240,7 +259,7 @@ static void scenario(const char *what, const char *rx_size, uint32_t win, uint32
 		waitpid(child, &status, 0);
 	}
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-	      "%s: flooder: status 0x%x (2: setup, 3: send, 4: not all sent)", what, status);
+	      "%s: flooder: status 0x%x (2: setup, 3: send, 4: not all sent, 5: no address)", what, status);
 
 	/* Every message is counted once it is discarded. */
 	double want = un0 + nmsg + FLOOD_BIG_N, un = NAN;
