@@ -21,7 +21,8 @@
  *                 [--splits 0,0.25,0.5,0.75,1,auto]   (one variant per split, interleaved)
  *                 [--coll allreduce|reducescatter|allgather]   (the collective timed;
  *                 the last two: NCCL's window calls, ring only)
- *                 --json adds a fabric_rtt row (8-byte ping-pong, ranks 0 and 1)
+ *                 a fabric_rtt row (8-byte ping-pong, ranks 0 and 1, interleaved with
+ *                 the first size's rounds; --no-rtt: none)
  *
  * Emulated cluster (bench/cluster/run): with SUMCAST_HARNESS_NETNS=ns0,ns1,...
  * rank r enters network namespace r (setns on /run/netns/<name>) right after
@@ -212,6 +213,8 @@ ncclResult_t c_ireducescatter_rc(void *cc, void *send, void *recv, size_t bpr, s
  * nranks blocks of bpr bytes, windows of at most 2 MiB, 8 outstanding. */
 void window_chunked(void *cc, int kind, uint8_t *send, uint8_t *recv, size_t bpr, ncclDataType_t t,
 		    ncclRedOp_t op, void *mh);
+/* More spinning ranks and daemons than CPUs: waiting loops yield. */
+bool harness_oversubscribed(void);
 /* NCCL's proxy: chunks of at most 2 MiB, up to 8 outstanding, in order. */
 void allreduce_chunked(void *cc, uint8_t *send, uint8_t *recv, size_t count, ncclDataType_t t,
 		       ncclRedOp_t op, void *mh);

@@ -2,6 +2,7 @@
  * interleaved in the same ranks, one copy of the plugin each. */
 #include "harness.h"
 
+#include <sched.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -26,6 +27,7 @@
  * seconds (2). */
 
 int bench_coll; /* --coll: 0 allreduce, 1 reducescatter, 2 allgather */
+static bool bench_no_rtt; /* --no-rtt: no fabric_rtt samples (profiles of the modes alone) */
 static const char *const bench_coll_names[] = { "allreduce", "reducescatter", "allgather" };
 
 /* ---- fabric_rtt: an 8-byte ping-pong between ranks 0 and 1 over the
@@ -50,7 +52,7 @@ static void rtt_open(struct rtt *x)
 	uint8_t addr[FABRIC_ADDR_MAX];
 
 	memset(x, 0, sizeof(*x));
-	if (opt.nranks < 2 || my_rank > 1)
+	if (opt.nranks < 2 || my_rank > 1 || bench_no_rtt)
 		return;
 	const char *iface = getenv("SUMCAST_IFACE");
 	struct fabric_params p = { .provider = getenv("SUMCAST_PROVIDER"),
@@ -115,6 +117,9 @@ static void rtt_wait(struct rtt *x, int n, double end)
 		      k > 0 ? cqe.err : 0);
 		n -= k;
 		CHECK(sc_now_ns() / 1e9 < end, "fabric_rtt: no completion in 30 s");
+		/* wait as allreduce_chunked waits, so that load hits both alike */
+		if (!k && harness_oversubscribed())
+			sched_yield();
 	}
 }
 
@@ -152,7 +157,7 @@ static int parse_type(const char *s, ncclDataType_t *out)
 }
 
 #define BENCH_MAX 6
-#define BENCH_ROUNDS_MAX 200
+#define BENCH_ROUNDS_MAX 2000
 /* Modes: ring, agg, auto by default; --variant NAME=SPLIT[@PLUGIN] (repeated)
  * replaces them, e.g. to compare two builds of the plugin in one run, where
  * the machine's load hits both alike. SPLIT 0 means no aggregators. */
@@ -356,7 +361,7 @@ void run_bench(void)
 		size_t rcount = bench_coll == 1 ? count / (size_t)N : count;
 		if (!count)
 			continue;
-		bool with_rtt = rtt_done == false && N > 1;
+		bool with_rtt = rtt_done == false && N > 1 && !bench_no_rtt;
 		rtt_done = true;
 		int k = bytes <= (64 << 10) ? 16 : bytes <= (1 << 20) ? 4 : 1;
 		int min_rounds = bytes <= (16 << 20) ? 5 : 3;
@@ -536,6 +541,7 @@ int bench_option(int c, const char *arg)
 	case 'R': bench_rounds = atoi(arg); return 0;
 	case 'S': bench_time_per_size = atof(arg); return 0;
 	case 'f': bench_factor = atof(arg); return 0;
+	case 'Q': bench_no_rtt = true; return 0;
 	case 'X':
 		for (int i = 0; i < 3; i++)
 			if (!strcmp(arg, bench_coll_names[i])) {

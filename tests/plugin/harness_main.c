@@ -26,7 +26,7 @@ void usage(void)
 		"       faults (bench/faults): [--kinds kill,stop,term,restart] [-e BYTES] [--before S]\n"
 		"              [--after S] [--retention-bytes B] [--type T] [--json]\n"
 		"       bench: [-f|--factor F] [--rounds R] [--time-per-size S]\n"
-		"              [--coll allreduce|reducescatter|allgather]\n"
+		"              [--coll allreduce|reducescatter|allgather] [--no-rtt]\n"
 		"              [--variant NAME=SPLIT[@PLUGIN][%%VAR=VALUE]]... [--splits S,S,...]\n",
 		program_invocation_short_name);
 	exit(2);
@@ -74,7 +74,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		{ "fault", 1, 0, 'F' }, { "fault-agg", 1, 0, 'G' }, { "ops", 1, 0, 'O' },
 		{ "fault-at", 1, 0, 'A' }, { "expect-copies", 0, 0, 'C' }, { "kinds", 1, 0, 'K' },
 		{ "before", 1, 0, 'B' }, { "after", 1, 0, 'Z' }, { "retention-bytes", 1, 0, 'Y' },
-		{ "coll", 1, 0, 'X' },
+		{ "coll", 1, 0, 'X' }, { "no-rtt", 0, 0, 'Q' },
 		{ 0, 0, 0, 0 }
 	};
 	static char plugin_buf[PATH_MAX + 64], daemon_buf[PATH_MAX + 64], aggs[1024];
@@ -91,7 +91,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 	}
 	opt.plugin = harness_plugin_default;
 	opt.daemon = harness_daemon_default;
-	while ((c = getopt_long(argc, argv, "n:m:s:v:p:d:b:e:t:jVa:T:k:x:R:S:f:W:L:DrIF:G:O:A:CK:B:Z:Y:X:", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "n:m:s:v:p:d:b:e:t:jVa:T:k:x:R:S:f:W:L:DrIF:G:O:A:CK:B:Z:Y:X:Q", lo, NULL)) != -1) {
 		switch (c) {
 		case 'n': opt.nranks = atoi(optarg); break;
 		case 'm': opt.naggs = atoi(optarg); break;
@@ -106,7 +106,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		case 'V': opt.verbose = true; break;
 		case 'a': opt.aggs = optarg; break;
 		case 'T': opt.timeout_s = atoi(optarg); timeout_given = true; break;
-		case 'R': case 'S': case 'f': case 'W': case 'L': case 'X':
+		case 'R': case 'S': case 'f': case 'W': case 'L': case 'X': case 'Q':
 			if (bench_option(c, optarg))
 				usage();
 			break;

@@ -403,7 +403,7 @@ static uint64_t run_case(const struct wcase *c, void *cc, void *mh, uint8_t *reg
 			head[g]++;
 			done++;
 		}
-		if (!any && opt.nranks > 2)
+		if (!any && harness_oversubscribed())
 			sched_yield();
 	}
 	if (c->ub) {
@@ -634,7 +634,7 @@ void window_chunked(void *cc, int kind, uint8_t *send, uint8_t *recv, size_t bpr
 		int size = -1;
 		if (done < issued && c_test(reqs[done % STEPS], &size))
 			done++;
-		else if (opt.nranks > 2)
+		else if (harness_oversubscribed())
 			sched_yield();
 	}
 }
