@@ -58,6 +58,11 @@ struct fake {
 	/* sizes of the data messages received, in completion order */
 	size_t lens[256];
 	int nlens;
+	/* the echo's endpoint, closed by fake_stop: shm maps a peer of the
+	 * same process into it, so it must outlive the client's endpoints */
+	struct fabric *fab;
+	void *slots;
+	int halted;
 };
 
 static const char *provider(void)
@@ -222,6 +227,15 @@ static void *fake_main(void *arg)
 	uint8_t cbuf[WIRE_MSG_MAX];
 	size_t clen = 0;
 	while (!f->stop && sc_now_ms() < until && fd >= 0) {
+		if (f->got_leave) {
+			/* The client is closing its endpoints: ours stays still
+			 * (see struct fake); only the control socket, until EOF. */
+			struct pollfd lp = { fd, POLLIN, 0 };
+			char b[256];
+			if (poll(&lp, 1, 5) > 0 && recv(fd, b, sizeof(b), 0) <= 0)
+				break;
+			continue;
+		}
 		for (uint32_t s = 0; s < window; s++) {
 			struct echo_slot *e = &slots[s];
 			if (e->state == 0 &&
@@ -298,16 +312,10 @@ static void *fake_main(void *arg)
 				f->got_leave = 1;
 		}
 	}
-	for (uint32_t s = 0; s < window; s++)
-		if (slots[s].state == 1)
-			fabric_cancel(fab, &slots[s].rop);
-	for (int k = 0; k < 100; k++) {
-		struct fabric_cqe ev[16];
-		if (fabric_cq_poll(fab, ev, 16) <= 0)
-			usleep(1000);
-	}
-	fabric_close(fab);
-	free(slots);
+	/* The endpoint stays open and unpolled until fake_stop, after the
+	 * client is gone (see struct fake). */
+	f->fab = fab;
+	f->slots = slots;
 	if (fd >= 0)
 		close(fd);
 	return NULL;
@@ -323,10 +331,24 @@ static void fake_start(struct fake *f, enum fake_mode mode, const uint8_t *key)
 	assert_int_equal(pthread_create(&f->th, NULL, fake_main, f), 0);
 }
 
-static void fake_stop(struct fake *f)
+/* Stops the fake's thread (no more polling of its endpoint): before the
+ * client closes its endpoints, so that an in-process shm peer never touches
+ * a region the client has just unmapped. */
+static void fake_halt(struct fake *f)
 {
+	if (f->halted)
+		return;
 	f->stop = 1;
 	pthread_join(f->th, NULL);
+	f->halted = 1;
+}
+
+static void fake_stop(struct fake *f)
+{
+	fake_halt(f);
+	if (f->fab)
+		fabric_close(f->fab);
+	free(f->slots);
 	close(f->lfd);
 }
 
@@ -484,6 +506,7 @@ static void expect_join_error(enum fake_mode mode, unsigned timeout_ms, int want
 	snprintf(want, sizeof(want), "%s%s", agg, want_tail);
 	if (!strstr(client_error(c), want))
 		fail_msg("error \"%s\" lacks \"%s\"", client_error(c), want);
+	fake_halt(&f);
 	client_destroy(c);
 	fake_stop(&f);
 }
@@ -721,6 +744,8 @@ static void test_eager_cut(void **state)
 		}
 	fabric_mr_dereg(&smr);
 	fabric_mr_dereg(&rmr);
+	fake_halt(&f[0]);
+	fake_halt(&f[1]);
 	client_destroy(c);
 	fake_stop(&f[0]);
 	fake_stop(&f[1]);
@@ -768,6 +793,7 @@ static void expect_data_error(enum fake_mode mode, int want_rc, const char *want
 			 -EPIPE);
 	fabric_mr_dereg(&smr);
 	fabric_mr_dereg(&rmr);
+	fake_halt(&f);
 	client_destroy(c);
 	fake_stop(&f);
 	free(sb);
