@@ -168,14 +168,14 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 	setenv("SUMCAST_CONNECT_TIMEOUT", "10s", 0);
 	if (!strcmp(opt.mode, "fault")) {
 		/* The trace holds what the fault test checks; drained daemons
-		 * abort soon; a dead node is an error within 8 s. */
+		 * abort soon; a dead node is an error within 15 s. */
 		if (!fopt.k1 || (opt.naggs < 1 && !opt.aggs))
 			usage();
 		opt.trace = true;
 		if (!fopt.ops)
 			fopt.ops = 1000;
 		setenv("HARNESS_DAEMON_CONF", "[control]\\ndrain-timeout = 300ms", 0);
-		setenv("SUMCAST_AGG_TIMEOUT", "8s", 0);
+		setenv("SUMCAST_AGG_TIMEOUT", "15s", 0);
 		if (!timeout_given)
 			opt.timeout_s = 600;
 	}
