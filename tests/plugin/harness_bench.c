@@ -117,9 +117,8 @@ static void rtt_wait(struct rtt *x, int n, double end)
 		      k > 0 ? cqe.err : 0);
 		n -= k;
 		CHECK(sc_now_ns() / 1e9 < end, "fabric_rtt: no completion in 30 s");
-		/* wait as allreduce_chunked waits, so that load hits both alike */
-		if (!k && harness_oversubscribed())
-			sched_yield();
+		/* no yield: the provider's raw round trip, as fi_pingpong
+		 * measures it (the other ranks sleep meanwhile) */
 	}
 }
 
@@ -405,6 +404,12 @@ void run_bench(void)
 					 * from them), woken by a file from rank 0 */
 					char name[32];
 					snprintf(name, sizeof(name), "rtt-%zu-%d", bytes, nr);
+					/* a barrier first: ranks 0 and 1 spinning in the
+					 * ping-pong would starve a rank still finishing the
+					 * previous mode's last allreduce (measured: that
+					 * mode's time doubled) */
+					P = inst[0].p;
+					allreduce_chunked(inst[0].cc, send, recv, 1, t, ncclSum, inst[0].mh);
 					samples[m][nr] = rtt.on ? rtt_sample(&rtt) : 0;
 					if (my_rank == 0)
 						rv_put(name, 0, "", 0);
