@@ -11,7 +11,7 @@
  * binary (../plugin, ../daemon).
  *
  *   allreduce --nranks 4 --naggs 2 -b 8 -e 256M [-f 2] [--type f32] [--json]
- *             [--time-per-size S] [--rounds R] [--variant NAME=SPLIT[@SO][%VAR=VAL]]...
+ *             [--time-per-size S] [--rounds R] [--variant NAME=SPLIT[@SO][%VAR=VAL...]]...
  *
  * Benchmarks report; they do not pass or fail on time. */
 #include "../tests/plugin/harness.h"

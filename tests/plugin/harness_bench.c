@@ -165,7 +165,26 @@ static bool bench_default = true;
 static const char *bench_names[BENCH_MAX] = { "ring", "agg", "auto" };
 static const char *bench_split_env[BENCH_MAX] = { "0", "1", "auto" };
 static const char *bench_plugin[BENCH_MAX];
-static char *bench_env[BENCH_MAX]; /* "VAR=VAL": set while this variant's plugin initialises */
+/* "VAR=VAL[%VAR=VAL...]": set while this variant's plugin initialises */
+static char *bench_env[BENCH_MAX];
+
+/* Sets (on) or unsets (!on) every VAR=VAL of a variant's list. */
+static void bench_env_apply(const char *list, bool on)
+{
+	char buf[1024];
+
+	snprintf(buf, sizeof(buf), "%s", list);
+	for (char *save = NULL, *e = strtok_r(buf, "%", &save); e; e = strtok_r(NULL, "%", &save)) {
+		char *eq = strchr(e, '=');
+		if (!eq)
+			continue;
+		*eq = 0;
+		if (on)
+			setenv(e, eq + 1, 1);
+		else
+			unsetenv(e);
+	}
+}
 static int bench_rounds = 25;
 static double bench_time_per_size = 2.0, bench_factor = 2.0;
 
@@ -187,15 +206,12 @@ static void bench_open(struct bench_inst *b, int m, uint8_t *region, size_t len)
 		unsetenv("SUMCAST_AGGREGATORS");
 	setenv("SUMCAST_SPLIT", bench_split_env[m], 1);
 	if (bench_env[m])
-		putenv(bench_env[m]);
+		bench_env_apply(bench_env[m], true);
 	opt.plugin = so;
 	memset(&P, 0, sizeof(P));
 	plugin_open(true);
-	if (bench_env[m]) {
-		char var[128];
-		snprintf(var, sizeof(var), "%.*s", (int)strcspn(bench_env[m], "="), bench_env[m]);
-		unsetenv(var);
-	}
+	if (bench_env[m])
+		bench_env_apply(bench_env[m], false);
 	opt.plugin = orig;
 	if (aggs)
 		setenv("SUMCAST_AGGREGATORS", saved, 1);

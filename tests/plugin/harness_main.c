@@ -27,7 +27,7 @@ void usage(void)
 		"              [--after S] [--retention-bytes B] [--type T] [--json]\n"
 		"       bench: [-f|--factor F] [--rounds R] [--time-per-size S]\n"
 		"              [--coll allreduce|reducescatter|allgather] [--no-rtt]\n"
-		"              [--variant NAME=SPLIT[@PLUGIN][%%VAR=VALUE]]... [--splits S,S,...]\n",
+		"              [--variant NAME=SPLIT[@PLUGIN][%%VAR=VALUE...]]... [--splits S,S,...]\n",
 		program_invocation_short_name);
 	exit(2);
 }
