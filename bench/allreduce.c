@@ -12,6 +12,15 @@
  *
  *   allreduce --nranks 4 --naggs 2 -b 8 -e 256M [-f 2] [--type f32] [--json]
  *             [--time-per-size S] [--rounds R] [--variant NAME=SPLIT[@SO][%VAR=VAL...]]...
+ *             [--coll allreduce|reducescatter|allgather] [--no-rtt]
+ *
+ * --coll reducescatter|allgather times CollNet Direct's window calls as
+ * NCCL's proxy issues them (size = the whole buffer of N blocks, busbw =
+ * algbw * (N-1)/N, the ring column only unless --variant asks). Every run
+ * also measures fabric_rtt: an 8-byte ping-pong between ranks 0 and 1 over
+ * the same provider, interleaved with the first size's rounds (a JSON row,
+ * a comment line in the table; --no-rtt: none), the floor of the
+ * aggregator path's one round trip.
  *
  * Benchmarks report; they do not pass or fail on time. */
 #include "../tests/plugin/harness.h"
