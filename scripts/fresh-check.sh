@@ -11,9 +11,10 @@
 #   --keep      leave the root (unmounted) for a look; its path is printed
 #   --tail N    lines of each log to print (40)
 # Needs root, the Debian mirror this host's apt uses, ~6 GB under /var/tmp
-# (SUMCAST_FRESH_DIR to put it elsewhere). About 10 min on 2 cores with a
+# (SUMCAST_FRESH_DIR to put it elsewhere). About 15 min on 2 cores with a
 # near mirror (debootstrap 30 s, demo 1-2 min with its packages, test.sh
-# 7 min). Only committed work is checked: the clone is of HEAD.
+# 12 min with its packages and the ASan stage). Only committed work is
+# checked: the clone is of HEAD.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 logs="" keep=0 ntail=40
