@@ -501,6 +501,19 @@ static void usage(void)
 	exit(2);
 }
 
+/* The daemons and everything the run wrote under g.dir (configs, the key). */
+static void run_cleanup(void)
+{
+	char kp[300];
+
+	daemons_stop();
+	for (int i = 0; i < g.ndaemons; i++)
+		sc_daemon_cleanup(&g.daemons[i], false);
+	snprintf(kp, sizeof(kp), "%s/key", g.dir);
+	unlink(kp);
+	rmdir(g.dir);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -572,13 +585,13 @@ int main(int argc, char **argv)
 	fflush(stdout);
 
 	if (g.auth && test_wrong_key()) {
-		daemons_stop();
+		run_cleanup();
 		printf("FAIL\n");
 		return 1;
 	}
 	if (g.unreachable) {
 		int rc = test_unreachable();
-		daemons_stop();
+		run_cleanup();
 		printf("%s\n", rc ? "FAIL" : "PASS");
 		return rc;
 	}
@@ -688,10 +701,7 @@ int main(int argc, char **argv)
 		int st;
 		waitpid(kids[k], &st, 0);
 	}
-	daemons_stop();
-	for (int i = 0; i < g.ndaemons; i++)
-		sc_daemon_cleanup(&g.daemons[i], false);
-	rmdir(g.dir);
+	run_cleanup();
 	printf("%s\n", failures ? "FAIL" : "PASS");
 	return failures ? 1 : 0;
 }

@@ -172,6 +172,8 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		if (!fopt.k1 || (opt.naggs < 1 && !opt.aggs))
 			usage();
 		opt.trace = true;
+		if (!fopt.ops && getenv("HARNESS_FAULT_OPS")) /* the ASan stage of test.sh: fewer */
+			fopt.ops = strtoull(getenv("HARNESS_FAULT_OPS"), NULL, 10);
 		if (!fopt.ops)
 			fopt.ops = 1000;
 		setenv("HARNESS_DAEMON_CONF", "[control]\\ndrain-timeout = 300ms", 0);
