@@ -191,6 +191,11 @@ void client_req_chunk_range(const struct client_req *r, size_t agg, uint64_t chu
 			    size_t *len);
 /* The request's buffers as given to client_allreduce_on. */
 void client_req_bufs(const struct client_req *r, const void **send, void **recv);
+/* agg's data path state (busy slots), logged at `level` (enum sc_log_level):
+ * for a request that waits far too long. */
+void client_agg_dump(const struct client *c, size_t agg, int level);
+/* Chunks of req whose result has neither arrived nor been repaired. */
+size_t client_req_left(const struct client_req *r);
 /* The caller wrote chunk's result into req's receive buffer. */
 void client_chunk_done(struct client *c, struct client_req *req, size_t agg, uint64_t chunk);
 /* The retention copies (naggs x window x chunk bytes), to register with the

@@ -19,6 +19,7 @@
 #include "client_int.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <rdma/fi_errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -261,15 +262,25 @@ static void handle_cqe(struct client *c, size_t ai, const struct fabric_cqe *e)
 	a->last_ns = sc_now_ns();
 	if (!o->is_recv) {
 		s->send_posted = 0;
-		if (e->err && e->err != -FI_ECANCELED)
+		/* We never cancel a send: a cancelled one is the provider
+		 * dropping the connection (ofi_rxm does when the peer goes). */
+		if (e->err && (e->err != -FI_ECANCELED || !c->broken))
 			client_agg_fail(c, a, -EIO, "%s: sending chunk seq %u (%zu bytes) failed: %s",
 					a->name, s->seq, s->len, fi_strerror(-e->err));
 		slot_release_maybe(c, a, s);
 		return;
 	}
 	s->recv_posted = 0;
-	if (e->err == -FI_ECANCELED) {
-		/* cancelled after a failure: r->err is already set */
+	if (e->err == -FI_ECANCELED && c->broken) {
+		/* we cancelled it after a failure: r->err is already set */
+	} else if (e->err == -FI_ECANCELED) {
+		/* Not us: the provider flushed a receive directed at this
+		 * aggregator because its connection went (ofi_rxm does). The
+		 * result never came; taking it as a free slot would lose the
+		 * chunk (and, with failover, report it held). */
+		client_agg_fail(c, a, -ECONNRESET,
+				"%s: the result receive for chunk seq %u was cancelled by the provider "
+				"(the connection was lost)", a->name, s->seq);
 	} else if (e->err == -FI_ETRUNC) {
 		client_agg_fail(c, a, -EPROTO,
 				"%s sent a result of %zu bytes for chunk seq %u of %zu bytes (slot %u)",
@@ -507,6 +518,30 @@ const void *client_chunk_data(const struct client *c, size_t agg, uint64_t chunk
 		return client_slot_buf(c->retention, c, agg, (uint32_t)(chunk % a->window));
 	}
 	return NULL;
+}
+
+void client_agg_dump(const struct client *c, size_t agg, int level)
+{
+	const struct client_agg *a = &c->aggs[agg];
+	uint64_t now = sc_now_ns();
+
+	SC_LOG_AT(level, "%s: state %d, next chunk %" PRIu64 " (assigned %" PRIu64 "), hi %" PRIu64
+		  ", %u busy, pending slot %d, queue head %d, last completion %.1f s ago", a->name,
+		  (int)a->st, a->next_c, a->next_assign, a->hi, a->inflight, a->pending_slot, a->q_head,
+		  (now - a->last_ns) / 1e9);
+	for (uint32_t si = 0; si < a->window; si++) {
+		const struct client_slot *s = &a->slots[si];
+		if (s->req >= 0)
+			SC_LOG_AT(level, "  slot %u: request %d chunk %" PRIu64 " seq %u, %zu bytes, recv %s, "
+				  "send %s%s%s", si, s->req, s->chunk, s->seq, s->len,
+				  s->recv_posted ? "posted" : "done", s->send_posted ? "posted" : "done",
+				  s->send_pending ? " (pending)" : "", s->got ? ", got" : "");
+	}
+}
+
+size_t client_req_left(const struct client_req *r)
+{
+	return r->chunks_left;
 }
 
 void client_chunk_done(struct client *c, struct client_req *r, size_t agg, uint64_t chunk)

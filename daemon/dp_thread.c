@@ -110,8 +110,14 @@ static void on_recv(struct dthread *t, const struct fabric_cqe *e, struct dop *d
 		return;
 	}
 	if (e->err) {
-		if (e->err == -FI_ECANCELED)
+		if (e->err == -FI_ECANCELED) {
+			/* Ours (the rank left) ends here; one the provider
+			 * flushed on its own is posted again (the rank's own
+			 * side sees the lost connection and says so). */
+			if (!j->ranks[d->rank].left)
+				dp_recv_post(t, j, d->slot, d->rank);
 			return;
+		}
 		if (e->err == -FI_ETRUNC) {
 			/* An error completion carries no source (libfabric 1.17 has
 			 * no src_addr in fi_cq_err_entry), so the sender may be

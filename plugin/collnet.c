@@ -17,6 +17,7 @@
 #include "collnet.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <rdma/fi_errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -749,6 +750,42 @@ static int req_progress(struct coll_req *r)
 	return 0;
 }
 
+/* A request NCCL has waited on for longer than SUMCAST_AGG_TIMEOUT (every
+ * fault is absorbed or an error by then): say so once, with what this
+ * node is waiting for, so that a hang can be told apart and diagnosed. */
+static void stall_dump(struct coll_comm *cc, struct coll_req *r)
+{
+	r->stall_logged = true;
+	SC_WARN("collnet job 0x%016llx rank %u: request %" PRIu64 " has waited %.1f s (SUMCAST_AGG_TIMEOUT "
+		"is %u ms); what this node waits for:", (unsigned long long)cc->job_id, cc->rank, r->idx,
+		(sc_now_ns() - r->t0) / 1e9, (unsigned)plugin_cfg.agg_timeout_ms);
+	for (int i = 0; i < COLL_REQS; i++) {
+		const struct coll_req *q = &cc->reqs[i];
+		if (!q->used)
+			continue;
+		SC_WARN("  request %" PRIu64 " kind %u aggs 0x%llx epoch %u: aggregators %s (%zu chunks left), "
+			"ring %s (columns %zu/%zu, next %zu), repairs %u", q->idx, q->coll,
+			(unsigned long long)q->aggs, q->epoch, q->agg_done ? "done" : "waiting",
+			q->creq ? client_req_left(q->creq) : 0, q->ring_done ? "done" : "waiting",
+			q->ring.cols_done, q->ring.ncols, q->ring.next_col, q->repairs);
+		for (size_t ai = 0; q->creq && ai < cc->naggs; ai++) {
+			uint64_t c0, n;
+			char held[80];
+			size_t k = 0;
+			client_req_chunks(q->creq, ai, &c0, &n);
+			if (!n)
+				continue;
+			for (; k < n && k + 1 < sizeof(held); k++)
+				held[k] = client_chunk_held(cc->client, ai, c0 + k) ? 'h' : '-';
+			held[k] = 0;
+			SC_WARN("    aggregator %zu: chunks %" PRIu64 "+%" PRIu64 " held here: %s", ai, c0, n, held);
+		}
+	}
+	for (size_t ai = 0; cc->client && ai < cc->naggs; ai++)
+		client_agg_dump(cc->client, ai, SC_LOG_WARN);
+	failover_dump(cc, SC_LOG_WARN);
+}
+
 static void req_end(struct coll_comm *cc, struct coll_req *r)
 {
 	failover_req_gone(cc, r);
@@ -792,8 +829,11 @@ int colln_test(void *request, int *done, int *size)
 		req_end(cc, r);
 		return rc;
 	}
-	if (!r->agg_done || !r->ring_done || r->repairs)
+	if (!r->agg_done || !r->ring_done || r->repairs) {
+		if (!r->stall_logged && sc_now_ns() - r->t0 > (uint64_t)plugin_cfg.agg_timeout_ms * 1000000ull)
+			stall_dump(cc, r);
 		return 0;
+	}
 	trace_req(cc, r, sc_now_ns(), 0);
 	if (size)
 		*size = (int)(r->count * r->es);

@@ -48,6 +48,7 @@ struct coll_req {
 	uint32_t repairs;      /* failover repairs of this request still running */
 	uint64_t redone_bytes; /* bytes of it repaired here (copied from a node or redone) */
 	uint64_t t0, t_agg, t_ring;
+	bool stall_logged; /* waited past SUMCAST_AGG_TIMEOUT: the state was logged */
 	struct ring_op ring;
 };
 
@@ -185,6 +186,8 @@ uint64_t failover_live_for(const struct coll_comm *cc, uint64_t idx, uint32_t *e
 /* A request just issued whose set holds failed aggregators: repair their
  * shards (all of their chunks are redone over the ring). */
 int failover_req_started(struct coll_comm *cc, struct coll_req *r);
+/* The failover's state and repairs under way, one line each, at `level`. */
+void failover_dump(const struct coll_comm *cc, int level);
 /* A request leaves (completed or failed): forget it in repairs. */
 void failover_req_gone(struct coll_comm *cc, struct coll_req *r);
 

@@ -391,6 +391,10 @@ static int copy_item(struct coll_comm *cc, size_t ai, uint32_t k, uint64_t *lack
 			it->tx_desc = it->rx_desc;
 		}
 	}
+	SC_DBG("collnet rank %u: copy chunk %" PRIu64 " of aggregator %zu (holder rank %" PRId64
+	       ", lowest lacking rank %" PRId64 "): %s here, %zu bytes, request %s%s%s", me, c, ai, root,
+	       d->lacker[k], held ? "held" : "lacking", len, r ? "in flight" : "gone",
+	       it->rx_need ? ", receives" : "", it->tx_need ? ", passes on" : "");
 	item_link(fo, it);
 	return 0;
 }
@@ -429,6 +433,9 @@ static int redo_item(struct coll_comm *cc, struct coll_req *r, size_t ai, uint64
 			     SC_TAG_FO_STEP_SHIFT, send, recv, count, (enum sc_dtype)r->dtype,
 			     (enum sc_op)r->op, r->sm ? r->sm->ring.desc : NULL,
 			     r->rm ? r->rm->ring.desc : NULL, it->tmp, it->tmp ? it->tmp_mr.desc : NULL);
+	SC_DBG("collnet rank %u: redo chunks %" PRIu64 "..%" PRIu64 " of aggregator %zu (request %" PRIu64
+	       " seq %u run %u): bytes %zu..%zu of the request%s", cc->rank, c0, c0 + n - 1, ai, r->idx,
+	       r->seq, run, off0, off0 + bytes, send == recv ? ", in place" : "");
 	item_link(fo, it);
 	return 0;
 }
@@ -589,6 +596,16 @@ static int decide(struct coll_comm *cc, uint64_t set, uint64_t from)
 		memcpy(d->holder, fo->vout + k, w * sizeof(int64_t));
 		memcpy(d->lacker, fo->vout + k + w, w * sizeof(int64_t));
 		k += 2 * (size_t)w;
+		if (SC_LOG_DEBUG <= sc_log_level_cur) {
+			char hl[512];
+			size_t o = 0;
+			for (uint32_t j = 0; j < w && o + 48 < sizeof(hl); j++)
+				o += (size_t)snprintf(hl + o, sizeof(hl) - o, " %" PRIu64 ":%s/%s", d->lo + j,
+						      d->holder[j] == NONE ? "-" : "h", d->lacker[j] == NONE ? "-" : "l");
+			SC_DBG("collnet rank %u: epoch %u aggregator %zu: lo %" PRIu64 ", from request %" PRIu64
+			       ", here lo %" PRIu64 ";%s", cc->rank, fo->epoch, ai, d->lo, from,
+			       client_agg_lo(cc->client, ai), hl);
+		}
 	}
 	fo->dead |= set;
 	fo->faults += (uint64_t)__builtin_popcountll(set);
@@ -815,4 +832,25 @@ void failover_req_gone(struct coll_comm *cc, struct coll_req *r)
 	for (struct fo_item *it = cc->fo.items; it; it = it->next)
 		if (it->req == r)
 			it->req = NULL;
+}
+
+void failover_dump(const struct coll_comm *cc, int level)
+{
+	const struct failover *fo = &cc->fo;
+
+	SC_LOG_AT(level, "collnet rank %u: failover epoch %u %s, known 0x%llx dead 0x%llx, err %d",
+		  cc->rank, fo->epoch,
+		  fo->state == FO_ROUND1 ? "round 1" : fo->state == FO_ROUND2 ? "round 2" : "idle",
+		  (unsigned long long)fo->known, (unsigned long long)fo->dead, fo->err);
+	for (const struct fo_item *it = fo->items; it; it = it->next) {
+		if (it->kind == ITEM_REDO)
+			SC_LOG_AT(level, "  redo agg %zu chunks %" PRIu64 "+%" PRIu64 " request %s: ring "
+				  "columns %zu/%zu done, next %zu, err %d", it->agg, it->c0, it->n,
+				  it->req ? "held" : "gone", it->op.cols_done, it->op.ncols, it->op.next_col,
+				  it->op.err);
+		else
+			SC_LOG_AT(level, "  copy agg %zu chunk %" PRIu64 " %s: rx %s%d, tx %s%d", it->agg,
+				  it->c0, it->lack ? "lacking" : "held", it->rx_need ? "" : "(none) ",
+				  it->rx.state, it->tx_need ? "" : "(none) ", it->tx.state);
+	}
 }

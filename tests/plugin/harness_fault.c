@@ -162,12 +162,20 @@ static bool job_check(const struct job *j, uint64_t n, uint64_t *hash)
 	for (size_t off = 0; off < bytes; off += pb) {
 		size_t len = bytes - off < pb ? bytes - off : pb;
 		if (memcmp(j->recv + off, period, len)) {
-			size_t i = off / j->es;
+			size_t i = off / j->es, last = i, bad = 0;
 			while (!memcmp(j->recv + i * j->es, period + (i % PERIOD) * j->es, j->es))
 				i++;
-			fprintf(stderr, "[rank %d] allreduce %" PRIu64 " (%s %s x %zu%s): element %zu differs from the reference\n",
+			/* Where it is wrong says which repair or shard it was. */
+			for (size_t e = i; e < j->count; e++)
+				if (memcmp(j->recv + e * j->es, period + (e % PERIOD) * j->es, j->es)) {
+					last = e;
+					bad++;
+				}
+			fprintf(stderr, "[rank %d] allreduce %" PRIu64 " (%s %s x %zu%s): element %zu differs from the reference; "
+				"%zu element(s) differ, bytes %zu .. %zu (piece %zu, %zu bytes into it)\n",
 				my_rank, n, type_name(j->t), op_name(j->op), j->count,
-				j->inplace ? ", in place" : "", i);
+				j->inplace ? ", in place" : "", i, bad, i * j->es, (last + 1) * j->es,
+				i * j->es / PIECE, i * j->es % PIECE);
 			return false;
 		}
 	}
@@ -328,10 +336,20 @@ void run_fault(void)
 		jobs[q].active = false;
 	}
 	uint64_t next = 0, completed = 0, issued_pieces = 0;
-	double end = sc_now_ns() / 1e9 + opt.timeout_s;
+	double end = sc_now_ns() / 1e9 + opt.timeout_s, last_done = sc_now_ns() / 1e9;
+	uint64_t completed_seen = 0;
 	while (completed < ops && !got_error) {
-		CHECK(sc_now_ns() / 1e9 < end, "%" PRIu64 " of %" PRIu64 " allreduces after %d s", completed,
-		      ops, opt.timeout_s);
+		double now = sc_now_ns() / 1e9;
+		CHECK(now < end, "%" PRIu64 " of %" PRIu64 " allreduces after %d s", completed, ops,
+		      opt.timeout_s);
+		/* A request that never completes is a hang, said here (with the
+		 * plugin's stall warning above it), not by ctest's timeout. */
+		if (completed != completed_seen) {
+			completed_seen = completed;
+			last_done = now;
+		}
+		CHECK(now - last_done < 120, "no allreduce completed for 120 s (%" PRIu64 " of %" PRIu64
+		      " done): a request hangs", completed, ops);
 		/* faults, from rank 0 (the node fault from its victim) */
 		for (int f = 0; f < 2; f++) {
 			enum fkind k = f ? fopt.k2 : fopt.k1;

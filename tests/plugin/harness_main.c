@@ -179,7 +179,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		setenv("HARNESS_DAEMON_CONF", "[control]\\ndrain-timeout = 300ms", 0);
 		setenv("SUMCAST_AGG_TIMEOUT", "15s", 0);
 		if (!timeout_given)
-			opt.timeout_s = 600;
+			opt.timeout_s = 540; /* under ctest's 600 s: the harness says why */
 	}
 	if (opt.split)
 		setenv("SUMCAST_SPLIT", opt.split, 1);

@@ -58,9 +58,11 @@ static void hlog(ncclDebugLogLevel level, unsigned long flags, const char *file,
 		}
 		__atomic_fetch_add(&saw_fault, 1, __ATOMIC_RELAXED);
 	}
-	if (level <= NCCL_LOG_WARN || (opt.verbose && level == NCCL_LOG_INFO))
+	/* The plugin sends debug lines only when SUMCAST_LOG_LEVEL asks. */
+	if (level <= NCCL_LOG_WARN || (opt.verbose && level == NCCL_LOG_INFO) || level == NCCL_LOG_TRACE)
 		fprintf(stderr, "[rank %d] %s %s:%d %s\n", my_rank,
-			level <= NCCL_LOG_WARN ? "WARN" : "INFO", file, line, buf);
+			level <= NCCL_LOG_WARN ? "WARN" : level == NCCL_LOG_INFO ? "INFO" : "DEBUG", file,
+			line, buf);
 }
 
 /* ---------------- the plugin, through one version of its ABI ---------------- */
