@@ -508,7 +508,10 @@ progress:
 		CHECK(ts.epoch_max >= 1, "no request ran in a later epoch");
 	}
 	all_sum("counters", v, 6);
-	if (fopt.k1 != F_IDLE && fopt.k1 != F_CONNECT)
+	/* A drain (F_TERM) ends the job at once when nothing is in flight,
+	 * which a loaded host can make happen: then there is nothing to
+	 * repair, and the fault lines and the later epoch are the proof. */
+	if (fopt.k1 != F_IDLE && fopt.k1 != F_CONNECT && fopt.k1 != F_TERM)
 		CHECK(v[2] > 0, "no node repaired anything although requests were in flight");
 	if (fopt.copies)
 		CHECK(v[5] > 0, "no node copied a result from another");
