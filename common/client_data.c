@@ -154,13 +154,16 @@ static int slot_send(struct client *c, struct client_agg *a, size_t ai, uint32_t
 	struct client_slot *s = &a->slots[si];
 	struct client_req *r = &c->reqs[s->req];
 	const void *buf = a->sealed ? client_seal_buf(c, ai, si, 0) : r->send + s->off;
-	int rc = fabric_tsend(a->ep, buf, s->len + (a->sealed ? SC_SEAL_TAG : 0),
-			      a->sealed ? c->seal_mr.desc : r->sdesc, a->fi_addr,
-			      wire_tag_make(WIRE_TAG_DATA, a->job_handle, c->rank, si), s->imm,
-			      &client_op_of(c, ai, si, 0)->fop);
+	size_t len = s->len + (a->sealed ? SC_SEAL_TAG : 0);
+	uint64_t tag = wire_tag_make(WIRE_TAG_DATA, a->job_handle, c->rank, si);
+	/* Small chunks are injected: copied at once, no completion to reap. */
+	bool inject = len <= a->ep->inject_size;
+	int rc = inject ? fabric_tinject(a->ep, buf, len, a->fi_addr, tag, s->imm)
+			: fabric_tsend(a->ep, buf, len, a->sealed ? c->seal_mr.desc : r->sdesc, a->fi_addr,
+				       tag, s->imm, &client_op_of(c, ai, si, 0)->fop);
 	if (rc == 0) {
 		s->send_pending = 0;
-		s->send_posted = 1;
+		s->send_posted = !inject;
 		a->pending_slot = -1;
 		return 0;
 	}

@@ -153,6 +153,7 @@ int fabric_open(const struct fabric_params *p, struct fabric **out)
 	}
 	snprintf(f->prov_name, sizeof(f->prov_name), "%s", f->info->fabric_attr->prov_name);
 	f->mr_local = f->info->domain_attr->mr_mode & FI_MR_LOCAL;
+	f->inject_size = f->info->tx_attr ? f->info->tx_attr->inject_size : 0;
 
 	rc = fi_fabric(f->info->fabric_attr, &f->fabric, NULL);
 	if (rc) {
@@ -196,6 +197,7 @@ int fabric_open_sibling(struct fabric *root, size_t cq_size, struct fabric **out
 	f->domain = root->domain;
 	f->mr_local = root->mr_local;
 	f->has_source = root->has_source;
+	f->inject_size = root->inject_size;
 	memcpy(f->prov_name, root->prov_name, sizeof(f->prov_name));
 	rc = ep_open(f, cq_size);
 	if (rc) {
@@ -298,6 +300,12 @@ int fabric_tsend(struct fabric *f, const void *buf, size_t len, void *desc, fi_a
 {
 	ssize_t rc = fi_tsenddata(f->ep, buf, len, desc, data, dest, tag, &op->fi);
 	return (int)rc;
+}
+
+int fabric_tinject(struct fabric *f, const void *buf, size_t len, fi_addr_t dest, uint64_t tag,
+		   uint32_t data)
+{
+	return (int)fi_tinjectdata(f->ep, buf, len, data, dest, tag);
 }
 
 int fabric_trecv(struct fabric *f, void *buf, size_t len, void *desc, fi_addr_t src,

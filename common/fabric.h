@@ -52,6 +52,7 @@ struct fabric {
 	size_t addrlen;
 	bool mr_local;   /* descriptors required on local buffers */
 	bool has_source; /* completions carry the sender's fi_addr */
+	size_t inject_size; /* largest fabric_tinject message (tx_attr->inject_size) */
 	char prov_name[64];
 };
 
@@ -112,6 +113,11 @@ int fabric_tsend(struct fabric *f, const void *buf, size_t len, void *desc, fi_a
 		 uint64_t tag, uint32_t data, struct fabric_op *op);
 int fabric_trecv(struct fabric *f, void *buf, size_t len, void *desc, fi_addr_t src,
 		 uint64_t tag, uint64_t ignore, struct fabric_op *op);
+/* A tagged send of at most f->inject_size bytes that the provider copies
+ * at once: buf is free on return and no completion ever comes (a lost
+ * peer shows elsewhere). 0, -FI_EAGAIN or another negative FI_E*. */
+int fabric_tinject(struct fabric *f, const void *buf, size_t len, fi_addr_t dest, uint64_t tag,
+		   uint32_t data);
 /* Cancel a posted receive; its completion arrives with -FI_ECANCELED. */
 int fabric_cancel(struct fabric *f, struct fabric_op *op);
 

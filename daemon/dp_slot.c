@@ -120,9 +120,11 @@ static void slot_complete(struct dthread *t, struct job *j, struct slot *sl)
 	sl->send_next = 0;
 	sl->sends_left = 0;
 	rc = t->result->send_result(t, j, sl);
-	if (rc)
+	if (rc < 0)
 		slot_fail(t, j, WIRE_E_INTERNAL, "sending the result of chunk seq %u failed: %s", sl->seq,
 			  fi_strerror(-rc));
+	else if (rc > 0)
+		slot_free(t, j, sl); /* delivered already (injected) */
 }
 
 void slot_free(struct dthread *t, struct job *j, struct slot *sl)

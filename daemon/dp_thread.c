@@ -59,8 +59,10 @@ static void retries_run(struct dthread *t)
 				dp_recv_post(t, j, s->index, r);
 		if (!j->dead && s->state == SLOT_SENDING && s->send_next < j->nranks) {
 			int rc = t->result->send_result(t, j, s);
-			if (rc)
+			if (rc < 0)
 				dp_job_fail(t, j, WIRE_E_INTERNAL, "result send failed: %s", fi_strerror(-rc));
+			else if (rc > 0)
+				slot_free(t, j, s);
 		}
 		s = next;
 	}

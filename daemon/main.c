@@ -97,8 +97,9 @@ static int threads_start(struct daemon *d)
 		char a[128];
 		struct fabric *f = d->threads[i].fabric;
 		fabric_addr_str(f, f->addr, f->addrlen, a, sizeof(a));
-		SC_INFO("data thread %u: %s endpoint %s, receive queue %llu%s%s", i, fabric_provider(f), a,
-			(unsigned long long)d->threads[i].rx_queue, cpu >= 0 ? ", CPU " : "",
+		SC_INFO("data thread %u: %s endpoint %s, receive queue %llu, results up to %zu bytes "
+			"injected%s%s", i, fabric_provider(f), a, (unsigned long long)d->threads[i].rx_queue,
+			f->inject_size, cpu >= 0 ? ", CPU " : "",
 			cpu >= 0 ? (snprintf(a, sizeof(a), "%d", cpu), a) : "");
 		if (!f->has_source)
 			SC_WARN("provider %s does not report message sources: DATA from endpoints other than the joined ranks cannot be told apart",

@@ -22,7 +22,10 @@ struct result_ops {
 	/* The result is in s->acc: s->len bytes, immediate data s->imm. Posts
 	 * what the provider accepts now and queues the rest for retry
 	 * (dthread_retry_add, dp.h); sets s->sends_left. Also called again from the
-	 * retry list. Returns 0 or a negative FI_E* the job cannot survive. */
+	 * retry list. Returns 1 when the whole result is delivered already (sends
+	 * that complete nothing, e.g. injected: the slot may be reused now), 0
+	 * when completions (on_send_complete) or retries are still to come, or a
+	 * negative FI_E* the job cannot survive. */
 	int (*send_result)(struct dthread *t, struct job *j, struct slot *s);
 	/* One send of s completed (err 0 or negative FI_E*). Returns true once
 	 * the whole result is delivered and the slot may be reused. */
