@@ -700,6 +700,7 @@ int main(int argc, char **argv)
 	for (int k = 0; k < nk; k++) {
 		int st;
 		waitpid(kids[k], &st, 0);
+		sc_shm_sweep(kids[k]);
 	}
 	run_cleanup();
 	printf("%s\n", failures ? "FAIL" : "PASS");

@@ -12,6 +12,8 @@
 #include <unistd.h>
 #include <dirent.h>
 
+#include "sumcastd_proc.h"
+
 #include "clock.h"
 
 int my_rank = -1;
@@ -202,6 +204,7 @@ int run_ranks(void (*fn)(void))
 		if (p > 0) {
 			for (int r = 0; r < opt.nranks; r++)
 				if (pids[r] == p) {
+					sc_shm_sweep(p);
 					pids[r] = 0;
 					left--;
 					if (!WIFEXITED(st) || WEXITSTATUS(st)) {
@@ -229,6 +232,7 @@ int run_ranks(void (*fn)(void))
 		if (pids[r] > 0) {
 			kill(pids[r], SIGKILL);
 			waitpid(pids[r], NULL, 0);
+			sc_shm_sweep(pids[r]);
 		}
 	return rc;
 }

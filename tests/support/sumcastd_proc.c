@@ -4,6 +4,7 @@
 #include "sumcastd_proc.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -145,6 +146,7 @@ int sc_daemon_start(struct sc_daemon *d, const struct sc_daemon_opts *o)
 		if (waitpid(d->pid, &d->status, WNOHANG) == d->pid) {
 			fprintf(stderr, "sumcastd (%s) exited before it was ready (status 0x%x)%s%s\n",
 				o->binary, d->status, *d->log ? "; log " : "", d->log);
+			sc_shm_sweep(d->pid);
 			d->pid = 0;
 			return SC_DAEMON_EXITED;
 		}
@@ -156,6 +158,21 @@ int sc_daemon_start(struct sc_daemon *d, const struct sc_daemon_opts *o)
 		}
 		sleep_ms(5);
 	}
+}
+
+void sc_shm_sweep(pid_t pid)
+{
+	char prefix[32];
+	size_t n = (size_t)snprintf(prefix, sizeof(prefix), "%d:", (int)pid);
+	DIR *dir = opendir("/dev/shm");
+	struct dirent *e;
+
+	if (pid <= 0 || !dir)
+		return;
+	while ((e = readdir(dir)))
+		if (!strncmp(e->d_name, prefix, n))
+			unlinkat(dirfd(dir), e->d_name, 0);
+	closedir(dir);
 }
 
 static int exit_code(int st)
@@ -172,6 +189,7 @@ int sc_daemon_stop(struct sc_daemon *d, int sig, unsigned timeout_ms)
 	kill(d->pid, sig);
 	while (sc_now_ms() < deadline) {
 		if (waitpid(d->pid, &d->status, WNOHANG) == d->pid) {
+			sc_shm_sweep(d->pid);
 			d->pid = 0;
 			return exit_code(d->status);
 		}
@@ -179,6 +197,7 @@ int sc_daemon_stop(struct sc_daemon *d, int sig, unsigned timeout_ms)
 	}
 	kill(d->pid, SIGKILL);
 	waitpid(d->pid, &d->status, 0);
+	sc_shm_sweep(d->pid);
 	d->pid = 0;
 	return -1;
 }
@@ -193,12 +212,14 @@ void sc_daemons_stop(struct sc_daemon *ds, size_t n, int sig, unsigned timeout_m
 	for (size_t i = 0; i < n; i++) {
 		while (ds[i].pid > 0) {
 			if (waitpid(ds[i].pid, &ds[i].status, WNOHANG) == ds[i].pid) {
+				sc_shm_sweep(ds[i].pid);
 				ds[i].pid = 0;
 			} else if (sc_now_ms() > deadline) {
 				fprintf(stderr, "sumcastd %zu (pid %d) did not stop on signal %d, killing\n", i,
 					(int)ds[i].pid, sig);
 				kill(ds[i].pid, SIGKILL);
 				waitpid(ds[i].pid, &ds[i].status, 0);
+				sc_shm_sweep(ds[i].pid);
 				ds[i].pid = 0;
 			} else {
 				sleep_ms(10);
