@@ -40,40 +40,34 @@ int ring_init(struct ring *r, struct fabric *f, const void *next_addr, size_t ne
 	return 0;
 }
 
-/* Staging for in-place requests, allocated at the first one. */
-static char *ring_tmp(struct ring *r, uint32_t slot, void **desc)
+/* Staging of `per` bytes per slot in *buf, allocated and registered at the
+ * first use: jobs that never need it pay nothing. */
+static char *ring_staging(struct ring *r, char **buf, struct fabric_mr *mr, size_t per,
+			  uint32_t slot, void **desc)
 {
-	size_t per = (size_t)r->window * r->chunk_bytes;
-
-	if (!r->tmp) {
-		if (posix_memalign((void **)&r->tmp, 4096, per * r->tmp_slots))
-			return r->tmp = NULL;
-		if (fabric_mr_reg(r->f, r->tmp, per * r->tmp_slots, &r->tmp_mr)) {
-			free(r->tmp);
-			return r->tmp = NULL;
+	if (!*buf) {
+		if (posix_memalign((void **)buf, 4096, per * r->tmp_slots))
+			return *buf = NULL;
+		if (fabric_mr_reg(r->f, *buf, per * r->tmp_slots, mr)) {
+			free(*buf);
+			return *buf = NULL;
 		}
 	}
-	*desc = r->tmp_mr.desc;
-	return r->tmp + per * slot;
+	*desc = mr->desc;
+	return *buf + per * slot;
 }
 
-/* Reduce-scatter staging (two column buffers per column in flight),
- * allocated at the first reduce-scatter: jobs that never issue one pay
- * nothing. */
+/* Staging for in-place requests: window x chunk per slot. */
+static char *ring_tmp(struct ring *r, uint32_t slot, void **desc)
+{
+	return ring_staging(r, &r->tmp, &r->tmp_mr, (size_t)r->window * r->chunk_bytes, slot, desc);
+}
+
+/* Reduce-scatter staging: two column buffers per column in flight. */
 static char *ring_tmp_rs(struct ring *r, uint32_t slot, void **desc)
 {
-	size_t per = 2 * (size_t)r->window * r->chunk_bytes;
-
-	if (!r->tmp_rs) {
-		if (posix_memalign((void **)&r->tmp_rs, 4096, per * r->tmp_slots))
-			return r->tmp_rs = NULL;
-		if (fabric_mr_reg(r->f, r->tmp_rs, per * r->tmp_slots, &r->tmp_rs_mr)) {
-			free(r->tmp_rs);
-			return r->tmp_rs = NULL;
-		}
-	}
-	*desc = r->tmp_rs_mr.desc;
-	return r->tmp_rs + per * slot;
+	return ring_staging(r, &r->tmp_rs, &r->tmp_rs_mr, 2 * (size_t)r->window * r->chunk_bytes, slot,
+			    desc);
 }
 
 void ring_fini(struct ring *r)
@@ -297,12 +291,14 @@ size_t ring_op_tmp_bytes(const struct ring *r, size_t count, enum sc_dtype t, un
 	return (size_t)r->window * ring_chunk_elems(r, seg, es, step_shift) * es;
 }
 
-void ring_op_start_tagged(struct ring *r, struct ring_op *o, uint64_t tag_base, unsigned step_shift,
-			  const void *send, void *recv, size_t count, enum sc_dtype t, enum sc_op op,
-			  void *sdesc, void *rdesc, char *tmp, void *tmp_desc)
+/* The fields every ring operation starts with; the rest zero. */
+static void op_init(struct ring_op *o, struct ring *r, enum ring_kind kind, const void *send,
+		    void *recv, void *sdesc, void *rdesc, size_t count, enum sc_dtype t, enum sc_op op,
+		    uint64_t tag_base, unsigned step_shift)
 {
 	memset(o, 0, sizeof(*o));
 	o->ring = r;
+	o->kind = (uint8_t)kind;
 	o->send = send;
 	o->recv = recv;
 	o->sdesc = sdesc;
@@ -313,6 +309,13 @@ void ring_op_start_tagged(struct ring *r, struct ring_op *o, uint64_t tag_base, 
 	o->op = op;
 	o->tag_base = tag_base;
 	o->step_shift = step_shift;
+}
+
+void ring_op_start_tagged(struct ring *r, struct ring_op *o, uint64_t tag_base, unsigned step_shift,
+			  const void *send, void *recv, size_t count, enum sc_dtype t, enum sc_op op,
+			  void *sdesc, void *rdesc, char *tmp, void *tmp_desc)
+{
+	op_init(o, r, RING_ALLREDUCE, send, recv, sdesc, rdesc, count, t, op, tag_base, step_shift);
 	if (r->nranks == 1 || count == 0) {
 		if (send != recv && count)
 			memmove(recv, send, count * o->es);
@@ -352,20 +355,8 @@ void ring_op_start_window(struct ring *r, struct ring_op *o, enum ring_kind kind
 {
 	size_t mine_len;
 
-	memset(o, 0, sizeof(*o));
-	o->ring = r;
-	o->kind = (uint8_t)kind;
-	o->send = send;
-	o->recv = recv;
-	o->sdesc = sdesc;
-	o->rdesc = rdesc;
-	o->count = count;
-	o->es = sc_dtype_size(t);
-	o->dtype = t;
-	o->op = op;
+	op_init(o, r, kind, send, recv, sdesc, rdesc, count, t, op, sc_tag_ring(seq, 0, 0), 28);
 	o->seq = seq;
-	o->tag_base = sc_tag_ring(seq, 0, 0);
-	o->step_shift = 28;
 	o->block = block;
 	o->win = win;
 	if (!count || !block)

@@ -143,6 +143,10 @@ void rm_dir(void);
 void rv_put(const char *name, int rank, const void *buf, size_t len);
 void rv_get(const char *name, int rank, void *buf, size_t len);
 void rv_barrier(const char *name);
+/* v[0..n) summed over all ranks (n <= 8), in place. */
+void rv_all_sum(const char *name, uint64_t *v, size_t n);
+/* The first rank whose v differs from this rank's, or -1: all equal. */
+int rv_first_differing(const char *name, uint64_t v);
 /* tx/rx byte counters of SUMCAST_HARNESS_NETDEV; false when unset. */
 bool netdev_bytes(uint64_t *tx, uint64_t *rx);
 double wall_s(void);
@@ -266,6 +270,10 @@ struct agg_view;
 /* --expect: the path every node took, from what connect logged, what the
  * trace lists and what the daemons counted from this rank. */
 void check_expect(const struct agg_view *v, uint64_t trace_agg_bytes);
+/* The end of a collnet test: the daemons' view of the job while it is
+ * still open (--expect), deregMr, closeColl, the trace (--trace), the v11
+ * finalize calls, then the --expect check. */
+void coll_finish(void *cc, void *mh);
 
 /* ---- aggregators (harness_daemons.c) ---- */
 

@@ -210,6 +210,23 @@ uint64_t check_trace(void)
  * daemon holds the job. A join that fails and falls back to the ring fails
  * agg and joined; a path that does not carry what the plugin claims fails
  * the byte count. */
+void coll_finish(void *cc, void *mh)
+{
+	struct agg_view view = { 0 };
+
+	if (opt.expect)
+		CHECK(daemons_view(my_rank, &view) == 0, "the daemons' /stats: no answer or no parse");
+	NCHECK(CN_CALL(deregMr, cc, mh));
+	NCHECK(CN_CALL(closeColl, cc));
+	uint64_t trace_agg = opt.trace ? check_trace() : 0;
+	if (opt.version == 11) {
+		NCHECK(P.c11->finalize(P.cctx));
+		NCHECK(P.n11->finalize(P.nctx));
+	}
+	if (opt.expect)
+		check_expect(&view, trace_agg);
+}
+
 void check_expect(const struct agg_view *v, uint64_t trace_agg)
 {
 	uint64_t counted = 0;

@@ -61,27 +61,12 @@ void run_coll(void)
 	if (opt.deterministic)
 		hash = check_rank_order(cc, send, recv, half, mh, hash);
 	/* Bitwise equal on every rank. */
-	rv_put("hash", my_rank, &hash, sizeof(hash));
-	for (int r = 0; r < opt.nranks; r++) {
-		uint64_t o;
-		rv_get("hash", r, &o, sizeof(o));
-		CHECK(o == hash, "results of rank %d differ bitwise from ours", r);
-	}
+	int other = rv_first_differing("hash", hash);
+	CHECK(other < 0, "results of rank %d differ bitwise from ours", other);
 	/* What the daemons hold of the job, and counted from this rank, while
 	 * it is still open: this rank's last request has completed, so every
 	 * byte it sent has been counted. */
-	struct agg_view view = { 0 };
-	if (opt.expect)
-		CHECK(daemons_view(my_rank, &view) == 0, "the daemons' /stats: no answer or no parse");
-	NCHECK(CN_CALL(deregMr, cc, mh));
-	NCHECK(CN_CALL(closeColl, cc));
-	uint64_t trace_agg = opt.trace ? check_trace() : 0;
-	if (opt.version == 11) {
-		NCHECK(P.c11->finalize(P.cctx));
-		NCHECK(P.n11->finalize(P.nctx));
-	}
-	if (opt.expect)
-		check_expect(&view, trace_agg);
+	coll_finish(cc, mh);
 	if (my_rank == 0)
 		printf("coll: %d nodes, %d cases passed, results bitwise equal on every node\n",
 		       opt.nranks, ncases);

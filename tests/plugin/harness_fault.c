@@ -256,19 +256,6 @@ static void run_cmd(void)
 }
 
 /* The sums over all nodes of a few counters, by rendezvous. */
-static void all_sum(const char *name, uint64_t *v, size_t n)
-{
-	uint64_t o[8];
-
-	rv_put(name, my_rank, v, n * sizeof(*v));
-	memset(v, 0, n * sizeof(*v));
-	for (int r = 0; r < opt.nranks; r++) {
-		rv_get(name, r, o, n * sizeof(*v));
-		for (size_t i = 0; i < n; i++)
-			v[i] += o[i];
-	}
-}
-
 /* Trace rows: agg_bytes before the first fault, redone_bytes, max epoch,
  * rows with an error status. */
 struct trace_sum {
@@ -478,12 +465,8 @@ progress:
 	}
 	CHECK(!got_error, "an aggregator fault reached NCCL as an error");
 	/* Bitwise equal on every node. */
-	rv_put("hash", my_rank, &hash, sizeof(hash));
-	for (int r = 0; r < opt.nranks; r++) {
-		uint64_t o;
-		rv_get("hash", r, &o, sizeof(o));
-		CHECK(o == hash, "results of rank %d differ bitwise from ours", r);
-	}
+	int other = rv_first_differing("hash", hash);
+	CHECK(other < 0, "results of rank %d differ bitwise from ours", other);
 	NCHECK(opt.version == 11 ? P.c11->deregMr(cc, mh) : P.c8->deregMr(cc, mh));
 	NCHECK(opt.version == 11 ? P.c11->closeColl(cc) : P.c8->closeColl(cc));
 
@@ -507,7 +490,7 @@ progress:
 		CHECK(ts.agg_before > 0, "the aggregators carried nothing before the fault");
 		CHECK(ts.epoch_max >= 1, "no request ran in a later epoch");
 	}
-	all_sum("counters", v, 6);
+	rv_all_sum("counters", v, 6);
 	/* A drain (F_TERM) ends the job at once when nothing is in flight,
 	 * which a loaded host can make happen: then there is nothing to
 	 * repair, and the fault lines and the later epoch are the proof. */

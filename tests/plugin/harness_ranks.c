@@ -51,6 +51,32 @@ void rv_get(const char *name, int rank, void *buf, size_t len)
 	}
 }
 
+void rv_all_sum(const char *name, uint64_t *v, size_t n)
+{
+	uint64_t o[8];
+
+	CHECK(n <= 8, "rv_all_sum %s: %zu values, at most 8", name, n);
+	rv_put(name, my_rank, v, n * sizeof(*v));
+	memset(v, 0, n * sizeof(*v));
+	for (int r = 0; r < opt.nranks; r++) {
+		rv_get(name, r, o, n * sizeof(*v));
+		for (size_t i = 0; i < n; i++)
+			v[i] += o[i];
+	}
+}
+
+int rv_first_differing(const char *name, uint64_t v)
+{
+	rv_put(name, my_rank, &v, sizeof(v));
+	for (int r = 0; r < opt.nranks; r++) {
+		uint64_t o;
+		rv_get(name, r, &o, sizeof(o));
+		if (o != v)
+			return r;
+	}
+	return -1;
+}
+
 void rv_barrier(const char *name)
 {
 	char b = 1;

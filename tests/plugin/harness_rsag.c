@@ -566,35 +566,15 @@ void run_rsag(void)
 			ncases++;
 		}
 	/* NULL retries must have happened in the deep cases (on some node). */
-	rv_put("nulls", my_rank, &deep_nulls, sizeof(deep_nulls));
-	uint64_t all_nulls = 0;
-	for (int r = 0; r < opt.nranks; r++) {
-		uint64_t o;
-		rv_get("nulls", r, &o, sizeof(o));
-		all_nulls += o;
-	}
+	uint64_t all_nulls = deep_nulls;
+	rv_all_sum("nulls", &all_nulls, 1);
 	CHECK(all_nulls > 0, "the deep cases never got a NULL request: the retry path was not tested");
 	/* allgather results bitwise equal on every node */
-	rv_put("hash", my_rank, &hash, sizeof(hash));
-	for (int r = 0; r < opt.nranks; r++) {
-		uint64_t o;
-		rv_get("hash", r, &o, sizeof(o));
-		CHECK(o == hash, "allgather results of rank %d differ bitwise from ours", r);
-	}
+	int other = rv_first_differing("hash", hash);
+	CHECK(other < 0, "allgather results of rank %d differ bitwise from ours", other);
 	/* --expect: what the daemons hold of the job while it is open (the
 	 * interleaved allreduces are what reaches them) */
-	struct agg_view view = { 0 };
-	if (opt.expect)
-		CHECK(daemons_view(my_rank, &view) == 0, "the daemons' /stats: no answer or no parse");
-	NCHECK(CN_CALL(deregMr, cc, mh));
-	NCHECK(CN_CALL(closeColl, cc));
-	uint64_t trace_agg = opt.trace ? check_trace() : 0;
-	if (opt.expect)
-		check_expect(&view, trace_agg);
-	if (opt.version == 11) {
-		NCHECK(P.c11->finalize(P.cctx));
-		NCHECK(P.n11->finalize(P.nctx));
-	}
+	coll_finish(cc, mh);
 	if (my_rank == 0)
 		printf("rsag: %d nodes, v%d table, %d cases passed (%llu NULL requests retried here, %llu in "
 		       "the deep cases on all nodes), allgather results bitwise equal on every node\n",
