@@ -668,13 +668,143 @@ static int window_issued(struct coll_comm *cc, struct coll_req *r, void **reques
 	return 0;
 }
 
+/* ---- windows through the aggregators ----
+ *
+ * A window split_window_agg sends to the aggregators goes all of it as one
+ * allreduce of the window: reduce-scatter reduces sendParts[0] into the
+ * slot's staging and copies this node's part to recvData when done;
+ * allgather sends a staging copy of the window that is zero but for this
+ * node's part (a u8 sum of one non-zero contribution is that contribution,
+ * exactly), and the sum lands in recvParts[0]. So every node holds every
+ * result, as for an allreduce, and an aggregator fault is repaired the same
+ * way (failover.c: copies from a holder, redo over the ring from the still
+ * intact send side, the staging). */
+
+static void wstage_free(struct coll_wstage *w)
+{
+	if (!w->buf)
+		return;
+	if (w->mr.has_agg)
+		fabric_mr_dereg(&w->mr.agg);
+	fabric_mr_dereg(&w->mr.ring);
+	free(w->buf);
+	memset(w, 0, sizeof(*w));
+}
+
+static struct coll_mr *wstage_get(struct coll_comm *cc, uint32_t slot, size_t bytes)
+{
+	struct coll_wstage *w = &cc->wstage[slot];
+	size_t cap = bytes < (64u << 10) ? (64u << 10) : (bytes + 4095) & ~(size_t)4095;
+
+	if (w->buf && w->cap >= bytes)
+		return &w->mr;
+	wstage_free(w);
+	if (posix_memalign(&w->buf, 4096, cap)) {
+		w->buf = NULL;
+		return NULL;
+	}
+	if (fabric_mr_reg(cc->f, w->buf, cap, &w->mr.ring)) {
+		free(w->buf);
+		w->buf = NULL;
+		return NULL;
+	}
+	if (client_mr_reg(cc->client, w->buf, cap, &w->mr.agg)) {
+		fabric_mr_dereg(&w->mr.ring);
+		free(w->buf);
+		w->buf = NULL;
+		return NULL;
+	}
+	w->mr.has_agg = true;
+	w->cap = cap;
+	return &w->mr;
+}
+
+/* The aggregators this window goes to (0: the ring), decided alike on
+ * every node: from the request index's aggregator set and rank 0's model.
+ * -EAGAIN: the nodes are agreeing on a fault, NCCL retries. */
+static int window_aggs(struct coll_comm *cc, size_t window_bytes, uint64_t *aggs, uint32_t *epoch)
+{
+	*aggs = 0;
+	*epoch = cc->fo.epoch;
+	if (!cc->client)
+		return 0;
+	if (failover_busy(cc))
+		return -EAGAIN;
+	uint64_t live = failover_live_for(cc, cc->next_idx, epoch);
+	struct split_model m = cc->model;
+	m.naggs = (uint32_t)__builtin_popcountll(live);
+	if (split_window_agg(&m, window_bytes))
+		*aggs = live;
+	return 0;
+}
+
+/* Starts window request r (set up by window_req_init) on the aggregators:
+ * send -> recv as a count-element allreduce. 0, -EAGAIN (no client request
+ * free: nothing consumed) or an error. */
+static int window_agg_start(struct coll_comm *cc, struct coll_req *r, uint64_t aggs, uint32_t epoch)
+{
+	enum sc_dtype d = (enum sc_dtype)r->dtype;
+	struct client_req *creq = NULL;
+	int rc = client_allreduce_on(cc->client, r->send, r->recv, r->count, d, (enum sc_op)r->op,
+				     r->sm && r->sm->has_agg ? r->sm->agg.desc : NULL,
+				     r->rm && r->rm->has_agg ? r->rm->agg.desc : NULL, aggs, &creq);
+	if (rc == -EAGAIN)
+		return rc;
+	if (rc) {
+		SC_WARN("%s window of %zu bytes through the aggregators: %s (%s)",
+			r->coll == COLL_ALLGATHER ? "allgather" : "reduce-scatter", r->count * r->es,
+			strerror(-rc), client_error(cc->client));
+		return rc;
+	}
+	r->creq = creq;
+	r->a = r->count;
+	r->aggs = aggs;
+	r->epoch = epoch;
+	r->agg_done = false;
+	r->ring_done = true; /* no ring part */
+	if (r->aggs & cc->fo.dead)
+		return failover_req_started(cc, r);
+	return 0;
+}
+
+/* This node's block's part of window [wo, wo + wb): [*lo, *lo + *len) relative to the window. */
+static void window_part(const struct coll_comm *cc, size_t bpr, size_t wo, size_t wb, size_t *lo,
+			size_t *len)
+{
+	size_t b0 = (size_t)cc->rank * bpr, b1 = b0 + bpr;
+	size_t p0 = wo > b0 ? wo : b0, p1 = wo + wb < b1 ? wo + wb : b1;
+
+	*lo = p0 < p1 ? p0 - wo : 0;
+	*len = p0 < p1 ? p1 - p0 : 0;
+}
+
+/* A window op issued on the aggregators; window_issued's counterpart. */
+static int window_agg_issued(struct coll_comm *cc, struct coll_req *r, int rc, void **request)
+{
+	if (rc == -EAGAIN) {
+		r->used = false;
+		cc->next_idx--;
+		return 0; /* NCCL retries */
+	}
+	if (rc) {
+		if (!r->creq) {
+			r->used = false;
+			cc->next_idx--;
+		}
+		return rc;
+	}
+	*request = r;
+	return 0;
+}
+
 int colln_iallgather(void *coll_comm, void *send, int nparts, const ncclNetSGE_t *parts,
 		     size_t bytes_per_rank, size_t window_offset, size_t window_bytes, void *send_mh,
 		     void **request)
 {
 	struct coll_comm *cc = coll_comm;
 	struct coll_req *r;
-	uint32_t slot;
+	uint64_t aggs;
+	uint32_t slot, epoch;
 	int rc;
 
 	*request = NULL;
@@ -686,9 +816,21 @@ int colln_iallgather(void *coll_comm, void *send, int nparts, const ncclNetSGE_t
 	if (rc)
 		return rc;
 	r = window_req(cc, &slot);
-	if (!r)
+	if (!r || window_aggs(cc, window_bytes, &aggs, &epoch))
 		return 0; /* NCCL retries */
 	struct coll_mr *sm = send_mh, *rm = parts[0].mhandle;
+	if (aggs) {
+		struct coll_mr *st = wstage_get(cc, slot, window_bytes);
+		size_t lo, len;
+		if (!st)
+			return -ENOMEM;
+		window_part(cc, bytes_per_rank, window_offset, window_bytes, &lo, &len);
+		memset(cc->wstage[slot].buf, 0, window_bytes);
+		memcpy((char *)cc->wstage[slot].buf + lo, send, len);
+		window_req_init(cc, r, COLL_ALLGATHER, window_bytes, SC_U8, SC_OP_SUM,
+				cc->wstage[slot].buf, parts[0].address, st, rm);
+		return window_agg_issued(cc, r, window_agg_start(cc, r, aggs, epoch), request);
+	}
 	window_req_init(cc, r, COLL_ALLGATHER, window_bytes, SC_U8, SC_OP_SUM, send, parts[0].address,
 			sm, rm);
 	ring_op_start_window(&cc->ring, &r->ring, RING_ALLGATHER, r->seq, send, parts[0].address,
@@ -705,7 +847,8 @@ int colln_ireducescatter(void *coll_comm, int nparts, const ncclNetSGE_t *parts,
 	struct coll_req *r;
 	enum sc_dtype d;
 	enum sc_op o;
-	uint32_t slot;
+	uint64_t aggs;
+	uint32_t slot, epoch;
 	int rc;
 
 	*request = NULL;
@@ -723,9 +866,19 @@ int colln_ireducescatter(void *coll_comm, int nparts, const ncclNetSGE_t *parts,
 	if (rc)
 		return rc;
 	r = window_req(cc, &slot);
-	if (!r)
+	if (!r || window_aggs(cc, window_bytes, &aggs, &epoch))
 		return 0; /* NCCL retries */
 	struct coll_mr *sm = parts[0].mhandle, *rm = recv_mh;
+	if (aggs) {
+		struct coll_mr *st = wstage_get(cc, slot, window_bytes);
+		if (!st)
+			return -ENOMEM;
+		window_req_init(cc, r, COLL_REDUCE_SCATTER, window_bytes / es, d, o, parts[0].address,
+				cc->wstage[slot].buf, sm, st);
+		r->win_dst = recv;
+		window_part(cc, bytes_per_rank, window_offset, window_bytes, &r->win_off, &r->win_len);
+		return window_agg_issued(cc, r, window_agg_start(cc, r, aggs, epoch), request);
+	}
 	window_req_init(cc, r, COLL_REDUCE_SCATTER, window_bytes / es, d, o, parts[0].address, recv,
 			sm, rm);
 	ring_op_start_window(&cc->ring, &r->ring, RING_REDUCE_SCATTER, r->seq, parts[0].address, recv,
@@ -812,7 +965,7 @@ int colln_test(void *request, int *done, int *size)
 		rc = client_test(cc->client, r->creq, &d);
 		if (rc) {
 			r->creq = NULL; /* freed by client_test */
-			SC_WARN("allreduce seq %u through the aggregators failed: %s", r->seq,
+			SC_WARN("%s seq %u through the aggregators failed: %s", coll_names[r->coll], r->seq,
 				client_error(cc->client));
 		} else if (d) {
 			r->creq = NULL;
@@ -839,9 +992,12 @@ int colln_test(void *request, int *done, int *size)
 		*size = (int)(r->count * r->es);
 	if (r->coll != COLL_ALLREDUCE) {
 		bool rs = r->coll == COLL_REDUCE_SCATTER;
+		if (r->win_len) /* through the aggregators: this node's part */
+			memmove(r->win_dst, (const char *)r->recv + r->win_off, r->win_len);
 		(*(rs ? &cc->st.rs_ops : &cc->st.ag_ops))++;
 		*(rs ? &cc->st.rs_bytes : &cc->st.ag_bytes) += r->count * r->es;
-		*(rs ? &cc->st.rs_ns : &cc->st.ag_ns) += r->t_ring - r->t0;
+		*(rs ? &cc->st.rs_agg_bytes : &cc->st.ag_agg_bytes) += r->a * r->es;
+		*(rs ? &cc->st.rs_ns : &cc->st.ag_ns) += (r->a ? r->t_agg : r->t_ring) - r->t0;
 		req_end(cc, r);
 		*done = 1;
 		return 0;
@@ -881,15 +1037,19 @@ int colln_close(void *coll_comm)
 		cc->fo.redone_bytes / 1e9);
 	if (s->rs_ops || s->ag_ops)
 		SC_INFO("collnet job 0x%016llx rank %u/%u: %llu reduce-scatters (%.3f GB of windows at "
-			"%.2f GB/s), %llu allgathers (%.3f GB at %.2f GB/s), over the ring",
+			"%.2f GB/s, %.3f GB through the aggregators), %llu allgathers (%.3f GB at %.2f GB/s, "
+			"%.3f GB through the aggregators)",
 			(unsigned long long)cc->job_id, cc->rank, cc->nranks,
 			(unsigned long long)s->rs_ops, s->rs_bytes / 1e9,
-			s->rs_ns ? s->rs_bytes / (double)s->rs_ns : 0.0, (unsigned long long)s->ag_ops,
-			s->ag_bytes / 1e9, s->ag_ns ? s->ag_bytes / (double)s->ag_ns : 0.0);
+			s->rs_ns ? s->rs_bytes / (double)s->rs_ns : 0.0, s->rs_agg_bytes / 1e9,
+			(unsigned long long)s->ag_ops, s->ag_bytes / 1e9,
+			s->ag_ns ? s->ag_bytes / (double)s->ag_ns : 0.0, s->ag_agg_bytes / 1e9);
 	if (cc->trace && fclose(cc->trace))
 		SC_WARN("SUMCAST_TRACE: closing the trace of job 0x%016llx: %s",
 			(unsigned long long)cc->job_id, strerror(errno));
 	failover_fini(cc);
+	for (int i = 0; i < COLL_REQS; i++)
+		wstage_free(&cc->wstage[i]);
 	if (cc->client)
 		client_destroy(cc->client);
 	ring_fini(&cc->ring);

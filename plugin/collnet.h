@@ -27,7 +27,8 @@ struct coll_mr {
 struct coll_comm;
 
 /* What a request is: NCCL's allreduce (aggregators + ring), or CollNet
- * Direct's reduce-scatter / allgather of a window (ring only for now). */
+ * Direct's reduce-scatter / allgather of a window (the ring, or all of it
+ * through the aggregators as an allreduce of the window: split_window_agg). */
 enum coll_kind { COLL_ALLREDUCE = 0, COLL_REDUCE_SCATTER, COLL_ALLGATHER };
 
 struct coll_req {
@@ -49,6 +50,11 @@ struct coll_req {
 	uint64_t redone_bytes; /* bytes of it repaired here (copied from a node or redone) */
 	uint64_t t0, t_agg, t_ring;
 	bool stall_logged; /* waited past SUMCAST_AGG_TIMEOUT: the state was logged */
+	/* a reduce-scatter window through the aggregators: its reduced window
+	 * lands in the slot's staging (recv), this node's part is copied to
+	 * win_dst when the request is done */
+	void *win_dst;
+	size_t win_off, win_len;
 	struct ring_op ring;
 };
 
@@ -56,6 +62,16 @@ struct coll_stats {
 	uint64_t ops, bytes, agg_bytes, ring_bytes, agg_ns, ring_ns;
 	/* window ops (ring): requests, window bytes, time from issue to done */
 	uint64_t rs_ops, rs_bytes, rs_ns, ag_ops, ag_bytes, ag_ns;
+	uint64_t rs_agg_bytes, ag_agg_bytes; /* of those, through the aggregators */
+};
+
+/* A request slot's staging for a window through the aggregators (the
+ * allgather's zero-padded send, the reduce-scatter's reduced window),
+ * registered on both endpoints; grown on demand, freed at close. */
+struct coll_wstage {
+	void *buf;
+	size_t cap;
+	struct coll_mr mr;
 };
 
 /* ---- failover (failover.c) ---- */
@@ -142,6 +158,7 @@ struct coll_comm {
 	size_t key_len;
 	struct failover fo;
 	struct coll_req reqs[COLL_REQS];
+	struct coll_wstage wstage[COLL_REQS];
 };
 
 /* ---- the engine (collnet.c), called by collnet_api.c ---- */

@@ -77,6 +77,21 @@ double split_fraction(const struct split_model *m, size_t bytes)
 	return ta < tr ? 1 : 0;
 }
 
+bool split_window_agg(const struct split_model *m, size_t bytes)
+{
+	double n = m->nranks, b = (double)bytes, lk, ag, ta, tr;
+
+	if (m->naggs == 0 || bytes == 0 || bytes > SPLIT_WINDOW_AGG_MAX)
+		return false;
+	if (m->fixed >= 0)
+		return m->fixed > 0;
+	lk = 8 / m->link_gbps;               /* ns per byte on a node link */
+	ag = 8 / m->agg_gbps * n / m->naggs; /* ns per window byte on an aggregator */
+	ta = 2 * m->lat_us * 1e3 + b * (lk > ag ? lk : ag);
+	tr = (n - 1) * m->lat_us * 1e3 + b * (n - 1) / n * lk;
+	return ta < tr;
+}
+
 bool split_hosts_local(const char *aggs)
 {
 	const char *p = aggs;

@@ -265,6 +265,8 @@ uint64_t check_rank_order(void *cc, uint8_t *send, uint8_t *recv, size_t half, v
 			  uint64_t hash);
 /* Checks this rank's trace file; returns the bytes it lists as sent
  * through the aggregators (agg_bytes). */
+/* Of check_trace's aggregator bytes, those of reduce-scatter / allgather windows. */
+extern uint64_t trace_win_agg;
 uint64_t check_trace(void);
 struct agg_view;
 /* --expect: the path every node took, from what connect logged, what the

@@ -280,6 +280,8 @@ static double bench_auto_split(int mode, size_t bytes, int speed_mbps)
 	};
 	m.agg_gbps = a && atof(a) > 0 ? atof(a) : m.link_gbps;
 	m.agg_eff = atof(e && *e ? e : SPLIT_AGG_EFF_DEFAULT);
+	if (bench_coll) /* windows of at most 2 MiB go all to one path */
+		return split_window_agg(&m, bytes < (2u << 20) ? bytes : (2u << 20)) ? 1 : 0;
 	return split_fraction(&m, bytes);
 }
 
@@ -300,10 +302,6 @@ void run_bench(void)
 	memset(inst, 0, sizeof(inst));
 	for (int m = 0; m < BENCH_MODES; m++) {
 		if (strcmp(bench_split_env[m], "0") && !have_aggs)
-			continue;
-		/* reduce-scatter and allgather run the ring whatever the split:
-		 * the default agg / auto columns would time the same code */
-		if (bench_coll && bench_default && m > 0)
 			continue;
 		bench_open(&inst[m], m, region, region_len);
 		if (m == 0) {
@@ -357,8 +355,8 @@ void run_bench(void)
 		       bench_coll_names[bench_coll], bench_coll ? "(N-1)/N" : "2(N-1)/N");
 		if (bench_coll)
 			printf("# size = the whole buffer (N blocks), as nccl-tests; CollNet Direct windows of at\n"
-			       "# most 2 MiB, 8 outstanding; the ring (no aggregator path for %s yet)\n",
-			       bench_coll_names[bench_coll]);
+			       "# most 2 MiB, 8 outstanding, each all on the ring or all through the\n"
+			       "# aggregators (as an allreduce of the window; split = auto's choice: 1 aggregators)\n");
 		printf("#%11s %11s %5s %5s %3s", "size", "count", "type", "redop", "k");
 		for (int m = 0; m < BENCH_MODES; m++) {
 			char h[64];
@@ -501,7 +499,7 @@ void run_bench(void)
 				       "\"samples\":%d,\"per_sample\":%d,\"algbw_gbps\":%.4f,\"busbw_gbps\":%.4f,"
 				       "\"t_start\":%.3f,\"t_end\":%.3f",
 				       bench_coll_names[bench_coll], bench_names[m],
-				       bench_coll ? 0.0 : bench_auto_split(m, bytes, speed), N, opt.naggs,
+				       bench_auto_split(m, bytes, speed), N, opt.naggs,
 				       getenv("SUMCAST_PROVIDER"), type_name(t), bytes, med[m], mn[m], mean[m],
 				       nr, k, algbw, busbw, t_start, t_end);
 				if (checked)
@@ -526,7 +524,7 @@ void run_bench(void)
 				else
 					printf(" %10s %7s", "-", "-");
 			}
-			if (bench_default && !bench_coll && inst[1].on && inst[2].on) {
+			if (bench_default && inst[1].on && inst[2].on) {
 				double best = med[0] < med[1] ? med[0] : med[1];
 				printf(" %6.3f %9.3f", bench_auto_split(2, bytes, speed), med[2] / best);
 			}

@@ -149,6 +149,8 @@ uint64_t check_rank_order(void *cc, uint8_t *send, uint8_t *recv, size_t half, v
 /* --trace: this rank's file <rv_dir>/trace.<job>.<rank>.jsonl (closed by
  * closeColl) lists every request it issued, in order of completion: one
  * well-formed line each, status ok, bytes adding up, seqs all different. */
+uint64_t trace_win_agg;
+
 uint64_t check_trace(void)
 {
 	char suffix[32], path[PATH_MAX + 300] = "", line[1024];
@@ -190,6 +192,8 @@ uint64_t check_trace(void)
 		lines++;
 		bytes += b;
 		agg += ab;
+		if (!strstr(line, "\"coll\":\"allreduce\""))
+			trace_win_agg += ab;
 	}
 	fclose(f);
 	CHECK(lines == issued_reqs && bytes == issued_bytes,

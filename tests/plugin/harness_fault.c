@@ -1,5 +1,6 @@
 /* The fault test: many allreduces of mixed sizes, types and ops (in place
- * too), several in flight at once, while an aggregator dies, stalls, is
+ * too), with every fifth a ReduceScatter and every fifth an AllGather of
+ * CollNet Direct windows (NCCL's pointer rule), several in flight at once, while an aggregator dies, stalls, is
  * drained or restarted, or every aggregator goes, or a node dies. Every
  * result is checked against the reference and bitwise across nodes.
  *
@@ -75,10 +76,14 @@ int fault_option(const char *kinds)
 
 /* ---- what one allreduce is: the same on every node ---- */
 
+enum { J_ALLREDUCE, J_RS, J_AG };
+
 struct job {
 	uint64_t n; /* which allreduce of the run */
+	int coll;   /* J_*: reduce-scatter / allgather of nranks blocks of count x es */
 	int t, op;
 	size_t count, es;
+	uint8_t *gbuf, *obuf; /* windows: the global buffer, this node's block */
 	uint64_t salt;
 	bool inplace;
 	uint8_t *send, *recv;
@@ -91,6 +96,12 @@ static uint64_t lcg(uint64_t *s)
 {
 	*s = *s * 6364136223846793005ull + 1442695040888963407ull;
 	return *s >> 33;
+}
+
+/* Bytes the requests cover: the allreduce, or the windows' global buffer. */
+static size_t job_bytes(const struct job *j)
+{
+	return j->count * j->es * (j->coll == J_ALLREDUCE ? 1 : (size_t)opt.nranks);
 }
 
 static void job_pick(struct job *j, uint64_t n)
@@ -110,7 +121,14 @@ static void job_pick(struct job *j, uint64_t n)
 		j->count = 1; /* one element now and then */
 	j->salt = lcg(&s);
 	j->inplace = lcg(&s) % 4 == 0;
-	j->pieces = (j->count * j->es + PIECE - 1) / PIECE;
+	j->coll = n % 5 == 2 ? J_RS : n % 5 == 4 ? J_AG : J_ALLREDUCE;
+	if (j->coll == J_AG) {
+		j->t = ncclUint8;
+		j->es = 1;
+	}
+	if (j->coll != J_ALLREDUCE) /* nranks blocks in MAX_BYTES */
+		j->count = 1 + (j->count - 1) % (MAX_BYTES / j->es / (size_t)opt.nranks);
+	j->pieces = (job_bytes(j) + PIECE - 1) / PIECE;
 	j->issued = j->done = 0;
 }
 
@@ -135,9 +153,42 @@ static void tile(uint8_t *dst, const uint8_t *period, size_t es, size_t count)
 		memcpy(dst + off, period, bytes - off < pb ? bytes - off : pb);
 }
 
+/* The allgather's byte at global offset g of job j: a byte from the wrong
+ * place or node shows. */
+static uint8_t ag_byte(const struct job *j, size_t g)
+{
+	return (uint8_t)(((g + j->salt) * 0x9E3779B97F4A7C15ull) >> 56);
+}
+
+static void window_fill(struct job *j)
+{
+	size_t bpr = j->count * j->es, total = bpr * (size_t)opt.nranks;
+	uint8_t period[PERIOD * 8];
+
+	/* in place: this node's block inside the global buffer (NCCL's layout) */
+	j->gbuf = j->coll == J_RS || j->inplace ? j->send : j->recv;
+	j->obuf = j->inplace ? j->gbuf + (size_t)my_rank * bpr : j->coll == J_RS ? j->recv : j->send;
+	if (j->coll == J_AG) {
+		memset(j->gbuf, 0xA5, total + 64);
+		for (size_t k = 0; k < bpr; k++)
+			j->obuf[k] = ag_byte(j, (size_t)my_rank * bpr + k);
+		return;
+	}
+	for (size_t i = 0; i < PERIOD; i++)
+		put(j->t, period, i, in_val(j->t, j->op, my_rank, i + j->salt) + job_shift(j));
+	tile(j->gbuf, period, j->es, j->count * (size_t)opt.nranks);
+	if (!j->inplace)
+		memset(j->obuf, 0xA5, bpr + 64);
+}
+
 static void job_fill(struct job *j)
 {
 	uint8_t period[PERIOD * 8];
+
+	if (j->coll != J_ALLREDUCE) {
+		window_fill(j);
+		return;
+	}
 
 	for (size_t i = 0; i < PERIOD; i++)
 		put(j->t, period, i, in_val(j->t, j->op, my_rank, i + j->salt) + job_shift(j));
@@ -151,10 +202,53 @@ static size_t piece_elems(const struct job *j)
 	return PIECE / j->es;
 }
 
+/* A window job's result: this node's block (reduce-scatter, its global
+ * elements' reference) or the whole buffer (allgather), nothing written
+ * past it. */
+static bool window_check(const struct job *j, uint64_t n, uint64_t *hash)
+{
+	size_t bpr = j->count * j->es, total = bpr * (size_t)opt.nranks;
+	const char *what = j->coll == J_RS ? "reduce-scatter" : "allgather";
+
+	if (j->coll == J_AG) {
+		for (size_t g = 0; g < total; g++)
+			if (j->gbuf[g] != ag_byte(j, g)) {
+				fprintf(stderr, "[rank %d] %s %" PRIu64 " (%zu bytes per node%s): byte %zu "
+					"(block %zu) is 0x%02x, want 0x%02x\n", my_rank, what, n, bpr,
+					j->inplace ? ", in place" : "", g, g / bpr, j->gbuf[g], ag_byte(j, g));
+				return false;
+			}
+		*hash += fnv(0xcbf29ce484222325ull ^ (n * 0x9E3779B97F4A7C15ull), j->gbuf, total);
+	} else {
+		int64_t k = job_shift(j);
+		uint8_t want[8];
+		for (size_t i = 0; i < j->count; i++) {
+			size_t gi = (size_t)my_rank * j->count + i;
+			put(j->t, want, 0, ref_val(j->t, j->op, gi % PERIOD + j->salt) +
+						  (j->op == ncclSum ? opt.nranks * k : k));
+			if (memcmp(j->obuf + i * j->es, want, j->es)) {
+				fprintf(stderr, "[rank %d] %s %" PRIu64 " (%s %s x %zu per node%s): element %zu "
+					"of this node's block differs from the reference\n", my_rank, what, n,
+					type_name(j->t), op_name(j->op), j->count, j->inplace ? ", in place" : "", i);
+				return false;
+			}
+		}
+	}
+	const uint8_t *end = j->coll == J_AG ? j->gbuf + total : j->obuf + bpr;
+	if (!j->inplace && *end != 0xA5) {
+		fprintf(stderr, "[rank %d] %s %" PRIu64 ": wrote past the end\n", my_rank, what, n);
+		return false;
+	}
+	return true;
+}
+
 static bool job_check(const struct job *j, uint64_t n, uint64_t *hash)
 {
 	uint8_t period[PERIOD * 8];
 	size_t pb = PERIOD * j->es, bytes = j->count * j->es;
+
+	if (j->coll != J_ALLREDUCE)
+		return window_check(j, n, hash);
 
 	int64_t k = job_shift(j);
 	for (size_t i = 0; i < PERIOD; i++)
@@ -187,6 +281,26 @@ static bool job_check(const struct job *j, uint64_t n, uint64_t *hash)
 	 * per-allreduce hashes does not care. */
 	*hash += fnv(0xcbf29ce484222325ull ^ (n * 0x9E3779B97F4A7C15ull), j->recv, bytes);
 	return true;
+}
+
+/* Piece j->issued of job j as NCCL's proxy issues it: allreduce pieces of
+ * PIECE bytes, or windows of PIECE bytes of the global buffer whose
+ * node-block pointer is advanced only when the window starts in this
+ * node's block. */
+static ncclResult_t job_issue(void *cc, void *mh, struct job *j, void **r)
+{
+	if (j->coll == J_ALLREDUCE) {
+		size_t pe = piece_elems(j), off = j->issued * pe;
+		size_t n = j->count - off < pe ? j->count - off : pe;
+		return c_iallreduce_rc(cc, j->send + off * j->es, j->recv + off * j->es, n, j->t, j->op, mh,
+				       r);
+	}
+	size_t bpr = j->count * j->es, wo = j->issued * PIECE, total = job_bytes(j);
+	size_t wb = total - wo < PIECE ? total - wo : PIECE;
+	uint8_t *own = j->obuf + (wo / bpr == (size_t)my_rank ? wo % bpr : 0);
+	if (j->coll == J_RS)
+		return c_ireducescatter_rc(cc, j->gbuf + wo, own, bpr, wo, wb, j->t, j->op, mh, mh, r);
+	return c_iallgather_rc(cc, own, j->gbuf + wo, bpr, wo, wb, mh, mh, r);
 }
 
 /* ---- the faults ---- */
@@ -260,6 +374,7 @@ static void run_cmd(void)
  * rows with an error status. */
 struct trace_sum {
 	uint64_t rows, agg_before, redone, epoch_max, errors;
+	uint64_t win_agg, win_redone; /* reduce-scatter / allgather rows */
 };
 
 static void trace_sum(uint64_t fault_seq, struct trace_sum *s)
@@ -290,6 +405,10 @@ static void trace_sum(uint64_t fault_seq, struct trace_sum *s)
 			rb = strtoull(p + 15, NULL, 10);
 		if (seq < fault_seq)
 			s->agg_before += ab;
+		if (!strstr(line, "\"coll\":\"allreduce\"")) {
+			s->win_agg += ab;
+			s->win_redone += rb;
+		}
 		s->redone += rb;
 		if (ep > s->epoch_max)
 			s->epoch_max = ep;
@@ -412,14 +531,12 @@ progress:
 			}
 			if (first && outstanding < 8) {
 				struct job *j = first;
-				size_t pe = piece_elems(j), off = j->issued * pe;
-				size_t n = j->count - off < pe ? j->count - off : pe;
 				void *r = NULL;
-				ncclResult_t rc = c_iallreduce_rc(cc, j->send + off * j->es, j->recv + off * j->es,
-								  n, j->t, j->op, mh, &r);
+				ncclResult_t rc = job_issue(cc, mh, j, &r);
 				if (rc != ncclSuccess) {
 					got_error = true;
-					fprintf(stderr, "[rank %d] iallreduce returned %d\n", my_rank, (int)rc);
+					fprintf(stderr, "[rank %d] issuing piece %zu of job %" PRIu64 " (kind %d) "
+						"returned %d\n", my_rank, j->issued, j->n, j->coll, (int)rc);
 				} else if (r) {
 					j->reqs[j->issued++] = r;
 					issued_pieces++;
@@ -476,12 +593,16 @@ progress:
 		faults = opt.naggs;
 	struct trace_sum ts;
 	trace_sum(fault_seq, &ts);
-	uint64_t v[6] = { (uint64_t)saw_fault, ts.agg_before, ts.redone, ts.epoch_max, ts.errors,
-			  saw_copied };
+	uint64_t v[7] = { (uint64_t)saw_fault, ts.agg_before, ts.redone, ts.epoch_max, ts.errors,
+			  saw_copied, ts.win_redone };
 	fprintf(stderr, "[rank %d] trace: %" PRIu64 " rows, %" PRIu64 " bytes through the aggregators before the fault, "
-		"%" PRIu64 " bytes repaired, epoch %" PRIu64 "; %d fault lines\n", my_rank, ts.rows,
-		ts.agg_before, ts.redone, ts.epoch_max, saw_fault);
+		"%" PRIu64 " bytes repaired (%" PRIu64 " of windows), epoch %" PRIu64 "; %d fault lines; "
+		"%" PRIu64 " window bytes through the aggregators\n", my_rank, ts.rows, ts.agg_before,
+		ts.redone, ts.win_redone, ts.epoch_max, saw_fault, ts.win_agg);
 	CHECK(ts.errors == 0, "the trace lists %" PRIu64 " failed requests", ts.errors);
+	/* A fixed split sends every window to the aggregators (split_window_agg). */
+	if (opt.split && strcmp(opt.split, "auto") && atof(opt.split) > 0)
+		CHECK(ts.win_agg > 0, "no reduce-scatter or allgather window went through the aggregators");
 	if (fopt.k1 != F_CONNECT) {
 		/* At least the injected ones; on a loaded host an aggregator may
 		 * also abort the job by its own rank timeout (a rank starved past
@@ -490,7 +611,7 @@ progress:
 		CHECK(ts.agg_before > 0, "the aggregators carried nothing before the fault");
 		CHECK(ts.epoch_max >= 1, "no request ran in a later epoch");
 	}
-	rv_all_sum("counters", v, 6);
+	rv_all_sum("counters", v, 7);
 	/* A drain (F_TERM) ends the job at once when nothing is in flight,
 	 * which a loaded host can make happen: then there is nothing to
 	 * repair, and the fault lines and the later epoch are the proof. */
@@ -499,9 +620,10 @@ progress:
 	if (fopt.copies)
 		CHECK(v[5] > 0, "no node copied a result from another");
 	if (my_rank == 0)
-		printf("fault: %d nodes, %d aggregators, %" PRIu64 " allreduces right on every node; "
-		       "%" PRIu64 " bytes repaired over all nodes, %" PRIu64 " of them copied from a node\n",
-		       opt.nranks, opt.naggs, completed, v[2], v[5]);
+		printf("fault: %d nodes, %d aggregators, %" PRIu64 " collectives (2 in 5 reduce-scatter / "
+		       "allgather windows) right on every node; %" PRIu64 " bytes repaired over all nodes, "
+		       "%" PRIu64 " of them copied from a node, %" PRIu64 " of windows\n",
+		       opt.nranks, opt.naggs, completed, v[2], v[5], v[6]);
 
 	if (fopt.k1 == F_RESTART) {
 		/* The next communicator uses every aggregator again. */
@@ -512,6 +634,7 @@ progress:
 		      saw_naggs, opt.naggs);
 		struct job *j = &jobs[0];
 		job_pick(j, 7);
+		j->coll = J_ALLREDUCE;
 		j->count = 100000;
 		j->t = ncclFloat32;
 		j->es = 4;

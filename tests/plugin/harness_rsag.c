@@ -572,9 +572,21 @@ void run_rsag(void)
 	/* allgather results bitwise equal on every node */
 	int other = rv_first_differing("hash", hash);
 	CHECK(other < 0, "allgather results of rank %d differ bitwise from ours", other);
-	/* --expect: what the daemons hold of the job while it is open (the
-	 * interleaved allreduces are what reaches them) */
+	/* --expect: what the daemons hold of the job while it is open */
 	coll_finish(cc, mh);
+	/* Which path the windows took (split_window_agg): a fixed split above
+	 * 0 sends them to the aggregators, auto does for the small ones from 4
+	 * nodes on (2 hops against N - 1), never at 3 or fewer. */
+	if (opt.expect && !strcmp(opt.expect, "agg")) {
+		bool fixed = opt.split && strcmp(opt.split, "auto");
+		bool want = fixed ? atof(opt.split) > 0 : opt.nranks >= 4;
+		CHECK(want ? trace_win_agg > 0 : trace_win_agg == 0,
+		      "windows through the aggregators: %llu bytes, expected %s", (unsigned long long)trace_win_agg,
+		      want ? "some" : "none");
+		if (my_rank == 0)
+			fprintf(stderr, "windows: %llu bytes through the aggregators\n",
+				(unsigned long long)trace_win_agg);
+	}
 	if (my_rank == 0)
 		printf("rsag: %d nodes, v%d table, %d cases passed (%llu NULL requests retried here, %llu in "
 		       "the deep cases on all nodes), allgather results bitwise equal on every node\n",

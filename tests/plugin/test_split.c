@@ -123,6 +123,38 @@ static void local_hosts(void **state)
 	assert_false(split_hosts_local(NULL));
 }
 
+/* Windows (split_window_agg): all to one path, by hops and bytes.
+ * N = 16, M = 2, equal 25 Gb/s links, 10 us a hop: lk = 0.32 ns/B, the
+ * aggregator's 8/25 x 16/2 = 2.56 ns/B; crossover 13 x 10 us / (2.56 -
+ * 0.3) ns/B = 57522 bytes. */
+static void windows(void **state)
+{
+	(void)state;
+	struct split_model m = model(16, 2, 25, 25, 0.85);
+	double lk = 8 / 25.0, ag = 8 / 25.0 * 16 / 2, x = 13 * 10e3 / (ag - 15.0 / 16 * lk);
+	assert_true(split_window_agg(&m, 1));
+	assert_true(split_window_agg(&m, (size_t)x - 64));
+	assert_false(split_window_agg(&m, (size_t)x + 64));
+	/* 3 nodes: 2 hops either way, the ring moves fewer bytes */
+	m = model(3, 1, 25, 25, 0.85);
+	assert_false(split_window_agg(&m, 8));
+	/* 4 nodes, one hop saved */
+	m = model(4, 4, 25, 25, 0.85);
+	assert_true(split_window_agg(&m, 8));
+	/* fixed: any share sends them, 0 keeps the ring; never without
+	 * aggregators, an empty window or above the staging cap */
+	m = model(3, 1, 25, 25, 0.85);
+	m.fixed = 0.25;
+	assert_true(split_window_agg(&m, 1 << 20));
+	assert_false(split_window_agg(&m, SPLIT_WINDOW_AGG_MAX + 1));
+	assert_false(split_window_agg(&m, 0));
+	m.fixed = 0;
+	assert_false(split_window_agg(&m, 8));
+	m.fixed = 1;
+	m.naggs = 0;
+	assert_false(split_window_agg(&m, 8));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -133,6 +165,7 @@ int main(void)
 		cmocka_unit_test(per_message),
 		cmocka_unit_test(counts),
 		cmocka_unit_test(local_hosts),
+		cmocka_unit_test(windows),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
