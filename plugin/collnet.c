@@ -171,7 +171,8 @@ static int key_load(struct coll_comm *cc)
 	return rc;
 }
 
-int coll_agree(struct coll_comm *cc, int64_t *vals, size_t n, uint32_t round, uint64_t deadline)
+int coll_agree(struct coll_comm *cc, int64_t *vals, size_t n, uint32_t round, uint64_t deadline,
+	       bool serve)
 {
 	size_t bytes = n * sizeof(*vals);
 	int64_t *buf = calloc(2, bytes);
@@ -192,6 +193,8 @@ int coll_agree(struct coll_comm *cc, int64_t *vals, size_t n, uint32_t round, ui
 			     buf + n, n, SC_I64, SC_OP_MIN, mr.desc, mr.desc, NULL, NULL);
 	for (;;) {
 		ring_poll(&cc->ring);
+		if (serve)
+			(void)failover_progress(cc); /* notices, agreements, copies for others */
 		rc = ring_op_progress(o);
 		if (rc)
 			break;
@@ -374,7 +377,8 @@ int colln_connect(void *handles[], int nranks, int rank, void *listen_comm, void
 	v[1] = -(int64_t)cc->naggs;
 	for (size_t ai = 0; ai < CLIENT_AGGS_MAX; ai++)
 		v[2 + ai] = joined && ai < cc->naggs && client_agg_alive(cc->client, ai);
-	rc = coll_agree(cc, v, nv, 0, deadline + (uint64_t)plugin_cfg.connect_timeout_ms * 1000000ull);
+	rc = coll_agree(cc, v, nv, COLL_AGREE_CONNECT,
+			deadline + (uint64_t)plugin_cfg.connect_timeout_ms * 1000000ull, false);
 	if (rc) {
 		SC_WARN("collnet connect: rank %d of %d: ring to the neighbours failed: %s", rank, nranks,
 			rc == -ETIMEDOUT ? "timed out" : fi_strerror(-rc));
@@ -980,6 +984,7 @@ int colln_test(void *request, int *done, int *size)
 			r->agg_done = true; /* left to client_destroy */
 		trace_req(cc, r, sc_now_ns(), rc);
 		req_end(cc, r);
+		cc->failed = true;
 		return rc;
 	}
 	if (!r->agg_done || !r->ring_done || r->repairs) {
@@ -1015,6 +1020,33 @@ int colln_test(void *request, int *done, int *size)
 	return 0;
 }
 
+/* A node whose requests are all done may still be needed by another: to
+ * take part in the agreement on a fault only that node saw, or to send it
+ * a result it lacks (from retention). So with failover and aggregators the
+ * nodes leave together: a ring barrier during which each node goes on
+ * serving notices, agreements and copies, bounded by SUMCAST_AGG_TIMEOUT
+ * (a node that died: the others have failed their requests by then). Not
+ * for a broken communicator or one closed with requests in flight. */
+static void close_barrier(struct coll_comm *cc)
+{
+	if (!cc->client || !cc->failover || cc->nranks < 2 || cc->fo.err || cc->failed)
+		return;
+	for (int i = 0; i < COLL_REQS; i++)
+		if (cc->reqs[i].used)
+			return;
+	int64_t v = 0;
+	uint64_t t0 = sc_now_ns();
+	int rc = coll_agree(cc, &v, 1, COLL_AGREE_CLOSE,
+			    t0 + (uint64_t)plugin_cfg.agg_timeout_ms * 1000000ull, true);
+	if (rc)
+		SC_WARN("collnet job 0x%016llx rank %u: closing: not every node reached close within "
+			"SUMCAST_AGG_TIMEOUT (%u ms): %s", (unsigned long long)cc->job_id, cc->rank,
+			(unsigned)plugin_cfg.agg_timeout_ms, strerror(-rc));
+	else if (sc_now_ns() - t0 > 100000000ull)
+		SC_INFO("collnet job 0x%016llx rank %u: closing: waited %.1f ms for the other nodes",
+			(unsigned long long)cc->job_id, cc->rank, (sc_now_ns() - t0) / 1e6);
+}
+
 int colln_close(void *coll_comm)
 {
 	struct coll_comm *cc = coll_comm;
@@ -1022,6 +1054,7 @@ int colln_close(void *coll_comm)
 
 	if (!cc)
 		return 0;
+	close_barrier(cc);
 	s = &cc->st;
 	for (int i = 0; i < COLL_REQS; i++)
 		if (cc->reqs[i].used && !cc->reqs[i].ring_done)

@@ -150,6 +150,7 @@ struct coll_comm {
 	bool failover;         /* rank 0's SUMCAST_FAILOVER: survive aggregator faults (failover.c) */
 	FILE *trace;           /* SUMCAST_TRACE: a JSON line per allreduce; NULL: off */
 	uint64_t next_idx;     /* requests issued */
+	bool failed;           /* a request failed: NCCL has an error (no close barrier) */
 	struct coll_stats st;
 	char aggs_buf[CFG_STR_MAX];
 	const char *aggs[CLIENT_AGGS_MAX];
@@ -186,8 +187,11 @@ int colln_close_listen(void *listen_comm);
 
 
 /* Blocking (bounded by deadline) min-allreduce of n int64 over the ring,
- * under the failover's agreement tags for (epoch, attempt, round). */
-int coll_agree(struct coll_comm *cc, int64_t *vals, size_t n, uint32_t round, uint64_t deadline);
+ * under the agreement tags of epoch 0xFFFF (before and after failover's
+ * epochs) and `round`; serve: drive failover_progress meanwhile. */
+enum { COLL_AGREE_CONNECT = 0, COLL_AGREE_CLOSE = 1 };
+int coll_agree(struct coll_comm *cc, int64_t *vals, size_t n, uint32_t round, uint64_t deadline,
+	       bool serve);
 
 /* failover.c */
 /* After connect: epoch 0 over the aggregators every node joined. */
