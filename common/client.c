@@ -362,8 +362,11 @@ int client_mr_reg(struct client *c, void *buf, size_t len, struct fabric_mr *out
 
 int client_progress(struct client *c)
 {
+	/* Only endpoints with chunks in flight have completions to reap (a
+	 * CQ read costs a poll() of the endpoint's sockets on tcp). */
 	for (size_t ai = 0; ai < c->naggs; ai++)
-		if (c->aggs[ai].ep && client_data_poll(c, ai) && !c->failover)
+		if (c->aggs[ai].ep && (c->aggs[ai].inflight || c->aggs[ai].pending_slot >= 0) &&
+		    client_data_poll(c, ai) && !c->failover)
 			return c->err;
 	if (!c->broken)
 		for (size_t ai = 0; ai < c->naggs; ai++)
@@ -399,8 +402,13 @@ int client_progress(struct client *c)
 
 int client_test(struct client *c, struct client_req *r, int *done)
 {
-	*done = 0;
 	client_progress(c);
+	return client_req_check(c, r, done);
+}
+
+int client_req_check(struct client *c, struct client_req *r, int *done)
+{
+	*done = 0;
 	if (!r->in_use)
 		return -EINVAL;
 	if (r->err) {

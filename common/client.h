@@ -116,6 +116,9 @@ int client_progress(struct client *c);
 /* Progresses, then *done = 1 if r finished (r is then freed). Returns 0, or
  * a negative errno if r failed (r is freed too; recv contents undefined). */
 int client_test(struct client *c, struct client_req *r, int *done);
+/* v1.5: client_test without the progress, for a caller that has just
+ * called client_progress. */
+int client_req_check(struct client *c, struct client_req *r, int *done);
 
 const char *client_error(const struct client *c);
 size_t client_naggs(const struct client *c);

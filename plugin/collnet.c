@@ -956,8 +956,11 @@ int colln_test(void *request, int *done, int *size)
 	int rc;
 
 	*done = 0;
+	/* each completion queue read once per call (a poll() each on tcp) */
 	ring_poll(&cc->ring);
-	rc = failover_progress(cc);
+	if (cc->client)
+		client_progress(cc->client);
+	rc = failover_step(cc);
 	/* Every active request moves, not only the one NCCL asks about. */
 	for (int i = 0; i < COLL_REQS; i++)
 		if (cc->reqs[i].used && &cc->reqs[i] != r)
@@ -966,7 +969,7 @@ int colln_test(void *request, int *done, int *size)
 		rc = req_progress(r);
 	if (!rc && !r->agg_done) {
 		int d = 0;
-		rc = client_test(cc->client, r->creq, &d);
+		rc = client_req_check(cc->client, r->creq, &d);
 		if (rc) {
 			r->creq = NULL; /* freed by client_test */
 			SC_WARN("%s seq %u through the aggregators failed: %s", coll_names[r->coll], r->seq,

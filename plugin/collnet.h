@@ -200,6 +200,9 @@ void failover_fini(struct coll_comm *cc);
 /* Drives notices, agreement and repairs; called from test and iallreduce.
  * 0, or the error that broke the communicator. */
 int failover_progress(struct coll_comm *cc);
+/* The same without reading the client's and the ring's completion queues,
+ * for a caller that has just read them (test: each queue once a call). */
+int failover_step(struct coll_comm *cc);
 /* Whether new requests must wait (an agreement is under way). */
 bool failover_busy(const struct coll_comm *cc);
 /* The aggregator set and epoch for request idx. */

@@ -774,15 +774,22 @@ void failover_fini(struct coll_comm *cc)
 
 int failover_progress(struct coll_comm *cc)
 {
+	if (!cc->client || !cc->failover || cc->fo.err)
+		return cc->fo.err;
+	client_progress(cc->client);
+	ring_poll(&cc->ring);
+	return failover_step(cc);
+}
+
+int failover_step(struct coll_comm *cc)
+{
 	struct failover *fo = &cc->fo;
 
 	if (!cc->client || !cc->failover || fo->err)
 		return fo->err;
-	client_progress(cc->client);
 	uint64_t mine = client_failed(cc->client) & ~fo->known;
 	if (mine)
 		note_known(cc, mine, true);
-	ring_poll(&cc->ring);
 	notice_progress(cc);
 	if (!fo->err)
 		agree_progress(cc);
