@@ -956,8 +956,11 @@ int colln_test(void *request, int *done, int *size)
 	int rc;
 
 	*done = 0;
-	/* each completion queue read once per call (a poll() each on tcp) */
-	ring_poll(&cc->ring);
+	/* each completion queue read once per call (a poll() each on tcp), the
+	 * ring's only when something but the standing notice receive is
+	 * posted there, or every RING_QUIET_NS */
+	if (!ring_quiet(&cc->ring, cc->fo.nrx_posted ? 1 : 0, sc_now_ns()))
+		ring_poll(&cc->ring);
 	if (cc->client)
 		client_progress(cc->client);
 	rc = failover_step(cc);

@@ -155,10 +155,8 @@ static void notice_post_rx(struct coll_comm *cc)
 
 	if (fo->nrx_posted || cc->nranks < 2)
 		return;
-	fo->nrx.state = RING_X_POSTED;
-	fo->nrx.err = 0;
-	int rc = fabric_trecv(cc->f, &fo->nbuf[0], sizeof(uint64_t), fo->nmr.desc, FI_ADDR_UNSPEC,
-			      sc_tag_notice(), 0, &fo->nrx.fop);
+	int rc = ring_post(&cc->ring, &fo->nrx, false, &fo->nbuf[0], sizeof(uint64_t), fo->nmr.desc,
+			   sc_tag_notice());
 	if (rc == 0)
 		fo->nrx_posted = true;
 	else
@@ -189,10 +187,8 @@ static void notice_progress(struct coll_comm *cc)
 		if (x->state == RING_X_DONE && x->err)
 			fo_fail(cc, x->err, "sending a fault notice to the next node");
 		fo->nbuf[1 + i] = fo->known;
-		x->state = RING_X_POSTED;
-		x->err = 0;
-		int rc = fabric_tsend(cc->f, &fo->nbuf[1 + i], sizeof(uint64_t), fo->nmr.desc,
-				      cc->ring.next, sc_tag_notice(), 0, &x->fop);
+		int rc = ring_post(&cc->ring, x, true, &fo->nbuf[1 + i], sizeof(uint64_t), fo->nmr.desc,
+				   sc_tag_notice());
 		if (rc) {
 			x->state = RING_X_IDLE;
 			if (rc != -FI_EAGAIN)
@@ -494,10 +490,7 @@ static void item_done(struct coll_comm *cc, struct fo_item *it)
 static int xfer_post(struct coll_comm *cc, struct ring_xfer *x, bool send, void *buf, size_t len,
 		     void *desc, uint64_t tag)
 {
-	x->state = RING_X_POSTED;
-	x->err = 0;
-	int rc = send ? fabric_tsend(cc->f, buf, len, desc, cc->ring.next, tag, 0, &x->fop)
-		      : fabric_trecv(cc->f, buf, len, desc, FI_ADDR_UNSPEC, tag, 0, &x->fop);
+	int rc = ring_post(&cc->ring, x, send, buf, len, desc, tag);
 	if (rc) {
 		x->state = RING_X_IDLE;
 		return rc == -FI_EAGAIN ? 0 : rc;

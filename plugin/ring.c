@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "chunk.h"
+#include "clock.h"
 #include "log.h"
 #include "tags.h"
 
@@ -84,13 +85,34 @@ void ring_fini(struct ring *r)
 	}
 }
 
+int ring_post(struct ring *rg, struct ring_xfer *x, bool send, const void *buf, size_t len,
+	      void *desc, uint64_t tag)
+{
+	int rc = send ? fabric_tsend(rg->f, buf, len, desc, rg->next, tag, 0, &x->fop)
+		      : fabric_trecv(rg->f, (void *)buf, len, desc, FI_ADDR_UNSPEC, tag, 0, &x->fop);
+	if (rc)
+		return rc;
+	x->state = X_POSTED;
+	x->err = 0;
+	rg->posted++;
+	return 0;
+}
+
+bool ring_quiet(const struct ring *rg, uint32_t standing, uint64_t now_ns)
+{
+	return rg->posted <= standing && now_ns - rg->polled_ns < RING_QUIET_NS;
+}
+
 int ring_poll(struct ring *r)
 {
 	struct fabric_cqe cqe[32];
 	int n;
 
+	r->polled_ns = sc_now_ns();
 	do {
 		n = fabric_cq_poll(r->f, cqe, 32);
+		if (n > 0)
+			r->posted = (uint32_t)n < r->posted ? r->posted - (uint32_t)n : 0;
 		for (int i = 0; i < n; i++) {
 			struct ring_xfer *x = container_of(cqe[i].op, struct ring_xfer, fop);
 			x->len = cqe[i].err ? cqe[i].olen : cqe[i].len;
@@ -236,13 +258,11 @@ static int col_post(struct ring_op *o, struct ring_col *c, size_t slot)
 			dst = o->tmp + slot * o->chunk_elems * o->es;
 			desc = o->tmp_desc;
 		}
-		rc = fabric_trecv(rg->f, dst, len * o->es, desc, FI_ADDR_UNSPEC,
-				  op_tag(o, c->step, c->j), 0, &c->r.fop);
+		rc = ring_post(rg, &c->r, false, dst, len * o->es, desc, op_tag(o, c->step, c->j));
 		if (rc == -FI_EAGAIN)
 			return 0;
 		if (rc)
 			return rc;
-		c->r.state = X_POSTED;
 	}
 	if (c->s.state == X_IDLE) {
 		chunk_range(o, ss, c->j, &off, &len);
@@ -256,13 +276,11 @@ static int col_post(struct ring_op *o, struct ring_col *c, size_t slot)
 			src = o->recv + off * o->es; /* this rank's segment was copied in */
 			desc = o->rdesc;
 		}
-		rc = fabric_tsend(rg->f, src, len * o->es, desc, rg->next,
-				  op_tag(o, c->step, c->j), 0, &c->s.fop);
+		rc = ring_post(rg, &c->s, true, src, len * o->es, desc, op_tag(o, c->step, c->j));
 		if (rc == -FI_EAGAIN)
 			return 0;
 		if (rc)
 			return rc;
-		c->s.state = X_POSTED;
 	}
 	return 0;
 }

@@ -68,6 +68,8 @@ struct ring {
 	struct fabric_mr tmp_rs_mr;
 	uint32_t tmp_slots;
 	int err; /* sticky CQ failure */
+	uint32_t posted;   /* operations posted on f and not completed (ring_post, ring_poll) */
+	uint64_t polled_ns; /* last ring_poll */
 };
 
 /* Every operation on the collnet's endpoint is a ring_xfer: ring_poll
@@ -79,6 +81,17 @@ struct ring_xfer {
 	int err;
 	size_t len;
 };
+
+/* Posts x on the collnet's endpoint (a send to the next rank, or a receive
+ * from anyone) and counts it: 0 (x is RING_X_POSTED), -FI_EAGAIN (x stays
+ * as it was: retry later) or a provider error. */
+int ring_post(struct ring *rg, struct ring_xfer *x, bool send, const void *buf, size_t len,
+	      void *desc, uint64_t tag);
+/* Whether a CQ read can wait: nothing is posted but `standing` receives
+ * that may wait long (failover's notice), and the queue was read less
+ * than RING_QUIET_NS ago (so those are still served within that). */
+#define RING_QUIET_NS 100000ull
+bool ring_quiet(const struct ring *rg, uint32_t standing, uint64_t now_ns);
 
 struct ring_col {
 	size_t j;      /* column index */
