@@ -7,7 +7,10 @@
 #   1. node 3's route to aggregator 0 is cut (a blackhole route in node 3's namespace): node 3
 #      cannot reach it, nodes 0-2 still can;
 #   2. aggregator 0's route to node 3 is cut instead: results of aggregator 0 reach nodes 0-2
-#      but not node 3, so node 3 must be given them by the others (--expect-copies).
+#      but not node 3, so node 3 must be given them by the others (--expect-copies);
+#   3. the same at collective 996 of 1000: the fault, the agreement and the copies come while
+#      the nodes finish their last collectives and close (the harness closes right after its
+#      last request, as NCCL's teardown does; no request may run in a later epoch).
 # Exit 0 pass, 1 fail, 77 skipped (not root, no netns/veth/tbf, nothing built) with the reason.
 set -u -o pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -34,12 +37,12 @@ for ((i = 0; i < W; i++)); do
 done
 victim=$((W - 1))
 rc=0
-run_case() { # name cmd undo [harness args...]
-  local name=$1 cmd=$2 undo=$3; shift 3
+run_case() { # name at cmd undo [harness args...]
+  local name=$1 at=$2 cmd=$3 undo=$4; shift 4
   sc_log "case $name: $cmd"
   if HARNESS_FAULT_CMD="$cmd" SUMCAST_HARNESS_NETNS="$ns" SUMCAST_HARNESS_IFACES="$ips" \
      SUMCAST_PROVIDER="$SC_FABRIC_PROVIDER" timeout 600 "$HARNESS" fault --nranks "$W" \
-       --aggs "$(sc_agg_list)" --split 0.5 --fault cmd --fault-at 333 --ops 1000 "$@" \
+       --aggs "$(sc_agg_list)" --split 0.5 --fault cmd --fault-at "$at" --ops 1000 "$@" \
        >"$SC_RUN_DIR/$name.log" 2>&1; then
     grep -E '^fault:' "$SC_RUN_DIR/$name.log"
     grep -m1 -E 'aggregator .* failed' "$SC_RUN_DIR/$name.log" | sed 's/^/  /'
@@ -49,11 +52,16 @@ run_case() { # name cmd undo [harness args...]
   eval "$undo" 2>/dev/null
 }
 # 1. the node cannot reach the aggregator
-run_case node-side \
+run_case node-side 333 \
   "ip netns exec $(sc_ns_w $victim) ip route add blackhole $(sc_ip_a 0)/32" \
   "ip netns exec $(sc_ns_w $victim) ip route del blackhole $(sc_ip_a 0)/32"
 # 2. the aggregator cannot reach the node: some nodes hold results the victim lacks
-run_case aggregator-side \
+run_case aggregator-side 333 \
+  "ip netns exec $(sc_ns_a 0) ip route add blackhole $(sc_ip_w $victim)/32" \
+  "ip netns exec $(sc_ns_a 0) ip route del blackhole $(sc_ip_w $victim)/32" \
+  --expect-copies
+# 3. the same at the end: the others are closing when the victim needs them
+run_case aggregator-side-late 996 \
   "ip netns exec $(sc_ns_a 0) ip route add blackhole $(sc_ip_w $victim)/32" \
   "ip netns exec $(sc_ns_a 0) ip route del blackhole $(sc_ip_w $victim)/32" \
   --expect-copies

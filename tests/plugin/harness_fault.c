@@ -581,11 +581,14 @@ progress:
 		return;
 	}
 	CHECK(!got_error, "an aggregator fault reached NCCL as an error");
+	/* Close at once, as NCCL's teardown does: a node done before another
+	 * may still be needed by it (agreement, copies), which the plugin's
+	 * close must serve, not this harness's rendezvous. */
+	NCHECK(opt.version == 11 ? P.c11->deregMr(cc, mh) : P.c8->deregMr(cc, mh));
+	NCHECK(opt.version == 11 ? P.c11->closeColl(cc) : P.c8->closeColl(cc));
 	/* Bitwise equal on every node. */
 	int other = rv_first_differing("hash", hash);
 	CHECK(other < 0, "results of rank %d differ bitwise from ours", other);
-	NCHECK(opt.version == 11 ? P.c11->deregMr(cc, mh) : P.c8->deregMr(cc, mh));
-	NCHECK(opt.version == 11 ? P.c11->closeColl(cc) : P.c8->closeColl(cc));
 
 	/* The fault was seen, agreed and repaired: counters, not only sums. */
 	int faults = (fopt.k1 != F_NONE) + (fopt.k2 != F_NONE);
@@ -609,7 +612,9 @@ progress:
 		 * SUMCAST_AGG_TIMEOUT), which is one more fault, survived too. */
 		CHECK(saw_fault >= faults, "this node logged %d aggregator faults, want %d", saw_fault, faults);
 		CHECK(ts.agg_before > 0, "the aggregators carried nothing before the fault");
-		CHECK(ts.epoch_max >= 1, "no request ran in a later epoch");
+		/* (a fault among the last Q collectives may leave none for it) */
+		if (at1 + Q < ops)
+			CHECK(ts.epoch_max >= 1, "no request ran in a later epoch");
 	}
 	rv_all_sum("counters", v, 7);
 	/* A drain (F_TERM) ends the job at once when nothing is in flight,
