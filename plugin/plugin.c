@@ -24,7 +24,7 @@ static const struct cfg_entry plugin_table[] = {
 	  S(iface), 0, 0, false },
 	{ "", "aggregators", CFG_STRING, "", "sumcastd control endpoints host:port,...; empty: ring only",
 	  S(aggregators), 0, 0, false },
-	{ "", "split", CFG_STRING, "auto", "fraction of each allreduce sent to the aggregators, or auto",
+	{ "", "split", CFG_STRING, "auto", "fraction of each allreduce sent to the aggregators, or auto (windows: all above 0)",
 	  S(split), 0, 0, false },
 	{ "", "link_gbps", CFG_DOUBLE, "0", "node link bandwidth in Gb/s for the split model; 0: from provider",
 	  S(link_gbps), 0, 1e6, false },
