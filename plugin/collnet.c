@@ -830,7 +830,8 @@ int colln_iallgather(void *coll_comm, void *send, int nparts, const ncclNetSGE_t
 			return -ENOMEM;
 		window_part(cc, bytes_per_rank, window_offset, window_bytes, &lo, &len);
 		memset(cc->wstage[slot].buf, 0, window_bytes);
-		memcpy((char *)cc->wstage[slot].buf + lo, send, len);
+		if (len) /* NCCL may pass no send pointer for an empty part */
+			memcpy((char *)cc->wstage[slot].buf + lo, send, len);
 		window_req_init(cc, r, COLL_ALLGATHER, window_bytes, SC_U8, SC_OP_SUM,
 				cc->wstage[slot].buf, parts[0].address, st, rm);
 		return window_agg_issued(cc, r, window_agg_start(cc, r, aggs, epoch), request);
