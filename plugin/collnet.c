@@ -659,15 +659,21 @@ static void window_req_init(struct coll_comm *cc, struct coll_req *r, enum coll_
 	cc->next_idx++;
 }
 
-/* The ring op refused at start (an overlap it cannot work with, no
- * staging memory): the call fails and the request is not issued. */
-static int window_issued(struct coll_comm *cc, struct coll_req *r, void **request)
+/* After a window op's start (rc: the ring op's error, or window_agg_start's):
+ * issued, or not issued at all (the request and its index given back):
+ * -EAGAIN (the client had no request free) is a NULL request NCCL retries,
+ * another error (an overlap the ring cannot work with, no staging memory,
+ * the aggregators refused) fails the call. */
+static int window_issued(struct coll_comm *cc, struct coll_req *r, int rc, void **request)
 {
-	if (r->ring.err) {
+	if (rc && !r->creq) {
 		r->used = false;
 		cc->next_idx--;
-		return r->ring.err;
 	}
+	if (rc == -EAGAIN)
+		return 0;
+	if (rc)
+		return rc;
 	*request = r;
 	return 0;
 }
@@ -782,25 +788,6 @@ static void window_part(const struct coll_comm *cc, size_t bpr, size_t wo, size_
 	*len = p0 < p1 ? p1 - p0 : 0;
 }
 
-/* A window op issued on the aggregators; window_issued's counterpart. */
-static int window_agg_issued(struct coll_comm *cc, struct coll_req *r, int rc, void **request)
-{
-	if (rc == -EAGAIN) {
-		r->used = false;
-		cc->next_idx--;
-		return 0; /* NCCL retries */
-	}
-	if (rc) {
-		if (!r->creq) {
-			r->used = false;
-			cc->next_idx--;
-		}
-		return rc;
-	}
-	*request = r;
-	return 0;
-}
-
 int colln_iallgather(void *coll_comm, void *send, int nparts, const ncclNetSGE_t *parts,
 		     size_t bytes_per_rank, size_t window_offset, size_t window_bytes, void *send_mh,
 		     void **request)
@@ -834,14 +821,14 @@ int colln_iallgather(void *coll_comm, void *send, int nparts, const ncclNetSGE_t
 			memcpy((char *)cc->wstage[slot].buf + lo, send, len);
 		window_req_init(cc, r, COLL_ALLGATHER, window_bytes, SC_U8, SC_OP_SUM,
 				cc->wstage[slot].buf, parts[0].address, st, rm);
-		return window_agg_issued(cc, r, window_agg_start(cc, r, aggs, epoch), request);
+		return window_issued(cc, r, window_agg_start(cc, r, aggs, epoch), request);
 	}
 	window_req_init(cc, r, COLL_ALLGATHER, window_bytes, SC_U8, SC_OP_SUM, send, parts[0].address,
 			sm, rm);
 	ring_op_start_window(&cc->ring, &r->ring, RING_ALLGATHER, r->seq, send, parts[0].address,
 			     bytes_per_rank, window_offset, window_bytes, SC_U8, SC_OP_SUM,
 			     sm ? sm->ring.desc : NULL, rm ? rm->ring.desc : NULL, slot);
-	return window_issued(cc, r, request);
+	return window_issued(cc, r, r->ring.err, request);
 }
 
 int colln_ireducescatter(void *coll_comm, int nparts, const ncclNetSGE_t *parts, void *recv,
@@ -882,14 +869,14 @@ int colln_ireducescatter(void *coll_comm, int nparts, const ncclNetSGE_t *parts,
 				cc->wstage[slot].buf, sm, st);
 		r->win_dst = recv;
 		window_part(cc, bytes_per_rank, window_offset, window_bytes, &r->win_off, &r->win_len);
-		return window_agg_issued(cc, r, window_agg_start(cc, r, aggs, epoch), request);
+		return window_issued(cc, r, window_agg_start(cc, r, aggs, epoch), request);
 	}
 	window_req_init(cc, r, COLL_REDUCE_SCATTER, window_bytes / es, d, o, parts[0].address, recv,
 			sm, rm);
 	ring_op_start_window(&cc->ring, &r->ring, RING_REDUCE_SCATTER, r->seq, parts[0].address, recv,
 			     bytes_per_rank / es, window_offset / es, window_bytes / es, d, o,
 			     sm ? sm->ring.desc : NULL, rm ? rm->ring.desc : NULL, slot);
-	return window_issued(cc, r, request);
+	return window_issued(cc, r, r->ring.err, request);
 }
 
 static int req_progress(struct coll_req *r)
