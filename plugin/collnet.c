@@ -449,6 +449,7 @@ err_ring:
 	ring_fini(&cc->ring);
 err_free:
 	fabric_close(cc->f);
+	ring_free(&cc->ring);
 	free(cc);
 	return rc;
 }
@@ -690,15 +691,27 @@ static int window_issued(struct coll_comm *cc, struct coll_req *r, int rc, void 
  * way (failover.c: copies from a holder, redo over the ring from the still
  * intact send side, the staging). */
 
-static void wstage_free(struct coll_wstage *w)
+/* The registrations go before their domains close; the memory only once
+ * no operation can read it any more: after the client's and the ring's
+ * endpoints are closed (colln_close), or when the slot is reused by a
+ * request of a communicator where none has failed (window_aggs), so the
+ * slot's previous request completed and its operations with it. */
+static void wstage_dereg(struct coll_wstage *w)
 {
-	if (!w->buf)
+	if (!w->buf || !w->cap)
 		return;
 	if (w->mr.has_agg)
 		fabric_mr_dereg(&w->mr.agg);
 	fabric_mr_dereg(&w->mr.ring);
+	memset(&w->mr, 0, sizeof(w->mr));
+	w->cap = 0;
+}
+
+static void wstage_free(struct coll_wstage *w)
+{
+	wstage_dereg(w);
 	free(w->buf);
-	memset(w, 0, sizeof(*w));
+	w->buf = NULL;
 }
 
 static struct coll_mr *wstage_get(struct coll_comm *cc, uint32_t slot, size_t bytes)
@@ -738,6 +751,8 @@ static int window_aggs(struct coll_comm *cc, size_t window_bytes, uint64_t *aggs
 	*epoch = cc->fo.epoch;
 	if (!cc->client)
 		return 0;
+	if (cc->failed) /* NCCL has an error: no new operation on the staging */
+		return -EPIPE;
 	if (failover_busy(cc))
 		return -EAGAIN;
 	uint64_t live = failover_live_for(cc, cc->next_idx, epoch);
@@ -807,8 +822,11 @@ int colln_iallgather(void *coll_comm, void *send, int nparts, const ncclNetSGE_t
 	if (rc)
 		return rc;
 	r = window_req(cc, &slot);
-	if (!r || window_aggs(cc, window_bytes, &aggs, &epoch))
+	rc = window_aggs(cc, window_bytes, &aggs, &epoch);
+	if (!r || rc == -EAGAIN)
 		return 0; /* NCCL retries */
+	if (rc)
+		return rc;
 	struct coll_mr *sm = send_mh, *rm = parts[0].mhandle;
 	if (aggs) {
 		struct coll_mr *st = wstage_get(cc, slot, window_bytes);
@@ -858,8 +876,11 @@ int colln_ireducescatter(void *coll_comm, int nparts, const ncclNetSGE_t *parts,
 	if (rc)
 		return rc;
 	r = window_req(cc, &slot);
-	if (!r || window_aggs(cc, window_bytes, &aggs, &epoch))
+	rc = window_aggs(cc, window_bytes, &aggs, &epoch);
+	if (!r || rc == -EAGAIN)
 		return 0; /* NCCL retries */
+	if (rc)
+		return rc;
 	struct coll_mr *sm = parts[0].mhandle, *rm = recv_mh;
 	if (aggs) {
 		struct coll_mr *st = wstage_get(cc, slot, window_bytes);
@@ -1076,11 +1097,16 @@ int colln_close(void *coll_comm)
 			(unsigned long long)cc->job_id, strerror(errno));
 	failover_fini(cc);
 	for (int i = 0; i < COLL_REQS; i++)
-		wstage_free(&cc->wstage[i]);
+		wstage_dereg(&cc->wstage[i]);
 	if (cc->client)
 		client_destroy(cc->client);
 	ring_fini(&cc->ring);
 	fabric_close(cc->f);
+	/* requests abandoned after an error may have had operations on these
+	 * until the endpoints closed */
+	ring_free(&cc->ring);
+	for (int i = 0; i < COLL_REQS; i++)
+		wstage_free(&cc->wstage[i]);
 	free(cc);
 	return 0;
 }

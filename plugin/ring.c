@@ -73,16 +73,17 @@ static char *ring_tmp_rs(struct ring *r, uint32_t slot, void **desc)
 
 void ring_fini(struct ring *r)
 {
-	if (r->tmp) {
+	if (r->tmp)
 		fabric_mr_dereg(&r->tmp_mr);
-		free(r->tmp);
-		r->tmp = NULL;
-	}
-	if (r->tmp_rs) {
+	if (r->tmp_rs)
 		fabric_mr_dereg(&r->tmp_rs_mr);
-		free(r->tmp_rs);
-		r->tmp_rs = NULL;
-	}
+}
+
+void ring_free(struct ring *r)
+{
+	free(r->tmp);
+	free(r->tmp_rs);
+	r->tmp = r->tmp_rs = NULL;
 }
 
 int ring_post(struct ring *rg, struct ring_xfer *x, bool send, const void *buf, size_t len,

@@ -129,7 +129,11 @@ struct ring_op {
 int ring_init(struct ring *r, struct fabric *f, const void *next_addr, size_t next_len,
 	      const void *prev_addr, size_t prev_len, uint32_t rank, uint32_t nranks,
 	      size_t chunk_bytes, uint32_t window, uint32_t tmp_slots);
+/* Deregisters the staging (before the endpoint's domain closes); ring_free
+ * frees it once the endpoint is closed (an aborted op's receive may still
+ * be posted into it until then). */
 void ring_fini(struct ring *r);
+void ring_free(struct ring *r);
 
 /* Starts an allreduce of count elements at send/recv (already offset to the
  * ring part). slot picks the staging area for in-place requests. */
