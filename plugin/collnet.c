@@ -463,6 +463,33 @@ int colln_reduce_support(ncclDataType_t t, ncclRedOp_t op, int *supported)
 	return 0;
 }
 
+/* Registers [data, + size) on the collnet's endpoint and, with aggregators,
+ * on the client's domain. */
+static int coll_mr_reg(struct coll_comm *cc, void *data, size_t size, struct coll_mr *m)
+{
+	int rc = fabric_mr_reg(cc->f, data, size, &m->ring);
+
+	if (rc)
+		return rc;
+	m->has_agg = false;
+	if (cc->client) {
+		rc = client_mr_reg(cc->client, data, size, &m->agg);
+		if (rc) {
+			fabric_mr_dereg(&m->ring);
+			return rc;
+		}
+		m->has_agg = true;
+	}
+	return 0;
+}
+
+static void coll_mr_dereg(struct coll_mr *m)
+{
+	if (m->has_agg)
+		fabric_mr_dereg(&m->agg);
+	fabric_mr_dereg(&m->ring);
+}
+
 int colln_reg_mr(void *coll_comm, void *data, size_t size, int type, void **mhandle)
 {
 	struct coll_comm *cc = coll_comm;
@@ -476,23 +503,13 @@ int colln_reg_mr(void *coll_comm, void *data, size_t size, int type, void **mhan
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return -ENOMEM;
-	rc = fabric_mr_reg(cc->f, data, size ? size : 1, &m->ring);
-	if (rc)
-		goto err_free;
-	if (cc->client) {
-		rc = client_mr_reg(cc->client, data, size ? size : 1, &m->agg);
-		if (rc)
-			goto err_ring;
-		m->has_agg = true;
+	rc = coll_mr_reg(cc, data, size ? size : 1, m);
+	if (rc) {
+		free(m);
+		return rc;
 	}
 	*mhandle = m;
 	return 0;
-
-err_ring:
-	fabric_mr_dereg(&m->ring);
-err_free:
-	free(m);
-	return rc;
 }
 
 int colln_dereg_mr(void *coll_comm, void *mhandle)
@@ -501,9 +518,7 @@ int colln_dereg_mr(void *coll_comm, void *mhandle)
 
 	(void)coll_comm;
 	if (m) {
-		if (m->has_agg)
-			fabric_mr_dereg(&m->agg);
-		fabric_mr_dereg(&m->ring);
+		coll_mr_dereg(m);
 		free(m);
 	}
 	return 0;
@@ -698,12 +713,9 @@ static int window_issued(struct coll_comm *cc, struct coll_req *r, int rc, void 
  * slot's previous request completed and its operations with it. */
 static void wstage_dereg(struct coll_wstage *w)
 {
-	if (!w->buf || !w->cap)
+	if (!w->cap)
 		return;
-	if (w->mr.has_agg)
-		fabric_mr_dereg(&w->mr.agg);
-	fabric_mr_dereg(&w->mr.ring);
-	memset(&w->mr, 0, sizeof(w->mr));
+	coll_mr_dereg(&w->mr);
 	w->cap = 0;
 }
 
@@ -726,18 +738,11 @@ static struct coll_mr *wstage_get(struct coll_comm *cc, uint32_t slot, size_t by
 		w->buf = NULL;
 		return NULL;
 	}
-	if (fabric_mr_reg(cc->f, w->buf, cap, &w->mr.ring)) {
+	if (coll_mr_reg(cc, w->buf, cap, &w->mr)) {
 		free(w->buf);
 		w->buf = NULL;
 		return NULL;
 	}
-	if (client_mr_reg(cc->client, w->buf, cap, &w->mr.agg)) {
-		fabric_mr_dereg(&w->mr.ring);
-		free(w->buf);
-		w->buf = NULL;
-		return NULL;
-	}
-	w->mr.has_agg = true;
 	w->cap = cap;
 	return &w->mr;
 }
@@ -792,17 +797,6 @@ static int window_agg_start(struct coll_comm *cc, struct coll_req *r, uint64_t a
 	return 0;
 }
 
-/* This node's block's part of window [wo, wo + wb): [*lo, *lo + *len) relative to the window. */
-static void window_part(const struct coll_comm *cc, size_t bpr, size_t wo, size_t wb, size_t *lo,
-			size_t *len)
-{
-	size_t b0 = (size_t)cc->rank * bpr, b1 = b0 + bpr;
-	size_t p0 = wo > b0 ? wo : b0, p1 = wo + wb < b1 ? wo + wb : b1;
-
-	*lo = p0 < p1 ? p0 - wo : 0;
-	*len = p0 < p1 ? p1 - p0 : 0;
-}
-
 int colln_iallgather(void *coll_comm, void *send, int nparts, const ncclNetSGE_t *parts,
 		     size_t bytes_per_rank, size_t window_offset, size_t window_bytes, void *send_mh,
 		     void **request)
@@ -833,7 +827,7 @@ int colln_iallgather(void *coll_comm, void *send, int nparts, const ncclNetSGE_t
 		size_t lo, len;
 		if (!st)
 			return -ENOMEM;
-		window_part(cc, bytes_per_rank, window_offset, window_bytes, &lo, &len);
+		ring_window_part(bytes_per_rank, window_offset, window_bytes, cc->rank, &lo, &len);
 		memset(cc->wstage[slot].buf, 0, window_bytes);
 		if (len) /* NCCL may pass no send pointer for an empty part */
 			memcpy((char *)cc->wstage[slot].buf + lo, send, len);
@@ -889,7 +883,8 @@ int colln_ireducescatter(void *coll_comm, int nparts, const ncclNetSGE_t *parts,
 		window_req_init(cc, r, COLL_REDUCE_SCATTER, window_bytes / es, d, o, parts[0].address,
 				cc->wstage[slot].buf, sm, st);
 		r->win_dst = recv;
-		window_part(cc, bytes_per_rank, window_offset, window_bytes, &r->win_off, &r->win_len);
+		ring_window_part(bytes_per_rank, window_offset, window_bytes, cc->rank, &r->win_off,
+				 &r->win_len);
 		return window_issued(cc, r, window_agg_start(cc, r, aggs, epoch), request);
 	}
 	window_req_init(cc, r, COLL_REDUCE_SCATTER, window_bytes / es, d, o, parts[0].address, recv,
@@ -983,7 +978,7 @@ int colln_test(void *request, int *done, int *size)
 		int d = 0;
 		rc = client_req_check(cc->client, r->creq, &d);
 		if (rc) {
-			r->creq = NULL; /* freed by client_test */
+			r->creq = NULL; /* freed by client_req_check */
 			SC_WARN("%s seq %u through the aggregators failed: %s", coll_names[r->coll], r->seq,
 				client_error(cc->client));
 		} else if (d) {

@@ -491,11 +491,8 @@ static int xfer_post(struct coll_comm *cc, struct ring_xfer *x, bool send, void 
 		     void *desc, uint64_t tag)
 {
 	int rc = ring_post(&cc->ring, x, send, buf, len, desc, tag);
-	if (rc) {
-		x->state = RING_X_IDLE;
-		return rc == -FI_EAGAIN ? 0 : rc;
-	}
-	return 0;
+
+	return rc == -FI_EAGAIN ? 0 : rc; /* not posted: x stays idle, retried next pass */
 }
 
 /* 1: done, 0: in progress, < 0: failed. */

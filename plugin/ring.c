@@ -136,16 +136,24 @@ static inline uint64_t op_tag(const struct ring_op *o, uint32_t step, size_t col
 
 /* Segment k: [b, e) in elements of the op's buffer (the window for window
  * operations: block k's part of it, empty when they do not meet). */
+void ring_window_part(size_t block, size_t win, size_t count, uint32_t k, size_t *off, size_t *len)
+{
+	size_t lo = (size_t)k * block, hi = lo + block, we = win + count;
+
+	if (hi <= win || lo >= we) {
+		*off = *len = 0;
+		return;
+	}
+	*off = (lo > win ? lo : win) - win;
+	*len = (hi < we ? hi : we) - win - *off;
+}
+
 static void seg_range(const struct ring_op *o, uint32_t k, size_t *b, size_t *e)
 {
 	if (o->kind != RING_ALLREDUCE) {
-		size_t lo = (size_t)k * o->block, hi = lo + o->block, we = o->win + o->count;
-		if (hi <= o->win || lo >= we) {
-			*b = *e = 0;
-			return;
-		}
-		*b = (lo > o->win ? lo : o->win) - o->win;
-		*e = (hi < we ? hi : we) - o->win;
+		size_t len;
+		ring_window_part(o->block, o->win, o->count, k, b, &len);
+		*e = *b + len;
 		return;
 	}
 	size_t s = (size_t)k * o->seg_elems;

@@ -158,6 +158,10 @@ void ring_op_start_window(struct ring *r, struct ring_op *o, enum ring_kind kind
 			  enum sc_dtype t, enum sc_op op, void *sdesc, void *rdesc, uint32_t slot);
 /* Segment k of a window operation: element offset in the window and length. */
 void ring_op_segment(const struct ring_op *o, uint32_t k, size_t *off, size_t *len);
+/* Block k's part of window [win, win + count) of a buffer of blocks of
+ * `block` (any unit): [*off, *off + *len) relative to the window, *len 0
+ * when they do not meet. */
+void ring_window_part(size_t block, size_t win, size_t count, uint32_t k, size_t *off, size_t *len);
 /* 1: done, 0: in progress, <0: failed. */
 int ring_op_progress(struct ring_op *o);
 /* Reads completions. Returns 0 or a negative FI_E*. */
