@@ -2,7 +2,7 @@
  *
  * Per aggregator, chunks are numbered c = 0, 1, 2, ... when requests start
  * (client_allreduce_on assigns each shard its range), and issued in that
- * order; chunk c uses slot c % window and seq c mod 2^26. A slot is reused
+ * order; chunk c uses slot c % window and seq c mod 2^24. A slot is reused
  * only when both its result receive and its send have completed, which is
  * the protocol's credit rule (chunk c waits for the result of c - window).
  * Results land in the caller's receive buffer, except with failover for an

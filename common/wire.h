@@ -1,4 +1,4 @@
-/* Sumcast wire protocol, version 1.
+/* Sumcast wire protocol, version 2 (1 had no mode bits: its seq was 26 bits).
  *
  * Control plane: TCP to the daemon's control port. Every message is a
  * 16-byte header followed by a body of at most WIRE_BODY_MAX bytes, all
@@ -19,14 +19,25 @@
  * The 64-bit tag routes, the 32-bit immediate data describes the chunk:
  *
  *   tag:  kind:4 | job or result key:20 | rank:16 | slot:24
- *   data: dtype:4 | op:2 | seq:26
+ *   data: dtype:4 | op:2 | mode:2 | seq:24
  *
  * DATA (rank -> daemon) tags carry the daemon's job handle; RESULT
  * (daemon -> rank) tags carry the rank's result key from JOIN, so a rank can
  * tell results of several daemons apart. Chunk c of a job uses slot
- * c % window and seq c mod 2^26; a rank sends chunk c only after it has the
+ * c % window and seq c mod 2^24; a rank sends chunk c only after it has the
  * result of chunk c - window (credit flow control: a rank can never overrun
  * the daemon's buffers).
+ *
+ * The mode of a DATA message says what the rank gives and takes for that
+ * chunk (enum wire_mode): ALL (its contribution, and the result back: an
+ * allreduce, the block owner of a reduce-scatter), GIVE (its contribution,
+ * no result: a non-owner of a reduce-scatter, the only source of an
+ * allgather), TAKE (an empty message, no contribution, the result back:
+ * an allgather's receivers). Every RESULT carries the data word with mode 0;
+ * a GIVE rank's RESULT is empty (a sealed job sends it the whole sealed
+ * result: the seal covers the whole message), and still returns its credit.
+ * At least one rank of a chunk must contribute; contributions of a chunk all
+ * have the same length.
  *
  * Every decoder validates every field before use and returns -EBADMSG (or
  * -EPROTO for a version mismatch) without touching *out on failure. */
@@ -40,7 +51,7 @@
 #include "tags.h"
 
 #define WIRE_MAGIC 0x54534353u /* "SCST" little-endian */
-#define WIRE_VERSION 1
+#define WIRE_VERSION 2
 #define WIRE_HDR_LEN 16
 #define WIRE_BODY_MAX 1024
 #define WIRE_MSG_MAX (WIRE_HDR_LEN + WIRE_BODY_MAX)
@@ -50,9 +61,9 @@
 #define WIRE_TAG_LEN 32 /* HMAC-SHA256 */
 
 #define WIRE_RANKS_MAX 65535u      /* rank field is 16 bits */
-#define WIRE_SLOTS_MAX (1u << 24)  /* slot field is 24 bits */
+#define WIRE_SLOTS_MAX (1u << 20)  /* window: below the seq's 2^24 (slot field is 24 bits) */
 #define WIRE_JOB_HANDLE_MAX ((1u << 20) - 1)
-#define WIRE_SEQ_MASK ((1u << 26) - 1)
+#define WIRE_SEQ_MASK ((1u << 24) - 1)
 
 enum wire_type {
 	WIRE_HELLO = 1,   /* daemon -> rank */
@@ -196,13 +207,30 @@ int wire_join_verify(const uint8_t *key, size_t key_len, uint64_t nonce, const s
  * *why gets a sentence for logs. */
 int wire_key_load(const char *path, uint8_t *key, size_t *key_len, const char **why);
 
+/* What a rank gives and takes for one chunk (the data word's mode). */
+enum wire_mode {
+	WIRE_MODE_ALL = 0,  /* contributes, gets the result */
+	WIRE_MODE_GIVE = 1, /* contributes, gets an empty result (its credit) */
+	WIRE_MODE_TAKE = 2, /* sends an empty message, gets the result */
+	WIRE_MODE_MAX = 2,
+};
+
 /* Immediate data of a data-plane message (tags: tags.h). */
+#define WIRE_IMM_MODE_SHIFT 24
+#define WIRE_IMM_MODE_MASK (0x3u << WIRE_IMM_MODE_SHIFT)
 static inline uint32_t wire_imm_make(unsigned dtype, unsigned op, uint32_t seq)
 {
 	return ((uint32_t)(dtype & 0xF) << 28) | ((uint32_t)(op & 0x3) << 26) | (seq & WIRE_SEQ_MASK);
 }
+static inline uint32_t wire_imm_with_mode(uint32_t d, unsigned mode)
+{
+	return (d & ~WIRE_IMM_MODE_MASK) | ((uint32_t)(mode & 0x3) << WIRE_IMM_MODE_SHIFT);
+}
 static inline unsigned wire_imm_dtype(uint32_t d) { return d >> 28; }
 static inline unsigned wire_imm_op(uint32_t d) { return (d >> 26) & 0x3; }
+static inline unsigned wire_imm_mode(uint32_t d) { return (d >> WIRE_IMM_MODE_SHIFT) & 0x3; }
+/* The data word without its mode: what a RESULT carries and seals. */
+static inline uint32_t wire_imm_plain(uint32_t d) { return d & ~WIRE_IMM_MODE_MASK; }
 static inline uint32_t wire_imm_seq(uint32_t d) { return d & WIRE_SEQ_MASK; }
 
 #endif

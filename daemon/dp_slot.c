@@ -6,7 +6,8 @@
  *   send completed (slot_free)--> FREE, seq += window
  *
  * Per rank (struct rslot): IDLE -> POSTED (receive posted) -> IDLE (arrived)
- * -> reduced and POSTED again; HELD until the slot completes in
+ * -> reduced and POSTED again (a TAKE message, wire.h, is empty: counted,
+ * nothing reduced); HELD until the slot completes in
  * deterministic mode; PENDING when chunk seq + window arrives while the
  * slot still sends seq, taken when the slot frees. Every contribution is
  * checked (type, length, seq, duplicate, agreement with the first one); one
@@ -86,9 +87,19 @@ static void slot_complete(struct dthread *t, struct job *j, struct slot *sl)
 	uint64_t wait = sl->last_ns - sl->first_ns;
 	int rc;
 
+	if (!sl->ndata) {
+		slot_fail(t, j, WIRE_E_DATA, "chunk seq %u: every rank asked for the result and none "
+			  "contributed (mode take)", sl->seq);
+		return;
+	}
 	if (j->flags & WIRE_JOIN_F_DETERMINISTIC) {
-		for (uint32_t r = 0; r < j->nranks; r++)
-			slot_reduce_one(j, sl, r, r == 0);
+		bool first = true;
+		for (uint32_t r = 0; r < j->nranks; r++) {
+			if (job_rslot(j, sl->index, r)->len) {
+				slot_reduce_one(j, sl, r, first);
+				first = false;
+			}
+		}
 		for (uint32_t r = 0; r < j->nranks; r++)
 			t->slot_ops->post_recv(t, j, sl->index, r);
 	}
@@ -131,6 +142,8 @@ void slot_free(struct dthread *t, struct job *j, struct slot *sl)
 {
 	sl->state = SLOT_FREE;
 	sl->ncontrib = 0;
+	sl->ndata = 0;
+	sl->len = 0;
 	sl->reduce_ns = 0;
 	sl->seq = (sl->seq + j->window) & WIRE_SEQ_MASK;
 	sl->chunk += j->window;
@@ -153,7 +166,9 @@ void slot_contribute(struct dthread *t, struct job *j, uint32_t s, uint32_t r)
 	struct slot *sl = &j->slots[s];
 	struct rslot *rs = job_rslot(j, s, r);
 	unsigned dt = wire_imm_dtype(rs->imm);
+	unsigned mode = wire_imm_mode(rs->imm);
 	uint32_t seq = wire_imm_seq(rs->imm);
+	uint32_t imm = wire_imm_plain(rs->imm);
 	size_t esz;
 	uint64_t now;
 
@@ -162,8 +177,18 @@ void slot_contribute(struct dthread *t, struct job *j, uint32_t s, uint32_t r)
 			  r, seq, dt, j->dtype_mask);
 		return;
 	}
+	if (mode > WIRE_MODE_MAX) {
+		slot_fail(t, j, WIRE_E_DATA, "rank %u sent chunk seq %u in mode %u, which does not exist",
+			  r, seq, mode);
+		return;
+	}
 	esz = sc_dtype_size((enum sc_dtype)dt);
-	if (rs->len == 0 || rs->len % esz || rs->len > j->payload) {
+	if (mode == WIRE_MODE_TAKE && rs->len) {
+		slot_fail(t, j, WIRE_E_DATA, "rank %u sent %u bytes for chunk seq %u in mode take, which "
+			  "contributes nothing (its message must be empty)", r, rs->len, seq);
+		return;
+	}
+	if (mode != WIRE_MODE_TAKE && (rs->len == 0 || rs->len % esz || rs->len > j->payload)) {
 		slot_fail(t, j, WIRE_E_DATA,
 			  "rank %u sent %u bytes for chunk seq %u: not a positive multiple of the %s size up to %u",
 			  r, rs->len, seq, sc_dtype_name((enum sc_dtype)dt), j->payload);
@@ -198,13 +223,7 @@ void slot_contribute(struct dthread *t, struct job *j, uint32_t s, uint32_t r)
 			}
 	}
 	now = sc_now_ns();
-	if (sl->ncontrib == 0) {
-		sl->imm = rs->imm;
-		sl->len = rs->len;
-		sl->first_ns = now;
-		sl->state = SLOT_FILLING;
-		atomic_fetch_add_explicit(&j->partial, 1, memory_order_relaxed);
-	} else if (rs->imm != sl->imm || rs->len != sl->len) {
+	if ((sl->ncontrib && imm != sl->imm) || (rs->len && sl->ndata && rs->len != sl->len)) {
 		slot_fail(t, j, WIRE_E_DATA,
 			  "chunk seq %u: rank %u sent %s %s of %u bytes, an earlier rank %s %s of %u bytes",
 			  seq, r, sc_dtype_name((enum sc_dtype)dt),
@@ -213,7 +232,18 @@ void slot_contribute(struct dthread *t, struct job *j, uint32_t s, uint32_t r)
 			  sc_op_name((enum sc_op)wire_imm_op(sl->imm)), sl->len);
 		return;
 	}
+	if (sl->ncontrib == 0) {
+		sl->imm = imm;
+		sl->first_ns = now;
+		sl->state = SLOT_FILLING;
+		atomic_fetch_add_explicit(&j->partial, 1, memory_order_relaxed);
+	}
+	if (rs->len) {
+		sl->len = rs->len;
+		sl->ndata++;
+	}
 	rs->contributed = true;
+	rs->wants = mode != WIRE_MODE_GIVE;
 	sl->ncontrib++;
 	sl->last_ns = now;
 	sl->last_rank = r;
@@ -221,7 +251,8 @@ void slot_contribute(struct dthread *t, struct job *j, uint32_t s, uint32_t r)
 	if (j->flags & WIRE_JOIN_F_DETERMINISTIC) {
 		rs->state = RS_HELD;
 	} else {
-		slot_reduce_one(j, sl, r, sl->ncontrib == 1);
+		if (rs->len)
+			slot_reduce_one(j, sl, r, sl->ndata == 1);
 		t->slot_ops->post_recv(t, j, s, r);
 	}
 	if (sl->ncontrib == j->nranks)

@@ -101,6 +101,7 @@ struct rslot {
 	uint32_t imm, len;   /* of the message that arrived */
 	uint8_t state;
 	bool contributed;    /* to the slot's current seq */
+	bool wants;          /* its mode (wire.h) asks for the result, not an empty one */
 };
 
 enum slot_state { SLOT_FREE = 0, SLOT_FILLING, SLOT_SENDING };
@@ -111,8 +112,10 @@ struct slot {
 	bool in_retry;
 	uint32_t seq;        /* seq the slot expects (or is sending) */
 	uint64_t chunk;      /* the job's chunk number of seq (sealed IVs) */
-	uint32_t imm, len;   /* of the first contribution: all must agree */
-	uint32_t ncontrib;
+	uint32_t imm, len;   /* imm without its mode (wire_imm_plain), of the first
+			      * message; len of the first with data: all must agree */
+	uint32_t ncontrib;   /* messages in, TAKE's empty ones included */
+	uint32_t ndata;      /* contributions with data (ALL, GIVE) */
 	uint32_t npending;
 	uint32_t send_next;  /* unicast: next rank whose result send is to be posted */
 	uint32_t sends_left; /* result sends not completed yet */

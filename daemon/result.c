@@ -22,12 +22,16 @@ static int unicast_init(struct dthread *t, struct job *j)
  * the data thread handles one message per rank instead of two. */
 static int unicast_send(struct dthread *t, struct job *j, struct slot *s)
 {
-	size_t len = s->len + (j->sealed ? SC_SEAL_TAG : 0);
-	bool inject = len <= t->fabric->inject_size;
+	size_t full = s->len + (j->sealed ? SC_SEAL_TAG : 0);
 
 	while (s->send_next < j->nranks) {
 		uint32_t r = s->send_next;
 		struct job_rank *jr = &j->ranks[r];
+		/* A rank in mode GIVE gets an empty result, its credit; in a
+		 * sealed job the whole sealed one (the seal covers it all). */
+		size_t len = job_rslot(j, s->index, r)->wants || j->sealed ? full : 0;
+		size_t data = len ? s->len : 0;
+		bool inject = len <= t->fabric->inject_size;
 		uint64_t tag = wire_tag_make(WIRE_TAG_RESULT, jr->result_key, r, s->index);
 		int rc = inject ? fabric_tinject(t->fabric, s->acc, len, jr->fi_addr, tag, s->imm)
 				: fabric_tsend(t->fabric, s->acc, len, j->mr.desc, jr->fi_addr, tag, s->imm,
@@ -41,8 +45,8 @@ static int unicast_send(struct dthread *t, struct job *j, struct slot *s)
 			return rc;
 		s->send_next++;
 		if (inject) {
-			ctr_add(&t->stats.tx_bytes, s->len);
-			ctr_add(&j->bytes_out, s->len);
+			ctr_add(&t->stats.tx_bytes, data);
+			ctr_add(&j->bytes_out, data);
 		} else {
 			j->ops_out++;
 			s->sends_left++;

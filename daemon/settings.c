@@ -81,7 +81,7 @@ const struct cfg_entry settings_table[] = {
 	  "After a job ends, how long its result sends may stay outstanding before the daemon logs them and drops its own references to those ranks' addresses (the memory returns when the sends complete)",
 	  S(stuck_grace_ms), 100, 86400000, true },
 	{ "job", "max-window", CFG_INT, "64", "Largest window (chunks in flight per job) granted",
-	  S(max_window), 1, 16777216, false },
+	  S(max_window), 1, 1048576, false },
 	{ "job", "max-chunk", CFG_SIZE, "4M", "Largest chunk size granted (bytes, multiple of 8)",
 	  S(max_chunk), 8, 67108864, false },
 	{ "job", "max-memory-share", CFG_DOUBLE, "0.5",

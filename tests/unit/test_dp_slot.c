@@ -530,6 +530,107 @@ static void test_pending_then_reuse(void **state)
 	job_delete(j);
 }
 
+/* Modes (wire.h): a reduce-scatter chunk (rank 2 owns it: ALL, the others
+ * GIVE) sums every contribution and only rank 2 wants the result; an
+ * allgather chunk (rank 1 the source, GIVE; the others TAKE, empty) is rank
+ * 1's bytes, the empty messages in any position, deterministic or not. */
+static void test_modes(void **state)
+{
+	enum { N = 4, E = 128 };
+	static float in[N][E], ref[E];
+	static uint8_t src[200];
+
+	(void)state;
+	for (uint32_t r = 0; r < N; r++)
+		for (uint32_t i = 0; i < E; i++)
+			in[r][i] = (float)(int)(rnd() % 1000);
+	for (uint16_t flags = 0; flags <= WIRE_JOIN_F_DETERMINISTIC; flags++) {
+		struct job *j = job_new(N, 2, (1u << SC_F32) | (1u << SC_U8), flags);
+		for (uint32_t i = 0; i < E; i++)
+			ref[i] = in[3][i] + in[0][i] + in[2][i] + in[1][i];
+		static const uint32_t order[N] = { 3, 0, 2, 1 };
+		for (uint32_t k = 0; k < N; k++) {
+			uint32_t r = order[k];
+			struct rslot *rs = job_rslot(j, 0, r);
+			memcpy(rs->buf, in[r], sizeof(in[r]));
+			rs->imm = wire_imm_with_mode(wire_imm_make(SC_F32, SC_OP_SUM, 0),
+						     r == 2 ? WIRE_MODE_ALL : WIRE_MODE_GIVE);
+			rs->len = sizeof(in[r]);
+			rs->state = RS_IDLE;
+			slot_contribute(&thr, j, 0, r);
+		}
+		assert_int_equal(rec.fails, 0);
+		assert_int_equal(rec.sends, 1);
+		assert_int_equal(rec.result_imm, wire_imm_make(SC_F32, SC_OP_SUM, 0));
+		if (flags)
+			for (uint32_t i = 0; i < E; i++) /* rank order */
+				ref[i] = in[0][i] + in[1][i] + in[2][i] + in[3][i];
+		assert_memory_equal(rec.result, ref, sizeof(ref));
+		for (uint32_t r = 0; r < N; r++)
+			assert_int_equal(job_rslot(j, 0, r)->wants, r == 2);
+
+		/* allgather in slot 1: the source arrives second */
+		for (size_t i = 0; i < sizeof(src); i++)
+			src[i] = (uint8_t)rnd();
+		static const uint32_t order2[N] = { 0, 1, 3, 2 };
+		for (uint32_t k = 0; k < N; k++) {
+			uint32_t r = order2[k];
+			struct rslot *rs = job_rslot(j, 1, r);
+			if (r == 1)
+				memcpy(rs->buf, src, sizeof(src));
+			rs->imm = wire_imm_with_mode(wire_imm_make(SC_U8, SC_OP_SUM, 1),
+						     r == 1 ? WIRE_MODE_GIVE : WIRE_MODE_TAKE);
+			rs->len = r == 1 ? sizeof(src) : 0;
+			rs->state = RS_IDLE;
+			slot_contribute(&thr, j, 1, r);
+		}
+		assert_int_equal(rec.fails, 0);
+		assert_int_equal(rec.sends, 2);
+		assert_int_equal(rec.result_len, sizeof(src));
+		assert_memory_equal(rec.result, src, sizeof(src));
+		for (uint32_t r = 0; r < N; r++)
+			assert_int_equal(job_rslot(j, 1, r)->wants, r != 1);
+		job_delete(j);
+	}
+}
+
+/* What a mode may not do: TAKE with data, a mode that does not exist, a
+ * chunk nobody contributes to. Each fails the job naming it; no result. */
+static void test_mode_errors(void **state)
+{
+	static float a[16];
+	struct {
+		const char *what;
+		unsigned mode[2];
+		uint32_t len[2];
+	} cases[] = {
+		{ "must be empty", { WIRE_MODE_ALL, WIRE_MODE_TAKE }, { sizeof(a), sizeof(a) } },
+		{ "does not exist", { WIRE_MODE_ALL, 3 }, { sizeof(a), sizeof(a) } },
+		{ "none contributed", { WIRE_MODE_TAKE, WIRE_MODE_TAKE }, { 0, 0 } },
+		{ "not a positive multiple", { WIRE_MODE_TAKE, WIRE_MODE_GIVE }, { 0, 0 } },
+		{ "an earlier rank", { WIRE_MODE_GIVE, WIRE_MODE_ALL }, { sizeof(a), sizeof(a) / 2 } },
+	};
+
+	(void)state;
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		struct job *j = job_new(2, 2, 1u << SC_F32, 0);
+		for (uint32_t r = 0; r < 2 && !rec.fails; r++) {
+			struct rslot *rs = job_rslot(j, 0, r);
+			memcpy(rs->buf, a, sizeof(a));
+			rs->imm = wire_imm_with_mode(wire_imm_make(SC_F32, SC_OP_SUM, 0), cases[c].mode[r]);
+			rs->len = cases[c].len[r];
+			rs->state = RS_IDLE;
+			slot_contribute(&thr, j, 0, r);
+		}
+		assert_int_equal(rec.fails, 1);
+		assert_int_equal(rec.code, WIRE_E_DATA);
+		if (!strstr(rec.text, cases[c].what))
+			fail_msg("case %zu: \"%s\" does not say \"%s\"", c, rec.text, cases[c].what);
+		assert_int_equal(rec.sends, 0);
+		job_delete(j);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -539,6 +640,8 @@ int main(void)
 		cmocka_unit_test(test_16bit_accumulate),
 		cmocka_unit_test(test_mismatch_fails),
 		cmocka_unit_test(test_pending_then_reuse),
+		cmocka_unit_test(test_modes),
+		cmocka_unit_test(test_mode_errors),
 	};
 
 	if (sc_reduce_init())

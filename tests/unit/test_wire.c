@@ -146,9 +146,9 @@ static void test_decode_rejects(void **state)
 	big[6] = 99;
 	assert_int_equal(wire_hdr_decode(big, WIRE_HDR_LEN, &h), -EBADMSG);
 	memcpy(big, buf, WIRE_HDR_LEN);
-	big[4] = 2;
+	big[4] = WIRE_VERSION + 1;
 	assert_int_equal(wire_hdr_decode(big, WIRE_HDR_LEN, &h), -EPROTO);
-	assert_int_equal(h.version, 2);
+	assert_int_equal(h.version, WIRE_VERSION + 1);
 	assert_int_equal(wire_hdr_decode(buf, WIRE_HDR_LEN - 1, &h), -EBADMSG);
 	/* REFUSE with control characters or an unknown code. */
 	uint8_t body[16] = { 0, 0, 0, 0, 99, 0, 2, 0, 'h', 'i' };
@@ -210,10 +210,18 @@ static void test_tags(void **state)
 	assert_int_equal(wire_tag_job(t), 0xABCDE);
 	assert_int_equal(wire_tag_rank(t), 0x1234);
 	assert_int_equal(wire_tag_slot(t), 0x56789A);
-	uint32_t d = wire_imm_make(9, 3, 0x3FFFFFF);
+	uint32_t d = wire_imm_make(9, 3, 0xFFFFFF);
 	assert_int_equal(wire_imm_dtype(d), 9);
 	assert_int_equal(wire_imm_op(d), 3);
-	assert_int_equal(wire_imm_seq(d), 0x3FFFFFF);
+	assert_int_equal(wire_imm_mode(d), WIRE_MODE_ALL);
+	assert_int_equal(wire_imm_seq(d), 0xFFFFFF);
+	/* The mode sits between op and seq and leaves both alone. */
+	uint32_t g = wire_imm_with_mode(d, WIRE_MODE_TAKE);
+	assert_int_equal(wire_imm_mode(g), WIRE_MODE_TAKE);
+	assert_int_equal(wire_imm_dtype(g), 9);
+	assert_int_equal(wire_imm_op(g), 3);
+	assert_int_equal(wire_imm_seq(g), 0xFFFFFF);
+	assert_int_equal(wire_imm_plain(g), d);
 	/* Sequence numbers wrap inside their field. */
 	assert_int_equal(wire_imm_seq(wire_imm_make(0, 0, WIRE_SEQ_MASK + 5)), 4);
 }
