@@ -181,11 +181,12 @@ uint32_t client_agg_window(const struct client *c, size_t agg);
 /* Lowest chunk number on agg whose result has not arrived here; every
  * lower one has. Final once agg is fenced. */
 uint64_t client_agg_lo(const struct client *c, size_t agg);
-/* Whether the result of chunk has arrived here (from agg or repaired). */
+/* Whether this rank holds the result of chunk: it arrived here (from agg
+ * or repaired), or this rank is the chunk's only source (v1.6). */
 bool client_chunk_held(const struct client *c, size_t agg, uint64_t chunk);
-/* The held result of chunk: its request's receive buffer while the request
- * is in flight here, else the retention copy. NULL if not held here or no
- * longer retained. */
+/* The held result of chunk: its request's receive buffer (a SOURCE's send
+ * data) while the request is in flight here, else the retention copy. NULL
+ * if not held here or no longer retained. */
 const void *client_chunk_data(const struct client *c, size_t agg, uint64_t chunk, size_t *len);
 /* The chunks of req on agg: numbers [*c0, *c0 + *n). */
 void client_req_chunks(const struct client_req *r, size_t agg, uint64_t *c0, uint64_t *n);
@@ -204,5 +205,59 @@ void client_chunk_done(struct client *c, struct client_req *req, size_t agg, uin
 /* The retention copies (naggs x window x chunk bytes), to register with the
  * endpoint that sends them to other ranks. NULL without failover. */
 void *client_retention(const struct client *c, size_t *len);
+
+/* Collectives of blocks (client library v1.6) --------------------------
+ *
+ * ReduceScatter and AllGather on a global buffer of nranks blocks of
+ * `block` bytes, block k belonging to rank k: a request covers bytes
+ * [base, base + count x size) of it, sharded and cut into chunks as an
+ * allreduce, and each chunk's role here follows from the blocks it touches:
+ *   reduce-scatter: ALL if it touches this rank's block (the result comes
+ *     here), else GIVE (the contribution goes, an empty result comes back);
+ *   allgather: inside one block, SOURCE for its owner (the send data is the
+ *     result: it goes, nothing comes back) and TAKE for the others (an empty
+ *     message goes, the result comes); across blocks ALL for their owners
+ *     (each sends its part, zero elsewhere, summed as u8) and TAKE for the
+ *     others.
+ * So a reduce-scatter result leaves the aggregator to its owner(s) only and
+ * an allgather chunk enters it from its source only. Chunks whose role
+ * brings no result leave the receive buffer alone. */
+enum client_kind { CLIENT_ALLREDUCE = 0, CLIENT_REDUCE_SCATTER, CLIENT_ALLGATHER };
+enum client_role { CLIENT_ROLE_ALL = 0, CLIENT_ROLE_GIVE, CLIENT_ROLE_SOURCE, CLIENT_ROLE_TAKE };
+
+struct client_blocks {
+	enum client_kind kind;
+	uint64_t base;  /* global byte offset of the request's first byte */
+	uint64_t block; /* bytes per block (> 0) */
+};
+
+/* client_allreduce_on for a collective of blocks (b NULL: an allreduce). */
+int client_start(struct client *c, const struct client_blocks *b, const void *send, void *recv,
+		 size_t count, enum sc_dtype t, enum sc_op op, void *send_desc, void *recv_desc,
+		 uint64_t aggs, struct client_req **out);
+
+/* Bytes r sends to the aggregators from here and gets back (the chunks
+ * whose role brings a result; a sealed job sends every result whole). */
+void client_req_bytes(const struct client_req *r, size_t *give, size_t *take);
+
+/* What this rank knows of one chunk of agg (failover: for repairs). */
+struct client_chunk {
+	enum client_role role;
+	bool got;              /* its result (or empty result) arrived here */
+	const void *give;      /* this rank's contribution: send data or its retention copy;
+				* NULL: role TAKE, or neither in flight nor retained here */
+	struct client_req *req; /* in flight here; NULL: completed or not issued yet */
+	size_t off, len;       /* the chunk's bytes in req's buffers (len also when retained) */
+	enum sc_dtype t;
+	enum sc_op op;
+};
+/* 0, or -ENOENT when this rank has nothing of the chunk (not issued yet, or
+ * too old to be retained): out->role is then ALL and out->got whether it
+ * is below client_agg_lo. */
+int client_chunk_info(const struct client *c, size_t agg, uint64_t chunk, struct client_chunk *out);
+/* Whether this rank wants the chunk's result and lacks it (ALL and TAKE
+ * chunks whose result has not arrived). client_chunk_held is whether it can
+ * give the result to others: a result that arrived, or a SOURCE's data. */
+bool client_chunk_lacks(const struct client *c, size_t agg, uint64_t chunk);
 
 #endif

@@ -54,6 +54,47 @@ size_t client_chunk_for(size_t shard_bytes, size_t elem_size, uint32_t chunk_byt
 	return sc_chunk_for(shard_bytes, elem_size, chunk_bytes, window, eager_bytes);
 }
 
+enum client_role client_role_of(const struct client *c, const struct client_req *r, size_t off,
+				size_t len)
+{
+	const struct client_blocks *b = &r->blocks;
+
+	if (b->kind == CLIENT_ALLREDUCE || !len)
+		return CLIENT_ROLE_ALL;
+	uint64_t first = (b->base + off) / b->block, last = (b->base + off + len - 1) / b->block;
+	bool mine = c->rank >= first && c->rank <= last;
+	if (b->kind == CLIENT_REDUCE_SCATTER)
+		return mine ? CLIENT_ROLE_ALL : CLIENT_ROLE_GIVE;
+	if (!mine)
+		return CLIENT_ROLE_TAKE;
+	return first == last ? CLIENT_ROLE_SOURCE : CLIENT_ROLE_ALL;
+}
+
+/* Bytes of the message a slot sends, and of the result it gets (without a
+ * seal's tag): a TAKE sends nothing; a GIVE or SOURCE gets an empty result,
+ * except in a sealed job (wire.h). */
+static size_t slot_send_len(const struct client_slot *s)
+{
+	return s->role == CLIENT_ROLE_TAKE ? 0 : s->len;
+}
+
+static bool role_gives_only(unsigned role)
+{
+	return role == CLIENT_ROLE_GIVE || role == CLIENT_ROLE_SOURCE;
+}
+
+static size_t slot_result_len(const struct client_agg *a, const struct client_slot *s)
+{
+	return role_gives_only(s->role) && !a->sealed ? 0 : s->len;
+}
+
+static unsigned role_mode(unsigned role)
+{
+	return role == CLIENT_ROLE_TAKE ? WIRE_MODE_TAKE
+	       : role_gives_only(role)  ? WIRE_MODE_GIVE
+					: WIRE_MODE_ALL;
+}
+
 /* ---- requests and slots ---- */
 
 void client_req_free(struct client *c, struct client_req *r)
@@ -154,7 +195,7 @@ static int slot_send(struct client *c, struct client_agg *a, size_t ai, uint32_t
 	struct client_slot *s = &a->slots[si];
 	struct client_req *r = &c->reqs[s->req];
 	const void *buf = a->sealed ? client_seal_buf(c, ai, si, 0) : r->send + s->off;
-	size_t len = s->len + (a->sealed ? SC_SEAL_TAG : 0);
+	size_t len = slot_send_len(s) + (a->sealed ? SC_SEAL_TAG : 0);
 	uint64_t tag = wire_tag_make(WIRE_TAG_DATA, a->job_handle, c->rank, si);
 	/* Small chunks are injected: copied at once, no completion to reap. */
 	bool inject = len <= a->ep->inject_size;
@@ -204,6 +245,8 @@ void client_data_issue(struct client *c, size_t ai)
 			break; /* credit: chunk c - window has not completed */
 		size_t len = ra->end - ra->off < ra->chunk ? ra->end - ra->off : ra->chunk;
 		uint32_t seq = (uint32_t)(a->next_c & WIRE_SEQ_MASK);
+		s->role = (uint8_t)client_role_of(c, r, ra->off, len);
+		s->len = len;
 		bool bounce = c->failover && r->inplace && !a->sealed;
 		uint8_t *dst = bounce ? client_slot_buf(c->bounce, c, ai, si) : r->recv + ra->off;
 		void *desc = bounce ? c->bounce_mr.desc : r->rdesc;
@@ -211,7 +254,8 @@ void client_data_issue(struct client *c, size_t ai)
 			dst = client_seal_buf(c, ai, si, 1);
 			desc = c->seal_mr.desc;
 		}
-		int rc = post_result(c, ai, si, dst, len + (a->sealed ? SC_SEAL_TAG : 0), desc);
+		int rc = post_result(c, ai, si, dst, slot_result_len(a, s) + (a->sealed ? SC_SEAL_TAG : 0),
+				     desc);
 		if (rc == -FI_EAGAIN)
 			break;
 		if (rc) {
@@ -224,11 +268,10 @@ void client_data_issue(struct client *c, size_t ai)
 		s->req = (int32_t)r->idx;
 		s->seq = seq;
 		s->chunk = a->next_c;
-		s->imm = wire_imm_make(r->t, r->op, seq);
+		s->imm = wire_imm_with_mode(wire_imm_make(r->t, r->op, seq), role_mode(s->role));
 		s->off = ra->off;
-		s->len = len;
 		if (a->sealed && sc_seal(&a->seal, SC_SEAL_DATA, (uint16_t)c->rank, s->chunk, s->imm,
-					 r->send + ra->off, len, client_seal_buf(c, ai, si, 0))) {
+					 r->send + ra->off, slot_send_len(s), client_seal_buf(c, ai, si, 0))) {
 			client_agg_fail(c, a, -EIO, "%s: sealing chunk seq %u failed (OpenSSL)", a->name, seq);
 			return;
 		}
@@ -291,20 +334,22 @@ static void handle_cqe(struct client *c, size_t ai, const struct fabric_cqe *e)
 	} else if (e->err) {
 		client_agg_fail(c, a, -EIO, "%s: result receive for chunk seq %u failed: %s", a->name,
 				s->seq, fi_strerror(-e->err));
-	} else if (!(e->flags & FI_REMOTE_CQ_DATA) || e->data != s->imm ||
-		   e->len != s->len + (a->sealed ? SC_SEAL_TAG : 0)) {
+	} else if (!(e->flags & FI_REMOTE_CQ_DATA) || e->data != wire_imm_plain(s->imm) ||
+		   e->len != slot_result_len(a, s) + (a->sealed ? SC_SEAL_TAG : 0)) {
 		client_agg_fail(c, a, -EPROTO,
 				"%s sent a bad result in slot %u: expected seq %u %s %s %zu bytes, got "
 				"%s%u %s %s %zu bytes",
 				a->name, o->slot, s->seq, sc_dtype_name(wire_imm_dtype(s->imm)),
-				sc_op_name(wire_imm_op(s->imm)), s->len,
+				sc_op_name(wire_imm_op(s->imm)), slot_result_len(a, s),
 				e->flags & FI_REMOTE_CQ_DATA ? "seq " : "no immediate data, ",
 				wire_imm_seq(e->data),
 				wire_imm_dtype(e->data) < SC_DTYPE_COUNT
 					? sc_dtype_name(wire_imm_dtype(e->data)) : "?",
 				sc_op_name(wire_imm_op(e->data)), e->len);
-	} else if (a->sealed && sc_unseal(&a->seal, SC_SEAL_RESULT, SC_SEAL_ANY_RANK, s->chunk, s->imm,
-					  client_seal_buf(c, ai, o->slot, 1), s->len, r->recv + s->off)) {
+	} else if (a->sealed && sc_unseal(&a->seal, SC_SEAL_RESULT, SC_SEAL_ANY_RANK, s->chunk,
+					  wire_imm_plain(s->imm), client_seal_buf(c, ai, o->slot, 1), s->len,
+					  role_gives_only(s->role) ? client_seal_buf(c, ai, o->slot, 1)
+								   : r->recv + s->off)) {
 		/* Not sealed by the job key: someone else's message under our
 		 * tag. Dropped; the real result still comes to this receive. */
 		SC_LOG_RATELIMIT(SC_LOG_WARN, 1000, "%s: a result for chunk seq %u did not open (not sealed "
@@ -318,7 +363,7 @@ static void handle_cqe(struct client *c, size_t ai, const struct fabric_cqe *e)
 		client_agg_fail(c, a, -EIO, "%s: reposting the result receive of seq %u: %s", a->name, s->seq,
 				fi_strerror(-rc));
 	} else if (!r->err) {
-		if (s->bounced)
+		if (s->bounced && !role_gives_only(s->role))
 			memcpy(r->recv + s->off, client_slot_buf(c->bounce, c, ai, o->slot), s->len);
 		s->got = 1;
 		if (s->chunk + 1 > a->hi)
@@ -350,9 +395,9 @@ int client_data_poll(struct client *c, size_t ai)
 
 /* ---- requests ---- */
 
-int client_allreduce_on(struct client *c, const void *send, void *recv, size_t count,
-			enum sc_dtype t, enum sc_op op, void *send_desc, void *recv_desc,
-			uint64_t aggs, struct client_req **out)
+int client_start(struct client *c, const struct client_blocks *b, const void *send, void *recv,
+		 size_t count, enum sc_dtype t, enum sc_op op, void *send_desc, void *recv_desc,
+		 uint64_t aggs, struct client_req **out)
 {
 	uint64_t all = c->naggs >= 64 ? ~0ull : (1ull << c->naggs) - 1;
 	struct client_req *r;
@@ -360,7 +405,8 @@ int client_allreduce_on(struct client *c, const void *send, void *recv, size_t c
 	if (!aggs)
 		aggs = all;
 	if ((unsigned)t >= SC_DTYPE_COUNT || (unsigned)op >= SC_OP_COUNT ||
-	    !(c->dtype_mask & (1u << t)) || (count && (!send || !recv)) || (aggs & ~all))
+	    !(c->dtype_mask & (1u << t)) || (count && (!send || !recv)) || (aggs & ~all) ||
+	    (b && ((unsigned)b->kind > CLIENT_ALLGATHER || (b->kind != CLIENT_ALLREDUCE && !b->block))))
 		return -EINVAL;
 	if (c->broken)
 		return -EPIPE;
@@ -377,8 +423,10 @@ int client_allreduce_on(struct client *c, const void *send, void *recv, size_t c
 	r->t = t;
 	r->op = op;
 	r->esize = sc_dtype_size(t);
+	r->blocks = b ? *b : (struct client_blocks){ .kind = CLIENT_ALLREDUCE };
 	r->aggs = aggs;
 	r->chunks_left = 0;
+	r->give_bytes = r->take_bytes = 0;
 	r->inflight = 0;
 	r->err = 0;
 	r->fail_ns = 0;
@@ -408,6 +456,13 @@ int client_allreduce_on(struct client *c, const void *send, void *recv, size_t c
 		ra->nchunks = (n * r->esize + ra->chunk - 1) / ra->chunk;
 		a->next_assign += ra->nchunks;
 		r->chunks_left += ra->nchunks;
+		for (uint64_t q = 0; q < ra->nchunks; q++) {
+			size_t off = ra->first + (size_t)q * ra->chunk;
+			size_t len = ra->end - off < ra->chunk ? ra->end - off : ra->chunk;
+			enum client_role role = client_role_of(c, r, off, len);
+			r->give_bytes += role == CLIENT_ROLE_TAKE ? 0 : len;
+			r->take_bytes += role_gives_only(role) && !a->sealed ? 0 : len;
+		}
 		if (a->st == AGG_DEAD) {
 			ra->off = ra->end; /* failover: the caller repairs these */
 			continue;
@@ -419,6 +474,13 @@ int client_allreduce_on(struct client *c, const void *send, void *recv, size_t c
 			client_data_issue(c, ai);
 	*out = r;
 	return 0;
+}
+
+int client_allreduce_on(struct client *c, const void *send, void *recv, size_t count,
+			enum sc_dtype t, enum sc_op op, void *send_desc, void *recv_desc,
+			uint64_t aggs, struct client_req **out)
+{
+	return client_start(c, NULL, send, recv, count, t, op, send_desc, recv_desc, aggs, out);
 }
 
 int client_allreduce(struct client *c, const void *send, void *recv, size_t count,
@@ -447,9 +509,15 @@ void client_data_retain(struct client *c, struct client_req *r)
 			size_t off, len;
 			client_req_chunk_range(r, ai, ch, &off, &len);
 			uint32_t k = (uint32_t)(ch % a->window);
-			memcpy(client_slot_buf(c->retention, c, ai, k), r->recv + off, len);
+			enum client_role role = client_role_of(c, r, off, len);
+			/* A GIVE or SOURCE keeps what it sent: a repair may need
+			 * it (the contribution, or the result it is). */
+			memcpy(client_slot_buf(c->retention, c, ai, k),
+			       (role_gives_only(role) ? r->send : r->recv) + off, len);
 			a->ret[k].chunk = ch;
 			a->ret[k].len = len;
+			a->ret[k].imm = wire_imm_make(r->t, r->op, 0);
+			a->ret[k].role = (uint8_t)role;
 		}
 	}
 }
@@ -467,17 +535,65 @@ uint64_t client_agg_lo(const struct client *c, size_t agg)
 	return lo;
 }
 
-bool client_chunk_held(const struct client *c, size_t agg, uint64_t chunk)
+int client_chunk_info(const struct client *c, size_t agg, uint64_t chunk, struct client_chunk *out)
 {
 	const struct client_agg *a = &c->aggs[agg];
-	uint64_t lo = client_agg_lo(c, agg);
+	const struct client_slot *s = a->window ? &a->slots[chunk % a->window] : NULL;
 
-	if (chunk < lo)
-		return true;
-	if (!a->window || chunk - lo >= a->window)
-		return false;
-	const struct client_slot *s = &a->slots[chunk % a->window];
-	return s->chunk == chunk && s->got;
+	*out = (struct client_chunk){ .role = CLIENT_ROLE_ALL };
+	if (s && s->chunk == chunk)
+		out->got = s->got;
+	else
+		out->got = chunk < client_agg_lo(c, agg);
+	for (uint32_t i = 0; i < c->max_requests; i++) {
+		struct client_req *r = &c->reqs[i];
+		const struct req_agg *ra = &r->ra[agg];
+		if (r->in_use && chunk >= ra->c0 && chunk - ra->c0 < ra->nchunks) {
+			client_req_chunk_range(r, agg, chunk, &out->off, &out->len);
+			out->req = r;
+			out->role = client_role_of(c, r, out->off, out->len);
+			out->give = out->role == CLIENT_ROLE_TAKE ? NULL : r->send + out->off;
+			out->t = r->t;
+			out->op = r->op;
+			return 0;
+		}
+	}
+	if (a->ret && a->window && a->ret[chunk % a->window].chunk == chunk) {
+		const struct client_retained *k = &a->ret[chunk % a->window];
+		out->role = (enum client_role)k->role;
+		out->len = k->len;
+		out->t = (enum sc_dtype)wire_imm_dtype(k->imm);
+		out->op = (enum sc_op)wire_imm_op(k->imm);
+		if (role_gives_only(k->role))
+			out->give = client_slot_buf(c->retention, c, agg, (uint32_t)(chunk % a->window));
+		return 0;
+	}
+	return -ENOENT;
+}
+
+bool client_chunk_held(const struct client *c, size_t agg, uint64_t chunk)
+{
+	struct client_chunk k;
+
+	if (client_chunk_info(c, agg, chunk, &k))
+		return k.got;
+	if (k.role == CLIENT_ROLE_SOURCE)
+		return k.give != NULL;
+	return k.role != CLIENT_ROLE_GIVE && k.got;
+}
+
+bool client_chunk_lacks(const struct client *c, size_t agg, uint64_t chunk)
+{
+	struct client_chunk k;
+
+	client_chunk_info(c, agg, chunk, &k);
+	return !role_gives_only(k.role) && !k.got;
+}
+
+void client_req_bytes(const struct client_req *r, size_t *give, size_t *take)
+{
+	*give = r->give_bytes;
+	*take = r->take_bytes;
 }
 
 void client_req_chunks(const struct client_req *r, size_t agg, uint64_t *c0, uint64_t *n)
@@ -504,23 +620,16 @@ void client_req_bufs(const struct client_req *r, const void **send, void **recv)
 const void *client_chunk_data(const struct client *c, size_t agg, uint64_t chunk, size_t *len)
 {
 	const struct client_agg *a = &c->aggs[agg];
+	struct client_chunk k;
 
-	if (!client_chunk_held(c, agg, chunk))
+	if (!client_chunk_held(c, agg, chunk) || client_chunk_info(c, agg, chunk, &k))
 		return NULL;
-	for (uint32_t i = 0; i < c->max_requests; i++) {
-		const struct client_req *r = &c->reqs[i];
-		const struct req_agg *ra = &r->ra[agg];
-		if (r->in_use && chunk >= ra->c0 && chunk - ra->c0 < ra->nchunks) {
-			size_t off;
-			client_req_chunk_range(r, agg, chunk, &off, len);
-			return r->recv + off;
-		}
-	}
-	if (a->ret && a->window && a->ret[chunk % a->window].chunk == chunk) {
-		*len = a->ret[chunk % a->window].len;
-		return client_slot_buf(c->retention, c, agg, (uint32_t)(chunk % a->window));
-	}
-	return NULL;
+	*len = k.len;
+	if (k.role == CLIENT_ROLE_SOURCE)
+		return k.give;
+	if (k.req)
+		return k.req->recv + k.off;
+	return client_slot_buf(c->retention, c, agg, (uint32_t)(chunk % a->window));
 }
 
 void client_agg_dump(const struct client *c, size_t agg, int level)

@@ -61,6 +61,7 @@ struct client_slot {
 	uint8_t send_pending; /* receive posted, send not yet accepted (-FI_EAGAIN) */
 	uint8_t got;          /* the result of `chunk` arrived */
 	uint8_t bounced;      /* the result lands in the slot's bounce buffer */
+	uint8_t role;         /* enum client_role of `chunk` (kept after release) */
 };
 
 struct client_agg {
@@ -99,6 +100,8 @@ struct client_agg {
 struct client_retained {
 	uint64_t chunk; /* CLIENT_NO_CHUNK: nothing */
 	size_t len;
+	uint32_t imm;   /* the chunk's data word (type, op) */
+	uint8_t role;   /* GIVE, SOURCE: what is kept is the contribution */
 };
 
 /* One request's shard on one aggregator. Chunk numbers c0 .. c0 + nchunks - 1
@@ -122,6 +125,8 @@ struct client_req {
 	enum sc_dtype t;
 	enum sc_op op;
 	size_t esize;
+	struct client_blocks blocks; /* kind CLIENT_ALLREDUCE: every chunk ALL */
+	size_t give_bytes, take_bytes; /* client_req_bytes */
 	uint64_t aggs;      /* aggregators the request is sharded over */
 	size_t chunks_left; /* chunks whose result has not arrived (or been repaired) */
 	size_t inflight;    /* chunks holding a slot */
@@ -210,6 +215,9 @@ void client_ctl_leave(struct client *c, struct client_agg *a);
 int client_parse_endpoint(const char *s, struct client_agg *a, char *why, size_t whylen);
 
 /* client_data.c */
+/* The role here of r's bytes [off, off + len) (client.h, v1.6). */
+enum client_role client_role_of(const struct client *c, const struct client_req *r, size_t off,
+				size_t len);
 void client_data_issue(struct client *c, size_t ai);
 int client_data_poll(struct client *c, size_t ai);
 void client_data_fail_all(struct client *c);

@@ -11,6 +11,7 @@
  *   0x8   failover: result copy     aggregator:6 @34 | chunk offset:20 @0
  *   0x9   failover: fault notice    0
  *   0xA   rank -> aggregator data   job handle:20 | rank:16 | slot:24
+ *   0xC   failover: chunk redo      aggregator:6 | chunk:30 | step:12 | column:12
  *   0xB   aggregator -> rank result result key:20 | rank:16 | slot:24
  *
  * Receives never ignore the kind bits, so a message of one kind can only
@@ -32,6 +33,7 @@ enum sc_tag_kind {
 	SC_TAG_NOTICE = 0x9,
 	WIRE_TAG_DATA = 0xA,
 	WIRE_TAG_RESULT = 0xB,
+	SC_TAG_REDO_CHUNK = 0xC,
 };
 
 static inline unsigned sc_tag_kind(uint64_t t) { return (unsigned)(t >> 60); }
@@ -80,6 +82,13 @@ static inline uint64_t sc_tag_agree(uint32_t epoch, uint32_t attempt, uint32_t r
 static inline uint64_t sc_tag_copy(uint32_t agg, uint32_t k)
 {
 	return (uint64_t)SC_TAG_COPY << 60 | (uint64_t)(agg & 0x3F) << 34 | (uint64_t)(k & 0xFFFFF);
+}
+/* The ring allreduce that recomputes one chunk of a failed aggregator from
+ * every node's contribution (a window op's chunk: failover.c). */
+static inline uint64_t sc_tag_redo_chunk(uint32_t agg, uint64_t chunk)
+{
+	return (uint64_t)SC_TAG_REDO_CHUNK << 60 | (uint64_t)(agg & 0x3F) << 54 |
+	       (chunk & 0x3FFFFFFFull) << 24;
 }
 static inline uint64_t sc_tag_notice(void)
 {

@@ -310,12 +310,13 @@ static void trace_req(struct coll_comm *cc, const struct coll_req *r, uint64_t t
 		"{\"job\":\"0x%016llx\",\"rank\":%u,\"nranks\":%u,\"seq\":%u,\"type\":\"%s\","
 		"\"op\":\"%s\",\"count\":%zu,\"bytes\":%zu,\"agg_bytes\":%zu,\"start_ns\":%llu,"
 		"\"time_us\":%.1f,\"agg_us\":%s,\"ring_us\":%s,\"epoch\":%u,\"redone_bytes\":%llu,"
-		"\"coll\":\"%s\",\"status\":\"%s\"}\n",
+		"\"agg_sent\":%zu,\"agg_got\":%zu,\"coll\":\"%s\",\"status\":\"%s\"}\n",
 		(unsigned long long)cc->job_id, cc->rank, cc->nranks, r->seq,
 		sc_dtype_name((enum sc_dtype)r->dtype),
 		r->coll == COLL_ALLGATHER ? "none" : sc_op_name((enum sc_op)r->op), r->count,
 		r->count * r->es, r->a * r->es, (unsigned long long)r->t0, (t_end - r->t0) / 1e3, agg,
-		ring, r->epoch, (unsigned long long)r->redone_bytes, coll_names[r->coll],
+		ring, r->epoch, (unsigned long long)r->redone_bytes, r->agg_give, r->agg_take,
+		coll_names[r->coll],
 		rc ? "error" : "ok");
 }
 
@@ -586,6 +587,8 @@ int colln_iallreduce(void *coll_comm, void *send, void *recv, size_t count, nccl
 	r->sm = sm;
 	r->rm = rm;
 	r->creq = creq;
+	if (creq)
+		client_req_bytes(creq, &r->agg_give, &r->agg_take);
 	r->aggs = a ? aggs : 0;
 	r->epoch = epoch;
 	r->agg_done = a == 0;
@@ -697,14 +700,19 @@ static int window_issued(struct coll_comm *cc, struct coll_req *r, int rc, void 
 /* ---- windows through the aggregators ----
  *
  * A window split_window_agg sends to the aggregators goes all of it as one
- * allreduce of the window: reduce-scatter reduces sendParts[0] into the
- * slot's staging and copies this node's part to recvData when done;
- * allgather sends a staging copy of the window that is zero but for this
- * node's part (a u8 sum of one non-zero contribution is that contribution,
- * exactly), and the sum lands in recvParts[0]. So every node holds every
- * result, as for an allreduce, and an aggregator fault is repaired the same
- * way (failover.c: copies from a holder, redo over the ring from the still
- * intact send side, the staging). */
+ * client request of blocks (client_start, client.h v1.6), cut into chunks
+ * as an allreduce; each chunk's role follows from the blocks it touches.
+ * Reduce-scatter: every node sends sendParts[0]; a chunk's result comes
+ * back only to the owner(s) of the blocks it touches, into the slot's
+ * staging, and this node's part is copied to recvData when done. Allgather:
+ * a chunk inside one block is sent by its owner only (from a staging copy of
+ * the window, zero but for this node's part) and its result goes to the
+ * others; a chunk across blocks is sent by each owner (its part, zero
+ * elsewhere: a u8 sum is exact) and returns to all; this node's own part is
+ * copied into recvParts[0] at the start. Faults: failover.c (a result some
+ * node lacks is copied from a holder, the owner's data included; one no node
+ * holds is recomputed over the ring from every node's contribution, kept in
+ * retention when its request completed). */
 
 /* The registrations go before their domains close; the memory only once
  * no operation can read it any more: after the client's and the ring's
@@ -768,16 +776,17 @@ static int window_aggs(struct coll_comm *cc, size_t window_bytes, uint64_t *aggs
 	return 0;
 }
 
-/* Starts window request r (set up by window_req_init) on the aggregators:
- * send -> recv as a count-element allreduce. 0, -EAGAIN (no client request
- * free: nothing consumed) or an error. */
+/* Starts window request r (set up by window_req_init, r->blocks set) on
+ * the aggregators: send -> recv, count elements of the global buffer's
+ * blocks. 0, -EAGAIN (no client request free: nothing consumed) or an
+ * error. */
 static int window_agg_start(struct coll_comm *cc, struct coll_req *r, uint64_t aggs, uint32_t epoch)
 {
 	enum sc_dtype d = (enum sc_dtype)r->dtype;
 	struct client_req *creq = NULL;
-	int rc = client_allreduce_on(cc->client, r->send, r->recv, r->count, d, (enum sc_op)r->op,
-				     r->sm && r->sm->has_agg ? r->sm->agg.desc : NULL,
-				     r->rm && r->rm->has_agg ? r->rm->agg.desc : NULL, aggs, &creq);
+	int rc = client_start(cc->client, &r->blocks, r->send, r->recv, r->count, d, (enum sc_op)r->op,
+			      r->sm && r->sm->has_agg ? r->sm->agg.desc : NULL,
+			      r->rm && r->rm->has_agg ? r->rm->agg.desc : NULL, aggs, &creq);
 	if (rc == -EAGAIN)
 		return rc;
 	if (rc) {
@@ -787,6 +796,7 @@ static int window_agg_start(struct coll_comm *cc, struct coll_req *r, uint64_t a
 		return rc;
 	}
 	r->creq = creq;
+	client_req_bytes(creq, &r->agg_give, &r->agg_take);
 	r->a = r->count;
 	r->aggs = aggs;
 	r->epoch = epoch;
@@ -829,10 +839,14 @@ int colln_iallgather(void *coll_comm, void *send, int nparts, const ncclNetSGE_t
 			return -ENOMEM;
 		ring_window_part(bytes_per_rank, window_offset, window_bytes, cc->rank, &lo, &len);
 		memset(cc->wstage[slot].buf, 0, window_bytes);
-		if (len) /* NCCL may pass no send pointer for an empty part */
+		if (len) { /* NCCL may pass no send pointer for an empty part */
 			memcpy((char *)cc->wstage[slot].buf + lo, send, len);
+			/* no result comes back for the chunks only this node sends */
+			memcpy((char *)parts[0].address + lo, send, len);
+		}
 		window_req_init(cc, r, COLL_ALLGATHER, window_bytes, SC_U8, SC_OP_SUM,
 				cc->wstage[slot].buf, parts[0].address, st, rm);
+		r->blocks = (struct client_blocks){ CLIENT_ALLGATHER, window_offset, bytes_per_rank };
 		return window_issued(cc, r, window_agg_start(cc, r, aggs, epoch), request);
 	}
 	window_req_init(cc, r, COLL_ALLGATHER, window_bytes, SC_U8, SC_OP_SUM, send, parts[0].address,
@@ -885,6 +899,7 @@ int colln_ireducescatter(void *coll_comm, int nparts, const ncclNetSGE_t *parts,
 		r->win_dst = recv;
 		ring_window_part(bytes_per_rank, window_offset, window_bytes, cc->rank, &r->win_off,
 				 &r->win_len);
+		r->blocks = (struct client_blocks){ CLIENT_REDUCE_SCATTER, window_offset, bytes_per_rank };
 		return window_issued(cc, r, window_agg_start(cc, r, aggs, epoch), request);
 	}
 	window_req_init(cc, r, COLL_REDUCE_SCATTER, window_bytes / es, d, o, parts[0].address, recv,

@@ -55,6 +55,10 @@ struct coll_req {
 	 * win_dst when the request is done */
 	void *win_dst;
 	size_t win_off, win_len;
+	/* a window through the aggregators: its place in the global buffer,
+	 * which decides each chunk's role here (client.h, v1.6) */
+	struct client_blocks blocks;
+	size_t agg_give, agg_take; /* bytes sent to / received from the aggregators */
 	struct ring_op ring;
 };
 

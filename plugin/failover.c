@@ -23,7 +23,9 @@
  *      lo[a] the agreed low mark and S the first request to use the new
  *      set (every request issued so far has an index below S).
  *   2. per aggregator of F, per chunk lo .. lo + window - 1: the lowest rank
- *      holding its result and the lowest rank lacking it.
+ *      holding its result and the lowest rank lacking it (a window op's
+ *      chunk may be neither: a reduce-scatter non-owner wants no result;
+ *      an allgather's source holds it from the start).
  * Credit flow means a node that holds chunk c means every node holds every
  * chunk up to c - window, so these `window` chunks are the only ones some
  * node may hold and another lack; a node keeps them (client retention).
@@ -32,12 +34,18 @@
  *   - a chunk some node holds and some lacks is copied along the ring from
  *     its lowest holder (each node passes it on; one that holds it already
  *     receives it into a sink);
- *   - a chunk no node holds belongs to a request no node has completed, so
- *     every node still has that request's send data: it is recomputed by a
- *     ring allreduce of its bytes (runs of consecutive such chunks of one
- *     request go as one allreduce). Requests issued later with an index
- *     below S that were sharded over a failed aggregator redo their whole
- *     shard there the same way, when they are issued.
+ *   - an allreduce's chunk no node holds belongs to a request no node has
+ *     completed, so every node still has that request's send data: it is
+ *     recomputed by a ring allreduce of its bytes (runs of consecutive such
+ *     chunks of one request go as one allreduce). Requests issued later
+ *     with an index below S that were sharded over a failed aggregator redo
+ *     their whole shard there the same way, when they are issued.
+ *   - a window op's chunk no node holds (a reduce-scatter chunk its owner
+ *     lacks) is recomputed alone, by a ring allreduce of every node's
+ *     contribution: its send data while the request is in flight, else
+ *     the retention copy (a non-owner's request may have completed: it
+ *     keeps what it sent, client.h), zero from an allgather's receivers;
+ *     the owner takes the sum, the others drop it.
  * Requests from S on are sharded over the surviving aggregators (or go to
  * the ring alone when none is left). A failed aggregator is not used again
  * by this communicator; a restarted one serves the next communicator.
@@ -69,6 +77,7 @@ struct fo_item {
 	struct coll_req *req; /* held until the item ends (NULL: none here) */
 	uint64_t c0, n;       /* chunks it covers */
 	size_t bytes;         /* bytes it writes here (0: passes a copy on) */
+	bool settle;          /* ends the chunks of req here (client_chunk_done) */
 	/* copy: from the holder along the ring */
 	bool lack;            /* this node lacks the chunk */
 	bool rx_need, tx_need, tx_after_rx;
@@ -81,6 +90,8 @@ struct fo_item {
 	struct ring_op op;
 	char *tmp;
 	struct fabric_mr tmp_mr;
+	/* a window op's chunk, redone alone (tmp: contribution, then sum) */
+	void *take;           /* where the sum goes here, NULL: dropped */
 };
 
 static uint64_t fo_timeout_ns(void)
@@ -278,9 +289,11 @@ static int round2_start(struct coll_comm *cc, uint64_t set)
 			continue;
 		uint32_t w = client_agg_window(cc->client, ai);
 		for (uint32_t j = 0; j < w; j++) {
-			bool held = client_chunk_held(cc->client, ai, fo->r1_lo[ai] + j);
+			uint64_t c = fo->r1_lo[ai] + j;
+			bool held = client_chunk_held(cc->client, ai, c);
+			bool lacks = client_chunk_lacks(cc->client, ai, c);
 			fo->vin[k + j] = held ? (int64_t)cc->rank : NONE;
-			fo->vin[k + w + j] = held ? NONE : (int64_t)cc->rank;
+			fo->vin[k + w + j] = lacks ? (int64_t)cc->rank : NONE;
 		}
 		k += 2 * (size_t)w;
 	}
@@ -319,7 +332,27 @@ static int chunk_fate(const struct fo_dead *d, uint64_t c)
 	return 2;
 }
 
-/* The copy of chunk lo + k of aggregator ai along the ring. */
+/* A registered buffer of len bytes for an item (it->tmp). */
+static int item_tmp(struct coll_comm *cc, struct fo_item *it, size_t len)
+{
+	if (!len)
+		len = 1;
+	if (posix_memalign((void **)&it->tmp, 4096, len)) {
+		it->tmp = NULL;
+		return -ENOMEM;
+	}
+	if (fabric_mr_reg(cc->f, it->tmp, len, &it->tmp_mr)) {
+		free(it->tmp);
+		it->tmp = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* The copy of chunk lo + k of aggregator ai along the ring: the holder
+ * sends it on, each node passes it on; a node that lacks it keeps it, one
+ * that holds it already receives it into the sink, one that wants none of
+ * it (a reduce-scatter non-owner) through a buffer of its own. */
 static int copy_item(struct coll_comm *cc, size_t ai, uint32_t k, uint64_t *lacking, size_t *bytes)
 {
 	struct failover *fo = &cc->fo;
@@ -327,6 +360,7 @@ static int copy_item(struct coll_comm *cc, size_t ai, uint32_t k, uint64_t *lack
 	uint64_t c = d->lo + k;
 	int64_t root = d->holder[k];
 	struct fo_item *it = calloc(1, sizeof(*it));
+	struct client_chunk info;
 
 	if (!it)
 		return -ENOMEM;
@@ -334,7 +368,9 @@ static int copy_item(struct coll_comm *cc, size_t ai, uint32_t k, uint64_t *lack
 	it->agg = ai;
 	it->c0 = c;
 	it->n = 1;
+	bool known = client_chunk_info(cc->client, ai, c, &info) == 0;
 	bool held = client_chunk_held(cc->client, ai, c);
+	bool lacks = client_chunk_lacks(cc->client, ai, c);
 	struct coll_req *r = req_of_chunk(cc, ai, c);
 	const void *mine = NULL;
 	size_t len = 0;
@@ -346,7 +382,7 @@ static int copy_item(struct coll_comm *cc, size_t ai, uint32_t k, uint64_t *lack
 				c, ai);
 			return -EPROTO;
 		}
-	} else {
+	} else if (lacks) {
 		if (!r) {
 			free(it);
 			SC_WARN("collnet: chunk %" PRIu64 " of aggregator %zu is lacking here but belongs to "
@@ -361,13 +397,24 @@ static int copy_item(struct coll_comm *cc, size_t ai, uint32_t k, uint64_t *lack
 		it->bytes = len;
 		(*lacking)++;
 		*bytes += len;
+	} else { /* passes it on: the length comes with it */
+		if (item_tmp(cc, it, fo->sink_bytes)) {
+			free(it);
+			return -ENOMEM;
+		}
+		it->rx_buf = it->tmp;
+		it->rx_desc = it->tmp_mr.desc;
 	}
 	it->len = len;
 	/* A request whose buffer holds our copy, or receives it, stays ours
-	 * until the copy has passed. */
+	 * until the copy has passed; one whose chunk never came back here
+	 * ends it when the copy is done. */
 	bool in_req = held && r && (const char *)mine >= (const char *)r->recv &&
 		      (const char *)mine < (const char *)r->recv + r->count * r->es;
-	it->req = !held || in_req ? r : NULL;
+	bool in_send = held && r && known && info.req && mine == info.give; /* a SOURCE's */
+	bool settle = r && known && !info.got;
+	it->req = !held || in_req || in_send || settle ? r : NULL;
+	it->settle = settle;
 	uint32_t me = cc->rank, next = (me + 1) % cc->nranks;
 	if ((int64_t)me != root) {
 		it->rx_need = true;
@@ -380,7 +427,8 @@ static int copy_item(struct coll_comm *cc, size_t ai, uint32_t k, uint64_t *lack
 		it->tx_need = true;
 		if (held) {
 			it->tx_buf = mine;
-			it->tx_desc = in_req ? (r->rm ? r->rm->ring.desc : NULL) : fo->ret_mr.desc;
+			it->tx_desc = in_req ? (r->rm ? r->rm->ring.desc : NULL)
+				    : in_send ? (r->sm ? r->sm->ring.desc : NULL) : fo->ret_mr.desc;
 		} else {
 			it->tx_after_rx = true;
 			it->tx_buf = it->rx_buf;
@@ -389,9 +437,83 @@ static int copy_item(struct coll_comm *cc, size_t ai, uint32_t k, uint64_t *lack
 	}
 	SC_DBG("collnet rank %u: copy chunk %" PRIu64 " of aggregator %zu (holder rank %" PRId64
 	       ", lowest lacking rank %" PRId64 "): %s here, %zu bytes, request %s%s%s", me, c, ai, root,
-	       d->lacker[k], held ? "held" : "lacking", len, r ? "in flight" : "gone",
-	       it->rx_need ? ", receives" : "", it->tx_need ? ", passes on" : "");
+	       d->lacker[k], held ? "held" : lacks ? "lacking" : "not wanted", len,
+	       r ? "in flight" : "gone", it->rx_need ? ", receives" : "", it->tx_need ? ", passes on" : "");
 	item_link(fo, it);
+	return 0;
+}
+
+/* Chunk c of a window op on aggregator ai, which no node holds: a ring
+ * allreduce of every node's contribution (client_chunk_info: the send data
+ * or its retention copy; nothing from a TAKE) in it->tmp, its sum copied
+ * to the request's receive buffer where this node wants it. */
+static int redo_chunk_item(struct coll_comm *cc, size_t ai, uint64_t c, const struct client_chunk *k)
+{
+	struct failover *fo = &cc->fo;
+	size_t es = sc_dtype_size(k->t);
+	bool wants = k->role == CLIENT_ROLE_ALL || k->role == CLIENT_ROLE_TAKE;
+	struct coll_req *r = k->req ? req_of_chunk(cc, ai, c) : NULL;
+
+	if (!k->len || (wants && !k->got && !r) || (k->role != CLIENT_ROLE_TAKE && !k->give)) {
+		SC_WARN("collnet: chunk %" PRIu64 " of aggregator %zu is to be recomputed, but this node "
+			"has %s", c, ai, !k->len ? "nothing of it" : !k->give ? "not kept what it sent"
+			: "no request to take it");
+		return -EPROTO;
+	}
+	struct fo_item *it = calloc(1, sizeof(*it));
+	if (!it)
+		return -ENOMEM;
+	size_t len = k->len, half = (len + 63) & ~(size_t)63;
+	if (item_tmp(cc, it, 2 * half)) {
+		free(it);
+		return -ENOMEM;
+	}
+	if (k->give)
+		memcpy(it->tmp, k->give, len);
+	else
+		memset(it->tmp, 0, len);
+	it->kind = ITEM_REDO;
+	it->agg = ai;
+	it->c0 = c;
+	it->n = 1;
+	it->len = len;
+	it->bytes = len;
+	it->req = r;
+	it->settle = r && !k->got;
+	if (wants && !k->got)
+		it->take = (char *)r->recv + k->off;
+	ring_op_start_tagged(&cc->ring, &it->op, sc_tag_redo_chunk((uint32_t)ai, c), SC_TAG_FO_STEP_SHIFT,
+			     it->tmp, it->tmp + half, len / es, k->t, k->op, it->tmp_mr.desc,
+			     it->tmp_mr.desc, NULL, NULL);
+	SC_DBG("collnet rank %u: redo window chunk %" PRIu64 " of aggregator %zu alone (%zu bytes, role "
+	       "%d, request %s%s)", cc->rank, c, ai, len, (int)k->role, r ? "in flight" : "gone",
+	       it->take ? ", takes the sum" : "");
+	item_link(fo, it);
+	(void)fo;
+	return 0;
+}
+
+/* Every chunk of window request r on failed aggregator ai that no node
+ * holds, each alone. */
+static int redo_window_req(struct coll_comm *cc, struct coll_req *r, size_t ai, uint64_t *chunks,
+			   size_t *bytes)
+{
+	const struct fo_dead *d = &cc->fo.deads[ai];
+	uint64_t c0, n;
+	int rc;
+
+	client_req_chunks(r->creq, ai, &c0, &n);
+	for (uint64_t c = c0; c < c0 + n; c++) {
+		struct client_chunk k;
+		if (chunk_fate(d, c) != 2)
+			continue;
+		if (client_chunk_info(cc->client, ai, c, &k))
+			return -EPROTO;
+		if ((rc = redo_chunk_item(cc, ai, c, &k)))
+			return rc;
+		(*chunks)++;
+		*bytes += k.len;
+	}
 	return 0;
 }
 
@@ -413,6 +535,7 @@ static int redo_item(struct coll_comm *cc, struct coll_req *r, size_t ai, uint64
 	it->kind = ITEM_REDO;
 	it->agg = ai;
 	it->req = r;
+	it->settle = true;
 	it->c0 = c0;
 	it->n = n;
 	it->bytes = bytes;
@@ -473,7 +596,9 @@ static void item_done(struct coll_comm *cc, struct fo_item *it)
 	struct failover *fo = &cc->fo;
 	struct coll_req *r = it->req;
 
-	if (r && r->creq && (it->kind == ITEM_REDO || it->lack))
+	if (it->take)
+		memcpy(it->take, it->tmp + ((it->len + 63) & ~(size_t)63), it->len);
+	if (r && r->creq && it->settle)
 		for (uint64_t c = it->c0; c < it->c0 + it->n; c++)
 			client_chunk_done(cc->client, r->creq, it->agg, c);
 	if (r) {
@@ -513,6 +638,8 @@ static int item_progress(struct coll_comm *cc, struct fo_item *it)
 	bool rx_ok = !it->rx_need || (it->rx.state == RING_X_DONE && !it->rx.err);
 	if (it->rx_need && it->rx.state == RING_X_DONE && it->rx.err)
 		return it->rx.err;
+	if (it->rx_need && !it->lack && it->rx_buf == it->tmp && rx_ok)
+		it->len = it->rx.len; /* passed on as it came */
 	if (it->rx_need && it->lack && rx_ok && it->rx.len != it->len) {
 		SC_WARN("collnet: the copy of chunk %" PRIu64 " of aggregator %zu came with %zu bytes, "
 			"expected %zu", it->c0, it->agg, it->rx.len, it->len);
@@ -609,7 +736,20 @@ static int decide(struct coll_comm *cc, uint64_t set, uint64_t from)
 		for (int i = 0; i < COLL_REQS && !rc; i++) {
 			struct coll_req *r = &cc->reqs[i];
 			if (r->used && r->creq && (r->aggs >> ai & 1))
-				rc = redo_req(cc, r, ai, &redo_chunks, &redo_bytes);
+				rc = r->coll == COLL_ALLREDUCE
+					     ? redo_req(cc, r, ai, &redo_chunks, &redo_bytes)
+					     : redo_window_req(cc, r, ai, &redo_chunks, &redo_bytes);
+		}
+		/* window chunks no node holds whose request completed here: what
+		 * this node sent is in retention */
+		for (uint32_t j = 0; j < d->w && !rc; j++) {
+			struct client_chunk kc;
+			if (chunk_fate(d, d->lo + j) != 2 ||
+			    client_chunk_info(cc->client, ai, d->lo + j, &kc) || kc.req)
+				continue;
+			rc = redo_chunk_item(cc, ai, d->lo + j, &kc);
+			redo_chunks++;
+			redo_bytes += kc.len;
 		}
 	}
 	uint64_t live = e[fo->nepochs - 1].live;
@@ -816,7 +956,8 @@ int failover_req_started(struct coll_comm *cc, struct coll_req *r)
 
 	for (size_t ai = 0; ai < cc->naggs && !rc; ai++)
 		if ((r->aggs & cc->fo.dead) >> ai & 1)
-			rc = redo_req(cc, r, ai, &chunks, &bytes);
+			rc = r->coll == COLL_ALLREDUCE ? redo_req(cc, r, ai, &chunks, &bytes)
+						       : redo_window_req(cc, r, ai, &chunks, &bytes);
 	if (rc)
 		fo_fail(cc, rc, "setting up the repair of a request");
 	else if (cc->fo.deadline_ns < sc_now_ns() + fo_timeout_ns())

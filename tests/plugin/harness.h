@@ -264,9 +264,11 @@ uint64_t fnv(uint64_t h, const uint8_t *p, size_t n);
 uint64_t check_rank_order(void *cc, uint8_t *send, uint8_t *recv, size_t half, void *mh,
 			  uint64_t hash);
 /* Checks this rank's trace file; returns the bytes it lists as sent
- * through the aggregators (agg_bytes). */
-/* Of check_trace's aggregator bytes, those of reduce-scatter / allgather windows. */
-extern uint64_t trace_win_agg;
+ * to the aggregators (agg_sent). */
+/* Window bytes through the aggregators (agg_bytes of reduce-scatter /
+ * allgather lines), and of those: reduce-scatter bytes whose result came
+ * back here (agg_got), allgather bytes sent from here (agg_sent). */
+extern uint64_t trace_win_agg, trace_rs_agg, trace_rs_got, trace_ag_agg, trace_ag_sent;
 uint64_t check_trace(void);
 struct agg_view;
 /* --expect: the path every node took, from what connect logged, what the

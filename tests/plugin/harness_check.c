@@ -149,7 +149,7 @@ uint64_t check_rank_order(void *cc, uint8_t *send, uint8_t *recv, size_t half, v
 /* --trace: this rank's file <rv_dir>/trace.<job>.<rank>.jsonl (closed by
  * closeColl) lists every request it issued, in order of completion: one
  * well-formed line each, status ok, bytes adding up, seqs all different. */
-uint64_t trace_win_agg;
+uint64_t trace_win_agg, trace_rs_agg, trace_rs_got, trace_ag_agg, trace_ag_sent;
 
 uint64_t check_trace(void)
 {
@@ -189,11 +189,26 @@ uint64_t check_trace(void)
 		      "trace line %llu: %s", (unsigned long long)lines + 1, line);
 		CHECK(!(seen[seq >> 3] & (1u << (seq & 7))), "trace: seq %u twice", seq);
 		seen[seq >> 3] |= (uint8_t)(1u << (seq & 7));
+		size_t sent = 0, got = 0;
+		const char *ps = strstr(line, "\"agg_sent\":"), *pg = strstr(line, "\"agg_got\":");
+		CHECK(ps && pg && sscanf(ps, "\"agg_sent\":%zu", &sent) == 1 &&
+		      sscanf(pg, "\"agg_got\":%zu", &got) == 1 && sent <= ab && got <= ab,
+		      "trace line %llu: agg_sent / agg_got: %s", (unsigned long long)lines + 1, line);
 		lines++;
 		bytes += b;
-		agg += ab;
+		agg += sent; /* what this rank sent: what the daemons count */
 		if (!strstr(line, "\"coll\":\"allreduce\""))
 			trace_win_agg += ab;
+		if (strstr(line, "\"coll\":\"reducescatter\"")) {
+			trace_rs_agg += ab;
+			trace_rs_got += got;
+		} else if (strstr(line, "\"coll\":\"allgather\"")) {
+			trace_ag_agg += ab;
+			trace_ag_sent += sent;
+		} else {
+			CHECK(sent == ab && got == ab, "trace line %llu: an allreduce sends and gets all it "
+			      "carries: %s", (unsigned long long)lines + 1, line);
+		}
 	}
 	fclose(f);
 	CHECK(lines == issued_reqs && bytes == issued_bytes,

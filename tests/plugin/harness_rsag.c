@@ -583,9 +583,21 @@ void run_rsag(void)
 		CHECK(want ? trace_win_agg > 0 : trace_win_agg == 0,
 		      "windows through the aggregators: %llu bytes, expected %s", (unsigned long long)trace_win_agg,
 		      want ? "some" : "none");
+		/* Owner-only: a reduce-scatter chunk comes back only to the
+		 * owners of the blocks it touches, an allgather chunk inside
+		 * one block goes up only from its owner (the daemons' count of
+		 * what this rank sent is checked against agg_sent). */
+		CHECK(!want || (trace_rs_got < trace_rs_agg && trace_ag_sent < trace_ag_agg),
+		      "windows through the aggregators are not owner-only: reduce-scatter %llu of %llu "
+		      "bytes came back here, allgather %llu of %llu bytes went up from here",
+		      (unsigned long long)trace_rs_got, (unsigned long long)trace_rs_agg,
+		      (unsigned long long)trace_ag_sent, (unsigned long long)trace_ag_agg);
 		if (my_rank == 0)
-			fprintf(stderr, "windows: %llu bytes through the aggregators\n",
-				(unsigned long long)trace_win_agg);
+			fprintf(stderr, "windows: %llu bytes through the aggregators; reduce-scatter %llu of "
+				"%llu bytes came back here, allgather %llu of %llu went up from here\n",
+				(unsigned long long)trace_win_agg, (unsigned long long)trace_rs_got,
+				(unsigned long long)trace_rs_agg, (unsigned long long)trace_ag_sent,
+				(unsigned long long)trace_ag_agg);
 	}
 	if (my_rank == 0)
 		printf("rsag: %d nodes, v%d table, %d cases passed (%llu NULL requests retried here, %llu in "
