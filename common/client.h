@@ -182,7 +182,8 @@ uint32_t client_agg_window(const struct client *c, size_t agg);
  * lower one has. Final once agg is fenced. */
 uint64_t client_agg_lo(const struct client *c, size_t agg);
 /* Whether this rank holds the result of chunk: it arrived here (from agg
- * or repaired), or this rank is the chunk's only source (v1.6). */
+ * or repaired), or this rank is the chunk's only source and its empty
+ * result arrived (v1.6). */
 bool client_chunk_held(const struct client *c, size_t agg, uint64_t chunk);
 /* The held result of chunk: its request's receive buffer (a SOURCE's send
  * data) while the request is in flight here, else the retention copy. NULL
@@ -256,8 +257,7 @@ struct client_chunk {
  * is below client_agg_lo. */
 int client_chunk_info(const struct client *c, size_t agg, uint64_t chunk, struct client_chunk *out);
 /* Whether this rank wants the chunk's result and lacks it (ALL and TAKE
- * chunks whose result has not arrived). client_chunk_held is whether it can
- * give the result to others: a result that arrived, or a SOURCE's data. */
+ * chunks whose result has not arrived, and chunks not issued here yet). */
 bool client_chunk_lacks(const struct client *c, size_t agg, uint64_t chunk);
 
 #endif

@@ -577,8 +577,11 @@ bool client_chunk_held(const struct client *c, size_t agg, uint64_t chunk)
 
 	if (client_chunk_info(c, agg, chunk, &k))
 		return k.got;
+	/* A source holds its data from the start, but reports it only once
+	 * its empty result came: then every rank has sent the chunk, so a
+	 * rank that lacks it has its request in flight (failover.c). */
 	if (k.role == CLIENT_ROLE_SOURCE)
-		return k.give != NULL;
+		return k.got && k.give != NULL;
 	return k.role != CLIENT_ROLE_GIVE && k.got;
 }
 

@@ -758,7 +758,8 @@ static struct coll_mr *wstage_get(struct coll_comm *cc, uint32_t slot, size_t by
 /* The aggregators this window goes to (0: the ring), decided alike on
  * every node: from the request index's aggregator set and rank 0's model.
  * -EAGAIN: the nodes are agreeing on a fault, NCCL retries. */
-static int window_aggs(struct coll_comm *cc, size_t window_bytes, uint64_t *aggs, uint32_t *epoch)
+static int window_aggs(struct coll_comm *cc, size_t window_bytes, bool gather, uint64_t *aggs,
+		       uint32_t *epoch)
 {
 	*aggs = 0;
 	*epoch = cc->fo.epoch;
@@ -771,7 +772,7 @@ static int window_aggs(struct coll_comm *cc, size_t window_bytes, uint64_t *aggs
 	uint64_t live = failover_live_for(cc, cc->next_idx, epoch);
 	struct split_model m = cc->model;
 	m.naggs = (uint32_t)__builtin_popcountll(live);
-	if (split_window_agg(&m, window_bytes))
+	if (split_window_agg(&m, window_bytes, gather))
 		*aggs = live;
 	return 0;
 }
@@ -826,7 +827,7 @@ int colln_iallgather(void *coll_comm, void *send, int nparts, const ncclNetSGE_t
 	if (rc)
 		return rc;
 	r = window_req(cc, &slot);
-	rc = window_aggs(cc, window_bytes, &aggs, &epoch);
+	rc = window_aggs(cc, window_bytes, true, &aggs, &epoch);
 	if (!r || rc == -EAGAIN)
 		return 0; /* NCCL retries */
 	if (rc)
@@ -884,7 +885,7 @@ int colln_ireducescatter(void *coll_comm, int nparts, const ncclNetSGE_t *parts,
 	if (rc)
 		return rc;
 	r = window_req(cc, &slot);
-	rc = window_aggs(cc, window_bytes, &aggs, &epoch);
+	rc = window_aggs(cc, window_bytes, false, &aggs, &epoch);
 	if (!r || rc == -EAGAIN)
 		return 0; /* NCCL retries */
 	if (rc)

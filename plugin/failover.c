@@ -685,7 +685,7 @@ static int decide(struct coll_comm *cc, uint64_t set, uint64_t from)
 	struct failover *fo = &cc->fo;
 	uint64_t prev_live = fo->epochs[fo->nepochs - 1].live;
 	struct fo_epoch *e = realloc(fo->epochs, (fo->nepochs + 1) * sizeof(*e));
-	uint64_t lacking = 0, redo_chunks = 0;
+	uint64_t lacking = 0, redo_chunks = 0, kept = 0, passed = 0;
 	size_t copy_bytes = 0, redo_bytes = 0;
 	int rc = 0;
 
@@ -730,9 +730,23 @@ static int decide(struct coll_comm *cc, uint64_t set, uint64_t from)
 		if (!(set >> ai & 1))
 			continue;
 		const struct fo_dead *d = &fo->deads[ai];
-		for (uint32_t j = 0; j < d->w && !rc; j++)
-			if (d->holder[j] != NONE && d->lacker[j] != NONE)
+		for (uint32_t j = 0; j < d->w && !rc; j++) {
+			if (d->holder[j] != NONE && d->lacker[j] != NONE) {
+				uint64_t l0 = lacking;
 				rc = copy_item(cc, ai, j, &lacking, &copy_bytes);
+				passed += !rc && lacking == l0 && !client_chunk_held(cc->client, ai, d->lo + j);
+				continue;
+			}
+			/* Held where it is wanted, so nothing moves; but a node
+			 * that wants none of it (a reduce-scatter non-owner, an
+			 * allgather source) may not have had its empty result:
+			 * its request ends the chunk here. */
+			struct client_chunk kc;
+			struct coll_req *r;
+			if (d->holder[j] != NONE && !client_chunk_info(cc->client, ai, d->lo + j, &kc) &&
+			    kc.req && !kc.got && (r = req_of_chunk(cc, ai, d->lo + j)))
+				client_chunk_done(cc->client, r->creq, ai, d->lo + j);
+		}
 		for (int i = 0; i < COLL_REQS && !rc; i++) {
 			struct coll_req *r = &cc->reqs[i];
 			if (r->used && r->creq && (r->aggs >> ai & 1))
@@ -749,6 +763,7 @@ static int decide(struct coll_comm *cc, uint64_t set, uint64_t from)
 				continue;
 			rc = redo_chunk_item(cc, ai, d->lo + j, &kc);
 			redo_chunks++;
+			kept++;
 			redo_bytes += kc.len;
 		}
 	}
@@ -759,10 +774,12 @@ static int decide(struct coll_comm *cc, uint64_t set, uint64_t from)
 			SC_WARN("collnet job 0x%016llx rank %u: aggregator %s failed (%s); epoch %u: from "
 				"request %" PRIu64 " on %d aggregator(s) + ring; here %" PRIu64
 				" chunk(s) (%zu bytes) are copied from other nodes and %" PRIu64
-				" chunk(s) (%zu bytes) redone over the ring; agreed %.1f ms after the first sign",
+				" chunk(s) (%zu bytes) redone over the ring; agreed %.1f ms after the first sign; "
+				"window chunks: %" PRIu64 " redone from what this node kept after its request "
+				"completed, %" PRIu64 " copies passed on for others",
 				(unsigned long long)cc->job_id, cc->rank, cc->aggs[ai], fo->deads[ai].why,
 				fo->epoch, from, __builtin_popcountll(live), lacking, copy_bytes, redo_chunks,
-				redo_bytes, ms);
+				redo_bytes, ms, kept, passed);
 	return rc;
 }
 

@@ -77,7 +77,7 @@ double split_fraction(const struct split_model *m, size_t bytes)
 	return ta < tr ? 1 : 0;
 }
 
-bool split_window_agg(const struct split_model *m, size_t bytes)
+bool split_window_agg(const struct split_model *m, size_t bytes, bool gather)
 {
 	double n = m->nranks, b = (double)bytes, lk, ag, ta, tr;
 
@@ -85,10 +85,14 @@ bool split_window_agg(const struct split_model *m, size_t bytes)
 		return false;
 	if (m->fixed >= 0)
 		return m->fixed > 0;
-	lk = 8 / m->link_gbps;               /* ns per byte on a node link */
-	ag = 8 / m->agg_gbps * n / m->naggs; /* ns per window byte on an aggregator */
+	/* ns per window byte on the busiest direction of a node link and of
+	 * an aggregator link (owner-only: reduce-scatter sends the whole
+	 * window up, N/M windows into each aggregator; allgather brings
+	 * (N-1)/N of it down, (N-1)/M windows out of each aggregator) */
+	lk = 8 / m->link_gbps * (gather ? (n - 1) / n : 1);
+	ag = 8 / m->agg_gbps * (gather ? n - 1 : n) / m->naggs;
 	ta = 2 * m->lat_us * 1e3 + b * (lk > ag ? lk : ag);
-	tr = (n - 1) * m->lat_us * 1e3 + b * (n - 1) / n * lk;
+	tr = (n - 1) * m->lat_us * 1e3 + b * (n - 1) / n * 8 / m->link_gbps;
 	return ta < tr;
 }
 

@@ -61,24 +61,27 @@ double split_fraction(const struct split_model *m, size_t bytes);
 /* Elements for the aggregators: count * frac, rounded down to 64 bytes
  * (count itself when frac >= 1). */
 size_t split_count(double frac, size_t count, size_t elem_size);
-/* Whether a ReduceScatter / AllGather window of `bytes` goes to the
- * aggregators (all of it: these two are never split). They carry it the
- * way they carry an allreduce: every node sends the window (allgather: its
- * own part, zeros elsewhere), every node receives the reduced window. So a
- * byte costs a node link 1 against the ring's (N-1)/N and an aggregator N/M:
- * the aggregators never win on bandwidth, only on hops (2 against N-1):
+/* Whether a ReduceScatter (gather false) / AllGather (gather true) window
+ * of `bytes` goes to the aggregators (all of it: these two are never
+ * split). They carry it owner-only (client.h v1.6): reduce-scatter, every
+ * node sends the window, each result returns to its owner; allgather, each
+ * part goes up once from its owner and down to the N-1 others. The busiest
+ * direction costs per window byte: reduce-scatter 1/link up from a node
+ * and (N/M)/agg into an aggregator; allgather (N-1)/N/link down to a node
+ * and ((N-1)/M)/agg out of an aggregator; the ring (N-1)/N/link. So the
+ * aggregators never win on bandwidth (the ring is already optimal per node
+ * link for these two), only on hops (2 against N-1):
  *  - fixed split: 0 -> the ring, anything above 0 -> the aggregators;
  *  - auto: the cheaper of (the ring on a tie, so N <= 3 stays on the ring)
- *      aggregators  2 lat     + b * max(1/link, (N/M)/agg)
+ *      aggregators  2 lat     + b * max(node link, aggregator link)
  *      ring         (N-1) lat + b * ((N-1)/N)/link
- *    i.e. the aggregators up to (N-3) lat / (max(1/link, (N/M)/agg) -
- *    ((N-1)/N)/link) bytes, from N = 4 on (no small_bytes rule: unlike an
- *    allreduce's, a window's aggregator path costs more bytes from the
- *    first one, measured on loopback: docs/plugin.md)
+ *    i.e. the aggregators up to (N-3) lat / (max(...) - ((N-1)/N)/link)
+ *    bytes, from N = 4 on (no small_bytes rule: measured on loopback,
+ *    docs/plugin.md)
  *  - never for a window above SPLIT_WINDOW_AGG_MAX (staging memory), nor
  *    without aggregators. docs/plugin.md, "ReduceScatter and AllGather". */
 #define SPLIT_WINDOW_AGG_MAX (4u << 20)
-bool split_window_agg(const struct split_model *m, size_t bytes);
+bool split_window_agg(const struct split_model *m, size_t bytes, bool gather);
 /* true when every host of "host:port,host:port" is a loopback address
  * (127.x, ::1, localhost); false for an empty list. */
 bool split_hosts_local(const char *aggs);

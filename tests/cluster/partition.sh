@@ -10,7 +10,10 @@
 #      but not node 3, so node 3 must be given them by the others (--expect-copies);
 #   3. the same at collective 996 of 1000: the fault, the agreement and the copies come while
 #      the nodes finish their last collectives and close (the harness closes right after its
-#      last request, as NCCL's teardown does; no request may run in a later epoch).
+#      last request, as NCCL's teardown does; no request may run in a later epoch);
+#   4. case 2 with reduce-scatter windows only (owner-only results): what the victim
+#      owns and lacks is recomputed from the contributions the other nodes kept after their
+#      requests completed (--expect-kept).
 # Exit 0 pass, 1 fail, 77 skipped (not root, no netns/veth/tbf, nothing built) with the reason.
 set -u -o pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -60,6 +63,13 @@ run_case aggregator-side 333 \
   "ip netns exec $(sc_ns_a 0) ip route add blackhole $(sc_ip_w $victim)/32" \
   "ip netns exec $(sc_ns_a 0) ip route del blackhole $(sc_ip_w $victim)/32" \
   --expect-copies
+# 4. the same with reduce-scatters only (blocks of 32-48 KiB: eager chunks of one owner): the victim owns results the others' completed
+#    requests no longer hold, so they are recomputed from the contributions the others kept
+#    (node 0: its block is in aggregator 0's shard of every window)
+run_case aggregator-side-rs 333 \
+  "ip netns exec $(sc_ns_a 0) ip route add blackhole $(sc_ip_w 0)/32" \
+  "ip netns exec $(sc_ns_a 0) ip route del blackhole $(sc_ip_w 0)/32" \
+  --small-rs --expect-kept
 # 3. the same at the end: the others are closing when the victim needs them
 run_case aggregator-side-late 996 \
   "ip netns exec $(sc_ns_a 0) ip route add blackhole $(sc_ip_w $victim)/32" \

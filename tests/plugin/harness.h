@@ -178,6 +178,9 @@ extern int log_prefix_ok, saw_agg_path, saw_fallback;
  * many aggregators the last collnet connect announced (-1: none yet). */
 extern int saw_fault, saw_naggs;
 extern uint64_t saw_copied; /* bytes the fault lines say were copied from other nodes */
+/* window chunks the fault lines say were redone from kept contributions /
+ * copies passed on by nodes that want none of them */
+extern uint64_t saw_kept, saw_passed;
 /* When the last fault line came (s, monotonic), and the first sign it names. */
 extern double fb_t_first, fb_t_decided;
 /* p2p comms the plugin parked at close (ops still posted), and freed later. */
@@ -242,6 +245,8 @@ struct fault_opts {
 	uint64_t ops;    /* allreduces */
 	uint64_t at;     /* the first fault comes as this one starts (0: ops / 3) */
 	bool copies;     /* some node must copy a result from another */
+	bool small_rs;   /* every collective a small reduce-scatter (one window) */
+	bool kept;       /* some node must redo a window chunk from what it kept */
 	bool done1, done2;
 };
 extern struct fault_opts fopt;

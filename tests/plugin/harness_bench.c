@@ -281,7 +281,7 @@ static double bench_auto_split(int mode, size_t bytes, int speed_mbps)
 	m.agg_gbps = a && atof(a) > 0 ? atof(a) : m.link_gbps;
 	m.agg_eff = atof(e && *e ? e : SPLIT_AGG_EFF_DEFAULT);
 	if (bench_coll) /* windows of at most 2 MiB go all to one path */
-		return split_window_agg(&m, bytes < (2u << 20) ? bytes : (2u << 20)) ? 1 : 0;
+		return split_window_agg(&m, bytes < (2u << 20) ? bytes : (2u << 20), bench_coll == 2) ? 1 : 0;
 	return split_fraction(&m, bytes);
 }
 

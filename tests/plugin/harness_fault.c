@@ -122,6 +122,10 @@ static void job_pick(struct job *j, uint64_t n)
 	j->salt = lcg(&s);
 	j->inplace = lcg(&s) % 4 == 0;
 	j->coll = n % 5 == 2 ? J_RS : n % 5 == 4 ? J_AG : J_ALLREDUCE;
+	if (fopt.small_rs) { /* one window: blocks of 32-48 KiB, eager chunks of one owner */
+		j->coll = J_RS;
+		j->count = ((32u << 10) + lcg(&s) % (16u << 10)) / j->es;
+	}
 	if (j->coll == J_AG) {
 		j->t = ncclUint8;
 		j->es = 1;
@@ -596,8 +600,8 @@ progress:
 		faults = opt.naggs;
 	struct trace_sum ts;
 	trace_sum(fault_seq, &ts);
-	uint64_t v[7] = { (uint64_t)saw_fault, ts.agg_before, ts.redone, ts.epoch_max, ts.errors,
-			  saw_copied, ts.win_redone };
+	uint64_t v[9] = { (uint64_t)saw_fault, ts.agg_before, ts.redone, ts.epoch_max, ts.errors,
+			  saw_copied, ts.win_redone, saw_kept, saw_passed };
 	fprintf(stderr, "[rank %d] trace: %" PRIu64 " rows, %" PRIu64 " bytes through the aggregators before the fault, "
 		"%" PRIu64 " bytes repaired (%" PRIu64 " of windows), epoch %" PRIu64 "; %d fault lines; "
 		"%" PRIu64 " window bytes through the aggregators\n", my_rank, ts.rows, ts.agg_before,
@@ -616,7 +620,7 @@ progress:
 		if (at1 + Q < ops)
 			CHECK(ts.epoch_max >= 1, "no request ran in a later epoch");
 	}
-	rv_all_sum("counters", v, 7);
+	rv_all_sum("counters", v, 9);
 	/* A drain (F_TERM) ends the job at once when nothing is in flight,
 	 * which a loaded host can make happen: then there is nothing to
 	 * repair, and the fault lines and the later epoch are the proof. */
@@ -624,11 +628,18 @@ progress:
 		CHECK(v[2] > 0, "no node repaired anything although requests were in flight");
 	if (fopt.copies)
 		CHECK(v[5] > 0, "no node copied a result from another");
+	/* A reduce-scatter chunk its owner lacks after the others' requests
+	 * completed: recomputed from what they kept. */
+	if (fopt.kept)
+		CHECK(v[7] > 0, "no node redid a window chunk from what it kept after its request completed");
 	if (my_rank == 0)
-		printf("fault: %d nodes, %d aggregators, %" PRIu64 " collectives (2 in 5 reduce-scatter / "
-		       "allgather windows) right on every node; %" PRIu64 " bytes repaired over all nodes, "
-		       "%" PRIu64 " of them copied from a node, %" PRIu64 " of windows\n",
-		       opt.nranks, opt.naggs, completed, v[2], v[5], v[6]);
+		printf("fault: %d nodes, %d aggregators, %" PRIu64 " collectives (%s) right on every node; "
+		       "%" PRIu64 " bytes repaired over all nodes, "
+		       "%" PRIu64 " of them copied from a node, %" PRIu64 " of windows; window chunks: %"
+		       PRIu64 " redone from kept contributions, %" PRIu64 " copies passed on\n",
+		       opt.nranks, opt.naggs, completed,
+		       fopt.small_rs ? "reduce-scatter windows" : "2 in 5 reduce-scatter / allgather windows",
+		       v[2], v[5], v[6], v[7], v[8]);
 
 	if (fopt.k1 == F_RESTART) {
 		/* The next communicator uses every aggregator again. */

@@ -23,6 +23,7 @@ void usage(void)
 		"       p2p: [--close-inflight]\n"
 		"       fault: --fault kill|idle|stop|term|restart|all|connect|node|cmd[,KIND]\n"
 		"              [--fault-agg I] [--ops K] [--fault-at K] [--expect-copies]\n"
+		"              [--small-rs] [--expect-kept]\n"
 		"       faults (bench/faults): [--kinds kill,stop,term,restart] [-e BYTES] [--before S]\n"
 		"              [--after S] [--retention-bytes B] [--type T] [--json]\n"
 		"       bench: [-f|--factor F] [--rounds R] [--time-per-size S]\n"
@@ -75,6 +76,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		{ "fault-at", 1, 0, 'A' }, { "expect-copies", 0, 0, 'C' }, { "kinds", 1, 0, 'K' },
 		{ "before", 1, 0, 'B' }, { "after", 1, 0, 'Z' }, { "retention-bytes", 1, 0, 'Y' },
 		{ "coll", 1, 0, 'X' }, { "no-rtt", 0, 0, 'Q' },
+		{ "small-rs", 0, 0, 0x101 }, { "expect-kept", 0, 0, 0x102 },
 		{ 0, 0, 0, 0 }
 	};
 	static char plugin_buf[PATH_MAX + 64], daemon_buf[PATH_MAX + 64], aggs[1024];
@@ -132,6 +134,8 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		case 'O': fopt.ops = strtoull(optarg, NULL, 10); break;
 		case 'A': fopt.at = strtoull(optarg, NULL, 10); break;
 		case 'C': fopt.copies = true; break;
+		case 0x101: fopt.small_rs = true; break;
+		case 0x102: fopt.kept = true; break;
 		case 'K': case 'B': case 'Z': case 'Y':
 			if (faultbench_option(c, optarg))
 				usage();

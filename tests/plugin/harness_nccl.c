@@ -17,7 +17,7 @@ int log_prefix_ok; /* lines that came through NCCL's logger with our prefix */
 int saw_agg_path, saw_fallback;
 int saw_parked, saw_unparked; /* p2p comms parked at close, freed later */
 int saw_fault, saw_naggs = -1;
-uint64_t saw_copied;
+uint64_t saw_copied, saw_kept, saw_passed;
 double fb_t_first, fb_t_decided;
 
 static void hlog(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
@@ -50,6 +50,13 @@ static void hlog(ncclDebugLogLevel level, unsigned long flags, const char *file,
 		const char *h = strstr(buf, "; here ");
 		if (h && sscanf(h, "; here %llu chunk(s) (%llu bytes) are copied", &chunks, &bytes) == 2)
 			__atomic_fetch_add(&saw_copied, bytes, __ATOMIC_RELAXED);
+		unsigned long long kept = 0, passed = 0;
+		const char *w = strstr(buf, "; window chunks: ");
+		if (w && sscanf(w, "; window chunks: %llu redone from what this node kept after its request "
+				"completed, %llu copies", &kept, &passed) == 2) {
+			__atomic_fetch_add(&saw_kept, kept, __ATOMIC_RELAXED);
+			__atomic_fetch_add(&saw_passed, passed, __ATOMIC_RELAXED);
+		}
 		const char *a = strstr(buf, "; agreed ");
 		double ms = 0;
 		if (a && sscanf(a, "; agreed %lf ms", &ms) == 1 && !fb_t_first) {

@@ -53,9 +53,9 @@ void rv_get(const char *name, int rank, void *buf, size_t len)
 
 void rv_all_sum(const char *name, uint64_t *v, size_t n)
 {
-	uint64_t o[8];
+	uint64_t o[16];
 
-	CHECK(n <= 8, "rv_all_sum %s: %zu values, at most 8", name, n);
+	CHECK(n <= 16, "rv_all_sum %s: %zu values, at most 16", name, n);
 	rv_put(name, my_rank, v, n * sizeof(*v));
 	memset(v, 0, n * sizeof(*v));
 	for (int r = 0; r < opt.nranks; r++) {

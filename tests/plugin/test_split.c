@@ -132,27 +132,34 @@ static void windows(void **state)
 	(void)state;
 	struct split_model m = model(16, 2, 25, 25, 0.85);
 	double lk = 8 / 25.0, ag = 8 / 25.0 * 16 / 2, x = 13 * 10e3 / (ag - 15.0 / 16 * lk);
-	assert_true(split_window_agg(&m, 1));
-	assert_true(split_window_agg(&m, (size_t)x - 64));
-	assert_false(split_window_agg(&m, (size_t)x + 64));
+	/* allgather: (N-1)/M out of an aggregator instead of N/M into it */
+	double agg_ag = 8 / 25.0 * 15 / 2, xg = 13 * 10e3 / (agg_ag - 15.0 / 16 * lk);
+	assert_true(xg > x);
+	for (int g = 0; g < 2; g++) {
+		assert_true(split_window_agg(&m, 1, g));
+		assert_true(split_window_agg(&m, (size_t)(g ? xg : x) - 64, g));
+		assert_false(split_window_agg(&m, (size_t)(g ? xg : x) + 64, g));
+	}
+	assert_true(split_window_agg(&m, (size_t)x + 64, true)); /* between the two */
 	/* 3 nodes: 2 hops either way, the ring moves fewer bytes */
 	m = model(3, 1, 25, 25, 0.85);
-	assert_false(split_window_agg(&m, 8));
+	assert_false(split_window_agg(&m, 8, false));
+	assert_false(split_window_agg(&m, 8, true));
 	/* 4 nodes, one hop saved */
 	m = model(4, 4, 25, 25, 0.85);
-	assert_true(split_window_agg(&m, 8));
+	assert_true(split_window_agg(&m, 8, false));
 	/* fixed: any share sends them, 0 keeps the ring; never without
 	 * aggregators, an empty window or above the staging cap */
 	m = model(3, 1, 25, 25, 0.85);
 	m.fixed = 0.25;
-	assert_true(split_window_agg(&m, 1 << 20));
-	assert_false(split_window_agg(&m, SPLIT_WINDOW_AGG_MAX + 1));
-	assert_false(split_window_agg(&m, 0));
+	assert_true(split_window_agg(&m, 1 << 20, false));
+	assert_false(split_window_agg(&m, SPLIT_WINDOW_AGG_MAX + 1, true));
+	assert_false(split_window_agg(&m, 0, false));
 	m.fixed = 0;
-	assert_false(split_window_agg(&m, 8));
+	assert_false(split_window_agg(&m, 8, true));
 	m.fixed = 1;
 	m.naggs = 0;
-	assert_false(split_window_agg(&m, 8));
+	assert_false(split_window_agg(&m, 8, false));
 }
 
 int main(void)
