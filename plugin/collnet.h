@@ -28,7 +28,7 @@ struct coll_comm;
 
 /* What a request is: NCCL's allreduce (aggregators + ring), or CollNet
  * Direct's reduce-scatter / allgather of a window (the ring, or all of it
- * through the aggregators as an allreduce of the window: split_window_agg). */
+ * through the aggregators owner-only, client_start: split_window_agg). */
 enum coll_kind { COLL_ALLREDUCE = 0, COLL_REDUCE_SCATTER, COLL_ALLGATHER };
 
 struct coll_req {

@@ -356,7 +356,7 @@ void run_bench(void)
 		if (bench_coll)
 			printf("# size = the whole buffer (N blocks), as nccl-tests; CollNet Direct windows of at\n"
 			       "# most 2 MiB, 8 outstanding, each all on the ring or all through the\n"
-			       "# aggregators (as an allreduce of the window; split = auto's choice: 1 aggregators)\n");
+			       "# aggregators (owner-only: each result to its block's owner, each allgather part up once; split = auto's choice: 1 aggregators)\n");
 		printf("#%11s %11s %5s %5s %3s", "size", "count", "type", "redop", "k");
 		for (int m = 0; m < BENCH_MODES; m++) {
 			char h[64];
