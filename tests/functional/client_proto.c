@@ -166,7 +166,7 @@ static void *fake_main(void *arg)
 	}
 	bool dribble = f->mode == FAKE_DRIBBLE;
 	uint64_t nonce = 0x1234567890abcdefull ^ (uint64_t)f->port;
-	struct wire_msg m = { .type = WIRE_HELLO, .u.hello = { 1, 1, nonce } };
+	struct wire_msg m = { .type = WIRE_HELLO, .u.hello = { WIRE_VERSION, WIRE_VERSION, nonce } };
 	send_msg(fd, &m, dribble);
 	struct wire_msg j;
 	if (read_msg(f, fd, &j, 5000) || j.type != WIRE_JOIN) {

@@ -73,17 +73,18 @@ int main(void)
 	double bad0 = sd_metric(&d, "sumcast_errors_total{kind=\"bad_header\"}");
 	CHECK(bad0 == 0, "bad_header starts at %g", bad0);
 
-	/* version: a header with version 2 */
+	/* version: a header with a version this daemon does not speak */
 	{
 		uint64_t nonce;
 		int fd = ctl_connect(&d, &nonce);
-		uint8_t hdr[WIRE_HDR_LEN] = { 'S', 'C', 'S', 'T', 2, 0, WIRE_JOIN, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
+		uint8_t hdr[WIRE_HDR_LEN] = { 'S', 'C', 'S', 'T', WIRE_VERSION + 1, 0, WIRE_JOIN, 0,
+					      0, 0, 0, 0, 0, 0, 0, 0 };
 		CHECK(fd >= 0, "connect");
 		ctl_send_raw(fd, hdr, sizeof(hdr));
 		CHECK(ctl_recv(fd, &m, 3000) == 0 && m.type == WIRE_REFUSE &&
 			      m.u.refuse.code == WIRE_E_VERSION,
-		      "version 2 header: no REFUSE(version)");
-		printf("  %-14s -> REFUSE %s: %s\n", "version 2", wire_code_name(m.u.refuse.code),
+		      "version %d header: no REFUSE(version)", WIRE_VERSION + 1);
+		printf("  %-14s -> REFUSE %s: %s\n", "version + 1", wire_code_name(m.u.refuse.code),
 		       m.u.refuse.text);
 		CHECK(ctl_wait_closed(fd, 3000) == 0, "closed after version refusal");
 		close(fd);
@@ -166,7 +167,8 @@ int main(void)
 	/* malformed: a JOIN header with a body that fails validation */
 	{
 		int fd = ctl_connect(&d, NULL);
-		uint8_t msg[WIRE_HDR_LEN + 12] = { 'S', 'C', 'S', 'T', 1, 0, WIRE_JOIN, 0, 12, 0, 0, 0, 0, 0, 0, 0 };
+		uint8_t msg[WIRE_HDR_LEN + 12] = { 'S', 'C', 'S', 'T', WIRE_VERSION, 0, WIRE_JOIN, 0,
+						   12, 0, 0, 0, 0, 0, 0, 0 };
 		memset(msg + WIRE_HDR_LEN, 0xEE, 12);
 		ctl_send_raw(fd, msg, sizeof(msg));
 		CHECK(ctl_recv(fd, &m, 3000) == 0 && m.type == WIRE_REFUSE &&
