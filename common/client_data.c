@@ -457,8 +457,8 @@ int client_start(struct client *c, const struct client_blocks *b, const void *se
 		a->next_assign += ra->nchunks;
 		r->chunks_left += ra->nchunks;
 		for (uint64_t q = 0; q < ra->nchunks; q++) {
-			size_t off = ra->first + (size_t)q * ra->chunk;
-			size_t len = ra->end - off < ra->chunk ? ra->end - off : ra->chunk;
+			size_t off, len;
+			client_req_chunk_range(r, ai, ra->c0 + q, &off, &len);
 			enum client_role role = client_role_of(c, r, off, len);
 			r->give_bytes += role == CLIENT_ROLE_TAKE ? 0 : len;
 			r->take_bytes += role_gives_only(role) && !a->sealed ? 0 : len;

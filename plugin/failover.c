@@ -443,6 +443,12 @@ static int copy_item(struct coll_comm *cc, size_t ai, uint32_t k, uint64_t *lack
 	return 0;
 }
 
+/* Where a redone chunk's sum lies in it->tmp (after the contribution). */
+static size_t redo_sum_off(size_t len)
+{
+	return (len + 63) & ~(size_t)63;
+}
+
 /* Chunk c of a window op on aggregator ai, which no node holds: a ring
  * allreduce of every node's contribution (client_chunk_info: the send data
  * or its retention copy; nothing from a TAKE) in it->tmp, its sum copied
@@ -463,7 +469,7 @@ static int redo_chunk_item(struct coll_comm *cc, size_t ai, uint64_t c, const st
 	struct fo_item *it = calloc(1, sizeof(*it));
 	if (!it)
 		return -ENOMEM;
-	size_t len = k->len, half = (len + 63) & ~(size_t)63;
+	size_t len = k->len, half = redo_sum_off(len);
 	if (item_tmp(cc, it, 2 * half)) {
 		free(it);
 		return -ENOMEM;
@@ -597,7 +603,7 @@ static void item_done(struct coll_comm *cc, struct fo_item *it)
 	struct coll_req *r = it->req;
 
 	if (it->take)
-		memcpy(it->take, it->tmp + ((it->len + 63) & ~(size_t)63), it->len);
+		memcpy(it->take, it->tmp + redo_sum_off(it->len), it->len);
 	if (r && r->creq && it->settle)
 		for (uint64_t c = it->c0; c < it->c0 + it->n; c++)
 			client_chunk_done(cc->client, r->creq, it->agg, c);
