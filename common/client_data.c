@@ -71,8 +71,8 @@ enum client_role client_role_of(const struct client *c, const struct client_req 
 }
 
 /* Bytes of the message a slot sends, and of the result it gets (without a
- * seal's tag): a TAKE sends nothing; a GIVE or SOURCE gets an empty result,
- * except in a sealed job (wire.h). */
+ * seal's tag): a TAKE sends nothing; a GIVE or SOURCE gets an empty result
+ * (in a sealed job a tag alone, sealed for this rank: wire.h). */
 static size_t slot_send_len(const struct client_slot *s)
 {
 	return s->role == CLIENT_ROLE_TAKE ? 0 : s->len;
@@ -83,9 +83,9 @@ static bool role_gives_only(unsigned role)
 	return role == CLIENT_ROLE_GIVE || role == CLIENT_ROLE_SOURCE;
 }
 
-static size_t slot_result_len(const struct client_agg *a, const struct client_slot *s)
+static size_t slot_result_len(const struct client_slot *s)
 {
-	return role_gives_only(s->role) && !a->sealed ? 0 : s->len;
+	return role_gives_only(s->role) ? 0 : s->len;
 }
 
 static unsigned role_mode(unsigned role)
@@ -254,7 +254,7 @@ void client_data_issue(struct client *c, size_t ai)
 			dst = client_seal_buf(c, ai, si, 1);
 			desc = c->seal_mr.desc;
 		}
-		int rc = post_result(c, ai, si, dst, slot_result_len(a, s) + (a->sealed ? SC_SEAL_TAG : 0),
+		int rc = post_result(c, ai, si, dst, slot_result_len(s) + (a->sealed ? SC_SEAL_TAG : 0),
 				     desc);
 		if (rc == -FI_EAGAIN)
 			break;
@@ -335,27 +335,27 @@ static void handle_cqe(struct client *c, size_t ai, const struct fabric_cqe *e)
 		client_agg_fail(c, a, -EIO, "%s: result receive for chunk seq %u failed: %s", a->name,
 				s->seq, fi_strerror(-e->err));
 	} else if (!(e->flags & FI_REMOTE_CQ_DATA) || e->data != wire_imm_plain(s->imm) ||
-		   e->len != slot_result_len(a, s) + (a->sealed ? SC_SEAL_TAG : 0)) {
+		   e->len != slot_result_len(s) + (a->sealed ? SC_SEAL_TAG : 0)) {
 		client_agg_fail(c, a, -EPROTO,
 				"%s sent a bad result in slot %u: expected seq %u %s %s %zu bytes, got "
 				"%s%u %s %s %zu bytes",
 				a->name, o->slot, s->seq, sc_dtype_name(wire_imm_dtype(s->imm)),
-				sc_op_name(wire_imm_op(s->imm)), slot_result_len(a, s),
+				sc_op_name(wire_imm_op(s->imm)), slot_result_len(s),
 				e->flags & FI_REMOTE_CQ_DATA ? "seq " : "no immediate data, ",
 				wire_imm_seq(e->data),
 				wire_imm_dtype(e->data) < SC_DTYPE_COUNT
 					? sc_dtype_name(wire_imm_dtype(e->data)) : "?",
 				sc_op_name(wire_imm_op(e->data)), e->len);
-	} else if (a->sealed && sc_unseal(&a->seal, SC_SEAL_RESULT, SC_SEAL_ANY_RANK, s->chunk,
-					  wire_imm_plain(s->imm), client_seal_buf(c, ai, o->slot, 1), s->len,
-					  role_gives_only(s->role) ? client_seal_buf(c, ai, o->slot, 1)
-								   : r->recv + s->off)) {
+	} else if (a->sealed && sc_unseal(&a->seal, SC_SEAL_RESULT,
+					  role_gives_only(s->role) ? (uint16_t)c->rank : SC_SEAL_ANY_RANK,
+					  s->chunk, wire_imm_plain(s->imm), client_seal_buf(c, ai, o->slot, 1),
+					  slot_result_len(s), r->recv + s->off)) {
 		/* Not sealed by the job key: someone else's message under our
 		 * tag. Dropped; the real result still comes to this receive. */
 		SC_LOG_RATELIMIT(SC_LOG_WARN, 1000, "%s: a result for chunk seq %u did not open (not sealed "
 				 "with the job's key): dropped", a->name, s->seq);
 		int rc = post_result(c, ai, o->slot, client_seal_buf(c, ai, o->slot, 1),
-				     s->len + SC_SEAL_TAG, c->seal_mr.desc);
+				     slot_result_len(s) + SC_SEAL_TAG, c->seal_mr.desc);
 		if (rc == 0) {
 			s->recv_posted = 1;
 			return;
@@ -461,7 +461,7 @@ int client_start(struct client *c, const struct client_blocks *b, const void *se
 			client_req_chunk_range(r, ai, ra->c0 + q, &off, &len);
 			enum client_role role = client_role_of(c, r, off, len);
 			r->give_bytes += role == CLIENT_ROLE_TAKE ? 0 : len;
-			r->take_bytes += role_gives_only(role) && !a->sealed ? 0 : len;
+			r->take_bytes += role_gives_only(role) ? 0 : len;
 		}
 		if (a->st == AGG_DEAD) {
 			ra->off = ra->end; /* failover: the caller repairs these */

@@ -8,8 +8,10 @@
  * where the nonce is the daemon's fresh random number for the job, sent in
  * JOIN_OK. Each message's 96-bit IV is (direction, rank, chunk number):
  * unique per message under one job key (a rank's chunk c, or the result of
- * chunk c, which the aggregator seals once and sends to every rank), and a
- * message replayed at another chunk fails to open. The immediate data (type,
+ * chunk c, which the aggregator seals once and sends to every rank under
+ * SC_SEAL_ANY_RANK, or chunk c's empty result for one rank in mode give,
+ * under that rank: wire.h), and a message replayed at another chunk fails
+ * to open. The immediate data (type,
  * op, seq) is authenticated with it. A sealed message is the ciphertext
  * followed by SC_SEAL_TAG bytes of GCM tag.
  *

@@ -34,8 +34,8 @@
  * no result: a non-owner of a reduce-scatter, the only source of an
  * allgather), TAKE (an empty message, no contribution, the result back:
  * an allgather's receivers). Every RESULT carries the data word with mode 0;
- * a GIVE rank's RESULT is empty (a sealed job sends it the whole sealed
- * result: the seal covers the whole message), and still returns its credit.
+ * a GIVE rank's RESULT is empty (in a sealed job a tag alone, sealed for that
+ * rank: seal.h) and still returns its credit.
  * At least one rank of a chunk must contribute; contributions of a chunk all
  * have the same length.
  *

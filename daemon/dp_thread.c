@@ -187,7 +187,7 @@ static void on_send(struct dthread *t, const struct fabric_cqe *e, struct dop *d
 	j->ops_out--;
 	if (e->err)
 		dp_count_err(t, ERR_SEND_ERROR);
-	else if (job_rslot(j, d->slot, d->rank)->wants || j->sealed) {
+	else if (job_rslot(j, d->slot, d->rank)->wants) {
 		ctr_add(&t->stats.tx_bytes, sl->len);
 		ctr_add(&j->bytes_out, sl->len);
 	}

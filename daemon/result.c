@@ -4,6 +4,7 @@
 #include <rdma/fi_errno.h>
 
 #include "dp.h"
+#include "seal.h"
 
 static int unicast_init(struct dthread *t, struct job *j)
 {
@@ -28,12 +29,23 @@ static int unicast_send(struct dthread *t, struct job *j, struct slot *s)
 		uint32_t r = s->send_next;
 		struct job_rank *jr = &j->ranks[r];
 		/* A rank in mode GIVE gets an empty result, its credit; in a
-		 * sealed job the whole sealed one (the seal covers it all). */
-		size_t len = job_rslot(j, s->index, r)->wants || j->sealed ? full : 0;
-		size_t data = len ? s->len : 0;
+		 * sealed job an empty message sealed for that rank alone (its
+		 * own IV: the result's is the whole job's), injected from here. */
+		bool wants = job_rslot(j, s->index, r)->wants;
+		uint8_t tagbuf[SC_SEAL_TAG];
+		const void *buf = s->acc;
+		size_t len = wants ? full : 0, data = wants ? s->len : 0;
+		if (!wants && j->sealed) {
+			if (sc_seal(&j->seal, SC_SEAL_RESULT, (uint16_t)r, s->chunk, s->imm, NULL, 0, tagbuf))
+				return -FI_EIO;
+			buf = tagbuf;
+			len = SC_SEAL_TAG;
+		}
 		bool inject = len <= t->fabric->inject_size;
+		if (buf == tagbuf && !inject)
+			return -FI_EMSGSIZE; /* every provider injects more than a tag */
 		uint64_t tag = wire_tag_make(WIRE_TAG_RESULT, jr->result_key, r, s->index);
-		int rc = inject ? fabric_tinject(t->fabric, s->acc, len, jr->fi_addr, tag, s->imm)
+		int rc = inject ? fabric_tinject(t->fabric, buf, len, jr->fi_addr, tag, s->imm)
 				: fabric_tsend(t->fabric, s->acc, len, j->mr.desc, jr->fi_addr, tag, s->imm,
 					       &job_rslot(j, s->index, r)->sop.op);
 		if (rc == -FI_EAGAIN) {
