@@ -9,9 +9,10 @@
  *
  *   sendmsg   one sendmsg per datagram (header and payload gathered)
  *   sendmmsg  64 datagrams per sendmmsg
- *   gso       UDP generic segmentation offload: 44 datagrams laid out in
- *             one 64 KiB buffer (header copied beside each payload), one
- *             sendmsg with UDP_SEGMENT; the kernel cuts them
+ *   gso       the transport's send (common/mcast_udp.c): UDP generic
+ *             segmentation offload, 44 datagrams laid out in one 64 KiB
+ *             buffer (header copied beside each payload), one sendmsg with
+ *             UDP_SEGMENT; the kernel cuts them
  *   fi_udp    libfabric's udp provider, FI_EP_DGRAM with fi_join: one
  *             fi_send per datagram (1472 bytes at most)
  *
@@ -26,7 +27,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <netinet/in.h>
-#include <netinet/udp.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -48,10 +48,7 @@
 #include <unistd.h>
 
 #include "mcast.h"
-
-#ifndef UDP_SEGMENT
-#define UDP_SEGMENT 103
-#endif
+#include "mcast_udp.h"
 
 #define GROUP "239.77.0.1"
 #define PORT 7977
@@ -59,7 +56,6 @@
 #define DGRAM (SC_MC_HDR + PAYLOAD)
 #define RESULT (1u << 20)
 #define BATCH 64
-#define GSO_SEGS 44 /* 44 x 1472 = 64768 bytes: below 64 KiB */
 
 enum way { W_SENDMSG, W_SENDMMSG, W_GSO, W_FI, W_COUNT };
 static const char *const way_name[W_COUNT] = { "sendmsg", "sendmmsg", "gso", "fi_udp" };
@@ -161,6 +157,7 @@ struct sender {
 	struct sockaddr_in to;
 	uint8_t *result;
 	uint64_t chunk;
+	struct sc_mc_udp_tx udp; /* the gso way */
 	/* fi_udp */
 	struct fi_info *fi;
 	struct fid_fabric *fab;
@@ -220,41 +217,12 @@ static void send_result_sendmmsg(struct sender *s)
 	}
 }
 
+/* The transport's own send (common/mcast_udp.c): GSO. */
 static void send_result_gso(struct sender *s)
 {
-	static uint8_t lay[GSO_SEGS * DGRAM];
-	uint32_t off = 0;
-	while (off < RESULT) {
-		size_t len = 0;
-		int k = 0;
-		/* every segment but the send's last must be full: a short last
-		 * datagram of the result goes alone at the end */
-		for (; k < GSO_SEGS && off < RESULT; k++) {
-			uint32_t pl = RESULT - off < PAYLOAD ? RESULT - off : PAYLOAD;
-			if (pl < PAYLOAD && k)
-				break;
-			hdr_for(s, off, pl, lay + len);
-			memcpy(lay + len + SC_MC_HDR, s->result + off, pl);
-			len += SC_MC_HDR + pl;
-			off += pl;
-		}
-		char ctl[CMSG_SPACE(sizeof(uint16_t))] = { 0 };
-		struct iovec iov = { lay, len };
-		struct msghdr m = { .msg_name = &s->to, .msg_namelen = sizeof(s->to), .msg_iov = &iov,
-				    .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl) };
-		struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-		cm->cmsg_level = SOL_UDP;
-		cm->cmsg_type = UDP_SEGMENT;
-		cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-		uint16_t seg = DGRAM;
-		memcpy(CMSG_DATA(cm), &seg, sizeof(seg));
-		while (sendmsg(s->fd, &m, 0) < 0) {
-			if (errno != ENOBUFS && errno != EAGAIN) {
-				perror("sendmsg UDP_SEGMENT");
-				exit(1);
-			}
-			sched_yield();
-		}
+	if (sc_mc_udp_send(&s->udp, 1, 0x5eedull, s->chunk, 0, s->result, RESULT)) {
+		perror("sc_mc_udp_send");
+		exit(1);
 	}
 }
 
@@ -413,6 +381,10 @@ int main(int argc, char **argv)
 	for (uint32_t i = 0; i < RESULT; i++)
 		s.result[i] = (uint8_t)(i * 131 + 7);
 	bool fi_ok = fi_setup(&s) == 0;
+	if (sc_mc_udp_tx_open(&s.udp, "127.0.0.1", &s.to, PAYLOAD, 1, why, sizeof(why))) {
+		fprintf(stderr, "mcast: %s\n", why);
+		return 1;
+	}
 
 	double gbps[W_COUNT][16], cpu_gb[W_COUNT][16], got[W_COUNT][16], rcpu[W_COUNT][16];
 	uint64_t results = bytes / RESULT;

@@ -207,7 +207,7 @@ int sc_mc_nack_encode(const struct sc_mc_nack *m, uint8_t *out, size_t cap)
 	if (!m->nranges || m->nranges > SC_MC_NACK_RANGES || cap < n)
 		return -EINVAL;
 	for (unsigned i = 0; i < m->nranges; i++)
-		if (!m->r[i].len || (uint64_t)m->r[i].off + m->r[i].len > UINT32_MAX)
+		if ((uint64_t)m->r[i].off + m->r[i].len > UINT32_MAX)
 			return -EINVAL;
 	put16(out, SC_MC_NACK_MAGIC);
 	out[2] = SC_MC_VERSION;
@@ -238,7 +238,7 @@ int sc_mc_nack_decode(const uint8_t *buf, size_t n, struct sc_mc_nack *out)
 	for (unsigned i = 0; i < m.nranges; i++) {
 		m.r[i].off = get32(buf + 24 + 8 * i);
 		m.r[i].len = get32(buf + 28 + 8 * i);
-		if (!m.r[i].len || (uint64_t)m.r[i].off + m.r[i].len > UINT32_MAX)
+		if ((uint64_t)m.r[i].off + m.r[i].len > UINT32_MAX)
 			return -EBADMSG;
 	}
 	*out = m;

@@ -113,7 +113,8 @@ size_t sc_mc_rx_missing(const struct sc_mc_rx *rx, uint64_t chunk, struct sc_mc_
 int sc_mc_rx_fill(struct sc_mc_rx *rx, uint64_t chunk, uint32_t off, uint32_t len);
 
 /* NACK, rank -> aggregator over the reliable endpoint: job, rank, chunk,
- * up to SC_MC_NACK_RANGES byte ranges. Little-endian:
+ * up to SC_MC_NACK_RANGES byte ranges (an empty one at 0: the whole of an
+ * empty result). Little-endian:
  *   u16 magic "MN" | u8 version | u8 nranges | u32 job | u32 rank | u32 zero |
  *   u64 chunk | nranges x (u32 off, u32 len) */
 #define SC_MC_NACK_MAGIC 0x4E4Du /* "MN" */
@@ -124,10 +125,10 @@ struct sc_mc_nack {
 	struct sc_mc_range r[SC_MC_NACK_RANGES];
 };
 #define SC_MC_NACK_MAX (24 + 8 * SC_MC_NACK_RANGES)
-/* Bytes written, or -EINVAL (no range, too many, an empty range). */
+/* Bytes written, or -EINVAL (no range, too many, a range that wraps). */
 int sc_mc_nack_encode(const struct sc_mc_nack *m, uint8_t *out, size_t cap);
-/* 0, or -EBADMSG (bad magic, version, length, a range that is empty or
- * wraps, reserved bits) leaving *out alone. */
+/* 0, or -EBADMSG (bad magic, version, length, a range that wraps,
+ * reserved bits) leaving *out alone. */
 int sc_mc_nack_decode(const uint8_t *buf, size_t n, struct sc_mc_nack *out);
 
 #endif

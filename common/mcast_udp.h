@@ -1,0 +1,64 @@
+/* The IP multicast transport of multicast results (issue 12): a UDP socket
+ * that sends each result to the job's group with generic segmentation
+ * offload (bench/mcast: half the CPU per byte of one send per datagram),
+ * and the receiving socket of a rank, whose datagrams go to the shared
+ * protocol logic (mcast.h). Not used by the daemon or the client yet.
+ *
+ * Sender: the datagrams of a result are laid out header + payload in a
+ * buffer of up to 44 (64 KiB) and sent with one sendmsg and UDP_SEGMENT;
+ * where the kernel refuses UDP_SEGMENT, sendmmsg of the same datagrams
+ * (counted). Receiver: bound to the group and port, joined on the rank's
+ * interface, non-blocking; sc_mc_udp_poll reads what is there (recvmmsg)
+ * into a receiver (sc_mc_rx). IPv4 only. */
+#ifndef SUMCAST_MCAST_UDP_H
+#define SUMCAST_MCAST_UDP_H
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mcast.h"
+
+#define SC_MC_UDP_SEGS 44 /* datagrams per GSO send at most (44 x 1472 < 64 KiB) */
+
+struct sc_mc_udp_tx {
+	int fd;
+	struct sockaddr_in group;
+	size_t payload; /* bytes per datagram after the header */
+	int segs;       /* datagrams per send (SC_MC_UDP_SEGS, fewer for large ones) */
+	uint8_t *lay;   /* SC_MC_UDP_SEGS datagrams */
+	bool gso;       /* false once the kernel refused UDP_SEGMENT */
+	uint64_t datagrams, sends, gso_refused;
+};
+
+/* A sender from the interface with address iface (dotted IPv4) to group;
+ * ttl 1 keeps it on the link. 0, or -errno with *why a sentence. */
+int sc_mc_udp_tx_open(struct sc_mc_udp_tx *t, const char *iface, const struct sockaddr_in *group,
+		      size_t payload, int ttl, char *why, size_t whylen);
+void sc_mc_udp_tx_close(struct sc_mc_udp_tx *t);
+/* Every datagram of one result (len bytes at buf). 0 or -errno (a full
+ * socket buffer is waited out: the caller bounds what it sends). */
+int sc_mc_udp_send(struct sc_mc_udp_tx *t, uint32_t job, uint64_t key, uint64_t chunk, uint32_t imm,
+		   const void *buf, uint32_t len);
+
+struct sc_mc_udp_rx {
+	int fd;
+	/* test hook: drop this share (per mille) of datagrams as they are read,
+	 * as a lossy network would (netem is not available here); 0 in use */
+	unsigned drop_permille;
+	uint64_t read, dropped, seed;
+};
+
+/* A receiver of group on the interface with address iface, non-blocking,
+ * with a large receive buffer. 0 or -errno with *why. */
+int sc_mc_udp_rx_open(struct sc_mc_udp_rx *r, const struct sockaddr_in *group, const char *iface,
+		      char *why, size_t whylen);
+void sc_mc_udp_rx_close(struct sc_mc_udp_rx *r);
+/* Reads the datagrams that are there (at most max) into rx; done(arg,
+ * chunk) for each result they complete. Returns the datagrams read, or
+ * -errno. */
+int sc_mc_udp_poll(struct sc_mc_udp_rx *r, struct sc_mc_rx *rx, int max,
+		   void (*done)(void *arg, uint64_t chunk), void *arg);
+
+#endif
