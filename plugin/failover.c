@@ -495,7 +495,6 @@ static int redo_chunk_item(struct coll_comm *cc, size_t ai, uint64_t c, const st
 	       "%d, request %s%s)", cc->rank, c, ai, len, (int)k->role, r ? "in flight" : "gone",
 	       it->take ? ", takes the sum" : "");
 	item_link(fo, it);
-	(void)fo;
 	return 0;
 }
 
