@@ -571,18 +571,25 @@ int client_chunk_info(const struct client *c, size_t agg, uint64_t chunk, struct
 	return -ENOENT;
 }
 
-bool client_chunk_held(const struct client *c, size_t agg, uint64_t chunk)
+/* client_chunk_held from what client_chunk_info said (rc its return). */
+static bool chunk_held(const struct client_chunk *k, int rc)
 {
-	struct client_chunk k;
-
-	if (client_chunk_info(c, agg, chunk, &k))
-		return k.got;
+	if (rc)
+		return k->got;
 	/* A source holds its data from the start, but reports it only once
 	 * its empty result came: then every rank has sent the chunk, so a
 	 * rank that lacks it has its request in flight (failover.c). */
-	if (k.role == CLIENT_ROLE_SOURCE)
-		return k.got && k.give != NULL;
-	return k.role != CLIENT_ROLE_GIVE && k.got;
+	if (k->role == CLIENT_ROLE_SOURCE)
+		return k->got && k->give != NULL;
+	return k->role != CLIENT_ROLE_GIVE && k->got;
+}
+
+bool client_chunk_held(const struct client *c, size_t agg, uint64_t chunk)
+{
+	struct client_chunk k;
+	int rc = client_chunk_info(c, agg, chunk, &k);
+
+	return chunk_held(&k, rc);
 }
 
 bool client_chunk_lacks(const struct client *c, size_t agg, uint64_t chunk)
@@ -625,7 +632,9 @@ const void *client_chunk_data(const struct client *c, size_t agg, uint64_t chunk
 	const struct client_agg *a = &c->aggs[agg];
 	struct client_chunk k;
 
-	if (!client_chunk_held(c, agg, chunk) || client_chunk_info(c, agg, chunk, &k))
+	int rc = client_chunk_info(c, agg, chunk, &k);
+
+	if (rc || !chunk_held(&k, rc))
 		return NULL;
 	*len = k.len;
 	if (k.role == CLIENT_ROLE_SOURCE)

@@ -18,11 +18,19 @@
 #define RX_BATCH 64
 #define RX_DGRAM 2048
 
+/* A socket buffer of `bytes`: past the system's limit where allowed
+ * (root: the FORCE option), else what the limit gives. */
+static void sock_buf(int fd, int force_opt, int opt, int bytes)
+{
+	if (setsockopt(fd, SOL_SOCKET, force_opt, &bytes, sizeof(bytes)))
+		setsockopt(fd, SOL_SOCKET, opt, &bytes, sizeof(bytes));
+}
+
 int sc_mc_udp_tx_open(struct sc_mc_udp_tx *t, const char *iface, const struct sockaddr_in *group,
 		      size_t payload, int ttl, char *why, size_t whylen)
 {
 	struct in_addr ifa;
-	int buf = 16 << 20, rc;
+	int rc;
 
 	memset(t, 0, sizeof(*t));
 	t->fd = -1;
@@ -53,9 +61,7 @@ int sc_mc_udp_tx_open(struct sc_mc_udp_tx *t, const char *iface, const struct so
 		sc_mc_udp_tx_close(t);
 		return rc;
 	}
-	/* a larger send buffer where allowed (root: past wmem_max) */
-	if (setsockopt(t->fd, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof(buf)))
-		setsockopt(t->fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+	sock_buf(t->fd, SO_SNDBUFFORCE, SO_SNDBUF, 16 << 20);
 	return 0;
 }
 
@@ -158,7 +164,7 @@ int sc_mc_udp_rx_open(struct sc_mc_udp_rx *r, const struct sockaddr_in *group, c
 		      char *why, size_t whylen)
 {
 	struct ip_mreq m;
-	int one = 1, buf = 64 << 20, rc;
+	int one = 1, rc;
 
 	memset(r, 0, sizeof(*r));
 	r->seed = 0x2545F4914F6CDD1Dull;
@@ -185,8 +191,7 @@ int sc_mc_udp_rx_open(struct sc_mc_udp_rx *r, const struct sockaddr_in *group, c
 		sc_mc_udp_rx_close(r);
 		return rc;
 	}
-	if (setsockopt(r->fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof(buf)))
-		setsockopt(r->fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+	sock_buf(r->fd, SO_RCVBUFFORCE, SO_RCVBUF, 64 << 20);
 	return 0;
 }
 
