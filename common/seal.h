@@ -33,7 +33,9 @@
 #define SC_SEAL_TAG 16
 #define SC_SEAL_KEY 16
 
-enum sc_seal_dir { SC_SEAL_DATA = 'D', SC_SEAL_RESULT = 'R' };
+/* NACK: a rank's request for a unicast result (wire.h, mode NACK), IV
+ * (NACK, rank, chunk): one per rank and chunk. */
+enum sc_seal_dir { SC_SEAL_DATA = 'D', SC_SEAL_RESULT = 'R', SC_SEAL_NACK = 'N' };
 #define SC_SEAL_ANY_RANK 0xFFFFu /* the rank field of a result's IV */
 
 struct sc_seal {

@@ -146,7 +146,10 @@ static bool join_ok_valid(const struct wire_join_ok *o)
 	return o->job_handle >= 1 && o->job_handle <= WIRE_JOB_HANDLE_MAX && o->window >= 1 &&
 	       o->window <= WIRE_SLOTS_MAX && o->chunk_bytes > 0 && o->chunk_bytes % 8 == 0 &&
 	       o->chunk_bytes <= (64u << 20) && o->addr_len >= 1 && o->addr_len <= WIRE_ADDR_MAX &&
-	       !(o->flags & ~WIRE_OK_F_ALL);
+	       !(o->flags & ~WIRE_OK_F_ALL) &&
+	       (!(o->flags & WIRE_OK_F_MCAST) ||
+		((o->mc_group >> 28) == 0xE && o->mc_port && o->mc_payload >= 64 &&
+		 o->mc_payload <= 65507 - 40));
 }
 
 static bool text_valid(const struct wire_text *t)
@@ -210,6 +213,12 @@ int wire_msg_encode(const struct wire_msg *m, uint8_t *buf, size_t cap)
 		p = wr_u16(p, m->u.join_ok.flags);
 		p = wr_bytes(p, m->u.join_ok.addr, m->u.join_ok.addr_len);
 		p = wr_u64(p, m->u.join_ok.data_nonce);
+		if (m->u.join_ok.flags & WIRE_OK_F_MCAST) {
+			p = wr_u32(p, m->u.join_ok.mc_group);
+			p = wr_u16(p, m->u.join_ok.mc_port);
+			p = wr_u16(p, m->u.join_ok.mc_payload);
+			p = wr_u64(p, m->u.join_ok.mc_key);
+		}
 		break;
 	case WIRE_REFUSE:
 	case WIRE_ABORT: {
@@ -293,7 +302,13 @@ int wire_msg_decode(uint16_t type, const uint8_t *body, size_t len, struct wire_
 		    rd_u32(&r, &o->chunk_bytes) || rd_u32(&r, &o->timeout_ms) ||
 		    rd_u16(&r, &o->addr_len) || rd_u16(&r, &o->flags) ||
 		    o->addr_len < 1 || o->addr_len > WIRE_ADDR_MAX || rd_u8s(&r, o->addr, o->addr_len) ||
-		    rd_u64(&r, &o->data_nonce) || !join_ok_valid(o))
+		    rd_u64(&r, &o->data_nonce))
+			return -EBADMSG;
+		if ((o->flags & WIRE_OK_F_MCAST) &&
+		    (rd_u32(&r, &o->mc_group) || rd_u16(&r, &o->mc_port) || rd_u16(&r, &o->mc_payload) ||
+		     rd_u64(&r, &o->mc_key)))
+			return -EBADMSG;
+		if (!join_ok_valid(o))
 			return -EBADMSG;
 		break;
 	}

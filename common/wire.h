@@ -36,6 +36,9 @@
  * an allgather's receivers). Every RESULT carries the data word with mode 0;
  * a GIVE rank's RESULT is empty (in a sealed job a tag alone, sealed for that
  * rank: seal.h) and still returns its credit.
+ * In a multicast job a rank may also send a NACK (mode NACK, below) for a
+ * chunk it contributed to and still lacks; exactly one unicast RESULT of
+ * that chunk answers it.
  * At least one rank of a chunk must contribute; contributions of a chunk all
  * have the same length.
  *
@@ -140,13 +143,23 @@ struct wire_join_ok {
 	uint16_t addr_len;
 	uint8_t addr[WIRE_ADDR_MAX]; /* the daemon's data endpoint for this job */
 	uint64_t data_nonce; /* WIRE_OK_F_SEALED: the job key's nonce (seal.h) */
+	/* WIRE_OK_F_MCAST: results of this job also go to an IP multicast
+	 * group (mcast.h); these follow data_nonce on the wire, 16 bytes */
+	uint32_t mc_group;   /* IPv4 group, host byte order (224.0.0.0/4) */
+	uint16_t mc_port;    /* UDP port, > 0 */
+	uint16_t mc_payload; /* result bytes per datagram, 1..65507 - SC_MC_HDR */
+	uint64_t mc_key;     /* the job's multicast key (in every datagram) */
 };
 
 /* The daemon has a shared key: every data message of the job, both ways,
  * is sealed under the job key derived from it and data_nonce (seal.h);
  * chunk_bytes is the payload, the message carries SC_SEAL_TAG more. */
 #define WIRE_OK_F_SEALED 0x1
-#define WIRE_OK_F_ALL 0x1
+/* The daemon multicasts results of this job (docs/daemon.md, "Multicast
+ * results"): a rank that joins mc_group takes results from it; one that
+ * cannot asks for each result by NACK (mode NACK) and gets it by unicast. */
+#define WIRE_OK_F_MCAST 0x2
+#define WIRE_OK_F_ALL 0x3
 
 struct wire_text {
 	uint32_t job_handle; /* ABORT; 0 for REFUSE */
@@ -212,7 +225,14 @@ enum wire_mode {
 	WIRE_MODE_ALL = 0,  /* contributes, gets the result */
 	WIRE_MODE_GIVE = 1, /* contributes, gets an empty result (its credit) */
 	WIRE_MODE_TAKE = 2, /* sends an empty message, gets the result */
-	WIRE_MODE_MAX = 2,
+	WIRE_MODE_MAX = 2,  /* the modes of a contribution */
+	/* Not a contribution: in a multicast job (WIRE_OK_F_MCAST), "send me
+	 * the result of this chunk by unicast" — the rank missed datagrams, or
+	 * is not in the group. Sent to the chunk's slot with the chunk's seq
+	 * after the rank's contribution; its payload is a NACK (mcast.h: the
+	 * ranges missing, for the record) and, sealed, opens under
+	 * SC_SEAL_NACK. The daemon sends the whole result once to that rank. */
+	WIRE_MODE_NACK = 3,
 };
 
 /* Immediate data of a data-plane message (tags: tags.h). */

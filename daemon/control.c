@@ -1,6 +1,7 @@
 /* The control plane's frame: start and stop (key, control listener, the
  * data threads' event queue), the events from the data threads handed to
  * admission and the job lifecycle, and the drain on SIGTERM. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <event2/listener.h>
@@ -12,6 +13,7 @@
 #include "clock.h"
 #include "control.h"
 #include "ctl.h"
+#include "mcast_udp.h"
 #include "log.h"
 #include "notify.h"
 
@@ -132,9 +134,45 @@ uint32_t control_ranks(const struct daemon *d)
 
 /* ---- start, stop ---- */
 
+/* fabric.multicast: ip must work (a sender opens on the interface), auto
+ * falls back to unicast with a line saying why. */
+static int mc_resolve(struct daemon *d)
+{
+	const struct settings *s = &d->cfg;
+	struct sc_mc_udp_tx tx;
+	struct sockaddr_in g = { .sin_family = AF_INET };
+	char why[256];
+
+	d->mc = false;
+	if (!strcmp(s->multicast, "off"))
+		return 0;
+	if (settings_parse_groups(s->multicast_groups, &d->mc_first, &d->mc_count))
+		return -EINVAL; /* settings_check said so already */
+	g.sin_addr.s_addr = htonl(d->mc_first);
+	g.sin_port = htons((uint16_t)s->multicast_port);
+	int rc = sc_mc_udp_tx_open(&tx, settings_mc_iface(s), &g,
+				   (size_t)s->multicast_mtu - 28 - SC_MC_HDR, 1, why, sizeof(why));
+	if (rc) {
+		if (!strcmp(s->multicast, "ip")) {
+			SC_ERR("fabric.multicast = ip: %s", why);
+			return rc;
+		}
+		SC_WARN("fabric.multicast = auto: results go by unicast (%s)", why);
+		return 0;
+	}
+	sc_mc_udp_tx_close(&tx);
+	d->mc = true;
+	SC_INFO("multicast results: a group of %s per job, UDP port %lld, from %s, MTU %lld",
+		s->multicast_groups, (long long)s->multicast_port, settings_mc_iface(s),
+		(long long)s->multicast_mtu);
+	return 0;
+}
+
 int control_start(struct daemon *d)
 {
 	if (ctl_key_load(d->cfg.key_file, d->key, &d->key_len))
+		return -EINVAL;
+	if (mc_resolve(d))
 		return -EINVAL;
 	if (!d->key_len)
 		SC_WARN("authentication is off (auth.key-file is empty): anyone who reaches the control port can join jobs");

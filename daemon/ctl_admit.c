@@ -175,7 +175,11 @@ void admit_rank_added(struct daemon *d, struct dcmd *ev)
 	m.u.join_ok.job_handle = j->handle;
 	m.u.join_ok.window = j->window;
 	m.u.join_ok.chunk_bytes = j->payload;
-	m.u.join_ok.flags = j->sealed ? WIRE_OK_F_SEALED : 0;
+	m.u.join_ok.flags = (j->sealed ? WIRE_OK_F_SEALED : 0) | (j->mc ? WIRE_OK_F_MCAST : 0);
+	m.u.join_ok.mc_group = j->mc_group;
+	m.u.join_ok.mc_port = j->mc_port;
+	m.u.join_ok.mc_payload = j->mc_payload;
+	m.u.join_ok.mc_key = j->mc_key;
 	m.u.join_ok.data_nonce = j->data_nonce;
 	m.u.join_ok.timeout_ms = j->timeout_ms;
 	m.u.join_ok.addr_len = (uint16_t)j->thread->fabric->addrlen;

@@ -14,6 +14,7 @@
 
 #include "clock.h"
 #include "ctl.h"
+#include "mcast.h"
 #include "log.h"
 #include "notify.h"
 
@@ -127,6 +128,17 @@ struct job *job_create(struct daemon *d, const struct wire_join *w, struct dthre
 	j->handle = handle_alloc(d);
 	if (!j->handle)
 		goto err;
+	if (d->mc) {
+		/* One group per job (handles are unique among live jobs; a
+		 * range smaller than the jobs shares groups, which the key in
+		 * every datagram keeps apart). */
+		j->mc = true;
+		j->mc_group = d->mc_first + (j->handle - 1) % d->mc_count;
+		j->mc_port = (uint16_t)d->cfg.multicast_port;
+		j->mc_payload = (uint16_t)(d->cfg.multicast_mtu - 28 - SC_MC_HDR);
+		if (getrandom(&j->mc_key, sizeof(j->mc_key), 0) != sizeof(j->mc_key))
+			goto err;
+	}
 	job_slots_init(j);
 	j->join_timer = evtimer_new(d->base, job_join_timeout_cb, j);
 	if (!j->join_timer)

@@ -56,6 +56,11 @@ struct daemon {
 	uint8_t key[256];
 	size_t key_len;
 
+	/* fabric.multicast resolved at start: jobs get a group of
+	 * [mc_first, mc_first + mc_count) */
+	bool mc;
+	uint32_t mc_first, mc_count;
+
 	struct job *jobs;      /* every job until its memory is back, ENDING ones too */
 	uint32_t njobs_live;   /* jobs not ENDING */
 	uint32_t njobs_total;

@@ -107,6 +107,12 @@ struct slot_ops {
  * contribution completes the slot and starts its result sends. A
  * contribution that does not fit fails the job (WIRE_E_DATA). */
 void slot_contribute(struct dthread *t, struct job *j, uint32_t s, uint32_t r);
+/* Rank r's NACK for chunk seq (wire.h, mode NACK; its receive of slot s
+ * is not posted): in a multicast job, the rank gets the result by unicast
+ * once (now when the slot sends it, else when it completes); a NACK for
+ * the previous seq of the slot, whose result went by unicast, is ignored;
+ * any other fails the job. */
+void slot_nack(struct dthread *t, struct job *j, uint32_t s, uint32_t r, uint32_t seq);
 /* Every result send of sl completed: the slot takes seq + window, and the
  * contributions kept pending for it are taken in rank order. */
 void slot_free(struct dthread *t, struct job *j, struct slot *sl);

@@ -130,6 +130,8 @@ static void slot_complete(struct dthread *t, struct job *j, struct slot *sl)
 	sl->state = SLOT_SENDING;
 	sl->send_next = 0;
 	sl->sends_left = 0;
+	sl->planned = false;
+	sl->mc = false;
 	rc = t->result->send_result(t, j, sl);
 	if (rc < 0)
 		slot_fail(t, j, WIRE_E_INTERNAL, "sending the result of chunk seq %u failed: %s", sl->seq,
@@ -147,8 +149,13 @@ void slot_free(struct dthread *t, struct job *j, struct slot *sl)
 	sl->reduce_ns = 0;
 	sl->seq = (sl->seq + j->window) & WIRE_SEQ_MASK;
 	sl->chunk += j->window;
-	for (uint32_t r = 0; r < j->nranks; r++)
-		job_rslot(j, sl->index, r)->contributed = false;
+	sl->planned = false;
+	sl->mc = false;
+	for (uint32_t r = 0; r < j->nranks; r++) {
+		struct rslot *rs = job_rslot(j, sl->index, r);
+		rs->contributed = false;
+		rs->nack = rs->uni = false;
+	}
 	if (!sl->npending)
 		return;
 	sl->npending = 0;
@@ -198,6 +205,9 @@ void slot_contribute(struct dthread *t, struct job *j, uint32_t s, uint32_t r)
 		if (seq == ((sl->seq + j->window) & WIRE_SEQ_MASK)) {
 			rs->state = RS_PENDING;
 			sl->npending++;
+			/* a multicast result is kept until every rank has it */
+			if (sl->mc && sl->npending == j->nranks && t->result->released(t, j, sl))
+				slot_free(t, j, sl);
 			return;
 		}
 		slot_fail(t, j, WIRE_E_DATA, "rank %u sent chunk seq %u into slot %u, which still sends seq %u",
@@ -257,4 +267,47 @@ void slot_contribute(struct dthread *t, struct job *j, uint32_t s, uint32_t r)
 	}
 	if (sl->ncontrib == j->nranks)
 		slot_complete(t, j, sl);
+}
+
+void slot_nack(struct dthread *t, struct job *j, uint32_t s, uint32_t r, uint32_t seq)
+{
+	struct slot *sl = &j->slots[s];
+	struct rslot *rs = job_rslot(j, s, r);
+
+	if (!j->mc) {
+		slot_fail(t, j, WIRE_E_DATA, "rank %u sent a NACK (mode nack) for chunk seq %u, but job "
+			  "results go by unicast only", r, seq);
+		return;
+	}
+	if (seq == ((sl->seq - j->window) & WIRE_SEQ_MASK)) {
+		/* The slot moved on: that result went to every rank by unicast
+		 * (a multicast one is kept until this rank's next chunk). */
+		ctr_add(&t->stats.mc_nack_late, 1);
+		return;
+	}
+	if (seq != sl->seq || sl->state == SLOT_FREE || !rs->contributed) {
+		slot_fail(t, j, WIRE_E_DATA, "rank %u sent a NACK for chunk seq %u in slot %u, which holds "
+			  "seq %u%s", r, seq, s, sl->seq,
+			  seq == sl->seq ? " without that rank's contribution" : "");
+		return;
+	}
+	if (!rs->wants || rs->nack) {
+		slot_fail(t, j, WIRE_E_DATA, "rank %u sent a NACK for chunk seq %u %s", r, seq,
+			  rs->nack ? "twice" : "in mode give (it takes no result)");
+		return;
+	}
+	rs->nack = true;
+	ctr_add(&t->stats.mc_nacks, 1);
+	if (sl->state != SLOT_SENDING)
+		return; /* the plan at completion sends it by unicast */
+	if (!sl->mc) {
+		ctr_add(&t->stats.mc_nack_late, 1); /* its unicast is out or due */
+		return;
+	}
+	int rc = t->result->repair(t, j, sl, r);
+	if (rc < 0)
+		slot_fail(t, j, WIRE_E_INTERNAL, "repairing the result of chunk seq %u for rank %u failed: %s",
+			  sl->seq, r, fi_strerror(-rc));
+	else if (rc > 0)
+		slot_free(t, j, sl);
 }

@@ -12,6 +12,7 @@
 #include "clock.h"
 #include "dp.h"
 #include "log.h"
+#include "mcast.h"
 #include "result.h"
 #include "settings.h"
 
@@ -100,6 +101,25 @@ static void cmds_run(struct dthread *t)
 
 /* ---- completions ---- */
 
+/* A NACK (wire.h, mode NACK) from rank d->rank, sealed or not: its body
+ * must name this job, rank and slot's chunk (mcast.h); the ranges it lists
+ * are not needed, the repair is the whole result. */
+static void on_nack(struct dthread *t, struct job *j, const struct dop *d, const uint8_t *buf,
+		    size_t len, uint32_t seq)
+{
+	struct sc_mc_nack m;
+
+	if (sc_mc_nack_decode(buf, len, &m) || m.job != j->handle || m.rank != d->rank ||
+	    (m.chunk & WIRE_SEQ_MASK) != seq || m.chunk % j->window != d->slot) {
+		dp_job_fail(t, j, WIRE_E_DATA, "rank %u sent a malformed NACK (%zu bytes) for chunk seq %u "
+			    "in slot %u", d->rank, len, seq, d->slot);
+		return;
+	}
+	slot_nack(t, j, d->slot, d->rank, seq);
+	if (!j->dead)
+		t->slot_ops->post_recv(t, j, d->slot, d->rank);
+}
+
 static void on_recv(struct dthread *t, const struct fabric_cqe *e, struct dop *d)
 {
 	struct job *j = d->job;
@@ -153,15 +173,19 @@ static void on_recv(struct dthread *t, const struct fabric_cqe *e, struct dop *d
 		return;
 	}
 	size_t len = e->len;
+	bool nack = wire_imm_mode((uint32_t)e->data) == WIRE_MODE_NACK;
 	if (j->sealed) {
 		/* The chunk number of this message's seq: the slot's, or the
-		 * next one's (a rank may be a window ahead). A message sealed by
-		 * anyone without the job key does not open: dropped, counted. */
+		 * next one's (a rank may be a window ahead), or for a NACK the
+		 * previous one's. A message sealed by anyone without the job key
+		 * does not open: dropped, counted. */
 		struct slot *sl = &j->slots[d->slot];
-		uint64_t ch = sl->chunk + ((wire_imm_seq((uint32_t)e->data) - sl->seq) & WIRE_SEQ_MASK);
+		uint32_t ahead = (wire_imm_seq((uint32_t)e->data) - sl->seq) & WIRE_SEQ_MASK;
+		uint64_t ch = ahead <= WIRE_SEQ_MASK / 2 ? sl->chunk + ahead
+							 : sl->chunk - ((WIRE_SEQ_MASK + 1) - ahead);
 		if (len < SC_SEAL_TAG ||
-		    sc_unseal(&j->seal, SC_SEAL_DATA, d->rank, ch, (uint32_t)e->data, rs->buf,
-			      len - SC_SEAL_TAG, rs->buf)) {
+		    sc_unseal(&j->seal, nack ? SC_SEAL_NACK : SC_SEAL_DATA, d->rank, ch, (uint32_t)e->data,
+			      rs->buf, len - SC_SEAL_TAG, rs->buf)) {
 			dp_count_err(t, ERR_UNSEALED);
 			SC_LOG_RATELIMIT(SC_LOG_WARN, 1000,
 					 "job 0x%" PRIx64 ": dropped a %zu-byte message for rank %u slot %u that "
@@ -170,6 +194,10 @@ static void on_recv(struct dthread *t, const struct fabric_cqe *e, struct dop *d
 			return;
 		}
 		len -= SC_SEAL_TAG;
+	}
+	if (nack) {
+		on_nack(t, j, d, rs->buf, len, wire_imm_seq((uint32_t)e->data));
+		return;
 	}
 	rs->imm = e->data;
 	rs->len = (uint32_t)len;
@@ -296,9 +324,10 @@ int dthread_start(struct dthread *t, unsigned index, int cpu, const struct setti
 	t->index = index;
 	t->cpu = cpu;
 	t->evq = evq;
-	t->result = &result_unicast_ops;
+	t->result = &result_default_ops;
 	t->slot_ops = &dp_slot_ops;
 	t->spin_us = (unsigned)s->idle_spin_us;
+	settings_strcpy(t->mc_iface, sizeof(t->mc_iface), settings_mc_iface(s));
 	t->sleep_us = (unsigned)s->idle_sleep_us;
 	atomic_store(&t->heartbeat_ns, sc_now_ns());
 	pthread_mutex_init(&t->cmd_lock, NULL);

@@ -69,12 +69,13 @@ static void metrics_cb(struct evhttp_request *req, void *arg)
 	struct daemon *d = arg;
 	struct evbuffer *b = evbuffer_new();
 	struct stats s;
-	uint32_t jobs = 0, ending = 0;
+	uint32_t jobs = 0, ending = 0, groups = 0;
 
 	stats_sum(d, &s);
 	for (const struct job *j = d->jobs; j; j = j->next) {
 		jobs += j->state != JOB_ENDING;
 		ending += j->state == JOB_ENDING;
+		groups += j->state != JOB_ENDING && j->mc;
 	}
 	evbuffer_add_printf(b,
 			    "# HELP sumcast_build_info Build of this daemon.\n# TYPE sumcast_build_info gauge\n"
@@ -88,6 +89,23 @@ static void metrics_cb(struct evhttp_request *req, void *arg)
 	       ctr_get(&s.tx_bytes));
 	METRIC(b, "sumcast_chunks_reduced_total", "counter", "Chunks reduced over all ranks.",
 	       "%" PRIu64, ctr_get(&s.chunks));
+	METRIC(b, "sumcast_multicast_groups", "gauge", "Jobs whose results go to a multicast group.",
+	       "%u", groups);
+	METRIC(b, "sumcast_multicast_results_total", "counter", "Results sent once to a job's group.",
+	       "%" PRIu64, ctr_get(&s.mc_results));
+	METRIC(b, "sumcast_multicast_datagrams_total", "counter", "Datagrams sent to multicast groups.",
+	       "%" PRIu64, ctr_get(&s.mc_datagrams));
+	METRIC(b, "sumcast_multicast_sent_bytes_total", "counter",
+	       "Bytes of RESULT sent to multicast groups (counted once per send).", "%" PRIu64,
+	       ctr_get(&s.mc_tx_bytes));
+	METRIC(b, "sumcast_multicast_nacks_total", "counter",
+	       "NACKs from ranks that missed a multicast result or are not in the group.", "%" PRIu64,
+	       ctr_get(&s.mc_nacks));
+	METRIC(b, "sumcast_multicast_repairs_total", "counter",
+	       "Results sent again by unicast to answer a NACK.", "%" PRIu64, ctr_get(&s.mc_repairs));
+	METRIC(b, "sumcast_multicast_late_nacks_total", "counter",
+	       "NACKs for results that had gone by unicast anyway (ignored).", "%" PRIu64,
+	       ctr_get(&s.mc_nack_late));
 	hist_print(b, "sumcast_reduce_duration_seconds", "CPU time spent reducing one chunk.",
 		   &s.reduce, hist_reduce_le);
 	hist_print(b, "sumcast_straggler_wait_seconds",

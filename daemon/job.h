@@ -75,6 +75,7 @@
 
 struct conn;
 struct dthread;
+struct sc_mc_udp_tx;
 struct job;
 
 /* Completion context of one posted operation. */
@@ -102,6 +103,9 @@ struct rslot {
 	uint8_t state;
 	bool contributed;    /* to the slot's current seq */
 	bool wants;          /* its mode (wire.h) asks for the result, not an empty one */
+	/* multicast jobs: the rank asked for this seq's result by unicast
+	 * (a NACK), and its unicast send is still to be posted */
+	bool nack, uni;
 };
 
 enum slot_state { SLOT_FREE = 0, SLOT_FILLING, SLOT_SENDING };
@@ -117,7 +121,10 @@ struct slot {
 	uint32_t ncontrib;   /* messages in, TAKE's empty ones included */
 	uint32_t ndata;      /* contributions with data (ALL, GIVE) */
 	uint32_t npending;
-	uint32_t send_next;  /* unicast: next rank whose result send is to be posted */
+	uint32_t send_next;  /* lowest rank whose unicast result send may still be due */
+	bool planned;        /* result.c decided who gets it how (reset at completion) */
+	bool mc;             /* the result went to the job's multicast group: kept
+			      * until every rank sent seq + window (result.c) */
 	uint32_t sends_left; /* result sends not completed yet */
 	uint32_t last_rank;
 	uint64_t first_ns, last_ns, reduce_ns;
@@ -181,6 +188,12 @@ struct job {
 	uint32_t payload;    /* largest contribution: chunk, or chunk - JOB_SEAL_ROOM */
 	uint64_t data_nonce; /* sent in JOIN_OK */
 	struct sc_seal seal;
+	/* Multicast results (fabric.multicast, result.c): the job's group, its
+	 * random key (in every datagram) and result bytes per datagram. */
+	bool mc;
+	uint32_t mc_group; /* IPv4, host byte order */
+	uint16_t mc_port, mc_payload;
+	uint64_t mc_key;
 	size_t acc_bytes; /* per slot */
 	size_t region_bytes; /* the buffer region (mmap, registered) */
 	size_t mem_bytes;    /* region + bookkeeping: what the budget is charged */
@@ -203,6 +216,7 @@ struct job {
 	/* data */
 	void *region;
 	struct fabric_mr mr;
+	struct sc_mc_udp_tx *mc_tx; /* the job's multicast sender (mc jobs) */
 	struct slot *slots;
 	struct rslot *rslots; /* [slot * nranks + rank] */
 	struct job *dnext;

@@ -1,37 +1,116 @@
-/* Unicast result delivery: one tagged send per rank. */
+/* Result delivery: one tagged send per rank (unicast), and for jobs with a
+ * multicast group (fabric.multicast) one send of the whole result to the
+ * group instead of one per rank that takes it.
+ *
+ * Multicast (docs/daemon.md, "Multicast results"). A result goes to the
+ * group when at least two ranks take it (mode all or take) and have not
+ * asked for it by unicast; every other rank gets its unicast RESULT as
+ * before (a give rank's empty one; a rank that sent a NACK, the whole
+ * result). Datagrams may be lost, so the slot keeps the result until every
+ * rank has it: a rank sends chunk seq + window only once it has seq's result
+ * (the credit rule), so the slot stays SENDING, its accumulator intact,
+ * until all nranks contributions of seq + window wait as pending. That is
+ * also the flow control: the group never runs more than a window ahead of
+ * its slowest rank. A NACK for seq while the slot holds it (slot_nack,
+ * dp_slot.c) makes the rank's unicast due again (result_repair). */
 #include "result.h"
 
+#include <arpa/inet.h>
 #include <rdma/fi_errno.h>
+#include <stdlib.h>
 
 #include "dp.h"
+#include "log.h"
+#include "mcast_udp.h"
 #include "seal.h"
 
-static int unicast_init(struct dthread *t, struct job *j)
+static int result_init(struct dthread *t, struct job *j)
 {
-	(void)t;
 	for (uint32_t s = 0; s < j->window; s++)
 		for (uint32_t r = 0; r < j->nranks; r++) {
 			struct rslot *rs = job_rslot(j, s, r);
 			rs->rop = (struct dop){ .job = j, .slot = s, .rank = (uint16_t)r, .kind = DOP_RECV };
 			rs->sop = (struct dop){ .job = j, .slot = s, .rank = (uint16_t)r, .kind = DOP_SEND };
 		}
+	if (!j->mc)
+		return 0;
+	struct sockaddr_in g = { .sin_family = AF_INET, .sin_port = htons(j->mc_port),
+				 .sin_addr.s_addr = htonl(j->mc_group) };
+	char why[256];
+	j->mc_tx = malloc(sizeof(*j->mc_tx));
+	if (!j->mc_tx)
+		return -FI_ENOMEM;
+	int rc = sc_mc_udp_tx_open(j->mc_tx, t->mc_iface, &g, j->mc_payload, 1, why, sizeof(why));
+	if (rc) {
+		SC_ERR("job 0x%llx: %s", (unsigned long long)j->id, why);
+		free(j->mc_tx);
+		j->mc_tx = NULL;
+		return rc;
+	}
+	return 0;
+}
+
+/* Every send of the result completed and nothing keeps it: the slot may
+ * take its next chunk. */
+static bool result_done(const struct job *j, const struct slot *s)
+{
+	return s->sends_left == 0 && s->send_next == j->nranks && (!s->mc || s->npending == j->nranks);
+}
+
+/* Once per result: to the group or not, and who gets a unicast. */
+static int result_plan(struct dthread *t, struct job *j, struct slot *s)
+{
+	size_t full = s->len + (j->sealed ? SC_SEAL_TAG : 0);
+	uint32_t takers = 0;
+
+	for (uint32_t r = 0; r < j->nranks && j->mc; r++) {
+		const struct rslot *rs = job_rslot(j, s->index, r);
+		takers += rs->wants && !rs->nack;
+	}
+	s->mc = takers >= 2;
+	for (uint32_t r = 0; r < j->nranks; r++) {
+		struct rslot *rs = job_rslot(j, s->index, r);
+		rs->uni = !(s->mc && rs->wants && !rs->nack);
+	}
+	if (!s->mc)
+		return 0;
+	uint64_t dg = j->mc_tx->datagrams;
+	int rc = sc_mc_udp_send(j->mc_tx, j->handle, j->mc_key, s->chunk, s->imm, s->acc, (uint32_t)full);
+	if (rc)
+		return -FI_EIO;
+	ctr_add(&t->stats.mc_results, 1);
+	ctr_add(&t->stats.mc_datagrams, j->mc_tx->datagrams - dg);
+	ctr_add(&t->stats.mc_tx_bytes, s->len);
+	ctr_add(&t->stats.tx_bytes, s->len);
+	ctr_add(&j->bytes_out, s->len);
 	return 0;
 }
 
 /* A result the provider can inject (small ones: latency-bound collectives)
  * goes with fabric_tinject: copied at once, no send completion to reap, so
  * the data thread handles one message per rank instead of two. */
-static int unicast_send(struct dthread *t, struct job *j, struct slot *s)
+static int result_send(struct dthread *t, struct job *j, struct slot *s)
 {
 	size_t full = s->len + (j->sealed ? SC_SEAL_TAG : 0);
 
+	if (!s->planned) {
+		int rc = result_plan(t, j, s);
+		if (rc)
+			return rc;
+		s->planned = true;
+	}
 	while (s->send_next < j->nranks) {
 		uint32_t r = s->send_next;
 		struct job_rank *jr = &j->ranks[r];
+		struct rslot *rs = job_rslot(j, s->index, r);
+		if (!rs->uni) {
+			s->send_next++;
+			continue;
+		}
 		/* A rank in mode GIVE gets an empty result, its credit; in a
 		 * sealed job an empty message sealed for that rank alone (its
 		 * own IV: the result's is the whole job's), injected from here. */
-		bool wants = job_rslot(j, s->index, r)->wants;
+		bool wants = rs->wants;
 		uint8_t tagbuf[SC_SEAL_TAG];
 		const void *buf = s->acc;
 		size_t len = wants ? full : 0, data = wants ? s->len : 0;
@@ -47,7 +126,7 @@ static int unicast_send(struct dthread *t, struct job *j, struct slot *s)
 		uint64_t tag = wire_tag_make(WIRE_TAG_RESULT, jr->result_key, r, s->index);
 		int rc = inject ? fabric_tinject(t->fabric, buf, len, jr->fi_addr, tag, s->imm)
 				: fabric_tsend(t->fabric, s->acc, len, j->mr.desc, jr->fi_addr, tag, s->imm,
-					       &job_rslot(j, s->index, r)->sop.op);
+					       &rs->sop.op);
 		if (rc == -FI_EAGAIN) {
 			ctr_add(&t->stats.eagain[EAGAIN_SEND], 1);
 			dthread_retry_add(t, s);
@@ -55,7 +134,10 @@ static int unicast_send(struct dthread *t, struct job *j, struct slot *s)
 		}
 		if (rc)
 			return rc;
+		rs->uni = false;
 		s->send_next++;
+		if (s->mc && wants)
+			ctr_add(&t->stats.mc_repairs, 1);
 		if (inject) {
 			ctr_add(&t->stats.tx_bytes, data);
 			ctr_add(&j->bytes_out, data);
@@ -64,28 +146,48 @@ static int unicast_send(struct dthread *t, struct job *j, struct slot *s)
 			s->sends_left++;
 		}
 	}
-	return s->sends_left == 0;
+	return result_done(j, s);
 }
 
-static bool unicast_done(struct dthread *t, struct job *j, struct slot *s, uint32_t rank, int err)
+static bool result_sent(struct dthread *t, struct job *j, struct slot *s, uint32_t rank, int err)
 {
 	(void)t;
 	(void)rank;
 	(void)err; /* a rank we cannot reach is the control plane's business */
 	s->sends_left--;
-	return s->sends_left == 0 && s->send_next == j->nranks;
+	return result_done(j, s);
 }
 
-static void unicast_fini(struct dthread *t, struct job *j)
+static int result_repair(struct dthread *t, struct job *j, struct slot *s, uint32_t rank)
+{
+	job_rslot(j, s->index, rank)->uni = true;
+	if (rank < s->send_next)
+		s->send_next = rank;
+	return result_send(t, j, s);
+}
+
+static bool result_kept(struct dthread *t, struct job *j, struct slot *s)
 {
 	(void)t;
-	(void)j;
+	return result_done(j, s);
 }
 
-const struct result_ops result_unicast_ops = {
-	.name = "unicast",
-	.init = unicast_init,
-	.send_result = unicast_send,
-	.on_send_complete = unicast_done,
-	.fini = unicast_fini,
+static void result_fini(struct dthread *t, struct job *j)
+{
+	(void)t;
+	if (j->mc_tx) {
+		sc_mc_udp_tx_close(j->mc_tx);
+		free(j->mc_tx);
+		j->mc_tx = NULL;
+	}
+}
+
+const struct result_ops result_default_ops = {
+	.name = "unicast+multicast",
+	.init = result_init,
+	.send_result = result_send,
+	.on_send_complete = result_sent,
+	.repair = result_repair,
+	.released = result_kept,
+	.fini = result_fini,
 };

@@ -1,10 +1,11 @@
 /* Result delivery: how a slot's finished sum reaches the job's ranks.
  *
  * The slot state machine (dp_slot.c) and the data thread (dp_thread.c,
- * dp_job.c) only call these four functions, so a multicast backend (one UD
- * send to an InfiniBand/RoCE group instead of nranks unicast sends) can be
- * added beside the unicast one without touching slots or reduction. A backend never allocates on the data path:
- * whatever per-send state it needs is preallocated in init(). */
+ * dp_job.c) only call these functions, so the way results travel (one
+ * tagged send per rank; one send to a job's multicast group, result.c) is
+ * the backend's business, not the slots' or the reduction's. A backend
+ * never allocates on the data path: whatever per-send state it needs is
+ * set up in init(). */
 #ifndef SUMCASTD_RESULT_H
 #define SUMCASTD_RESULT_H
 
@@ -31,11 +32,18 @@ struct result_ops {
 	 * the whole result is delivered and the slot may be reused. */
 	bool (*on_send_complete)(struct dthread *t, struct job *j, struct slot *s, uint32_t rank,
 				 int err);
+	/* Multicast jobs: rank asked for s's result by unicast (a NACK) while
+	 * the slot still keeps it. As send_result. */
+	int (*repair)(struct dthread *t, struct job *j, struct slot *s, uint32_t rank);
+	/* A SENDING slot took a pending contribution: true when it may be
+	 * freed now (every send completed, nothing keeps the result). */
+	bool (*released)(struct dthread *t, struct job *j, struct slot *s);
 	/* Once per job when it ends (every operation has completed). */
 	void (*fini)(struct dthread *t, struct job *j);
 };
 
-/* One tagged send per rank: tag RESULT(result_key, rank, slot). */
-extern const struct result_ops result_unicast_ops;
+/* One tagged send per rank, tag RESULT(result_key, rank, slot); in a
+ * multicast job one send to the group for the ranks that take the result. */
+extern const struct result_ops result_default_ops;
 
 #endif

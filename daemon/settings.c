@@ -55,6 +55,22 @@ const struct cfg_entry settings_table[] = {
 	  "Ask the provider who sent each message (FI_SOURCE) and drop DATA not from the rank's address; "
 	  "providers without it, or false, rely on the seal alone (keyed jobs) to reject foreign data",
 	  S(source_check), 0, 0, false },
+	{ "fabric", "multicast", CFG_STRING, "off",
+	  "Results back by multicast: off; ip (one UDP send per result to an IPv4 group per job, "
+	  "docs/daemon.md \"Multicast results\"); auto (ip where the interface sends multicast, else "
+	  "off); ib (InfiniBand/RoCE UD multicast: not in this build). Needs a restart",
+	  S(multicast), 0, 0, false },
+	{ "fabric", "multicast-groups", CFG_STRING, "239.194.0.0/16",
+	  "IPv4 multicast prefix the jobs' groups are taken from (one group per job)",
+	  S(multicast_groups), 0, 0, false },
+	{ "fabric", "multicast-port", CFG_INT, "9931", "UDP port of every job's group",
+	  S(multicast_port), 1, 65535, false },
+	{ "fabric", "multicast-iface", CFG_STRING, "",
+	  "Address of the interface results are multicast from; empty: fabric.node",
+	  S(multicast_iface), 0, 0, false },
+	{ "fabric", "multicast-mtu", CFG_INT, "1500",
+	  "IP MTU of the multicast path: each datagram carries MTU - 68 bytes of result",
+	  S(multicast_mtu), 576, 65535, false },
 	{ "data", "threads", CFG_INT, "1",
 	  "Data-plane threads; each owns one fabric endpoint and the jobs assigned to it",
 	  S(threads), 1, 256, false },
@@ -151,8 +167,37 @@ int settings_addr_kind(const char *s)
 	return SETTINGS_ADDR_INVALID;
 }
 
+int settings_parse_groups(const char *s, uint32_t *first, uint32_t *count)
+{
+	char ip[INET_ADDRSTRLEN];
+	const char *slash = strchr(s, '/');
+	struct in_addr a;
+	char *end;
+
+	if (!slash || (size_t)(slash - s) >= sizeof(ip))
+		return -EINVAL;
+	memcpy(ip, s, (size_t)(slash - s));
+	ip[slash - s] = '\0';
+	long n = strtol(slash + 1, &end, 10);
+	if (*end || end == slash + 1 || n < 4 || n > 32 || inet_pton(AF_INET, ip, &a) != 1)
+		return -EINVAL;
+	uint32_t base = ntohl(a.s_addr), mask = n == 32 ? 0xFFFFFFFFu : ~(0xFFFFFFFFu >> n);
+	if ((base >> 28) != 0xE || (base & ~mask))
+		return -EINVAL;
+	*first = base;
+	*count = n == 32 ? 1 : (uint32_t)(~mask + 1u);
+	return 0;
+}
+
+const char *settings_mc_iface(const struct settings *s)
+{
+	return *s->multicast_iface ? s->multicast_iface : s->node;
+}
+
 int settings_check(const struct settings *s, struct cfg_error *err)
 {
+	uint32_t g0, gn;
+	struct in_addr ifa;
 	enum sc_log_level lvl;
 	int cpus[SETTINGS_CPUS_MAX];
 
@@ -169,6 +214,30 @@ int settings_check(const struct settings *s, struct cfg_error *err)
 	if (s->max_chunk % 8) {
 		snprintf(err->msg, sizeof(err->msg), "job.max-chunk = %llu: must be a multiple of 8",
 			 (unsigned long long)s->max_chunk);
+		return -EINVAL;
+	}
+	if (strcmp(s->multicast, "off") && strcmp(s->multicast, "ip") && strcmp(s->multicast, "auto") &&
+	    strcmp(s->multicast, "ib")) {
+		snprintf(err->msg, sizeof(err->msg),
+			 "fabric.multicast = \"%s\": expected off, ip, auto or ib", s->multicast);
+		return -EINVAL;
+	}
+	if (!strcmp(s->multicast, "ib")) {
+		snprintf(err->msg, sizeof(err->msg),
+			 "fabric.multicast = ib: this build has no InfiniBand/RoCE multicast transport "
+			 "(docs/daemon.md, \"Multicast results\"); use ip, auto or off");
+		return -EINVAL;
+	}
+	if (settings_parse_groups(s->multicast_groups, &g0, &gn)) {
+		snprintf(err->msg, sizeof(err->msg),
+			 "fabric.multicast-groups = \"%s\": expected an IPv4 multicast prefix such as "
+			 "239.194.0.0/16 (inside 224.0.0.0/4, no host bits set)", s->multicast_groups);
+		return -EINVAL;
+	}
+	if (strcmp(s->multicast, "off") && inet_pton(AF_INET, settings_mc_iface(s), &ifa) != 1) {
+		snprintf(err->msg, sizeof(err->msg),
+			 "fabric.multicast-iface = \"%s\" (empty: fabric.node): multicast needs an "
+			 "interface's IPv4 address", settings_mc_iface(s));
 		return -EINVAL;
 	}
 	if (!*s->control_listen || (s->http_enabled && !*s->http_listen)) {

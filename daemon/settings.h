@@ -36,6 +36,11 @@ struct settings {
 	char node[CFG_STR_MAX];
 	int64_t cq_size;
 	bool source_check;
+	char multicast[CFG_STR_MAX];        /* off | ip | auto | ib */
+	char multicast_groups[CFG_STR_MAX]; /* IPv4 prefix, e.g. 239.194.0.0/16 */
+	int64_t multicast_port;
+	char multicast_iface[CFG_STR_MAX];  /* "" : fabric.node */
+	int64_t multicast_mtu;
 	/* [data] */
 	int64_t threads;
 	char cpus[CFG_STR_MAX];
@@ -72,6 +77,11 @@ int settings_check(const struct settings *s, struct cfg_error *err);
  * :: included), SETTINGS_ADDR_INVALID (not an IP literal). */
 enum { SETTINGS_ADDR_INVALID = -1, SETTINGS_ADDR_OTHER = 0, SETTINGS_ADDR_LOOPBACK = 1 };
 int settings_addr_kind(const char *s);
+/* Parses "a.b.c.d/n" (inside 224.0.0.0/4, n 4..32) into its first group
+ * and the number of groups (host byte order). 0 or -EINVAL. */
+int settings_parse_groups(const char *s, uint32_t *first, uint32_t *count);
+/* The interface address multicast leaves from: multicast-iface, else node. */
+const char *settings_mc_iface(const struct settings *s);
 /* Parses "0,2-3" into cpus[]; returns the count or -EINVAL. "" gives 0. */
 int settings_parse_cpus(const char *s, int *cpus, int max);
 /* Bounded copy that always terminates. */

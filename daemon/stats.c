@@ -33,6 +33,12 @@ void stats_accumulate(struct stats *sum, const struct stats *one)
 	ctr_add(&sum->rx_bytes, ctr_get(&one->rx_bytes));
 	ctr_add(&sum->tx_bytes, ctr_get(&one->tx_bytes));
 	ctr_add(&sum->chunks, ctr_get(&one->chunks));
+	ctr_add(&sum->mc_results, ctr_get(&one->mc_results));
+	ctr_add(&sum->mc_datagrams, ctr_get(&one->mc_datagrams));
+	ctr_add(&sum->mc_tx_bytes, ctr_get(&one->mc_tx_bytes));
+	ctr_add(&sum->mc_nacks, ctr_get(&one->mc_nacks));
+	ctr_add(&sum->mc_repairs, ctr_get(&one->mc_repairs));
+	ctr_add(&sum->mc_nack_late, ctr_get(&one->mc_nack_late));
 	for (int i = 0; i < EAGAIN_OPS; i++)
 		ctr_add(&sum->eagain[i], ctr_get(&one->eagain[i]));
 	for (int i = 0; i < ERR_KIND_COUNT; i++)

@@ -45,6 +45,10 @@ enum eagain_op { EAGAIN_SEND = 0, EAGAIN_RECV, EAGAIN_OPS };
 struct stats {
 	_Atomic uint64_t rx_bytes, tx_bytes, chunks;
 	_Atomic uint64_t eagain[EAGAIN_OPS];
+	/* multicast results: results and datagrams sent to groups, NACKs
+	 * taken, unicast repairs sent, NACKs for results already sent by
+	 * unicast (ignored) */
+	_Atomic uint64_t mc_results, mc_datagrams, mc_tx_bytes, mc_nacks, mc_repairs, mc_nack_late;
 	_Atomic uint64_t errors[ERR_KIND_COUNT];
 	struct hist reduce, straggler;
 };

@@ -67,6 +67,29 @@ static void test_roundtrip_all(void **state)
 	assert_int_equal(roundtrip(&ok, &out), 0);
 	assert_int_equal(out.u.join_ok.job_handle, 17);
 	assert_memory_equal(out.u.join_ok.addr, "abc", 3);
+	assert_int_equal(out.u.join_ok.mc_group, 0);
+
+	/* a multicast job: the group, port, payload and key follow */
+	ok.u.join_ok.flags = WIRE_OK_F_MCAST;
+	ok.u.join_ok.mc_group = 0xEFC20005u; /* 239.194.0.5 */
+	ok.u.join_ok.mc_port = 9931;
+	ok.u.join_ok.mc_payload = 1432;
+	ok.u.join_ok.mc_key = 0x0123456789abcdefull;
+	uint8_t buf[WIRE_MSG_MAX];
+	int n = wire_msg_encode(&ok, buf, sizeof(buf));
+	assert_int_equal(roundtrip(&ok, &out), 0);
+	assert_int_equal(out.u.join_ok.mc_group, 0xEFC20005u);
+	assert_int_equal(out.u.join_ok.mc_port, 9931);
+	assert_int_equal(out.u.join_ok.mc_payload, 1432);
+	assert_true(out.u.join_ok.mc_key == 0x0123456789abcdefull);
+	/* cut short, or a group outside 224/4: refused */
+	assert_int_equal(wire_msg_decode(WIRE_JOIN_OK, buf + WIRE_HDR_LEN, (size_t)n - WIRE_HDR_LEN - 8,
+					 &out), -EBADMSG);
+	ok.u.join_ok.mc_group = 0x0A000001u;
+	assert_int_equal(wire_msg_encode(&ok, buf, sizeof(buf)), -EINVAL);
+	ok.u.join_ok.mc_group = 0xEFC20005u;
+	ok.u.join_ok.mc_payload = 10;
+	assert_int_equal(wire_msg_encode(&ok, buf, sizeof(buf)), -EINVAL);
 
 	struct wire_msg rf = { .type = WIRE_REFUSE };
 	rf.u.refuse.code = WIRE_E_NRANKS;
