@@ -120,6 +120,9 @@ static void client_free(struct client *c)
 		client_close_fd(a);
 		if (a->ep)
 			fabric_close(a->ep);
+		client_mc_leave(a);
+		if (a->mc_rx.slots)
+			sc_mc_rx_fini(&a->mc_rx);
 		free(a->ret);
 		if (a->sealed)
 			sc_seal_fini(&a->seal);
@@ -200,6 +203,9 @@ int client_create(const struct client_params *p, struct client **out)
 	c->join_flags = p->join_flags;
 	c->failover = p->failover;
 	c->deadline_ms = p->failover ? p->deadline_ms : 0;
+	c->multicast = p->multicast;
+	c->mc_nack_ns = (uint64_t)(p->mc_nack_us ? p->mc_nack_us : 2000) * 1000ull;
+	c->mc_drop_permille = p->mc_drop_permille;
 	if (p->key_len)
 		memcpy(c->key, p->key, p->key_len);
 	c->key_len = p->key_len;
@@ -458,6 +464,27 @@ const char *client_agg_why(const struct client *c, size_t agg)
 uint32_t client_agg_window(const struct client *c, size_t agg)
 {
 	return agg < c->naggs ? c->aggs[agg].window : 0;
+}
+
+int client_mc_info(const struct client *c, size_t agg, struct client_mc_info *out)
+{
+	if (agg >= c->naggs)
+		return -EINVAL;
+	const struct client_agg *a = &c->aggs[agg];
+	memset(out, 0, sizeof(*out));
+	out->offered = a->mc;
+	out->in_group = a->mc_in;
+	out->by_group = a->mc_by_group;
+	out->by_unicast = a->mc_by_unicast;
+	out->nacks = a->mc_nacks;
+	out->datagrams = a->mc_rx.n.packets;
+	out->dropped = a->mc_sock.dropped;
+	out->foreign = a->mc_rx.n.foreign;
+	out->stale = a->mc_rx.n.stale;
+	out->dups = a->mc_rx.n.dups;
+	out->malformed = a->mc_rx.n.malformed;
+	snprintf(out->why, sizeof(out->why), "%s", a->mc_why);
+	return 0;
 }
 
 struct fabric *client_fabric(const struct client *c)

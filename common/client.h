@@ -75,7 +75,18 @@ struct client_params {
 	 * deadline_ms; 0: no PING (faults are then seen by a closed connection,
 	 * an ABORT, a completion error or timeout_ms + 2 s of silence). */
 	uint32_t deadline_ms;
+	/* v1.7: results by multicast, where an aggregator offers them
+	 * (fabric.multicast; docs/daemon.md, "Multicast results"): 0 joins the
+	 * job's group, CLIENT_MC_OFF does not (this rank then asks for every
+	 * result by unicast). mc_nack_us: how long a result may stay incomplete
+	 * while the group is quiet before this rank asks for it by unicast;
+	 * 0: 2000. mc_drop_permille: a test hook that drops this share of the
+	 * datagrams read, as a lossy network would; 0 in use. */
+	int multicast;
+	uint32_t mc_nack_us;
+	uint32_t mc_drop_permille;
 };
+#define CLIENT_MC_OFF (-1)
 
 struct client;
 struct client_req;
@@ -142,6 +153,20 @@ struct fabric *client_fabric(const struct client *c);
 /* What aggregator agg granted at JOIN_OK. -ENOTCONN until it is READY. */
 int client_agg_info(const struct client *c, size_t agg, uint32_t *job_handle, uint32_t *window,
 		    uint32_t *chunk_bytes);
+
+/* v1.7: multicast results on aggregator agg. -EINVAL for a bad index. */
+struct client_mc_info {
+	bool offered;   /* the aggregator multicasts this job's results */
+	bool in_group;  /* this rank joined the group (else: unicast by NACK) */
+	uint64_t by_group;   /* results taken from the group's datagrams */
+	uint64_t by_unicast; /* results that came by unicast (NACKed, or sent so) */
+	uint64_t nacks;      /* NACKs sent */
+	uint64_t datagrams;  /* datagrams taken into a result */
+	uint64_t dropped;    /* datagrams dropped by the test hook */
+	uint64_t foreign, stale, dups, malformed; /* datagrams dropped (mcast.h) */
+	char why[200];       /* offered but not in the group: why */
+};
+int client_mc_info(const struct client *c, size_t agg, struct client_mc_info *out);
 
 /* Additions (client library v1.2) ------------------------------------- */
 

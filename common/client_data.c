@@ -18,6 +18,7 @@
  * the retention slots for ranks that may still lack them. */
 #include "client_int.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <rdma/fi_errno.h>
@@ -28,6 +29,9 @@
 #include "chunk.h"
 #include "clock.h"
 #include "log.h"
+
+static void mc_expect(struct client *c, struct client_agg *a, struct client_slot *s, uint8_t *dst);
+static void mc_poll(struct client *c, size_t ai);
 
 void client_shard(size_t count, size_t elem_size, size_t naggs, size_t agg, size_t *first,
 		  size_t *n)
@@ -122,6 +126,8 @@ void client_data_fail_all(struct client *c)
 	uint64_t t = sc_now_ns();
 
 	c->broken = true;
+	for (size_t ai = 0; ai < c->naggs; ai++)
+		client_mc_leave(&c->aggs[ai]); /* no datagram lands in a reported request */
 	for (uint32_t i = 0; i < c->max_requests; i++) {
 		struct client_req *r = &c->reqs[i];
 		if (r->in_use && !r->err) {
@@ -161,6 +167,7 @@ void client_data_fence(struct client *c, size_t ai)
 		a->ep = NULL;
 		a->av_inserted = false;
 	}
+	client_mc_leave(a);
 	for (uint32_t si = 0; si < c->window; si++) {
 		struct client_slot *s = &a->slots[si];
 		if (s->req < 0)
@@ -280,6 +287,7 @@ void client_data_issue(struct client *c, size_t ai)
 		s->send_pending = 1;
 		s->got = 0;
 		s->bounced = bounce;
+		mc_expect(c, a, s, dst);
 		a->inflight++;
 		r->inflight++;
 		a->next_c++;
@@ -289,6 +297,30 @@ void client_data_issue(struct client *c, size_t ai)
 		if (slot_send(c, a, ai, si))
 			return; /* -FI_EAGAIN: retried on the next progress; or dead */
 	}
+}
+
+/* The result of slot si is in its landing place (unicast or the group's
+ * datagrams): opened when sealed, copied in from the bounce buffer, counted.
+ * False when it does not open under the job key. */
+static bool result_in(struct client *c, struct client_agg *a, size_t ai, uint32_t si,
+		      struct client_req *r)
+{
+	struct client_slot *s = &a->slots[si];
+
+	if (a->sealed && sc_unseal(&a->seal, SC_SEAL_RESULT,
+				   role_gives_only(s->role) ? (uint16_t)c->rank : SC_SEAL_ANY_RANK,
+				   s->chunk, wire_imm_plain(s->imm), client_seal_buf(c, ai, si, 1),
+				   slot_result_len(s), r->recv + s->off))
+		return false;
+	if (r->err)
+		return true;
+	if (s->bounced && !role_gives_only(s->role))
+		memcpy(r->recv + s->off, client_slot_buf(c->bounce, c, ai, si), s->len);
+	s->got = 1;
+	if (s->chunk + 1 > a->hi)
+		a->hi = s->chunk + 1;
+	r->chunks_left--;
+	return true;
 }
 
 static void handle_cqe(struct client *c, size_t ai, const struct fabric_cqe *e)
@@ -317,7 +349,10 @@ static void handle_cqe(struct client *c, size_t ai, const struct fabric_cqe *e)
 		return;
 	}
 	s->recv_posted = 0;
-	if (e->err == -FI_ECANCELED && c->broken) {
+	if (s->mc_done) {
+		/* the result came from the group and is in: this is the receive
+		 * we cancelled, or the unicast answer to our NACK (the same bytes) */
+	} else if (e->err == -FI_ECANCELED && c->broken) {
 		/* we cancelled it after a failure: r->err is already set */
 	} else if (e->err == -FI_ECANCELED) {
 		/* Not us: the provider flushed a receive directed at this
@@ -346,10 +381,7 @@ static void handle_cqe(struct client *c, size_t ai, const struct fabric_cqe *e)
 				wire_imm_dtype(e->data) < SC_DTYPE_COUNT
 					? sc_dtype_name(wire_imm_dtype(e->data)) : "?",
 				sc_op_name(wire_imm_op(e->data)), e->len);
-	} else if (a->sealed && sc_unseal(&a->seal, SC_SEAL_RESULT,
-					  role_gives_only(s->role) ? (uint16_t)c->rank : SC_SEAL_ANY_RANK,
-					  s->chunk, wire_imm_plain(s->imm), client_seal_buf(c, ai, o->slot, 1),
-					  slot_result_len(s), r->recv + s->off)) {
+	} else if (!result_in(c, a, ai, o->slot, r)) {
 		/* Not sealed by the job key: someone else's message under our
 		 * tag. Dropped; the real result still comes to this receive. */
 		SC_LOG_RATELIMIT(SC_LOG_WARN, 1000, "%s: a result for chunk seq %u did not open (not sealed "
@@ -362,15 +394,199 @@ static void handle_cqe(struct client *c, size_t ai, const struct fabric_cqe *e)
 		}
 		client_agg_fail(c, a, -EIO, "%s: reposting the result receive of seq %u: %s", a->name, s->seq,
 				fi_strerror(-rc));
-	} else if (!r->err) {
-		if (s->bounced && !role_gives_only(s->role))
-			memcpy(r->recv + s->off, client_slot_buf(c->bounce, c, ai, o->slot), s->len);
-		s->got = 1;
-		if (s->chunk + 1 > a->hi)
-			a->hi = s->chunk + 1;
-		r->chunks_left--;
+	} else if (s->mc_exp) { /* expected from the group, came by unicast */
+		if (a->mc_in)
+			sc_mc_rx_drop(&a->mc_rx, s->chunk);
+		a->mc_by_unicast++;
 	}
 	slot_release_maybe(c, a, s);
+}
+
+/* ---- multicast results (docs/daemon.md, "Multicast results") ----
+ *
+ * In a job whose aggregator multicasts (WIRE_OK_F_MCAST), a chunk whose
+ * result this rank takes still has its unicast RESULT receive posted, and
+ * the group's datagrams are assembled into the same place (sc_mc_rx). The
+ * aggregator sends each rank either datagrams or, when the rank NACKed the
+ * chunk or the result goes to fewer than two ranks, one unicast RESULT. A
+ * NACK is a tagged message of its own (tag NACK, the chunk's slot). So:
+ * datagrams complete the result -> the receive is cancelled (no unicast can
+ * come unless we NACKed; after a NACK we wait for the unicast, which brings
+ * the same bytes); the unicast arrives first -> the chunk's assembly is
+ * dropped. A rank out of the group NACKs each such chunk once its data is
+ * posted; one in it NACKs a chunk that stays incomplete while the group is
+ * quiet for mc_nack_ns after datagrams of it or a later chunk came, or for
+ * 25 x mc_nack_ns in any case. */
+
+static void mc_expect(struct client *c, struct client_agg *a, struct client_slot *s, uint8_t *dst)
+{
+	s->mc_exp = s->mc_done = s->nack_due = s->nacked = 0;
+	if (!a->mc || !slot_result_len(s))
+		return;
+	s->mc_exp = 1;
+	s->mc_t0 = sc_now_ns();
+	uint32_t full = (uint32_t)(slot_result_len(s) + (a->sealed ? SC_SEAL_TAG : 0));
+	if (!a->mc_in || sc_mc_rx_expect(&a->mc_rx, s->chunk, full, wire_imm_plain(s->imm), dst))
+		s->nack_due = 1;
+	(void)c;
+}
+
+static void mc_nack(struct client *c, struct client_agg *a, uint32_t si)
+{
+	struct client_slot *s = &a->slots[si];
+	struct sc_mc_nack m = { .job = a->job_handle, .rank = c->rank, .chunk = s->chunk };
+	uint8_t buf[SC_MC_NACK_MAX + SC_SEAL_TAG];
+	uint32_t full = (uint32_t)(slot_result_len(s) + (a->sealed ? SC_SEAL_TAG : 0));
+
+	m.nranges = a->mc_in ? (uint8_t)sc_mc_rx_missing(&a->mc_rx, s->chunk, m.r, a->mc_nack_ranges) : 0;
+	if (!m.nranges) { /* not in the group, or nothing of it assembled */
+		m.nranges = 1;
+		m.r[0] = (struct sc_mc_range){ 0, full };
+	}
+	int n = sc_mc_nack_encode(&m, buf, sizeof(buf));
+	uint32_t imm = wire_imm_with_mode(s->imm, WIRE_MODE_NACK);
+	if (n > 0 && a->sealed) {
+		if (sc_seal(&a->seal, SC_SEAL_NACK, (uint16_t)c->rank, s->chunk, imm, buf, (size_t)n, buf)) {
+			client_agg_fail(c, a, -EIO, "%s: sealing a NACK failed (OpenSSL)", a->name);
+			return;
+		}
+		n += SC_SEAL_TAG;
+	}
+	if (n < 0)
+		return;
+	int rc = fabric_tinject(a->ep, buf, (size_t)n, a->fi_addr,
+				wire_tag_make(WIRE_TAG_NACK, a->job_handle, c->rank, si), imm);
+	if (rc == -FI_EAGAIN) {
+		s->nack_due = 1;
+		return;
+	}
+	if (rc) {
+		client_agg_fail(c, a, -EIO, "%s: sending a NACK for chunk seq %u: %s", a->name, s->seq,
+				fi_strerror(-rc));
+		return;
+	}
+	s->nack_due = 0;
+	s->nacked = 1;
+	a->mc_nacks++;
+}
+
+struct mc_ctx {
+	struct client *c;
+	size_t ai;
+};
+
+/* The group's datagrams completed chunk. */
+static void mc_done(void *arg, uint64_t chunk)
+{
+	struct mc_ctx *x = arg;
+	struct client *c = x->c;
+	struct client_agg *a = &c->aggs[x->ai];
+	uint32_t si = (uint32_t)(chunk % a->window);
+	struct client_slot *s = &a->slots[si];
+
+	if (s->req < 0 || s->chunk != chunk || !s->mc_exp || s->mc_done || !s->recv_posted)
+		return; /* cannot happen: only expected chunks complete */
+	if (!result_in(c, a, x->ai, si, &c->reqs[s->req])) {
+		s->nack_due = !s->nacked; /* did not open: the unicast one will */
+		return;
+	}
+	s->mc_done = 1;
+	a->mc_by_group++;
+	if (chunk + 1 > a->mc_hi)
+		a->mc_hi = chunk + 1;
+	if (s->nacked)
+		return; /* the unicast answer still comes into the receive */
+	s->nack_due = 0;
+	int rc = fabric_cancel(a->ep, &client_op_of(c, x->ai, si, 1)->fop);
+	if (rc && rc != -FI_ENOENT)
+		client_agg_fail(c, a, -EIO, "%s: cancelling the unicast receive of chunk seq %u: %s",
+				a->name, s->seq, fi_strerror(-rc));
+}
+
+/* Datagrams in, and NACKs due. */
+static void mc_poll(struct client *c, size_t ai)
+{
+	struct client_agg *a = &c->aggs[ai];
+	uint64_t now = sc_now_ns();
+
+	if (a->mc_in) {
+		struct mc_ctx x = { c, ai };
+		int n = sc_mc_udp_poll(&a->mc_sock, &a->mc_rx, 256, mc_done, &x);
+		if (n > 0)
+			a->mc_heard_ns = now;
+		if (n < 0) {
+			snprintf(a->mc_why, sizeof(a->mc_why), "reading the group failed: %s", strerror(-n));
+			SC_WARN("%s: %s; results by unicast from now on", a->name, a->mc_why);
+			client_mc_leave(a);
+		}
+	}
+	if (!a->inflight || a->st == AGG_DEAD)
+		return;
+	for (uint32_t si = 0; si < a->window && a->st != AGG_DEAD; si++) {
+		struct client_slot *s = &a->slots[si];
+		if (s->req < 0 || !s->mc_exp || s->mc_done || s->nacked || s->send_pending || !s->recv_posted)
+			continue;
+		bool due = s->nack_due || !a->mc_in;
+		if (!due) {
+			const struct sc_mc_slot *m = &a->mc_rx.slots[s->chunk % a->mc_rx.window];
+			uint64_t since = a->mc_heard_ns > s->mc_t0 ? a->mc_heard_ns : s->mc_t0;
+			bool moved = (m->active && m->chunk == s->chunk && m->ngot) || a->mc_hi > s->chunk + 1;
+			due = (moved && now - since > c->mc_nack_ns) || now - s->mc_t0 > 25 * c->mc_nack_ns;
+		}
+		if (due)
+			mc_nack(c, a, si);
+	}
+}
+
+void client_mc_leave(struct client_agg *a)
+{
+	if (!a->mc_in)
+		return;
+	sc_mc_udp_rx_close(&a->mc_sock);
+	a->mc_in = false;
+}
+
+void client_mc_join(struct client *c, size_t ai, const struct wire_join_ok *o)
+{
+	struct client_agg *a = &c->aggs[ai];
+	size_t tag = a->sealed ? SC_SEAL_TAG : 0;
+	struct sockaddr_storage me;
+	socklen_t ml = sizeof(me);
+	char ifa[INET_ADDRSTRLEN] = "";
+	struct sockaddr_in g = { .sin_family = AF_INET, .sin_port = htons(o->mc_port),
+				 .sin_addr.s_addr = htonl(o->mc_group) };
+
+	a->mc = true;
+	if (a->ep->inject_size < 24 + 8 + tag) {
+		client_agg_fail(c, a, -EPROTO, "%s multicasts results, and a NACK (%zu bytes) is more than "
+				"%s injects (%zu)", a->name, 24 + 8 + tag, fabric_provider(a->ep),
+				a->ep->inject_size);
+		return;
+	}
+	size_t nr = (a->ep->inject_size - 24 - tag) / 8;
+	a->mc_nack_ranges = nr < SC_MC_NACK_RANGES ? (uint32_t)nr : SC_MC_NACK_RANGES;
+	if (c->multicast == CLIENT_MC_OFF) {
+		snprintf(a->mc_why, sizeof(a->mc_why), "multicast is off on this rank");
+		return;
+	}
+	/* the interface this rank reaches the aggregator from */
+	if (getsockname(a->fd, (struct sockaddr *)&me, &ml) || me.ss_family != AF_INET ||
+	    !inet_ntop(AF_INET, &((struct sockaddr_in *)&me)->sin_addr, ifa, sizeof(ifa))) {
+		snprintf(a->mc_why, sizeof(a->mc_why), "the control connection is not IPv4");
+	} else if (sc_mc_udp_rx_open(&a->mc_sock, &g, ifa, a->mc_why, sizeof(a->mc_why)) == 0) {
+		a->mc_sock.drop_permille = c->mc_drop_permille;
+		a->mc_sock.seed ^= 0x9e3779b97f4a7c15ull * (c->rank + 1); /* ranks drop apart */
+		if (sc_mc_rx_init(&a->mc_rx, o->job_handle, o->mc_key, o->window, o->mc_payload,
+				  o->chunk_bytes + tag) == 0) {
+			a->mc_in = true;
+			a->mc_why[0] = '\0';
+			return;
+		}
+		sc_mc_udp_rx_close(&a->mc_sock);
+		snprintf(a->mc_why, sizeof(a->mc_why), "out of memory for the group's assembly");
+	}
+	SC_WARN("%s: cannot take results from multicast group (%s); this rank asks for each by unicast",
+		a->name, a->mc_why);
 }
 
 int client_data_poll(struct client *c, size_t ai)
@@ -390,6 +606,8 @@ int client_data_poll(struct client *c, size_t ai)
 		if (n < CLIENT_CQ_BATCH)
 			break;
 	}
+	if (a->mc)
+		mc_poll(c, ai);
 	return 0;
 }
 

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 
 #include "client.h"
+#include "mcast_udp.h"
 #include "seal.h"
 #include "wire.h"
 
@@ -62,6 +63,12 @@ struct client_slot {
 	uint8_t got;          /* the result of `chunk` arrived */
 	uint8_t bounced;      /* the result lands in the slot's bounce buffer */
 	uint8_t role;         /* enum client_role of `chunk` (kept after release) */
+	/* multicast (client_data.c): the result is expected from the group;
+	 * it came from there (the unicast receive is being cancelled); a NACK
+	 * is due (not yet accepted by the provider) / was sent (a unicast
+	 * result is coming into the receive) */
+	uint8_t mc_exp, mc_done, nack_due, nacked;
+	uint64_t mc_t0;       /* when the result was expected */
 };
 
 struct client_agg {
@@ -91,6 +98,17 @@ struct client_agg {
 	uint64_t ping_wait_ns;     /* oldest PING not answered yet (nothing heard since), 0: none */
 	uint64_t ping_token;
 	struct client_retained *ret; /* failover: what each of `window` retention slots holds */
+	/* multicast results (WIRE_OK_F_MCAST): the group's socket and the
+	 * assembly of results from its datagrams */
+	bool mc;                   /* offered */
+	bool mc_in;                /* in the group: mc_sock open, mc_rx set up */
+	struct sc_mc_udp_rx mc_sock;
+	struct sc_mc_rx mc_rx;
+	uint32_t mc_nack_ranges;   /* ranges a NACK carries (fits an inject) */
+	uint64_t mc_heard_ns;      /* last datagram read */
+	uint64_t mc_hi;            /* 1 + the highest chunk completed from the group */
+	uint64_t mc_by_group, mc_by_unicast, mc_nacks;
+	char mc_why[200];
 	bool sealed;               /* the daemon seals this job's data (WIRE_OK_F_SEALED) */
 	struct sc_seal seal;       /* keyed at JOIN_OK when sealed */
 	int err;
@@ -141,6 +159,9 @@ struct client {
 	uint64_t job_id;
 	uint32_t rank, nranks, chunk_bytes, window, dtype_mask, timeout_ms, eager_bytes, join_flags;
 	uint32_t deadline_ms; /* failover: PING answer limit; 0: no PING */
+	int multicast;        /* params.multicast */
+	uint64_t mc_nack_ns;
+	uint32_t mc_drop_permille;
 	bool failover;
 	uint8_t key[256];
 	size_t key_len;
@@ -226,5 +247,9 @@ void client_data_fence(struct client *c, size_t ai);
 /* Copies the request's recent results into the retention slots. */
 void client_data_retain(struct client *c, struct client_req *r);
 void client_req_free(struct client *c, struct client_req *r);
+/* JOIN_OK offered multicast: join the group (or say why not). */
+void client_mc_join(struct client *c, size_t ai, const struct wire_join_ok *o);
+/* Leaves the group: the socket closed (nothing lands afterwards). */
+void client_mc_leave(struct client_agg *a);
 
 #endif

@@ -170,6 +170,11 @@ static void handle_msg(struct client *c, struct client_agg *a, size_t ai, const 
 		a->window = o->window;
 		a->chunk_bytes = o->chunk_bytes;
 		a->timeout_ms = o->timeout_ms;
+		if (o->flags & WIRE_OK_F_MCAST) {
+			client_mc_join(c, ai, o);
+			if (a->st == AGG_DEAD)
+				return;
+		}
 		a->st = AGG_WAIT_READY;
 		SC_DBG("%s: joined job 0x%llx as rank %u of %u (handle %u, window %u, chunk %u)",
 		       a->name, (unsigned long long)c->job_id, c->rank, c->nranks, a->job_handle,

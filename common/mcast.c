@@ -102,6 +102,14 @@ int sc_mc_rx_expect(struct sc_mc_rx *rx, uint64_t chunk, uint32_t len, uint32_t 
 	return 0;
 }
 
+void sc_mc_rx_drop(struct sc_mc_rx *rx, uint64_t chunk)
+{
+	struct sc_mc_slot *s = &rx->slots[chunk % rx->window];
+
+	if (s->active && s->chunk == chunk)
+		s->active = false;
+}
+
 /* Datagram k of slot s is in; 1 when that completed the result. */
 static int slot_mark(struct sc_mc_slot *s, uint32_t k)
 {

@@ -1,7 +1,8 @@
 /* Multicast results: the part of the protocol every multicast transport
  * shares (IP multicast over UDP, InfiniBand/RoCE UD multicast), so that the
- * logic is exercised where tests can run it. Issue 12; no transport uses it
- * yet (docs/daemon.md, "Multicast results").
+ * logic is exercised where tests can run it (docs/daemon.md, "Multicast
+ * results"). The daemon sends with it (result.c), the client receives
+ * (client_data.c).
  *
  * The aggregator sends each result once to the job's group, cut into
  * datagrams of at most an MTU. Every datagram carries a header (below):
@@ -98,6 +99,9 @@ void sc_mc_rx_fini(struct sc_mc_rx *rx);
 /* The result of chunk (len bytes, data word imm) goes to dst. -EBUSY when
  * its slot still assembles another chunk, -EINVAL for a bad length. */
 int sc_mc_rx_expect(struct sc_mc_rx *rx, uint64_t chunk, uint32_t len, uint32_t imm, void *dst);
+/* The result of chunk came another way (unicast) or is not wanted any
+ * more: its slot is free, later datagrams of it are stale. */
+void sc_mc_rx_drop(struct sc_mc_rx *rx, uint64_t chunk);
 /* One datagram. Returns 1 when it completed a result (*done = its chunk;
  * the slot is free again), 0 when taken or dropped (counted). Never
  * writes outside an expected result's dst. */

@@ -13,6 +13,7 @@
  *   0xA   rank -> aggregator data   job handle:20 | rank:16 | slot:24
  *   0xC   failover: chunk redo      aggregator:6 | chunk:30 | step:12 | column:12
  *   0xB   aggregator -> rank result result key:20 | rank:16 | slot:24
+ *   0xD   rank -> aggregator NACK   job handle:20 | rank:16 | slot:24
  *
  * Receives never ignore the kind bits, so a message of one kind can only
  * match a receive of the same kind. */
@@ -34,6 +35,7 @@ enum sc_tag_kind {
 	WIRE_TAG_DATA = 0xA,
 	WIRE_TAG_RESULT = 0xB,
 	SC_TAG_REDO_CHUNK = 0xC,
+	WIRE_TAG_NACK = 0xD,
 };
 
 static inline unsigned sc_tag_kind(uint64_t t) { return (unsigned)(t >> 60); }

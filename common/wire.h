@@ -36,7 +36,7 @@
  * an allgather's receivers). Every RESULT carries the data word with mode 0;
  * a GIVE rank's RESULT is empty (in a sealed job a tag alone, sealed for that
  * rank: seal.h) and still returns its credit.
- * In a multicast job a rank may also send a NACK (mode NACK, below) for a
+ * In a multicast job a rank may also send a NACK (tag NACK, mode NACK) for a
  * chunk it contributed to and still lacks; exactly one unicast RESULT of
  * that chunk answers it.
  * At least one rank of a chunk must contribute; contributions of a chunk all
@@ -228,10 +228,11 @@ enum wire_mode {
 	WIRE_MODE_MAX = 2,  /* the modes of a contribution */
 	/* Not a contribution: in a multicast job (WIRE_OK_F_MCAST), "send me
 	 * the result of this chunk by unicast" — the rank missed datagrams, or
-	 * is not in the group. Sent to the chunk's slot with the chunk's seq
-	 * after the rank's contribution; its payload is a NACK (mcast.h: the
-	 * ranges missing, for the record) and, sealed, opens under
-	 * SC_SEAL_NACK. The daemon sends the whole result once to that rank. */
+	 * is not in the group. Tag NACK(job handle, rank, the chunk's slot)
+	 * (tags.h), data word with the chunk's seq and this mode, sent after
+	 * the rank's contribution; its payload is a NACK (mcast.h: the ranges
+	 * missing, for the record) and, sealed, opens under SC_SEAL_NACK. The
+	 * daemon sends the whole result once to that rank. */
 	WIRE_MODE_NACK = 3,
 };
 

@@ -81,7 +81,7 @@ static void job_join_timeout_cb(evutil_socket_t fd, short what, void *arg)
 struct job *job_create(struct daemon *d, const struct wire_join *w, struct dthread *t,
 		       uint32_t window, uint32_t chunk, uint32_t timeout_ms, bool has16, uint64_t mem)
 {
-	uint64_t region = job_region_bytes(window, chunk, w->nranks, has16);
+	uint64_t region = job_region_bytes(window, chunk, w->nranks, has16, d->mc);
 	struct job *j = calloc(1, sizeof(*j) + (size_t)w->nranks * sizeof(struct job_rank));
 
 	if (!j)
@@ -147,7 +147,7 @@ struct job *job_create(struct daemon *d, const struct wire_join *w, struct dthre
 	evtimer_add(j->join_timer, &tv);
 	j->thread = t;
 	j->thread->njobs++;
-	j->thread->rx_reserved += (uint64_t)window * w->nranks;
+	j->thread->rx_reserved += job_recvs(window, w->nranks, d->mc);
 	j->next = d->jobs;
 	d->jobs = j;
 	d->njobs_live++;
@@ -257,7 +257,7 @@ void job_free(struct daemon *d, struct job *j)
 		munmap(j->region, j->region_bytes);
 	d->mem_used -= j->region_released ? j->mem_bytes - j->region_bytes : j->mem_bytes;
 	j->thread->njobs--;
-	j->thread->rx_reserved -= (uint64_t)j->window * j->nranks;
+	j->thread->rx_reserved -= job_recvs(j->window, j->nranks, j->mc);
 	if (j->sealed)
 		sc_seal_fini(&j->seal);
 	free(j->slots);

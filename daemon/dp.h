@@ -107,11 +107,12 @@ struct slot_ops {
  * contribution completes the slot and starts its result sends. A
  * contribution that does not fit fails the job (WIRE_E_DATA). */
 void slot_contribute(struct dthread *t, struct job *j, uint32_t s, uint32_t r);
-/* Rank r's NACK for chunk seq (wire.h, mode NACK; its receive of slot s
- * is not posted): in a multicast job, the rank gets the result by unicast
- * once (now when the slot sends it, else when it completes); a NACK for
- * the previous seq of the slot, whose result went by unicast, is ignored;
- * any other fails the job. */
+/* Rank r's NACK for chunk seq in slot s (wire.h, mode NACK): in a
+ * multicast job the rank gets that result by unicast once (now when the
+ * slot sends it, else when it completes; a NACK for the slot's next seq,
+ * which came before the rank's data, is kept for it); a NACK for the
+ * previous seq of the slot, whose result went by unicast, is ignored; any
+ * other, or a second one for a chunk, fails the job. */
 void slot_nack(struct dthread *t, struct job *j, uint32_t s, uint32_t r, uint32_t seq);
 /* Every result send of sl completed: the slot takes seq + window, and the
  * contributions kept pending for it are taken in rank order. */
@@ -129,6 +130,9 @@ int dp_rank_add(struct dthread *t, struct job *j, uint32_t r);
  * flight without its contribution fails the job (rank_left) now, a later
  * one in slot_contribute. */
 void dp_rank_left(struct dthread *t, struct job *j, uint32_t r);
+/* Multicast jobs: posts rank r's NACK receive of slot s (-FI_EAGAIN:
+ * retried; nothing on a dead job or for a rank that left). */
+void dp_nack_post(struct dthread *t, struct job *j, uint32_t s, uint32_t r);
 /* Posts rank r's receive into its buffer of slot s (-FI_EAGAIN: retried). */
 void dp_recv_post(struct dthread *t, struct job *j, uint32_t s, uint32_t r);
 /* The job cannot go on: marks it dead, cancels its receives and asks the

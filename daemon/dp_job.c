@@ -14,6 +14,8 @@
 #include "log.h"
 #include "result.h"
 
+static void rslot_cancel(struct dthread *t, struct rslot *rs);
+
 const struct slot_ops dp_slot_ops = {
 	.post_recv = dp_recv_post,
 	.fail = dp_job_failv,
@@ -46,8 +48,11 @@ int dp_rank_add(struct dthread *t, struct job *j, uint32_t r)
 	if (rc)
 		return rc;
 	jr->added = true;
-	for (uint32_t s = 0; s < j->window; s++)
+	for (uint32_t s = 0; s < j->window; s++) {
 		dp_recv_post(t, j, s, r);
+		if (j->mc)
+			dp_nack_post(t, j, s, r);
+	}
 	return 0;
 }
 
@@ -59,13 +64,8 @@ void dp_rank_left(struct dthread *t, struct job *j, uint32_t r)
 		return;
 	jr->left = true;
 	j->nleft++;
-	for (uint32_t s = 0; s < j->window; s++) {
-		struct rslot *rs = job_rslot(j, s, r);
-		if (rs->state == RS_POSTED)
-			fabric_cancel(t->fabric, &rs->rop.op);
-		else if (rs->state == RS_REPOST)
-			rs->state = RS_IDLE;
-	}
+	for (uint32_t s = 0; s < j->window; s++)
+		rslot_cancel(t, job_rslot(j, s, r));
 	for (uint32_t s = 0; s < j->window; s++) {
 		const struct slot *sl = &j->slots[s];
 		if (sl->state == SLOT_FILLING && !job_rslot(j, s, r)->contributed) {
@@ -103,16 +103,49 @@ void dp_recv_post(struct dthread *t, struct job *j, uint32_t s, uint32_t r)
 	}
 }
 
+void dp_nack_post(struct dthread *t, struct job *j, uint32_t s, uint32_t r)
+{
+	struct rslot *rs = job_rslot(j, s, r);
+	int rc;
+
+	if (j->dead || j->ranks[r].left) {
+		rs->nstate = RS_IDLE;
+		return;
+	}
+	rc = fabric_trecv(t->fabric, job_nbuf(j, s, r), JOB_NACK_UNIT, j->mr.desc, FI_ADDR_UNSPEC,
+			  wire_tag_make(WIRE_TAG_NACK, j->handle, r, s), 0, &rs->nop.op);
+	if (rc == 0) {
+		rs->nstate = RS_POSTED;
+		j->ops_out++;
+	} else if (rc == -FI_EAGAIN) {
+		ctr_add(&t->stats.eagain[EAGAIN_RECV], 1);
+		rs->nstate = RS_REPOST;
+		dthread_retry_add(t, &j->slots[s]);
+	} else {
+		rs->nstate = RS_IDLE;
+		dp_job_fail(t, j, WIRE_E_INTERNAL, "posting a NACK receive for rank %u slot %u failed: %s", r,
+			    s, fi_strerror(-rc));
+	}
+}
+
+/* The rank's receives in one slot (DATA, NACK) cancelled or forgotten. */
+static void rslot_cancel(struct dthread *t, struct rslot *rs)
+{
+	if (rs->state == RS_POSTED)
+		fabric_cancel(t->fabric, &rs->rop.op);
+	else if (rs->state == RS_REPOST)
+		rs->state = RS_IDLE;
+	if (rs->nstate == RS_POSTED)
+		fabric_cancel(t->fabric, &rs->nop.op);
+	else if (rs->nstate == RS_REPOST)
+		rs->nstate = RS_IDLE;
+}
+
 static void job_cancel_recvs(struct dthread *t, struct job *j)
 {
 	for (uint32_t s = 0; s < j->window; s++)
-		for (uint32_t r = 0; r < j->nranks; r++) {
-			struct rslot *rs = job_rslot(j, s, r);
-			if (rs->state == RS_POSTED)
-				fabric_cancel(t->fabric, &rs->rop.op);
-			else if (rs->state == RS_REPOST)
-				rs->state = RS_IDLE;
-		}
+		for (uint32_t r = 0; r < j->nranks; r++)
+			rslot_cancel(t, job_rslot(j, s, r));
 }
 
 /* ---- the end of a job ---- */

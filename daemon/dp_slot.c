@@ -154,7 +154,8 @@ void slot_free(struct dthread *t, struct job *j, struct slot *sl)
 	for (uint32_t r = 0; r < j->nranks; r++) {
 		struct rslot *rs = job_rslot(j, sl->index, r);
 		rs->contributed = false;
-		rs->nack = rs->uni = false;
+		rs->nack = rs->nack_next;
+		rs->nack_next = rs->uni = false;
 	}
 	if (!sl->npending)
 		return;
@@ -275,8 +276,8 @@ void slot_nack(struct dthread *t, struct job *j, uint32_t s, uint32_t r, uint32_
 	struct rslot *rs = job_rslot(j, s, r);
 
 	if (!j->mc) {
-		slot_fail(t, j, WIRE_E_DATA, "rank %u sent a NACK (mode nack) for chunk seq %u, but job "
-			  "results go by unicast only", r, seq);
+		slot_fail(t, j, WIRE_E_DATA, "rank %u sent a NACK for chunk seq %u, but the job's results "
+			  "go by unicast only", r, seq);
 		return;
 	}
 	if (seq == ((sl->seq - j->window) & WIRE_SEQ_MASK)) {
@@ -285,19 +286,22 @@ void slot_nack(struct dthread *t, struct job *j, uint32_t s, uint32_t r, uint32_
 		ctr_add(&t->stats.mc_nack_late, 1);
 		return;
 	}
-	if (seq != sl->seq || sl->state == SLOT_FREE || !rs->contributed) {
+	/* A NACK travels apart from the rank's data: it may come before its
+	 * chunk's contribution is in, even while the slot still keeps the
+	 * chunk a window before (the rank had that result, others not yet). */
+	bool early = seq == ((sl->seq + j->window) & WIRE_SEQ_MASK) && sl->state != SLOT_FREE;
+	if ((seq != sl->seq && !early) || (early ? rs->nack_next : rs->nack)) {
 		slot_fail(t, j, WIRE_E_DATA, "rank %u sent a NACK for chunk seq %u in slot %u, which holds "
 			  "seq %u%s", r, seq, s, sl->seq,
-			  seq == sl->seq ? " without that rank's contribution" : "");
+			  seq == sl->seq || early ? " (a second NACK for that chunk)" : "");
 		return;
 	}
-	if (!rs->wants || rs->nack) {
-		slot_fail(t, j, WIRE_E_DATA, "rank %u sent a NACK for chunk seq %u %s", r, seq,
-			  rs->nack ? "twice" : "in mode give (it takes no result)");
+	ctr_add(&t->stats.mc_nacks, 1);
+	if (early) {
+		rs->nack_next = true; /* slot_free carries it over */
 		return;
 	}
 	rs->nack = true;
-	ctr_add(&t->stats.mc_nacks, 1);
 	if (sl->state != SLOT_SENDING)
 		return; /* the plan at completion sends it by unicast */
 	if (!sl->mc) {

@@ -11,7 +11,10 @@
  * the daemon posts rank r's receive for the slot of chunk c as soon as r's
  * contribution to c - window is reduced (deterministic jobs: once the slot
  * completes), before any result of c - window is sent; JOIN_OK goes out
- * after the rank's first receives are posted. The one exception is a
+ * after the rank's first receives are posted. A NACK (multicast jobs) has a
+ * receive of its own per (slot, rank), posted with the rank's first
+ * receives and again before the NACK is acted on; a rank sends one for
+ * chunk c only before it sends c + window. The one exception is a
  * receive the provider refused with -FI_EAGAIN (RS_REPOST: its message may
  * be waiting until the repost). So while no receive of this thread waits
  * for a repost, whatever sits in the unexpected queue is foreign (or late:
@@ -79,7 +82,8 @@ static bool sweep_recv_waiting(const struct dthread *t)
 {
 	for (const struct slot *s = t->retry_head; s; s = s->retry_next)
 		for (uint32_t r = 0; r < s->job->nranks; r++)
-			if (job_rslot(s->job, s->index, r)->state == RS_REPOST)
+			if (job_rslot(s->job, s->index, r)->state == RS_REPOST ||
+			    job_rslot(s->job, s->index, r)->nstate == RS_REPOST)
 				return true;
 	return false;
 }

@@ -58,6 +58,9 @@ static void retries_run(struct dthread *t)
 		for (uint32_t r = 0; r < j->nranks && !j->dead; r++)
 			if (job_rslot(j, s->index, r)->state == RS_REPOST)
 				dp_recv_post(t, j, s->index, r);
+		for (uint32_t r = 0; r < j->nranks && !j->dead; r++)
+			if (job_rslot(j, s->index, r)->nstate == RS_REPOST)
+				dp_nack_post(t, j, s->index, r);
 		if (!j->dead && s->state == SLOT_SENDING && s->send_next < j->nranks) {
 			int rc = t->result->send_result(t, j, s);
 			if (rc < 0)
@@ -101,23 +104,66 @@ static void cmds_run(struct dthread *t)
 
 /* ---- completions ---- */
 
-/* A NACK (wire.h, mode NACK) from rank d->rank, sealed or not: its body
- * must name this job, rank and slot's chunk (mcast.h); the ranges it lists
- * are not needed, the repair is the whole result. */
-static void on_nack(struct dthread *t, struct job *j, const struct dop *d, const uint8_t *buf,
-		    size_t len, uint32_t seq)
+/* A NACK (wire.h, mode NACK) from rank d->rank for the chunk in slot
+ * d->slot: opened when sealed, its body must name this job, rank and the
+ * chunk (mcast.h; the ranges it lists are not needed: the repair is the
+ * whole result). Its receive is posted again before the NACK is acted on,
+ * so that the next one (chunk + window, sent only once this is answered)
+ * always finds it posted. */
+static void on_nack(struct dthread *t, const struct fabric_cqe *e, struct dop *d)
 {
+	struct job *j = d->job;
+	struct rslot *rs = job_rslot(j, d->slot, d->rank);
+	struct slot *sl = &j->slots[d->slot];
+	uint8_t *buf = job_nbuf(j, d->slot, d->rank);
+	uint32_t imm = (uint32_t)e->data, seq = wire_imm_seq(imm);
+	size_t len = e->len;
 	struct sc_mc_nack m;
 
-	if (sc_mc_nack_decode(buf, len, &m) || m.job != j->handle || m.rank != d->rank ||
+	j->ops_out--;
+	rs->nstate = RS_IDLE;
+	if (j->dead) {
+		dp_job_reap(t, j);
+		return;
+	}
+	if (e->err) {
+		if (e->err == -FI_ECANCELED && !j->ranks[d->rank].left) {
+			dp_nack_post(t, j, d->slot, d->rank);
+			return;
+		}
+		if (e->err == -FI_ECANCELED)
+			return;
+		dp_count_err(t, e->err == -FI_ETRUNC ? ERR_TRUNCATED : ERR_RECV_ERROR);
+		dp_nack_post(t, j, d->slot, d->rank); /* a stranger's, or the rank's own: see on_recv */
+		return;
+	}
+	if (t->fabric->has_source && e->src != j->ranks[d->rank].fi_addr) {
+		dp_count_err(t, ERR_FOREIGN_SOURCE);
+		dp_nack_post(t, j, d->slot, d->rank);
+		return;
+	}
+	/* the chunk of seq: the slot's, the next one (the NACK came before the
+	 * rank's data), or the one before it (a late NACK) */
+	uint64_t ch = seq == sl->seq ? sl->chunk
+		      : seq == ((sl->seq + j->window) & WIRE_SEQ_MASK) ? sl->chunk + j->window
+									: sl->chunk - j->window;
+	if (j->sealed && (len < SC_SEAL_TAG || !(e->flags & FI_REMOTE_CQ_DATA) ||
+			  sc_unseal(&j->seal, SC_SEAL_NACK, d->rank, ch, imm, buf, len - SC_SEAL_TAG, buf))) {
+		dp_count_err(t, ERR_UNSEALED);
+		dp_nack_post(t, j, d->slot, d->rank);
+		return;
+	}
+	if (j->sealed)
+		len -= SC_SEAL_TAG;
+	dp_nack_post(t, j, d->slot, d->rank);
+	if (!(e->flags & FI_REMOTE_CQ_DATA) || wire_imm_mode(imm) != WIRE_MODE_NACK ||
+	    sc_mc_nack_decode(buf, len, &m) || m.job != j->handle || m.rank != d->rank ||
 	    (m.chunk & WIRE_SEQ_MASK) != seq || m.chunk % j->window != d->slot) {
-		dp_job_fail(t, j, WIRE_E_DATA, "rank %u sent a malformed NACK (%zu bytes) for chunk seq %u "
-			    "in slot %u", d->rank, len, seq, d->slot);
+		dp_job_fail(t, j, WIRE_E_DATA, "rank %u sent a malformed NACK (%zu bytes) in slot %u", d->rank,
+			    len, d->slot);
 		return;
 	}
 	slot_nack(t, j, d->slot, d->rank, seq);
-	if (!j->dead)
-		t->slot_ops->post_recv(t, j, d->slot, d->rank);
 }
 
 static void on_recv(struct dthread *t, const struct fabric_cqe *e, struct dop *d)
@@ -173,19 +219,15 @@ static void on_recv(struct dthread *t, const struct fabric_cqe *e, struct dop *d
 		return;
 	}
 	size_t len = e->len;
-	bool nack = wire_imm_mode((uint32_t)e->data) == WIRE_MODE_NACK;
 	if (j->sealed) {
 		/* The chunk number of this message's seq: the slot's, or the
-		 * next one's (a rank may be a window ahead), or for a NACK the
-		 * previous one's. A message sealed by anyone without the job key
-		 * does not open: dropped, counted. */
+		 * next one's (a rank may be a window ahead). A message sealed by
+		 * anyone without the job key does not open: dropped, counted. */
 		struct slot *sl = &j->slots[d->slot];
-		uint32_t ahead = (wire_imm_seq((uint32_t)e->data) - sl->seq) & WIRE_SEQ_MASK;
-		uint64_t ch = ahead <= WIRE_SEQ_MASK / 2 ? sl->chunk + ahead
-							 : sl->chunk - ((WIRE_SEQ_MASK + 1) - ahead);
+		uint64_t ch = sl->chunk + ((wire_imm_seq((uint32_t)e->data) - sl->seq) & WIRE_SEQ_MASK);
 		if (len < SC_SEAL_TAG ||
-		    sc_unseal(&j->seal, nack ? SC_SEAL_NACK : SC_SEAL_DATA, d->rank, ch, (uint32_t)e->data,
-			      rs->buf, len - SC_SEAL_TAG, rs->buf)) {
+		    sc_unseal(&j->seal, SC_SEAL_DATA, d->rank, ch, (uint32_t)e->data, rs->buf,
+			      len - SC_SEAL_TAG, rs->buf)) {
 			dp_count_err(t, ERR_UNSEALED);
 			SC_LOG_RATELIMIT(SC_LOG_WARN, 1000,
 					 "job 0x%" PRIx64 ": dropped a %zu-byte message for rank %u slot %u that "
@@ -194,10 +236,6 @@ static void on_recv(struct dthread *t, const struct fabric_cqe *e, struct dop *d
 			return;
 		}
 		len -= SC_SEAL_TAG;
-	}
-	if (nack) {
-		on_nack(t, j, d, rs->buf, len, wire_imm_seq((uint32_t)e->data));
-		return;
 	}
 	rs->imm = e->data;
 	rs->len = (uint32_t)len;
@@ -267,6 +305,8 @@ static void *dthread_main(void *arg)
 				on_recv(t, &cqe[i], d);
 			else if (d->kind == DOP_SEND)
 				on_send(t, &cqe[i], d);
+			else if (d->kind == DOP_NACK)
+				on_nack(t, &cqe[i], d);
 			else
 				dp_sweep_done(t, &cqe[i], sc_now_ns());
 		}

@@ -47,6 +47,7 @@
  *
  * Memory: one page-aligned region per job, registered once:
  *   [window x nranks receive buffers of chunk bytes][window accumulators]
+ *   and in multicast jobs [window x nranks NACK buffers of JOB_NACK_UNIT]
  * An accumulator is chunk bytes, or 2 x chunk (f32) when the job may send
  * f16/bf16. So a job's region is window x chunk x (nranks + 1, or + 2)
  * bytes; the budget is charged that plus the bookkeeping (job_book_bytes).
@@ -79,7 +80,7 @@ struct sc_mc_udp_tx;
 struct job;
 
 /* Completion context of one posted operation. */
-enum dop_kind { DOP_RECV = 1, DOP_SEND = 2, DOP_SWEEP = 3 /* dp_sweep.c */ };
+enum dop_kind { DOP_RECV = 1, DOP_SEND = 2, DOP_SWEEP = 3 /* dp_sweep.c */, DOP_NACK = 4 };
 struct dop {
 	struct fabric_op op; /* first */
 	struct job *job;
@@ -98,14 +99,17 @@ enum rslot_state {
 };
 struct rslot {
 	struct dop rop, sop; /* receive into the buffer; result send to the rank */
+	struct dop nop;      /* multicast jobs: the rank's NACK receive for this slot */
+	uint8_t nstate;      /* of that receive: RS_IDLE, RS_POSTED or RS_REPOST */
 	uint8_t *buf;        /* receive buffer, chunk bytes (rotates with slot->acc) */
 	uint32_t imm, len;   /* of the message that arrived */
 	uint8_t state;
 	bool contributed;    /* to the slot's current seq */
 	bool wants;          /* its mode (wire.h) asks for the result, not an empty one */
 	/* multicast jobs: the rank asked for this seq's result by unicast
-	 * (a NACK), and its unicast send is still to be posted */
-	bool nack, uni;
+	 * (a NACK), or for seq + window's (the NACK came first); its unicast
+	 * send is still to be posted */
+	bool nack, nack_next, uni;
 };
 
 enum slot_state { SLOT_FREE = 0, SLOT_FILLING, SLOT_SENDING };
@@ -279,14 +283,34 @@ static inline void job_slots_init(struct job *j)
 	}
 }
 
+/* Multicast jobs: each (slot, rank) has a NACK receive of its own (tag
+ * NACK, tags.h) into a buffer of this many bytes after the accumulators,
+ * so that a NACK always finds its receive posted (dp_sweep.c). */
+#define JOB_NACK_UNIT 256u
+
+static inline uint8_t *job_nbuf(struct job *j, uint32_t slot, uint32_t rank)
+{
+	return (uint8_t *)j->region + j->region_bytes -
+	       ((size_t)j->window * j->nranks - ((size_t)slot * j->nranks + rank)) * JOB_NACK_UNIT;
+}
+
+/* Receives a job keeps posted: a DATA one per (slot, rank), and a NACK one
+ * in multicast jobs. */
+static inline uint64_t job_recvs(uint32_t window, uint32_t nranks, bool mc)
+{
+	return (uint64_t)window * nranks * (mc ? 2u : 1u);
+}
+
 /* Room a sealed job keeps in each chunk buffer for the tag (a multiple of
  * 64 so that payloads stay aligned for every type). */
 #define JOB_SEAL_ROOM 64u
 
 /* Bytes of a job's buffer region (receive buffers + accumulators). */
-static inline uint64_t job_region_bytes(uint32_t window, uint32_t chunk, uint32_t nranks, bool has16)
+static inline uint64_t job_region_bytes(uint32_t window, uint32_t chunk, uint32_t nranks, bool has16,
+					bool mc)
 {
-	return (uint64_t)window * chunk * (nranks + (has16 ? 2u : 1u));
+	return (uint64_t)window * chunk * (nranks + (has16 ? 2u : 1u)) +
+	       (mc ? (uint64_t)window * nranks * JOB_NACK_UNIT : 0);
 }
 
 /* Bytes of a job's bookkeeping on the heap: struct job with its ranks, the
@@ -298,9 +322,10 @@ static inline uint64_t job_book_bytes(uint32_t window, uint32_t nranks)
 }
 
 /* Bytes a job with these parameters holds, charged to memory-budget. */
-static inline uint64_t job_mem_bytes(uint32_t window, uint32_t chunk, uint32_t nranks, bool has16)
+static inline uint64_t job_mem_bytes(uint32_t window, uint32_t chunk, uint32_t nranks, bool has16,
+				     bool mc)
 {
-	return job_region_bytes(window, chunk, nranks, has16) + job_book_bytes(window, nranks);
+	return job_region_bytes(window, chunk, nranks, has16, mc) + job_book_bytes(window, nranks);
 }
 
 #endif

@@ -31,6 +31,7 @@ static int result_init(struct dthread *t, struct job *j)
 			struct rslot *rs = job_rslot(j, s, r);
 			rs->rop = (struct dop){ .job = j, .slot = s, .rank = (uint16_t)r, .kind = DOP_RECV };
 			rs->sop = (struct dop){ .job = j, .slot = s, .rank = (uint16_t)r, .kind = DOP_SEND };
+			rs->nop = (struct dop){ .job = j, .slot = s, .rank = (uint16_t)r, .kind = DOP_NACK };
 		}
 	if (!j->mc)
 		return 0;

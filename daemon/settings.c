@@ -56,9 +56,8 @@ const struct cfg_entry settings_table[] = {
 	  "providers without it, or false, rely on the seal alone (keyed jobs) to reject foreign data",
 	  S(source_check), 0, 0, false },
 	{ "fabric", "multicast", CFG_STRING, "off",
-	  "Results back by multicast: off; ip (one UDP send per result to an IPv4 group per job, "
-	  "docs/daemon.md \"Multicast results\"); auto (ip where the interface sends multicast, else "
-	  "off); ib (InfiniBand/RoCE UD multicast: not in this build). Needs a restart",
+	  "Results by multicast (docs/daemon.md): off; ip (one UDP send per result to a group per job); "
+	  "auto (ip if the interface can, else off); ib (not in this build). Needs a restart",
 	  S(multicast), 0, 0, false },
 	{ "fabric", "multicast-groups", CFG_STRING, "239.194.0.0/16",
 	  "IPv4 multicast prefix the jobs' groups are taken from (one group per job)",

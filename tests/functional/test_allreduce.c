@@ -19,6 +19,14 @@
  *   checks that a client with another key is refused with "auth".
  * --unreachable adds a closed port to the aggregator list: client_connect_poll
  *   must fail fast with "<addr> unreachable: Connection refused".
+ * --multicast PERMILLE: results by IP multicast (fabric.multicast = ip), in a
+ *   network namespace of the test's own whose loopback carries multicast
+ *   (root; skipped otherwise), each daemon on its own group range; every
+ *   rank drops PERMILLE of the datagrams it reads (the client's test hook)
+ *   and repairs by NACK. Every rank must take results from the group, NACK
+ *   when it drops, and the daemons must count results sent to groups.
+ * --mc-out R: rank R does not join the group (it asks for each result by
+ *   unicast); the others still take theirs from the group.
  * Values are chosen so that every result is exact whatever order the daemon
  * reduces in (small integers for sums, powers of two for products, exactly
  * representable values for f16/bf16). Everything is bounded in time; exit
@@ -64,12 +72,14 @@ static struct {
 	const char *provider;
 	bool big, kill, stop, unreachable, auth;
 	uint32_t chunk, window;
+	int mc_drop;  /* --multicast: per mille dropped; -1: no multicast */
+	int mc_out;   /* --mc-out: the rank that stays out of the group; -1: none */
 	char dir[256];
 	struct sc_daemon daemons[MAX_DAEMONS];
 	char agg_str[MAX_DAEMONS + 1][64];
 	const char *aggs[MAX_DAEMONS + 1];
 	size_t naggs;
-} g = { .ndaemons = 1, .nranks = 2, .njobs = 1, .provider = "tcp" };
+} g = { .ndaemons = 1, .nranks = 2, .njobs = 1, .provider = "tcp", .mc_drop = -1, .mc_out = -1 };
 
 __attribute__((format(printf, 1, 2))) static void die(const char *fmt, ...)
 {
@@ -94,7 +104,10 @@ static void daemon_start(int i, const char *job_timeout)
 	char name[16], extra[512];
 	int n = snprintf(extra, sizeof(extra), "[job]\ntimeout = %s\nmax-jobs = 16\n", job_timeout);
 	if (g.auth)
-		snprintf(extra + n, sizeof(extra) - (size_t)n, "[auth]\nkey-file = %s/key\n", g.dir);
+		n += snprintf(extra + n, sizeof(extra) - (size_t)n, "[auth]\nkey-file = %s/key\n", g.dir);
+	if (g.mc_drop >= 0)
+		snprintf(extra + n, sizeof(extra) - (size_t)n,
+			 "[fabric]\nmulticast = ip\nmulticast-groups = 239.194.%d.0/24\n", i);
 	snprintf(name, sizeof(name), "d%d", i);
 	struct sc_daemon_opts o = {
 		.binary = sc_daemon_binary(SUMCASTD_PATH),
@@ -358,6 +371,8 @@ static int rank_main(uint32_t job, uint32_t rank, int fd, int ready_fd)
 		.timeout_ms = g.stop ? 1000 : g.kill ? 8000 : 20000,
 		.naggs = g.naggs,
 		.aggs = g.aggs,
+		.multicast = (int)rank == g.mc_out ? CLIENT_MC_OFF : 0,
+		.mc_drop_permille = g.mc_drop > 0 ? (uint32_t)g.mc_drop : 0,
 	};
 	if (g.auth) {
 		p.key = (const uint8_t *)TEST_KEY;
@@ -417,6 +432,25 @@ static int rank_main(uint32_t job, uint32_t rank, int fd, int ready_fd)
 			rc = run_batch(&x, t, sizes[k], (uint32_t)g.nranks);
 	if (!rc && g.big)
 		rc = run_big(&x, (uint32_t)g.nranks);
+	if (!rc && g.mc_drop >= 0) {
+		/* what came from the group, summed over the aggregators */
+		struct client_mc_info mi, sum = { .in_group = true };
+		for (size_t ai = 0; ai < g.naggs; ai++) {
+			client_mc_info(x.c, ai, &mi);
+			sum.offered = mi.offered;
+			sum.in_group &= mi.in_group;
+			sum.by_group += mi.by_group;
+			sum.by_unicast += mi.by_unicast;
+			sum.nacks += mi.nacks;
+			sum.dropped += mi.dropped;
+			sum.foreign += mi.foreign;
+		}
+		snprintf(x.msg, sizeof(x.msg), "mc offered=%d in=%d group=%llu unicast=%llu nacks=%llu "
+			 "dropped=%llu foreign=%llu", sum.offered, sum.in_group,
+			 (unsigned long long)sum.by_group, (unsigned long long)sum.by_unicast,
+			 (unsigned long long)sum.nacks, (unsigned long long)sum.dropped,
+			 (unsigned long long)sum.foreign);
+	}
 out_mr:
 	fabric_mr_dereg(&smr);
 	fabric_mr_dereg(&rmr);
@@ -433,6 +467,60 @@ out:;
 	free(x.rb);
 	free(x.ref);
 	return rc ? 1 : 0;
+}
+
+/* ---- multicast ---- */
+
+/* A rank's "mc ..." report: in the group and results from it (with NACKs
+ * when it drops datagrams), or, the rank kept out, none from it. */
+static bool mc_report_ok(int rank, const char *msg)
+{
+	int offered, in;
+	unsigned long long grp, uni, nacks, dropped, foreign;
+	if (sscanf(msg, "mc offered=%d in=%d group=%llu unicast=%llu nacks=%llu dropped=%llu foreign=%llu",
+		   &offered, &in, &grp, &uni, &nacks, &dropped, &foreign) != 7 || !offered)
+		return false;
+	if (rank == g.mc_out)
+		return !in && grp == 0 && uni > 0 && nacks > 0;
+	return in && grp > 0 && (g.mc_drop == 0 || (dropped > 0 && nacks > 0));
+}
+
+/* A network namespace of our own whose loopback carries multicast. */
+static int mc_netns(void)
+{
+	if (unshare(CLONE_NEWNET)) {
+		printf("SKIP: unshare(CLONE_NEWNET): %s (multicast tests need root)\n", strerror(errno));
+		return 77;
+	}
+	if (system("ip link set lo up && ip link set lo multicast on && "
+		   "ip route add 239.0.0.0/8 dev lo")) {
+		printf("SKIP: cannot set up multicast on the namespace's loopback (ip)\n");
+		return 77;
+	}
+	return 0;
+}
+
+/* The daemons' multicast counters: every daemon sent results to its group. */
+static int mc_daemon_check(void)
+{
+	static char body[1 << 16];
+	int bad = 0;
+	for (int i = 0; i < g.ndaemons; i++) {
+		if (sc_http_get(g.daemons[i].http, "/metrics", NULL, 0, body, sizeof(body), 5000) != 200) {
+			printf("daemon %d: /metrics did not answer\n", i);
+			bad++;
+			continue;
+		}
+		double res = sc_metric_value(body, "sumcast_multicast_results_total");
+		double dg = sc_metric_value(body, "sumcast_multicast_datagrams_total");
+		double nk = sc_metric_value(body, "sumcast_multicast_nacks_total");
+		double rp = sc_metric_value(body, "sumcast_multicast_repairs_total");
+		printf("daemon %d: %.0f results in %.0f datagrams to its group, %.0f NACKs, %.0f repairs\n",
+		       i, res, dg, nk, rp);
+		if (!(res > 0) || !(dg >= res) || (g.mc_drop > 0 && !(nk > 0)))
+			bad++;
+	}
+	return bad;
 }
 
 /* ---- driver ---- */
@@ -497,7 +585,8 @@ static int test_wrong_key(void)
 static void usage(void)
 {
 	fprintf(stderr, "usage: test_allreduce [--daemons M] [--ranks N] [--jobs J] [--provider P] "
-			"[--big] [--kill] [--stop] [--auth] [--unreachable] [--chunk B] [--window W]\n");
+			"[--big] [--kill] [--stop] [--auth] [--unreachable] [--chunk B] [--window W] "
+			"[--multicast PERMILLE] [--mc-out R]\n");
 	exit(2);
 }
 
@@ -522,7 +611,8 @@ int main(int argc, char **argv)
 		{ "big", no_argument, NULL, 'b' },           { "kill", no_argument, NULL, 'k' },
 		{ "stop", no_argument, NULL, 's' },          { "auth", no_argument, NULL, 'a' },
 		{ "unreachable", no_argument, NULL, 'u' },   { "chunk", required_argument, NULL, 'c' },
-		{ "window", required_argument, NULL, 'w' },  { NULL, 0, NULL, 0 },
+		{ "window", required_argument, NULL, 'w' },  { "multicast", required_argument, NULL, 'M' },
+		{ "mc-out", required_argument, NULL, 'O' },  { NULL, 0, NULL, 0 },
 	};
 	int o;
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -538,6 +628,8 @@ int main(int argc, char **argv)
 		case 'a': g.auth = true; break;
 		case 'c': g.chunk = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'w': g.window = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'M': g.mc_drop = atoi(optarg); break;
+		case 'O': g.mc_out = atoi(optarg); break;
 		default: usage();
 		}
 	}
@@ -548,6 +640,11 @@ int main(int argc, char **argv)
 		enum sc_log_level lv;
 		if (!sc_log_level_parse(getenv("SUMCAST_LOG_LEVEL"), &lv))
 			sc_log_set_level(lv);
+	}
+	if (g.mc_drop >= 0) {
+		int rc = mc_netns();
+		if (rc)
+			return rc;
 	}
 	/* Skip (77) if the provider is missing on this host. */
 	struct fabric_params fp = { .provider = g.provider, .node = "127.0.0.1" };
@@ -675,6 +772,10 @@ int main(int argc, char **argv)
 				       hash, ms, msg);
 				if (rc)
 					failures++;
+				if (!rc && g.mc_drop >= 0 && !mc_report_ok((int)rank, msg)) {
+					printf("job %u rank %u: multicast was not used as it must be\n", job, rank);
+					failures++;
+				}
 				if (!seen[job]) {
 					seen[job] = true;
 					hashes[job] = hash;
@@ -702,6 +803,8 @@ int main(int argc, char **argv)
 		waitpid(kids[k], &st, 0);
 		sc_shm_sweep(kids[k]);
 	}
+	if (g.mc_drop >= 0 && !failures)
+		failures += mc_daemon_check();
 	run_cleanup();
 	printf("%s\n", failures ? "FAIL" : "PASS");
 	return failures ? 1 : 0;

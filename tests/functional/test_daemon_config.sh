@@ -39,6 +39,11 @@ check_bad sect.conf '[job]\nmax-jobs = 5\n[control\nport = 1\n' 'sect.conf:3: sy
 check_bad host.conf '[control]\nlisten = localhost\n' 'control.listen = "localhost": not an IP address'
 check_bad hhost.conf '[http]\nlisten = localhost\n' 'http.listen = "localhost": not an IP address'
 check_bad anon.conf '[control]\nlisten = 0.0.0.0\n' 'auth.allow-anonymous'
+check_bad mc.conf '[fabric]\nmulticast = yes\n' 'fabric.multicast = "yes": expected off, ip, auto or ib'
+check_bad mcib.conf '[fabric]\nmulticast = ib\n' 'fabric.multicast = ib: this build has no InfiniBand'
+check_bad mcg.conf '[fabric]\nmulticast = ip\nmulticast-groups = 10.0.0.0/8\n' 'fabric.multicast-groups = "10.0.0.0/8"'
+check_bad mcg2.conf '[fabric]\nmulticast-groups = 239.1.2.3/16\n' 'no host bits set'
+check_bad mci.conf '[fabric]\nmulticast = auto\nmulticast-iface = eth0\n' 'multicast needs an interface'
 # Not only --check-config: the daemon itself refuses to start (ports 0, so
 # an old daemon that starts is stopped by timeout: 124).
 printf '[control]\nlisten = 0.0.0.0\nport = 0\n[http]\nport = 0\n' > "$tmp/anon-start.conf"

@@ -128,7 +128,7 @@ static struct job *job_new(uint32_t nranks, uint32_t window, uint32_t dtype_mask
 	j->flags = flags;
 	j->has16 = has16;
 	j->acc_bytes = has16 ? 2 * (size_t)CHUNK : CHUNK;
-	j->region_bytes = job_region_bytes(window, CHUNK, nranks, has16);
+	j->region_bytes = job_region_bytes(window, CHUNK, nranks, has16, false);
 	j->region = calloc(1, j->region_bytes);
 	j->slots = calloc(window, sizeof(*j->slots));
 	j->rslots = calloc((size_t)window * nranks, sizeof(*j->rslots));
