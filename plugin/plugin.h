@@ -38,6 +38,9 @@ struct plugin_settings {
 	int64_t agg_timeout_ms;        /* job timeout asked of the aggregators; recovery's bound */
 	int64_t agg_deadline_ms;       /* an aggregator that answers no PING this long has failed */
 	bool failover;                 /* survive aggregator faults (else they fail the requests) */
+	bool multicast;                /* join an aggregator's multicast group when it offers one */
+	int64_t mc_nack_us;            /* quiet time before a missing multicast result is NACKed */
+	int64_t test_mc_drop;          /* test hook: datagrams dropped per mille */
 	int64_t max_recvs;
 	char log_level[CFG_STR_MAX];
 	char eager_bytes[CFG_STR_MAX]; /* "auto": provider's eager limit, else a size, 0: off */

@@ -91,6 +91,7 @@ struct opts {
 	bool deterministic; /* SUMCAST_DETERMINISTIC=1 and the rank-order check */
 	bool trace;         /* SUMCAST_TRACE=<rv_dir>/trace and the trace check */
 	bool close_inflight; /* p2p: close a send comm with a send in flight */
+	int mc;             /* --multicast: datagrams dropped per mille; -1: unicast results */
 };
 extern struct opts opt;
 
@@ -299,6 +300,10 @@ struct agg_view {
 };
 /* 0, or -1 when a daemon did not answer or its /stats did not parse. */
 int daemons_view(int rank, struct agg_view *v);
+/* --multicast: the multicast counters of the daemons that answer
+ * /metrics (a killed or stopped one does not), summed. 0, or -1 when none
+ * answered. */
+int daemons_mc(uint64_t *results, uint64_t *nacks);
 /* Aggregator i of this run: a signal to it, its control port, and a new
  * sumcastd on that port (started by, and dying with, the caller). */
 int daemon_signal(int i, int sig);

@@ -83,6 +83,8 @@ int daemons_start(char *aggs, size_t len)
 	CHECK(extra, "malloc");
 	if (opt.key)
 		n += (size_t)snprintf(extra, cap, "[auth]\nkey-file = %s/daemon.key\n", rv_dir);
+	if (opt.mc >= 0) /* every daemon on the same group range: isolation by job key */
+		n += (size_t)snprintf(extra + n, cap - n, "[fabric]\nmulticast = ip\n");
 	for (const char *e = env; e && *e && n < cap - 2; e++) {
 		if (e[0] == '\\' && e[1] == 'n') {
 			extra[n++] = '\n';
@@ -161,6 +163,27 @@ static int daemon_view_one(struct sc_daemon *d, int rank, int *jobs, int *joined
 		p = end;
 	}
 	return 0;
+}
+
+int daemons_mc(uint64_t *results, uint64_t *nacks)
+{
+	static char body[1 << 16];
+
+	int answered = 0;
+
+	*results = *nacks = 0;
+	for (int i = 0; i < ndaemons; i++) {
+		/* a killed or stopped one does not answer */
+		if (!daemons[i].pid ||
+		    sc_http_get(daemons[i].http, "/metrics", NULL, 0, body, sizeof(body), 2000) != 200)
+			continue;
+		answered++;
+		double r = sc_metric_value(body, "sumcast_multicast_results_total");
+		double k = sc_metric_value(body, "sumcast_multicast_nacks_total");
+		*results += r > 0 ? (uint64_t)r : 0;
+		*nacks += k > 0 ? (uint64_t)k : 0;
+	}
+	return answered ? 0 : -1;
 }
 
 int daemons_view(int rank, struct agg_view *v)

@@ -4,6 +4,8 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
@@ -23,7 +25,7 @@ void usage(void)
 		"       p2p: [--close-inflight]\n"
 		"       fault: --fault kill|idle|stop|term|restart|all|connect|node|cmd[,KIND]\n"
 		"              [--fault-agg I] [--ops K] [--fault-at K] [--expect-copies]\n"
-		"              [--small-rs] [--expect-kept]\n"
+		"              [--small-rs] [--expect-kept] [--multicast PERMILLE]\n"
 		"       faults (bench/faults): [--kinds kill,stop,term,restart] [-e BYTES] [--before S]\n"
 		"              [--after S] [--retention-bytes B] [--type T] [--json]\n"
 		"       bench: [-f|--factor F] [--rounds R] [--time-per-size S]\n"
@@ -76,7 +78,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		{ "fault-at", 1, 0, 'A' }, { "expect-copies", 0, 0, 'C' }, { "kinds", 1, 0, 'K' },
 		{ "before", 1, 0, 'B' }, { "after", 1, 0, 'Z' }, { "retention-bytes", 1, 0, 'Y' },
 		{ "coll", 1, 0, 'X' }, { "no-rtt", 0, 0, 'Q' },
-		{ "small-rs", 0, 0, 0x101 }, { "expect-kept", 0, 0, 0x102 },
+		{ "small-rs", 0, 0, 0x101 }, { "expect-kept", 0, 0, 0x102 }, { "multicast", 1, 0, 0x103 },
 		{ 0, 0, 0, 0 }
 	};
 	static char plugin_buf[PATH_MAX + 64], daemon_buf[PATH_MAX + 64], aggs[1024];
@@ -92,6 +94,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		argc--;
 	}
 	opt.plugin = harness_plugin_default;
+	opt.mc = -1;
 	opt.daemon = harness_daemon_default;
 	while ((c = getopt_long(argc, argv, "n:m:s:v:p:d:b:e:t:jVa:T:k:x:R:S:f:W:L:DrIF:G:O:A:CK:B:Z:Y:X:Q", lo, NULL)) != -1) {
 		switch (c) {
@@ -136,6 +139,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		case 'C': fopt.copies = true; break;
 		case 0x101: fopt.small_rs = true; break;
 		case 0x102: fopt.kept = true; break;
+		case 0x103: opt.mc = atoi(optarg); break;
 		case 'K': case 'B': case 'Z': case 'Y':
 			if (faultbench_option(c, optarg))
 				usage();
@@ -229,6 +233,19 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		fclose(kf);
 		setenv("SUMCAST_KEY_FILE", path, 1);
 	}
+	if (opt.mc >= 0) {
+		/* Results by IP multicast: a network namespace of our own whose
+		 * loopback carries it; every node drops opt.mc per mille. */
+		if (unshare(CLONE_NEWNET) || system("ip link set lo up && ip link set lo multicast on && "
+						    "ip route add 239.0.0.0/8 dev lo")) {
+			fprintf(stderr, "SKIP: --multicast needs a network namespace of its own (root)\n");
+			rm_dir();
+			return SKIP;
+		}
+		char v[16];
+		snprintf(v, sizeof(v), "%d", opt.mc);
+		setenv("SUMCAST_TEST_MC_DROP", v, 1);
+	}
 	int rc = 0;
 	if (opt.aggs) {
 		/* Given addresses: no daemons started, but the tables, the JSON
@@ -261,6 +278,21 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 			rc = run_ranks(run_bench);
 	} else {
 		usage();
+	}
+	if (!rc && opt.mc >= 0 && opt.naggs > 0 && !opt.aggs) {
+		/* the results went to groups, and the drops were NACKed */
+		uint64_t res, nacks;
+		if (daemons_mc(&res, &nacks)) {
+			fprintf(stderr, "FAIL: no daemon's /metrics answered\n");
+			rc = 1;
+		} else {
+			printf("multicast: the aggregators alive at the end sent %" PRIu64 " results to groups, "
+			       "took %" PRIu64 " NACKs\n", res, nacks);
+			if (!res || (opt.mc > 0 && !nacks)) {
+				fprintf(stderr, "FAIL: multicast %s\n", !res ? "carried no result" : "saw no NACK");
+				rc = 1;
+			}
+		}
 	}
 out:
 	daemons_stop();
