@@ -108,6 +108,9 @@ static int params_check(const struct client_params *p, char *why, size_t len)
 	else if (p->join_flags & ~(uint32_t)WIRE_JOIN_F_DETERMINISTIC)
 		snprintf(why, len, "join_flags 0x%x: unknown bits 0x%x", p->join_flags,
 			 p->join_flags & ~(uint32_t)WIRE_JOIN_F_DETERMINISTIC);
+	else if (p->multicast > 0 || p->multicast < CLIENT_MC_NOJOIN || p->mc_drop_permille > 1000)
+		snprintf(why, len, "multicast %d / mc_drop_permille %u: 0, CLIENT_MC_OFF or CLIENT_MC_NOJOIN; "
+			 "at most 1000", p->multicast, p->mc_drop_permille);
 	else
 		return 0;
 	return -EINVAL;
@@ -200,7 +203,7 @@ int client_create(const struct client_params *p, struct client **out)
 	c->timeout_ms = p->timeout_ms ? p->timeout_ms : CLIENT_TIMEOUT_DEFAULT;
 	c->max_requests = p->max_requests ? p->max_requests : CLIENT_REQS_DEFAULT;
 	c->eager_bytes = p->eager_bytes;
-	c->join_flags = p->join_flags;
+	c->join_flags = p->join_flags | (p->multicast == CLIENT_MC_OFF ? WIRE_JOIN_F_UNICAST : 0);
 	c->failover = p->failover;
 	c->deadline_ms = p->failover ? p->deadline_ms : 0;
 	c->multicast = p->multicast;

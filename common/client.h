@@ -77,8 +77,11 @@ struct client_params {
 	uint32_t deadline_ms;
 	/* v1.7: results by multicast, where an aggregator offers them
 	 * (fabric.multicast; docs/daemon.md, "Multicast results"): 0 joins the
-	 * job's group, CLIENT_MC_OFF does not (this rank then asks for every
-	 * result by unicast). mc_nack_us: how long a result may stay incomplete
+	 * job's group; CLIENT_MC_OFF asks for a unicast job (JOIN flag
+	 * WIRE_JOIN_F_UNICAST: every rank must pass the same);
+	 * CLIENT_MC_NOJOIN (tests) takes the offer but does not join, as a
+	 * rank that cannot: it asks for every result by unicast (NACK), the
+	 * others still use the group. mc_nack_us: how long a result may stay incomplete
 	 * while the group is quiet before this rank asks for it by unicast;
 	 * 0: 2000. mc_drop_permille: a test hook that drops this share of the
 	 * datagrams read, as a lossy network would; 0 in use. */
@@ -87,6 +90,7 @@ struct client_params {
 	uint32_t mc_drop_permille;
 };
 #define CLIENT_MC_OFF (-1)
+#define CLIENT_MC_NOJOIN (-2)
 
 struct client;
 struct client_req;

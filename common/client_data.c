@@ -565,8 +565,8 @@ void client_mc_join(struct client *c, size_t ai, const struct wire_join_ok *o)
 	}
 	size_t nr = (a->ep->inject_size - 24 - tag) / 8;
 	a->mc_nack_ranges = nr < SC_MC_NACK_RANGES ? (uint32_t)nr : SC_MC_NACK_RANGES;
-	if (c->multicast == CLIENT_MC_OFF) {
-		snprintf(a->mc_why, sizeof(a->mc_why), "multicast is off on this rank");
+	if (c->multicast == CLIENT_MC_NOJOIN) {
+		snprintf(a->mc_why, sizeof(a->mc_why), "told not to join (CLIENT_MC_NOJOIN)");
 		return;
 	}
 	/* the interface this rank reaches the aggregator from */

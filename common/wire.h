@@ -134,7 +134,8 @@ struct wire_join {
 };
 
 #define WIRE_JOIN_F_DETERMINISTIC 0x1 /* reduce in rank order */
-#define WIRE_JOIN_F_ALL 0x1
+#define WIRE_JOIN_F_UNICAST 0x2       /* results by unicast even where the daemon multicasts */
+#define WIRE_JOIN_F_ALL 0x3
 
 struct wire_join_ok {
 	uint32_t job_handle; /* goes in DATA tags */

@@ -47,7 +47,8 @@ void admit_join(struct conn *c, const struct wire_join *w)
 		uint32_t chunk = w->chunk_bytes < cfg->max_chunk ? w->chunk_bytes : (uint32_t)cfg->max_chunk;
 		uint32_t timeout = (uint32_t)cfg->timeout_ms;
 		bool has16 = w->dtype_mask & MASK16;
-		uint64_t mem = job_mem_bytes(window, chunk, w->nranks, has16, d->mc);
+		bool mc = d->mc && !(w->flags & WIRE_JOIN_F_UNICAST);
+		uint64_t mem = job_mem_bytes(window, chunk, w->nranks, has16, mc);
 
 		if (w->timeout_ms && w->timeout_ms < timeout)
 			timeout = w->timeout_ms;
@@ -82,7 +83,7 @@ void admit_join(struct conn *c, const struct wire_join *w)
 				    (uint64_t)cfg->memory_budget);
 			return;
 		}
-		uint64_t recvs = job_recvs(window, w->nranks, d->mc), room;
+		uint64_t recvs = job_recvs(window, w->nranks, mc), room;
 		struct dthread *th = job_thread_pick(d, recvs, &room);
 		if (!th) {
 			conn_refuse(c, WIRE_E_MEMORY,

@@ -81,7 +81,8 @@ static void job_join_timeout_cb(evutil_socket_t fd, short what, void *arg)
 struct job *job_create(struct daemon *d, const struct wire_join *w, struct dthread *t,
 		       uint32_t window, uint32_t chunk, uint32_t timeout_ms, bool has16, uint64_t mem)
 {
-	uint64_t region = job_region_bytes(window, chunk, w->nranks, has16, d->mc);
+	bool mc = d->mc && !(w->flags & WIRE_JOIN_F_UNICAST);
+	uint64_t region = job_region_bytes(window, chunk, w->nranks, has16, mc);
 	struct job *j = calloc(1, sizeof(*j) + (size_t)w->nranks * sizeof(struct job_rank));
 
 	if (!j)
@@ -128,7 +129,7 @@ struct job *job_create(struct daemon *d, const struct wire_join *w, struct dthre
 	j->handle = handle_alloc(d);
 	if (!j->handle)
 		goto err;
-	if (d->mc) {
+	if (d->mc && !(w->flags & WIRE_JOIN_F_UNICAST)) {
 		/* One group per job (handles are unique among live jobs; a
 		 * range smaller than the jobs shares groups, which the key in
 		 * every datagram keeps apart). */
@@ -147,7 +148,7 @@ struct job *job_create(struct daemon *d, const struct wire_join *w, struct dthre
 	evtimer_add(j->join_timer, &tv);
 	j->thread = t;
 	j->thread->njobs++;
-	j->thread->rx_reserved += job_recvs(window, w->nranks, d->mc);
+	j->thread->rx_reserved += job_recvs(window, w->nranks, mc);
 	j->next = d->jobs;
 	d->jobs = j;
 	d->njobs_live++;

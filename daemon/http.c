@@ -8,6 +8,7 @@
 #include <event2/http.h>
 #include <event2/listener.h>
 #include <inttypes.h>
+#include <sys/resource.h>
 #include <limits.h>
 #include <math.h>
 #include <stddef.h>
@@ -83,6 +84,12 @@ static void metrics_cb(struct evhttp_request *req, void *arg)
 			    SUMCAST_VERSION, d->provider, sc_isa_name(sc_reduce_isa()));
 	METRIC(b, "sumcast_start_time_seconds", "gauge", "Start time of the daemon since the Unix epoch.",
 	       "%.3f", d->start_unix);
+	struct rusage ru;
+	if (!getrusage(RUSAGE_SELF, &ru))
+		METRIC(b, "process_cpu_seconds_total", "counter",
+		       "CPU time of the daemon, all threads (user + system).", "%.6f",
+		       (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
+			       ru.ru_stime.tv_usec * 1e-6);
 	METRIC(b, "sumcast_received_bytes_total", "counter", "Bytes of DATA received from ranks.",
 	       "%" PRIu64, ctr_get(&s.rx_bytes));
 	METRIC(b, "sumcast_sent_bytes_total", "counter", "Bytes of RESULT sent to ranks.", "%" PRIu64,

@@ -56,7 +56,7 @@ static const struct cfg_entry plugin_table[] = {
 	  "survive aggregator faults: the nodes agree, repair over the ring and go on without it; false: a fault fails the requests (rank 0's setting)",
 	  S(failover), 0, 0, false },
 	{ "", "multicast", CFG_BOOL, "true",
-	  "take results from an aggregator's multicast group when it offers one (sumcastd fabric.multicast); false: ask for each by unicast",
+	  "take results from an aggregator's multicast group when it offers one (sumcastd fabric.multicast); false: this job's results by unicast (every node must say the same)",
 	  S(multicast), 0, 0, false },
 	{ "", "mc_nack_us", CFG_INT, "2000",
 	  "microseconds a multicast result may stay incomplete while its group is quiet before this node asks for it by unicast",

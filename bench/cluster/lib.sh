@@ -409,6 +409,8 @@ listen = $ip
 [fabric]
 provider = $SC_FABRIC_PROVIDER
 node = $ip
+${SC_MC:+multicast = ip}
+${SC_MC:+multicast-groups = 239.194.$j.0/24}
 
 [log]
 level = info

@@ -371,7 +371,7 @@ static int rank_main(uint32_t job, uint32_t rank, int fd, int ready_fd)
 		.timeout_ms = g.stop ? 1000 : g.kill ? 8000 : 20000,
 		.naggs = g.naggs,
 		.aggs = g.aggs,
-		.multicast = (int)rank == g.mc_out ? CLIENT_MC_OFF : 0,
+		.multicast = (int)rank == g.mc_out ? CLIENT_MC_NOJOIN : 0,
 		.mc_drop_permille = g.mc_drop > 0 ? (uint32_t)g.mc_drop : 0,
 	};
 	if (g.auth) {

@@ -8,6 +8,7 @@
 
 #include "clock.h"
 #include "fabric.h"
+#include "sumcastd_proc.h"
 #include "../../plugin/split.h"
 
 /* The three modes run in one set of processes, interleaved: each rank loads
@@ -185,6 +186,62 @@ static void bench_env_apply(const char *list, bool on)
 			unsetenv(e);
 	}
 }
+/* SUMCAST_HARNESS_AGG_METRICS=1 (bench/cluster/run, agg-mcast): rank 0
+ * reads every aggregator's /metrics (HTTP port 7801 on the host of each
+ * SUMCAST_AGGREGATORS entry) before each mode's sample and at the end of
+ * each round, outside the timed calls, and gives each mode the aggregators'
+ * RESULT bytes sent, CPU seconds and multicast repairs between its reads. */
+struct aggm {
+	double tx, cpu, repairs;
+};
+static bool aggm_on;
+
+static bool aggm_read(struct aggm *out)
+{
+	static char body[1 << 16];
+	char list[1024];
+	const char *env = getenv("SUMCAST_AGGREGATORS");
+
+	memset(out, 0, sizeof(*out));
+	snprintf(list, sizeof(list), "%s", env ? env : "");
+	for (char *save = NULL, *e = strtok_r(list, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
+		char *colon = strrchr(e, ':');
+		if (colon)
+			*colon = 0;
+		if (sc_http_get_at(e, 7801, "/metrics", NULL, 0, body, sizeof(body), 2000) != 200)
+			return false;
+		double v[3] = { sc_metric_value(body, "sumcast_sent_bytes_total"),
+				sc_metric_value(body, "process_cpu_seconds_total"),
+				sc_metric_value(body, "sumcast_multicast_repairs_total") };
+		out->tx += v[0] > 0 ? v[0] : 0;
+		out->cpu += v[1] > 0 ? v[1] : 0;
+		out->repairs += v[2] > 0 ? v[2] : 0;
+	}
+	return true;
+}
+
+/* A read: what came since the last one goes to mode `last`; the next to m
+ * (-1: nobody). */
+static void aggm_mark(struct aggm *acc, int *last, struct aggm *prev, int m)
+{
+	struct aggm now;
+
+	if (!aggm_on || my_rank != 0)
+		return;
+	if (!aggm_read(&now)) {
+		fprintf(stderr, "bench: an aggregator's /metrics did not answer; no aggregator figures\n");
+		aggm_on = false;
+		return;
+	}
+	if (*last >= 0) {
+		acc[*last].tx += now.tx - prev->tx;
+		acc[*last].cpu += now.cpu - prev->cpu;
+		acc[*last].repairs += now.repairs - prev->repairs;
+	}
+	*prev = now;
+	*last = m;
+}
+
 static int bench_rounds = 25;
 static double bench_time_per_size = 2.0, bench_factor = 2.0;
 
@@ -380,6 +437,9 @@ void run_bench(void)
 		int min_rounds = bytes <= (16 << 20) ? 5 : 3;
 		int nr = 0;
 		double wrong[BENCH_MAX] = { 0 }, ltime[BENCH_MAX] = { 0 };
+		struct aggm am[BENCH_MAX] = { 0 }, am_prev = { 0 };
+		int am_last = -1;
+		aggm_on = getenv("SUMCAST_HARNESS_AGG_METRICS") && getenv("SUMCAST_AGGREGATORS");
 		uint64_t ltx[BENCH_MAX] = { 0 }, lrx[BENCH_MAX] = { 0 };
 		/* warm-up: every mode once at this size, checked */
 		for (int m = 0; m < BENCH_MODES; m++) {
@@ -433,6 +493,7 @@ void run_bench(void)
 				}
 				if (!inst[m].on)
 					continue;
+				aggm_mark(am, &am_last, &am_prev, m);
 				P = inst[m].p;
 				allreduce_chunked(inst[m].cc, send, recv, 1, t, ncclSum, inst[m].mh);
 				uint64_t tx0 = 0, rx0 = 0, tx1 = 0, rx1 = 0;
@@ -449,6 +510,7 @@ void run_bench(void)
 					ltime[m] += t1 - t0;
 				}
 			}
+			aggm_mark(am, &am_last, &am_prev, -1);
 			nr++;
 		}
 		double t_end = wall_s();
@@ -504,6 +566,9 @@ void run_bench(void)
 				       nr, k, algbw, busbw, t_start, t_end);
 				if (checked)
 					printf(",\"wrong\":%.0f", lsr[2 * BENCH_MAX + m]);
+				if (aggm_on)
+					printf(",\"agg_calls\":%d,\"agg_tx_bytes\":%.0f,\"agg_cpu_s\":%.4f,"
+					       "\"repairs\":%.0f", nr * k, am[m].tx, am[m].cpu, am[m].repairs);
 				if (have_netdev)
 					printf(",\"link_tx_mbit\":%.1f,\"link_rx_mbit\":%.1f,\"link_max_mbit\":%.1f",
 					       lsr[m] / N, lsr[BENCH_MAX + m] / N, lr[m]);

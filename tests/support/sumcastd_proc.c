@@ -257,6 +257,12 @@ void sc_daemon_cleanup(struct sc_daemon *d, bool keep)
 int sc_http_get(uint16_t port, const char *path, char *ctype, size_t ccap, char *body, size_t cap,
 		unsigned timeout_ms)
 {
+	return sc_http_get_at("127.0.0.1", port, path, ctype, ccap, body, cap, timeout_ms);
+}
+
+int sc_http_get_at(const char *host, uint16_t port, const char *path, char *ctype, size_t ccap,
+		   char *body, size_t cap, unsigned timeout_ms)
+{
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
 	uint64_t deadline = sc_now_ms() + timeout_ms;
 	size_t len = 0, bcap = 1 << 20;
@@ -267,10 +273,9 @@ int sc_http_get(uint16_t port, const char *path, char *ctype, size_t ccap, char 
 		*ctype = 0;
 	if (body && cap)
 		*body = 0;
-	n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
-	if (n < 0 || (size_t)n >= sizeof(req))
+	n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n", path, host);
+	if (n < 0 || (size_t)n >= sizeof(req) || inet_pton(AF_INET, host, &a.sin_addr) != 1)
 		return -1;
-	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;

@@ -76,6 +76,9 @@ void sc_shm_sweep(pid_t pid);
  * either may be NULL. */
 int sc_http_get(uint16_t port, const char *path, char *ctype, size_t ccap, char *body, size_t cap,
 		unsigned timeout_ms);
+/* The same from host (an IPv4 literal). */
+int sc_http_get_at(const char *host, uint16_t port, const char *path, char *ctype, size_t ccap,
+		   char *body, size_t cap, unsigned timeout_ms);
 /* The value of the line "name value" of a Prometheus text (name may carry
  * {labels}); NAN when there is none. */
 double sc_metric_value(const char *text, const char *name);
