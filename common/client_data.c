@@ -30,7 +30,8 @@
 #include "clock.h"
 #include "log.h"
 
-static void mc_expect(struct client *c, struct client_agg *a, struct client_slot *s, uint8_t *dst);
+static bool mc_expect(struct client *c, struct client_agg *a, struct client_slot *s,
+		      struct client_req *r, size_t off, size_t len);
 static void mc_poll(struct client *c, size_t ai);
 
 void client_shard(size_t count, size_t elem_size, size_t naggs, size_t agg, size_t *first,
@@ -109,7 +110,8 @@ void client_req_free(struct client *c, struct client_req *r)
 
 static void slot_release_maybe(struct client *c, struct client_agg *a, struct client_slot *s)
 {
-	if (s->req < 0 || s->recv_posted || s->send_posted || s->send_pending)
+	/* a result from the group holds its slot until it is in */
+	if (s->req < 0 || s->recv_posted || s->send_posted || s->send_pending || (s->mc_exp && !s->mc_done))
 		return;
 	struct client_req *r = &c->reqs[s->req];
 	s->req = -1;
@@ -143,8 +145,9 @@ void client_data_fail_all(struct client *c)
 			struct client_slot *s = &a->slots[si];
 			if (s->req < 0)
 				continue;
-			if (s->send_pending) {
+			if (s->send_pending || (s->mc_exp && !s->mc_done)) {
 				s->send_pending = 0;
+				s->mc_exp = 0; /* the group is left: nothing more lands */
 				slot_release_maybe(c, a, s);
 			}
 			if (s->recv_posted && a->ep) {
@@ -173,6 +176,7 @@ void client_data_fence(struct client *c, size_t ai)
 		if (s->req < 0)
 			continue;
 		s->recv_posted = s->send_posted = s->send_pending = 0;
+		s->mc_exp = 0;
 		slot_release_maybe(c, a, s);
 	}
 	a->q_head = a->q_tail = -1;
@@ -234,6 +238,37 @@ static int post_result(struct client *c, size_t ai, uint32_t si, void *dst, size
 			    &client_op_of(c, ai, si, 1)->fop);
 }
 
+/* Where slot si's result lands (its request r's bytes at off): the
+ * receive buffer, the slot's bounce buffer (failover, in place) or its
+ * sealed staging; and that memory's descriptor. */
+static uint8_t *slot_dst(struct client *c, size_t ai, uint32_t si, struct client_req *r, size_t off,
+			 void **desc)
+{
+	const struct client_agg *a = &c->aggs[ai];
+
+	if (a->sealed) { /* the result is opened out of its staging buffer */
+		*desc = c->seal_mr.desc;
+		return client_seal_buf(c, ai, si, 1);
+	}
+	if (a->slots[si].bounced) {
+		*desc = c->bounce_mr.desc;
+		return client_slot_buf(c->bounce, c, ai, si);
+	}
+	*desc = r->rdesc;
+	return r->recv + off;
+}
+
+/* Posts slot si's unicast result receive (chunk of r at off). */
+static int post_result_slot(struct client *c, size_t ai, uint32_t si, struct client_req *r, size_t off)
+{
+	const struct client_agg *a = &c->aggs[ai];
+	void *desc;
+	uint8_t *dst = slot_dst(c, ai, si, r, off, &desc);
+
+	return post_result(c, ai, si, dst, slot_result_len(&a->slots[si]) + (a->sealed ? SC_SEAL_TAG : 0),
+			   desc);
+}
+
 /* Issues queued chunks of aggregator ai while slots are free. */
 void client_data_issue(struct client *c, size_t ai)
 {
@@ -254,15 +289,12 @@ void client_data_issue(struct client *c, size_t ai)
 		uint32_t seq = (uint32_t)(a->next_c & WIRE_SEQ_MASK);
 		s->role = (uint8_t)client_role_of(c, r, ra->off, len);
 		s->len = len;
-		bool bounce = c->failover && r->inplace && !a->sealed;
-		uint8_t *dst = bounce ? client_slot_buf(c->bounce, c, ai, si) : r->recv + ra->off;
-		void *desc = bounce ? c->bounce_mr.desc : r->rdesc;
-		if (a->sealed) { /* the result is opened out of its staging buffer */
-			dst = client_seal_buf(c, ai, si, 1);
-			desc = c->seal_mr.desc;
-		}
-		int rc = post_result(c, ai, si, dst, slot_result_len(s) + (a->sealed ? SC_SEAL_TAG : 0),
-				     desc);
+		s->bounced = c->failover && r->inplace && !a->sealed;
+		s->chunk = a->next_c;
+		s->imm = wire_imm_with_mode(wire_imm_make(r->t, r->op, seq), role_mode(s->role));
+		/* from the group: no unicast receive unless it is NACKed */
+		bool group = mc_expect(c, a, s, r, ra->off, len);
+		int rc = group ? 0 : post_result_slot(c, ai, si, r, ra->off);
 		if (rc == -FI_EAGAIN)
 			break;
 		if (rc) {
@@ -274,20 +306,16 @@ void client_data_issue(struct client *c, size_t ai)
 			a->last_ns = sc_now_ns();
 		s->req = (int32_t)r->idx;
 		s->seq = seq;
-		s->chunk = a->next_c;
-		s->imm = wire_imm_with_mode(wire_imm_make(r->t, r->op, seq), role_mode(s->role));
 		s->off = ra->off;
 		if (a->sealed && sc_seal(&a->seal, SC_SEAL_DATA, (uint16_t)c->rank, s->chunk, s->imm,
 					 r->send + ra->off, slot_send_len(s), client_seal_buf(c, ai, si, 0))) {
 			client_agg_fail(c, a, -EIO, "%s: sealing chunk seq %u failed (OpenSSL)", a->name, seq);
 			return;
 		}
-		s->recv_posted = 1;
+		s->recv_posted = !group;
 		s->send_posted = 0;
 		s->send_pending = 1;
 		s->got = 0;
-		s->bounced = bounce;
-		mc_expect(c, a, s, dst);
 		a->inflight++;
 		r->inflight++;
 		a->next_c++;
@@ -397,6 +425,7 @@ static void handle_cqe(struct client *c, size_t ai, const struct fabric_cqe *e)
 	} else if (s->mc_exp) { /* expected from the group, came by unicast */
 		if (a->mc_in)
 			sc_mc_rx_drop(&a->mc_rx, s->chunk);
+		s->mc_exp = 0;
 		a->mc_by_unicast++;
 	}
 	slot_release_maybe(c, a, s);
@@ -404,31 +433,57 @@ static void handle_cqe(struct client *c, size_t ai, const struct fabric_cqe *e)
 
 /* ---- multicast results (docs/daemon.md, "Multicast results") ----
  *
- * In a job whose aggregator multicasts (WIRE_OK_F_MCAST), a chunk whose
- * result this rank takes still has its unicast RESULT receive posted, and
- * the group's datagrams are assembled into the same place (sc_mc_rx). The
- * aggregator sends each rank either datagrams or, when the rank NACKed the
- * chunk or the result goes to fewer than two ranks, one unicast RESULT. A
- * NACK is a tagged message of its own (tag NACK, the chunk's slot). So:
- * datagrams complete the result -> the receive is cancelled (no unicast can
- * come unless we NACKed; after a NACK we wait for the unicast, which brings
- * the same bytes); the unicast arrives first -> the chunk's assembly is
- * dropped. A rank out of the group NACKs each such chunk once its data is
- * posted; one in it NACKs a chunk that stays incomplete while the group is
- * quiet for mc_nack_ns after datagrams of it or a later chunk came, or for
- * 25 x mc_nack_ns in any case. */
+ * In a job whose aggregator multicasts (WIRE_OK_F_MCAST), the result of a
+ * chunk that two or more ranks take (chunk_takers: the aggregator counts
+ * the same from the modes) goes to the group; every other result, and one
+ * a rank asked for by NACK, comes by unicast RESULT as before. A rank in
+ * the group assembles such a result from the datagrams into the place its
+ * receive would have used (sc_mc_rx) and posts no receive for it; when it
+ * misses datagrams it posts the receive, then sends a NACK (a tagged
+ * message of its own, tag NACK, the chunk's slot), and exactly one unicast
+ * RESULT answers (the datagrams may still complete it first: the unicast
+ * then brings the same bytes, and the slot waits for it). A rank out of
+ * the group NACKs each such chunk once its data is posted. A rank in it
+ * NACKs a chunk mc_nack_ns after the first evidence of a loss
+ * (sc_mc_rx_gap, or a later chunk completed), or 100 x mc_nack_ns after it
+ * was expected in any case. */
 
-static void mc_expect(struct client *c, struct client_agg *a, struct client_slot *s, uint8_t *dst)
+/* Ranks that take the result of r's bytes [off, off + len) (modes all and
+ * take): the aggregator multicasts a result two or more take. */
+static uint32_t chunk_takers(const struct client *c, const struct client_req *r, size_t off, size_t len)
+{
+	const struct client_blocks *b = &r->blocks;
+
+	if (b->kind == CLIENT_ALLREDUCE || !len)
+		return c->nranks;
+	uint64_t first = (b->base + off) / b->block, last = (b->base + off + len - 1) / b->block;
+	if (last >= c->nranks)
+		last = c->nranks - 1;
+	if (b->kind == CLIENT_REDUCE_SCATTER)
+		return first <= last ? (uint32_t)(last - first + 1) : 0;
+	return first == last ? c->nranks - 1 : c->nranks; /* allgather: all but a lone source */
+}
+
+/* A new chunk of r (bytes [off, off + len)) in slot s: true when its result
+ * comes from the group into its landing place (assembly set up), false
+ * when a unicast receive must be posted (not a multicast result, or this
+ * rank is not in the group: then a NACK asks for it). */
+static bool mc_expect(struct client *c, struct client_agg *a, struct client_slot *s,
+		      struct client_req *r, size_t off, size_t len)
 {
 	s->mc_exp = s->mc_done = s->nack_due = s->nacked = 0;
-	if (!a->mc || !slot_result_len(s))
-		return;
+	s->mc_ev = 0;
+	if (!a->mc || !slot_result_len(s) || chunk_takers(c, r, off, len) < 2)
+		return false;
 	s->mc_exp = 1;
 	s->mc_t0 = sc_now_ns();
 	uint32_t full = (uint32_t)(slot_result_len(s) + (a->sealed ? SC_SEAL_TAG : 0));
-	if (!a->mc_in || sc_mc_rx_expect(&a->mc_rx, s->chunk, full, wire_imm_plain(s->imm), dst))
-		s->nack_due = 1;
-	(void)c;
+	void *desc;
+	uint8_t *dst = slot_dst(c, (size_t)(a - c->aggs), (uint32_t)(s - a->slots), r, off, &desc);
+	if (a->mc_in && !sc_mc_rx_expect(&a->mc_rx, s->chunk, full, wire_imm_plain(s->imm), dst))
+		return true;
+	s->nack_due = 1;
+	return false;
 }
 
 static void mc_nack(struct client *c, struct client_agg *a, uint32_t si)
@@ -442,6 +497,20 @@ static void mc_nack(struct client *c, struct client_agg *a, uint32_t si)
 	if (!m.nranges) { /* not in the group, or nothing of it assembled */
 		m.nranges = 1;
 		m.r[0] = (struct sc_mc_range){ 0, full };
+	}
+	if (!s->recv_posted) { /* the unicast answer lands where the datagrams would */
+		size_t ai = (size_t)(a - c->aggs);
+		int rc = post_result_slot(c, ai, si, &c->reqs[s->req], s->off);
+		if (rc == -FI_EAGAIN) {
+			s->nack_due = 1;
+			return;
+		}
+		if (rc) {
+			client_agg_fail(c, a, -EIO, "%s: posting the result receive of seq %u: %s", a->name,
+					s->seq, fi_strerror(-rc));
+			return;
+		}
+		s->recv_posted = 1;
 	}
 	int n = sc_mc_nack_encode(&m, buf, sizeof(buf));
 	uint32_t imm = wire_imm_with_mode(s->imm, WIRE_MODE_NACK);
@@ -484,23 +553,19 @@ static void mc_done(void *arg, uint64_t chunk)
 	uint32_t si = (uint32_t)(chunk % a->window);
 	struct client_slot *s = &a->slots[si];
 
-	if (s->req < 0 || s->chunk != chunk || !s->mc_exp || s->mc_done || !s->recv_posted)
+	if (s->req < 0 || s->chunk != chunk || !s->mc_exp || s->mc_done)
 		return; /* cannot happen: only expected chunks complete */
 	if (!result_in(c, a, x->ai, si, &c->reqs[s->req])) {
 		s->nack_due = !s->nacked; /* did not open: the unicast one will */
 		return;
 	}
 	s->mc_done = 1;
+	s->nack_due = 0;
 	a->mc_by_group++;
 	if (chunk + 1 > a->mc_hi)
 		a->mc_hi = chunk + 1;
-	if (s->nacked)
-		return; /* the unicast answer still comes into the receive */
-	s->nack_due = 0;
-	int rc = fabric_cancel(a->ep, &client_op_of(c, x->ai, si, 1)->fop);
-	if (rc && rc != -FI_ENOENT)
-		client_agg_fail(c, a, -EIO, "%s: cancelling the unicast receive of chunk seq %u: %s",
-				a->name, s->seq, fi_strerror(-rc));
+	/* NACKed: its unicast answer still comes into the receive */
+	slot_release_maybe(c, a, s);
 }
 
 /* Datagrams in, and NACKs due. */
@@ -511,9 +576,7 @@ static void mc_poll(struct client *c, size_t ai)
 
 	if (a->mc_in) {
 		struct mc_ctx x = { c, ai };
-		int n = sc_mc_udp_poll(&a->mc_sock, &a->mc_rx, 256, mc_done, &x);
-		if (n > 0)
-			a->mc_heard_ns = now;
+		int n = sc_mc_udp_poll(&a->mc_sock, &a->mc_rx, 8192, mc_done, &x); /* what is there */
 		if (n < 0) {
 			snprintf(a->mc_why, sizeof(a->mc_why), "reading the group failed: %s", strerror(-n));
 			SC_WARN("%s: %s; results by unicast from now on", a->name, a->mc_why);
@@ -524,14 +587,21 @@ static void mc_poll(struct client *c, size_t ai)
 		return;
 	for (uint32_t si = 0; si < a->window && a->st != AGG_DEAD; si++) {
 		struct client_slot *s = &a->slots[si];
-		if (s->req < 0 || !s->mc_exp || s->mc_done || s->nacked || s->send_pending || !s->recv_posted)
+		if (s->req < 0 || !s->mc_exp || s->mc_done || s->nacked || s->send_pending)
 			continue;
 		bool due = s->nack_due || !a->mc_in;
 		if (!due) {
-			const struct sc_mc_slot *m = &a->mc_rx.slots[s->chunk % a->mc_rx.window];
-			uint64_t since = a->mc_heard_ns > s->mc_t0 ? a->mc_heard_ns : s->mc_t0;
-			bool moved = (m->active && m->chunk == s->chunk && m->ngot) || a->mc_hi > s->chunk + 1;
-			due = (moved && now - since > c->mc_nack_ns) || now - s->mc_t0 > 25 * c->mc_nack_ns;
+			/* Evidence of loss (a gap, or a later result began or
+			 * completed) held for mc_nack_ns: reordering is over by
+			 * then. Without evidence, only a long silence: the result
+			 * may still queue behind the other aggregators' on this
+			 * node's link, or wait for a slow rank. */
+			bool lost = sc_mc_rx_gap(&a->mc_rx, s->chunk) || a->mc_hi > s->chunk + 1;
+			if (!lost)
+				s->mc_ev = 0;
+			else if (!s->mc_ev)
+				s->mc_ev = now;
+			due = (lost && now - s->mc_ev > c->mc_nack_ns) || now - s->mc_t0 > 100 * c->mc_nack_ns;
 		}
 		if (due)
 			mc_nack(c, a, si);
@@ -573,7 +643,7 @@ void client_mc_join(struct client *c, size_t ai, const struct wire_join_ok *o)
 	if (getsockname(a->fd, (struct sockaddr *)&me, &ml) || me.ss_family != AF_INET ||
 	    !inet_ntop(AF_INET, &((struct sockaddr_in *)&me)->sin_addr, ifa, sizeof(ifa))) {
 		snprintf(a->mc_why, sizeof(a->mc_why), "the control connection is not IPv4");
-	} else if (sc_mc_udp_rx_open(&a->mc_sock, &g, ifa, a->mc_why, sizeof(a->mc_why)) == 0) {
+	} else if (sc_mc_udp_rx_open(&a->mc_sock, &g, ifa, o->mc_payload, a->mc_why, sizeof(a->mc_why)) == 0) {
 		a->mc_sock.drop_permille = c->mc_drop_permille;
 		a->mc_sock.seed ^= 0x9e3779b97f4a7c15ull * (c->rank + 1); /* ranks drop apart */
 		if (sc_mc_rx_init(&a->mc_rx, o->job_handle, o->mc_key, o->window, o->mc_payload,

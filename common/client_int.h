@@ -69,6 +69,7 @@ struct client_slot {
 	 * result is coming into the receive) */
 	uint8_t mc_exp, mc_done, nack_due, nacked;
 	uint64_t mc_t0;       /* when the result was expected */
+	uint64_t mc_ev;       /* when evidence of a loss was first seen, 0: none */
 };
 
 struct client_agg {
@@ -105,7 +106,6 @@ struct client_agg {
 	struct sc_mc_udp_rx mc_sock;
 	struct sc_mc_rx mc_rx;
 	uint32_t mc_nack_ranges;   /* ranges a NACK carries (fits an inject) */
-	uint64_t mc_heard_ns;      /* last datagram read */
 	uint64_t mc_hi;            /* 1 + the highest chunk completed from the group */
 	uint64_t mc_by_group, mc_by_unicast, mc_nacks;
 	char mc_why[200];

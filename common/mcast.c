@@ -97,6 +97,8 @@ int sc_mc_rx_expect(struct sc_mc_rx *rx, uint64_t chunk, uint32_t len, uint32_t 
 	s->dst = dst;
 	s->npk = sc_mc_npackets(len, rx->payload);
 	s->ngot = 0;
+	s->hi = 0;
+	s->first_tick = s->last_tick = 0;
 	memset(s->bits, 0, rx->words * sizeof(uint64_t));
 	s->active = true;
 	return 0;
@@ -154,10 +156,27 @@ int sc_mc_rx_packet(struct sc_mc_rx *rx, const uint8_t *pkt, size_t n, uint64_t 
 	if (h.plen)
 		memcpy(s->dst + h.off, pkt + SC_MC_HDR, h.plen);
 	rx->n.packets++;
+	rx->tick++;
+	if (!s->ngot) {
+		s->first_tick = rx->tick;
+		rx->last_start = rx->tick;
+	}
+	s->last_tick = rx->tick;
+	if (k + 1 > s->hi)
+		s->hi = k + 1;
 	if (!slot_mark(s, k))
 		return 0;
 	*done = h.chunk;
 	return 1;
+}
+
+bool sc_mc_rx_gap(const struct sc_mc_rx *rx, uint64_t chunk)
+{
+	const struct sc_mc_slot *s = &rx->slots[chunk % rx->window];
+
+	if (!s->active || s->chunk != chunk || !s->ngot)
+		return false;
+	return s->ngot < s->hi || rx->last_start > s->last_tick;
 }
 
 size_t sc_mc_rx_missing(const struct sc_mc_rx *rx, uint64_t chunk, struct sc_mc_range *out,

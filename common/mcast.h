@@ -65,6 +65,8 @@ struct sc_mc_slot {
 	uint64_t chunk;
 	uint32_t imm, len;
 	uint32_t npk, ngot; /* datagrams of the result, and those in */
+	uint32_t hi;        /* 1 + the highest datagram index in */
+	uint64_t first_tick, last_tick; /* rx->tick of its first and last datagram */
 	uint8_t *dst;       /* where the result goes */
 	uint64_t *bits;     /* npk bits: which datagrams are in */
 	bool active;        /* expected and not complete */
@@ -89,6 +91,8 @@ struct sc_mc_rx {
 	struct sc_mc_slot *slots;
 	uint64_t *bits_mem;
 	size_t words; /* bitmap words per slot */
+	uint64_t tick;       /* datagrams taken so far (a clock) */
+	uint64_t last_start; /* tick of the latest first datagram of a result */
 	struct sc_mc_counts n;
 };
 
@@ -106,6 +110,11 @@ void sc_mc_rx_drop(struct sc_mc_rx *rx, uint64_t chunk);
  * the slot is free again), 0 when taken or dropped (counted). Never
  * writes outside an expected result's dst. */
 int sc_mc_rx_packet(struct sc_mc_rx *rx, const uint8_t *pkt, size_t n, uint64_t *done);
+/* Evidence that datagrams of chunk were lost (one sender sends each
+ * result whole, in order, before the next): one is missing below the
+ * highest that came, or another result began after this one's last
+ * datagram. False when nothing of it came yet, or it is not assembling. */
+bool sc_mc_rx_gap(const struct sc_mc_rx *rx, uint64_t chunk);
 /* Byte ranges of chunk not in yet, merged, at most max (the rest is in
  * a later NACK). 0 when the chunk is not being assembled. */
 size_t sc_mc_rx_missing(const struct sc_mc_rx *rx, uint64_t chunk, struct sc_mc_range *out,

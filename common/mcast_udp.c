@@ -15,8 +15,7 @@
 #define UDP_SEGMENT 103
 #endif
 
-#define RX_BATCH 64
-#define RX_DGRAM 2048
+#define RX_BATCH 32
 
 /* A socket buffer of `bytes`: past the system's limit where allowed
  * (root: the FORCE option), else what the limit gives. */
@@ -161,14 +160,21 @@ int sc_mc_udp_send(struct sc_mc_udp_tx *t, uint32_t job, uint64_t key, uint64_t 
 }
 
 int sc_mc_udp_rx_open(struct sc_mc_udp_rx *r, const struct sockaddr_in *group, const char *iface,
-		      char *why, size_t whylen)
+		      size_t payload, char *why, size_t whylen)
 {
 	struct ip_mreq m;
 	int one = 1, rc;
 
 	memset(r, 0, sizeof(*r));
 	r->seed = 0x2545F4914F6CDD1Dull;
-	r->fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	r->dgram = SC_MC_HDR + payload + 1; /* + 1: a longer datagram shows as truncated */
+	r->bufs = payload && SC_MC_HDR + payload <= 65507 ? malloc(RX_BATCH * r->dgram) : NULL;
+	r->fd = r->bufs ? socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0) : -1;
+	if (!r->bufs) {
+		snprintf(why, whylen, "multicast receiver: payload %zu bytes per datagram: out of memory "
+			 "or more than UDP carries", payload);
+		return -EINVAL;
+	}
 	if (r->fd < 0) {
 		rc = -errno;
 		snprintf(why, whylen, "multicast receiver: %s", strerror(-rc));
@@ -200,12 +206,13 @@ void sc_mc_udp_rx_close(struct sc_mc_udp_rx *r)
 	if (r->fd >= 0)
 		close(r->fd); /* leaves the group */
 	r->fd = -1;
+	free(r->bufs);
+	r->bufs = NULL;
 }
 
 int sc_mc_udp_poll(struct sc_mc_udp_rx *r, struct sc_mc_rx *rx, int max,
 		   void (*done)(void *arg, uint64_t chunk), void *arg)
 {
-	static __thread uint8_t bufs[RX_BATCH][RX_DGRAM];
 	struct mmsghdr mm[RX_BATCH];
 	struct iovec iov[RX_BATCH];
 	int total = 0;
@@ -213,7 +220,7 @@ int sc_mc_udp_poll(struct sc_mc_udp_rx *r, struct sc_mc_rx *rx, int max,
 	while (total < max) {
 		int want = max - total < RX_BATCH ? max - total : RX_BATCH;
 		for (int i = 0; i < want; i++) {
-			iov[i] = (struct iovec){ bufs[i], RX_DGRAM };
+			iov[i] = (struct iovec){ r->bufs + (size_t)i * r->dgram, r->dgram };
 			mm[i].msg_hdr = (struct msghdr){ .msg_iov = &iov[i], .msg_iovlen = 1 };
 		}
 		int n = recvmmsg(r->fd, mm, (unsigned)want, MSG_DONTWAIT, NULL);
@@ -231,11 +238,12 @@ int sc_mc_udp_poll(struct sc_mc_udp_rx *r, struct sc_mc_rx *rx, int max,
 					continue;
 				}
 			}
-			if (mm[i].msg_hdr.msg_flags & MSG_TRUNC) {
+			if ((mm[i].msg_hdr.msg_flags & MSG_TRUNC) || mm[i].msg_len >= r->dgram) {
 				rx->n.malformed++;
 				continue;
 			}
-			if (sc_mc_rx_packet(rx, bufs[i], mm[i].msg_len, &chunk) == 1 && done)
+			if (sc_mc_rx_packet(rx, r->bufs + (size_t)i * r->dgram, mm[i].msg_len, &chunk) == 1 &&
+			    done)
 				done(arg, chunk);
 		}
 		total += n;

@@ -45,6 +45,8 @@ int sc_mc_udp_send(struct sc_mc_udp_tx *t, uint32_t job, uint64_t key, uint64_t 
 
 struct sc_mc_udp_rx {
 	int fd;
+	uint8_t *bufs; /* RX_BATCH datagrams of dgram bytes */
+	size_t dgram;
 	/* test hook: drop this share (per mille) of datagrams as they are read,
 	 * as a lossy network would (netem is not available here); 0 in use */
 	unsigned drop_permille;
@@ -52,9 +54,10 @@ struct sc_mc_udp_rx {
 };
 
 /* A receiver of group on the interface with address iface, non-blocking,
- * with a large receive buffer. 0 or -errno with *why. */
+ * with a large receive buffer, for datagrams of up to `payload` result
+ * bytes (the sender's). 0 or -errno with *why. */
 int sc_mc_udp_rx_open(struct sc_mc_udp_rx *r, const struct sockaddr_in *group, const char *iface,
-		      char *why, size_t whylen);
+		      size_t payload, char *why, size_t whylen);
 void sc_mc_udp_rx_close(struct sc_mc_udp_rx *r);
 /* Reads the datagrams that are there (at most max) into rx; done(arg,
  * chunk) for each result they complete. Returns the datagrams read, or

@@ -3,10 +3,10 @@
  * group instead of one per rank that takes it.
  *
  * Multicast (docs/daemon.md, "Multicast results"). A result goes to the
- * group when at least two ranks take it (mode all or take) and have not
- * asked for it by unicast; every other rank gets its unicast RESULT as
- * before (a give rank's empty one; a rank that sent a NACK, the whole
- * result). Datagrams may be lost, so the slot keeps the result until every
+ * group when at least two ranks take it (mode all or take: a rule the ranks
+ * apply too, client_data.c, so they know whether to post a receive); every
+ * other rank gets its unicast RESULT as before (a give rank's empty one; a
+ * rank that sent a NACK, the whole result). Datagrams may be lost, so the slot keeps the result until every
  * rank has it: a rank sends chunk seq + window only once it has seq's result
  * (the credit rule), so the slot stays SENDING, its accumulator intact,
  * until all nranks contributions of seq + window wait as pending. That is
@@ -64,10 +64,8 @@ static int result_plan(struct dthread *t, struct job *j, struct slot *s)
 	size_t full = s->len + (j->sealed ? SC_SEAL_TAG : 0);
 	uint32_t takers = 0;
 
-	for (uint32_t r = 0; r < j->nranks && j->mc; r++) {
-		const struct rslot *rs = job_rslot(j, s->index, r);
-		takers += rs->wants && !rs->nack;
-	}
+	for (uint32_t r = 0; r < j->nranks && j->mc; r++)
+		takers += job_rslot(j, s->index, r)->wants;
 	s->mc = takers >= 2;
 	for (uint32_t r = 0; r < j->nranks; r++) {
 		struct rslot *rs = job_rslot(j, s->index, r);

@@ -152,6 +152,10 @@ sc_topo_up() {
     ip link add name eth0 netns "$ns" type veth peer name "$port" netns "$sw" ||
       sc_die "veth $ns/eth0 <-> $sw/$port failed"
     ip -n "$sw" link set "$port" master br0
+    if [[ -n ${SC_MTU:-} ]]; then # jumbo frames (run --mtu), both ends
+      ip -n "$sw" link set "$port" mtu "$SC_MTU" && ip -n "$ns" link set eth0 mtu "$SC_MTU" ||
+        sc_die "mtu $SC_MTU on $ns failed"
+    fi
     ip -n "$sw" link set "$port" up
     ip -n "$ns" addr add "$ip/24" dev eth0
     ip -n "$ns" link set eth0 up
@@ -411,6 +415,7 @@ provider = $SC_FABRIC_PROVIDER
 node = $ip
 ${SC_MC:+multicast = ip}
 ${SC_MC:+multicast-groups = 239.194.$j.0/24}
+${SC_MC:+multicast-mtu = ${SC_MTU:-1500}}
 
 [log]
 level = info

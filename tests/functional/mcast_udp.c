@@ -86,7 +86,7 @@ static int receive_all(const struct sockaddr_in *group, unsigned drop_permille, 
 	struct done_arg d = { { false } };
 	char why[256];
 
-	CHECK(sc_mc_udp_rx_open(&r, group, "127.0.0.1", why, sizeof(why)) == 0, "%s", why);
+	CHECK(sc_mc_udp_rx_open(&r, group, "127.0.0.1", PAYLOAD, why, sizeof(why)) == 0, "%s", why);
 	r.drop_permille = drop_permille;
 	r.seed = 0xD1B54A32D192ED03ull; /* other datagrams than the first rank's */
 	CHECK(sc_mc_rx_init(&rx, JOB, KEY, WINDOW, PAYLOAD, MAXLEN) == 0, "rx init");
@@ -160,7 +160,7 @@ static int run(unsigned drop_permille, bool gso)
 	close(ready[1]);
 	/* another job's group, same port: must see none of this */
 	struct sc_mc_udp_rx foreign;
-	CHECK(sc_mc_udp_rx_open(&foreign, &other, "127.0.0.1", why, sizeof(why)) == 0, "%s", why);
+	CHECK(sc_mc_udp_rx_open(&foreign, &other, "127.0.0.1", PAYLOAD, why, sizeof(why)) == 0, "%s", why);
 	struct sc_mc_udp_tx t;
 	CHECK(sc_mc_udp_tx_open(&t, "127.0.0.1", &group, PAYLOAD, 1, why, sizeof(why)) == 0, "%s", why);
 	t.gso = gso;
@@ -170,7 +170,7 @@ static int run(unsigned drop_permille, bool gso)
 	struct sc_mc_rx rx;
 	struct done_arg d = { { false } };
 	static uint8_t got[WINDOW][MAXLEN];
-	CHECK(sc_mc_udp_rx_open(&r, &group, "127.0.0.1", why, sizeof(why)) == 0, "%s", why);
+	CHECK(sc_mc_udp_rx_open(&r, &group, "127.0.0.1", PAYLOAD, why, sizeof(why)) == 0, "%s", why);
 	r.drop_permille = drop_permille;
 	CHECK(sc_mc_rx_init(&rx, JOB, KEY, WINDOW, PAYLOAD, MAXLEN) == 0, "rx init");
 	uint64_t repaired = 0;

@@ -439,7 +439,8 @@ void run_bench(void)
 		double wrong[BENCH_MAX] = { 0 }, ltime[BENCH_MAX] = { 0 };
 		struct aggm am[BENCH_MAX] = { 0 }, am_prev = { 0 };
 		int am_last = -1;
-		aggm_on = getenv("SUMCAST_HARNESS_AGG_METRICS") && getenv("SUMCAST_AGGREGATORS");
+		aggm_on = getenv("SUMCAST_HARNESS_AGG_METRICS") && *getenv("SUMCAST_HARNESS_AGG_METRICS") &&
+			  getenv("SUMCAST_AGGREGATORS");
 		uint64_t ltx[BENCH_MAX] = { 0 }, lrx[BENCH_MAX] = { 0 };
 		/* warm-up: every mode once at this size, checked */
 		for (int m = 0; m < BENCH_MODES; m++) {
