@@ -16,6 +16,11 @@
 #endif
 
 #define RX_BATCH 32
+#define RX_GRO_BATCH 8
+#define RX_GRO_BYTES 65536 /* a coalesced datagram (UDP_GRO) is at most this */
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
 
 /* A socket buffer of `bytes`: past the system's limit where allowed
  * (root: the FORCE option), else what the limit gives. */
@@ -167,8 +172,9 @@ int sc_mc_udp_rx_open(struct sc_mc_udp_rx *r, const struct sockaddr_in *group, c
 
 	memset(r, 0, sizeof(*r));
 	r->seed = 0x2545F4914F6CDD1Dull;
-	r->dgram = SC_MC_HDR + payload + 1; /* + 1: a longer datagram shows as truncated */
-	r->bufs = payload && SC_MC_HDR + payload <= 65507 ? malloc(RX_BATCH * r->dgram) : NULL;
+	r->seg = SC_MC_HDR + payload;
+	r->dgram = r->seg + 1; /* + 1: a longer datagram shows as truncated */
+	r->bufs = payload && r->seg <= 65507 ? malloc(RX_GRO_BATCH * RX_GRO_BYTES) : NULL;
 	r->fd = r->bufs ? socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0) : -1;
 	if (!r->bufs) {
 		snprintf(why, whylen, "multicast receiver: payload %zu bytes per datagram: out of memory "
@@ -198,6 +204,11 @@ int sc_mc_udp_rx_open(struct sc_mc_udp_rx *r, const struct sockaddr_in *group, c
 		return rc;
 	}
 	sock_buf(r->fd, SO_RCVBUFFORCE, SO_RCVBUF, 64 << 20);
+	/* GRO: the kernel hands consecutive datagrams of a GSO send over in
+	 * one piece (fewer packets to allocate, segment and read). */
+	r->gro = !setsockopt(r->fd, SOL_UDP, UDP_GRO, &one, sizeof(one));
+	if (r->gro)
+		r->dgram = RX_GRO_BYTES;
 	return 0;
 }
 
@@ -210,43 +221,64 @@ void sc_mc_udp_rx_close(struct sc_mc_udp_rx *r)
 	r->bufs = NULL;
 }
 
+/* One datagram (n bytes at p) through the drop hook into rx. */
+static void rx_one(struct sc_mc_udp_rx *r, struct sc_mc_rx *rx, const uint8_t *p, size_t n,
+		   void (*done)(void *arg, uint64_t chunk), void *arg)
+{
+	uint64_t chunk;
+
+	r->read++;
+	if (r->drop_permille) {
+		r->seed ^= r->seed << 13;
+		r->seed ^= r->seed >> 7;
+		r->seed ^= r->seed << 17;
+		if (r->seed % 1000 < r->drop_permille) {
+			r->dropped++;
+			return;
+		}
+	}
+	if (sc_mc_rx_packet(rx, p, n, &chunk) == 1 && done)
+		done(arg, chunk);
+}
+
 int sc_mc_udp_poll(struct sc_mc_udp_rx *r, struct sc_mc_rx *rx, int max,
 		   void (*done)(void *arg, uint64_t chunk), void *arg)
 {
 	struct mmsghdr mm[RX_BATCH];
 	struct iovec iov[RX_BATCH];
-	int total = 0;
+	char ctl[RX_BATCH][CMSG_SPACE(sizeof(uint16_t))];
+	int batch = r->gro ? RX_GRO_BATCH : RX_BATCH, total = 0;
 
 	while (total < max) {
-		int want = max - total < RX_BATCH ? max - total : RX_BATCH;
+		int want = batch;
 		for (int i = 0; i < want; i++) {
 			iov[i] = (struct iovec){ r->bufs + (size_t)i * r->dgram, r->dgram };
-			mm[i].msg_hdr = (struct msghdr){ .msg_iov = &iov[i], .msg_iovlen = 1 };
+			mm[i].msg_hdr = (struct msghdr){ .msg_iov = &iov[i], .msg_iovlen = 1,
+							 .msg_control = r->gro ? ctl[i] : NULL,
+							 .msg_controllen = r->gro ? sizeof(ctl[i]) : 0 };
 		}
 		int n = recvmmsg(r->fd, mm, (unsigned)want, MSG_DONTWAIT, NULL);
 		if (n < 0)
 			return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? total : -errno;
 		for (int i = 0; i < n; i++) {
-			uint64_t chunk;
-			r->read++;
-			if (r->drop_permille) {
-				r->seed ^= r->seed << 13;
-				r->seed ^= r->seed >> 7;
-				r->seed ^= r->seed << 17;
-				if (r->seed % 1000 < r->drop_permille) {
-					r->dropped++;
-					continue;
-				}
-			}
-			if ((mm[i].msg_hdr.msg_flags & MSG_TRUNC) || mm[i].msg_len >= r->dgram) {
+			const uint8_t *p = r->bufs + (size_t)i * r->dgram;
+			size_t len = mm[i].msg_len, seg = len;
+			if ((mm[i].msg_hdr.msg_flags & MSG_TRUNC) || len >= r->dgram) {
+				r->read++;
 				rx->n.malformed++;
 				continue;
 			}
-			if (sc_mc_rx_packet(rx, r->bufs + (size_t)i * r->dgram, mm[i].msg_len, &chunk) == 1 &&
-			    done)
-				done(arg, chunk);
+			for (struct cmsghdr *cm = r->gro ? CMSG_FIRSTHDR(&mm[i].msg_hdr) : NULL; cm;
+			     cm = CMSG_NXTHDR(&mm[i].msg_hdr, cm))
+				if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO) {
+					uint16_t g;
+					memcpy(&g, CMSG_DATA(cm), sizeof(g));
+					seg = g ? g : len;
+				}
+			/* coalesced: datagrams of seg bytes, the last shorter */
+			for (size_t off = 0; off < len; off += seg, total++)
+				rx_one(r, rx, p + off, len - off < seg ? len - off : seg, done, arg);
 		}
-		total += n;
 		if (n < want)
 			break;
 	}

@@ -45,8 +45,10 @@ int sc_mc_udp_send(struct sc_mc_udp_tx *t, uint32_t job, uint64_t key, uint64_t 
 
 struct sc_mc_udp_rx {
 	int fd;
-	uint8_t *bufs; /* RX_BATCH datagrams of dgram bytes */
-	size_t dgram;
+	uint8_t *bufs; /* receive buffers of dgram bytes */
+	size_t dgram;  /* one receive: a datagram + 1, or 64 KiB with gro */
+	size_t seg;    /* a datagram at most: header + payload */
+	bool gro;      /* UDP_GRO: consecutive datagrams come coalesced */
 	/* test hook: drop this share (per mille) of datagrams as they are read,
 	 * as a lossy network would (netem is not available here); 0 in use */
 	unsigned drop_permille;
@@ -59,9 +61,9 @@ struct sc_mc_udp_rx {
 int sc_mc_udp_rx_open(struct sc_mc_udp_rx *r, const struct sockaddr_in *group, const char *iface,
 		      size_t payload, char *why, size_t whylen);
 void sc_mc_udp_rx_close(struct sc_mc_udp_rx *r);
-/* Reads the datagrams that are there (at most max) into rx; done(arg,
+/* Reads the datagrams that are there (about max at most) into rx; done(arg,
  * chunk) for each result they complete. Returns the datagrams read, or
- * -errno. */
+ * -errno. With UDP_GRO (where the kernel has it) a read may bring many. */
 int sc_mc_udp_poll(struct sc_mc_udp_rx *r, struct sc_mc_rx *rx, int max,
 		   void (*done)(void *arg, uint64_t chunk), void *arg);
 

@@ -1112,6 +1112,18 @@ int colln_close(void *coll_comm)
 	failover_fini(cc);
 	for (int i = 0; i < COLL_REQS; i++)
 		wstage_dereg(&cc->wstage[i]);
+	for (size_t ai = 0; cc->client && ai < client_naggs(cc->client); ai++) {
+		struct client_mc_info mi;
+		if (client_mc_info(cc->client, ai, &mi) || !mi.offered)
+			continue;
+		SC_INFO("aggregator %zu multicast: %s; %llu results from the group, %llu by unicast, "
+			"%llu NACKs; datagrams dropped: %llu foreign, %llu stale, %llu malformed, %llu duplicate",
+			ai, mi.in_group ? "in its group" : mi.why[0] ? mi.why : "out of its group (fenced or closed)",
+			(unsigned long long)mi.by_group,
+			(unsigned long long)mi.by_unicast, (unsigned long long)mi.nacks,
+			(unsigned long long)mi.foreign, (unsigned long long)mi.stale,
+			(unsigned long long)mi.malformed, (unsigned long long)mi.dups);
+	}
 	if (cc->client)
 		client_destroy(cc->client);
 	ring_fini(&cc->ring);
