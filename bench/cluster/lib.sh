@@ -137,6 +137,9 @@ sc_topo_up() {
   ip -n "$sw" link add br0 type bridge
   # No STP, no forwarding delay: ports forward as soon as they are up.
   ip -n "$sw" link set br0 type bridge stp_state 0 forward_delay 0 2>/dev/null || true
+  # IGMP snooping, the bridge its own querier: multicast goes to the ports whose hosts joined
+  # the group (as a datacenter switch does), not flooded (below) to every port.
+  ip -n "$sw" link set br0 type bridge mcast_snooping 1 mcast_querier 1 2>/dev/null || true
   ip -n "$sw" link set br0 up
   local i ns port ip rate
   for ((i = 0; i < SC_W + SC_A; i++)); do
@@ -156,6 +159,7 @@ sc_topo_up() {
       ip -n "$sw" link set "$port" mtu "$SC_MTU" && ip -n "$ns" link set eth0 mtu "$SC_MTU" ||
         sc_die "mtu $SC_MTU on $ns failed"
     fi
+    bridge -n "$sw" link set dev "$port" mcast_flood off 2>/dev/null || true
     ip -n "$sw" link set "$port" up
     ip -n "$ns" addr add "$ip/24" dev eth0
     ip -n "$ns" link set eth0 up
