@@ -13,7 +13,9 @@ Checks, per file:
   * sample names fit the family's type (histogram: _bucket with le, _sum,
     _count; counter and gauge: the family name itself);
   * counters end in _total, nothing else does; names use base units (no
-    _milliseconds, _ms, _kb, _percent, ...); every family starts with sumcast_;
+    _milliseconds, _ms, _kb, _percent, ...); every family starts with sumcast_, except the
+    process collector's standard names (PROCESS_STANDARD) that every
+    Prometheus client exports under the same name;
   * histograms: per label set, le ascending, counts cumulative, last bucket
     le="+Inf" equal to _count, _sum present;
   * labels: names match [a-zA-Z_][a-zA-Z0-9_]*, no unbounded identifiers (job
@@ -36,6 +38,9 @@ TYPE_RE = re.compile(r"^# TYPE (%s) (counter|gauge|histogram|summary|untyped)$" 
 NON_BASE_UNITS = ("_milliseconds", "_microseconds", "_nanoseconds", "_minutes", "_hours",
                   "_ms", "_us", "_ns", "_kb", "_mb", "_gb", "_kib", "_mib", "_gib",
                   "_kilobytes", "_megabytes", "_gigabytes", "_bits", "_percent", "_percentage")
+PROCESS_STANDARD = {"process_cpu_seconds_total", "process_resident_memory_bytes",
+                    "process_virtual_memory_bytes", "process_start_time_seconds",
+                    "process_open_fds", "process_max_fds"}
 UNBOUNDED_LABELS = {"id", "job_id", "jobid", "job", "rank", "addr", "address", "peer", "host",
                     "ip", "port", "endpoint", "handle", "pid"}
 MAX_VALUES = 300  # e.g. thread="0".."255" is bounded by the config's limit (256)
@@ -135,7 +140,7 @@ def lint(text, name="<input>"):
             errs.append("%s: %s has no # TYPE" % (name, fam))
         if fam not in family_order:
             errs.append("%s: %s has # HELP/# TYPE but no samples" % (name, fam))
-        if not fam.startswith("sumcast_"):
+        if not fam.startswith("sumcast_") and fam not in PROCESS_STANDARD:
             errs.append("%s: %s is not in the sumcast_ namespace" % (name, fam))
         if t == "counter" and not fam.endswith("_total"):
             errs.append("%s: counter %s does not end in _total" % (name, fam))
@@ -228,10 +233,15 @@ sumcast_d_seconds_bucket{le="0.1"} 1
 sumcast_d_seconds_bucket{le="+Inf"} 2
 sumcast_d_seconds_sum 0.3
 sumcast_d_seconds_count 2
+# HELP process_cpu_seconds_total CPU.
+# TYPE process_cpu_seconds_total counter
+process_cpu_seconds_total 1.5
 """
 # (replace, by, what the linter must say)
 BAD = [
     ("sumcast_x_total", "sumcast_x", "does not end in _total"),
+    ("sumcast_x_total", "other_x_total", "not in the sumcast_ namespace"),
+    ("process_cpu_seconds_total", "process_cpu_total", "not in the sumcast_ namespace"),
     ('_bucket{le="+Inf"} 2', '_bucket{le="+Inf"} 0', "not cumulative"),
     ("_count 2", "_count 5", "_count is"),
     ("# HELP sumcast_x_total X.\n", "", "has no # HELP"),
