@@ -445,8 +445,8 @@ static void handle_cqe(struct client *c, size_t ai, const struct fabric_cqe *e)
  * then brings the same bytes, and the slot waits for it). A rank out of
  * the group NACKs each such chunk once its data is posted. A rank in it
  * NACKs a chunk mc_nack_ns after the first evidence of a loss
- * (sc_mc_rx_gap, or a later chunk completed), or 100 x mc_nack_ns after it
- * was expected in any case. */
+ * (sc_mc_rx_gap, a later chunk completed, or no datagram from the group
+ * yet at all), or 100 x mc_nack_ns after it was expected in any case. */
 
 /* Ranks that take the result of r's bytes [off, off + len) (modes all and
  * take): the aggregator multicasts a result two or more take. */
@@ -596,7 +596,10 @@ static void mc_poll(struct client *c, size_t ai)
 			 * then. Without evidence, only a long silence: the result
 			 * may still queue behind the other aggregators' on this
 			 * node's link, or wait for a slow rank. */
-			bool lost = sc_mc_rx_gap(&a->mc_rx, s->chunk) || a->mc_hi > s->chunk + 1;
+			/* (nothing from the group yet at all: the switch may not
+			 * have learnt the join, so no evidence would ever come) */
+			bool lost = sc_mc_rx_gap(&a->mc_rx, s->chunk) || a->mc_hi > s->chunk + 1 ||
+				    !a->mc_rx.tick;
 			if (!lost)
 				s->mc_ev = 0;
 			else if (!s->mc_ev)
