@@ -481,7 +481,7 @@ int client_mc_info(const struct client *c, size_t agg, struct client_mc_info *ou
 	out->by_unicast = a->mc_by_unicast;
 	out->nacks = a->mc_nacks;
 	out->datagrams = a->mc_rx.n.packets;
-	out->dropped = a->mc_sock.dropped;
+	out->dropped = a->mc_rx.n.dropped;
 	out->foreign = a->mc_rx.n.foreign;
 	out->stale = a->mc_rx.n.stale;
 	out->dups = a->mc_rx.n.dups;

@@ -576,7 +576,7 @@ static void mc_poll(struct client *c, size_t ai)
 
 	if (a->mc_in) {
 		struct mc_ctx x = { c, ai };
-		int n = sc_mc_udp_poll(&a->mc_sock, &a->mc_rx, 8192, mc_done, &x); /* what is there */
+		int n = sc_mc_receiver_poll(&a->mc_sock, &a->mc_rx, 8192, mc_done, &x); /* what is there */
 		if (n < 0) {
 			snprintf(a->mc_why, sizeof(a->mc_why), "reading the group failed: %s", strerror(-n));
 			SC_WARN("%s: %s; results by unicast from now on", a->name, a->mc_why);
@@ -615,7 +615,7 @@ void client_mc_leave(struct client_agg *a)
 {
 	if (!a->mc_in)
 		return;
-	sc_mc_udp_rx_close(&a->mc_sock);
+	sc_mc_receiver_close(&a->mc_sock);
 	a->mc_in = false;
 }
 
@@ -628,6 +628,7 @@ void client_mc_join(struct client *c, size_t ai, const struct wire_join_ok *o)
 	char ifa[INET_ADDRSTRLEN] = "";
 	struct sockaddr_in g = { .sin_family = AF_INET, .sin_port = htons(o->mc_port),
 				 .sin_addr.s_addr = htonl(o->mc_group) };
+	enum sc_mc_via via = o->flags & WIRE_OK_F_MCAST_IB ? SC_MC_VIA_IB : SC_MC_VIA_IP;
 
 	a->mc = true;
 	if (a->ep->inject_size < 24 + 8 + tag) {
@@ -646,17 +647,18 @@ void client_mc_join(struct client *c, size_t ai, const struct wire_join_ok *o)
 	if (getsockname(a->fd, (struct sockaddr *)&me, &ml) || me.ss_family != AF_INET ||
 	    !inet_ntop(AF_INET, &((struct sockaddr_in *)&me)->sin_addr, ifa, sizeof(ifa))) {
 		snprintf(a->mc_why, sizeof(a->mc_why), "the control connection is not IPv4");
-	} else if (sc_mc_udp_rx_open(&a->mc_sock, &g, ifa, o->mc_payload, a->mc_why, sizeof(a->mc_why)) == 0) {
-		a->mc_sock.drop_permille = c->mc_drop_permille;
-		a->mc_sock.seed ^= 0x9e3779b97f4a7c15ull * (c->rank + 1); /* ranks drop apart */
-		if (sc_mc_rx_init(&a->mc_rx, o->job_handle, o->mc_key, o->window, o->mc_payload,
-				  o->chunk_bytes + tag) == 0) {
-			a->mc_in = true;
-			a->mc_why[0] = '\0';
-			return;
-		}
-		sc_mc_udp_rx_close(&a->mc_sock);
+	} else if (sc_mc_rx_init(&a->mc_rx, o->job_handle, o->mc_key, o->window, o->mc_payload,
+				 o->chunk_bytes + tag)) {
 		snprintf(a->mc_why, sizeof(a->mc_why), "out of memory for the group's assembly");
+	} else if (sc_mc_receiver_open(&a->mc_sock, via, &g, ifa, o->mc_payload, a->mc_why,
+				       sizeof(a->mc_why)) == 0) {
+		a->mc_rx.drop_permille = c->mc_drop_permille;
+		a->mc_rx.seed ^= 0x9e3779b97f4a7c15ull * (c->rank + 1); /* ranks drop apart */
+		a->mc_in = true;
+		a->mc_why[0] = '\0';
+		return;
+	} else {
+		sc_mc_rx_fini(&a->mc_rx);
 	}
 	SC_WARN("%s: cannot take results from multicast group (%s); this rank asks for each by unicast",
 		a->name, a->mc_why);

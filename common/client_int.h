@@ -13,7 +13,7 @@
 #include <sys/socket.h>
 
 #include "client.h"
-#include "mcast_udp.h"
+#include "mcast_link.h"
 #include "seal.h"
 #include "wire.h"
 
@@ -103,7 +103,7 @@ struct client_agg {
 	 * assembly of results from its datagrams */
 	bool mc;                   /* offered */
 	bool mc_in;                /* in the group: mc_sock open, mc_rx set up */
-	struct sc_mc_udp_rx mc_sock;
+	struct sc_mc_receiver mc_sock;
 	struct sc_mc_rx mc_rx;
 	uint32_t mc_nack_ranges;   /* ranges a NACK carries (fits an inject) */
 	uint64_t mc_hi;            /* 1 + the highest chunk completed from the group */

@@ -50,6 +50,20 @@ int sc_mc_hdr_decode(const uint8_t *buf, size_t n, struct sc_mc_hdr *out)
 	return 0;
 }
 
+size_t sc_mc_pack(uint8_t *out, const struct sc_mc_hdr *r, const uint8_t *src, uint32_t off,
+		  size_t payload)
+{
+	struct sc_mc_hdr h = *r;
+	uint32_t pl = h.len - off < payload ? h.len - off : (uint32_t)payload;
+
+	h.off = off;
+	h.plen = (uint16_t)pl;
+	sc_mc_hdr_encode(&h, out);
+	if (pl)
+		memcpy(out + SC_MC_HDR, src + off, pl);
+	return SC_MC_HDR + pl;
+}
+
 /* ---- assembly ---- */
 
 int sc_mc_rx_init(struct sc_mc_rx *rx, uint32_t job, uint64_t key, uint32_t window, size_t payload,
@@ -63,6 +77,7 @@ int sc_mc_rx_init(struct sc_mc_rx *rx, uint32_t job, uint64_t key, uint32_t wind
 	rx->window = window;
 	rx->payload = payload;
 	rx->max_len = max_len;
+	rx->seed = 0x2545F4914F6CDD1Dull;
 	rx->words = (sc_mc_npackets((uint32_t)max_len, payload) + 63) / 64;
 	rx->slots = calloc(window, sizeof(*rx->slots));
 	rx->bits_mem = calloc((size_t)window * rx->words, sizeof(uint64_t));
@@ -125,6 +140,24 @@ static int slot_mark(struct sc_mc_slot *s, uint32_t k)
 static bool slot_has(const struct sc_mc_slot *s, uint32_t k)
 {
 	return s->bits[k / 64] >> (k % 64) & 1;
+}
+
+void sc_mc_rx_take(struct sc_mc_rx *rx, const uint8_t *pkt, size_t n,
+		   void (*done)(void *arg, uint64_t chunk), void *arg)
+{
+	uint64_t chunk;
+
+	if (rx->drop_permille) {
+		rx->seed ^= rx->seed << 13;
+		rx->seed ^= rx->seed >> 7;
+		rx->seed ^= rx->seed << 17;
+		if (rx->seed % 1000 < rx->drop_permille) {
+			rx->n.dropped++;
+			return;
+		}
+	}
+	if (sc_mc_rx_packet(rx, pkt, n, &chunk) == 1 && done)
+		done(arg, chunk);
 }
 
 int sc_mc_rx_packet(struct sc_mc_rx *rx, const uint8_t *pkt, size_t n, uint64_t *done)

@@ -49,6 +49,13 @@ void sc_mc_hdr_encode(const struct sc_mc_hdr *h, uint8_t out[SC_MC_HDR]);
  * empty payload of a non-empty result) leaving *out alone. */
 int sc_mc_hdr_decode(const uint8_t *buf, size_t n, struct sc_mc_hdr *out);
 
+/* Lays out at out the datagram of result r (job, key, chunk, imm, len;
+ * r->off and r->plen are ignored) that starts at result byte off: the
+ * header and up to `payload` bytes of src + off. Returns its bytes. Every
+ * transport sends these. */
+size_t sc_mc_pack(uint8_t *out, const struct sc_mc_hdr *r, const uint8_t *src, uint32_t off,
+		  size_t payload);
+
 /* Datagrams of a result of len bytes with `payload` bytes per datagram
  * (an empty result is one datagram). */
 static inline uint32_t sc_mc_npackets(uint32_t len, size_t payload)
@@ -79,6 +86,7 @@ struct sc_mc_counts {
 	uint64_t malformed; /* failed sc_mc_hdr_decode (dropped) */
 	uint64_t stale;     /* of a chunk not expected now, or disagreeing with it (dropped) */
 	uint64_t repaired;  /* byte ranges filled by sc_mc_rx_fill (unicast repairs) */
+	uint64_t dropped;   /* by the test hook (drop_permille) */
 };
 
 /* A rank's receiver for one job and aggregator: `window` slots, results of
@@ -93,6 +101,10 @@ struct sc_mc_rx {
 	size_t words; /* bitmap words per slot */
 	uint64_t tick;       /* datagrams taken so far (a clock) */
 	uint64_t last_start; /* tick of the latest first datagram of a result */
+	/* test hook: sc_mc_rx_take drops this share (per mille) of datagrams,
+	 * as a lossy network would (netem is not available here); 0 in use */
+	unsigned drop_permille;
+	uint64_t seed; /* of the drop hook's xorshift */
 	struct sc_mc_counts n;
 };
 
@@ -110,6 +122,10 @@ void sc_mc_rx_drop(struct sc_mc_rx *rx, uint64_t chunk);
  * the slot is free again), 0 when taken or dropped (counted). Never
  * writes outside an expected result's dst. */
 int sc_mc_rx_packet(struct sc_mc_rx *rx, const uint8_t *pkt, size_t n, uint64_t *done);
+/* A datagram as a transport read it: through the drop hook into
+ * sc_mc_rx_packet, done(arg, chunk) when it completed a result. */
+void sc_mc_rx_take(struct sc_mc_rx *rx, const uint8_t *pkt, size_t n,
+		   void (*done)(void *arg, uint64_t chunk), void *arg);
 /* Evidence that datagrams of chunk were lost (one sender sends each
  * result whole, in order, before the next): one is missing below the
  * highest that came, or another result began after this one's last

@@ -137,6 +137,7 @@ int sc_mc_udp_send(struct sc_mc_udp_tx *t, uint32_t job, uint64_t key, uint64_t 
 		   const void *buf, uint32_t len)
 {
 	const uint8_t *src = buf;
+	const struct sc_mc_hdr r = { .job = job, .key = key, .chunk = chunk, .imm = imm, .len = len };
 	size_t seg = SC_MC_HDR + t->payload;
 	uint32_t off = 0;
 
@@ -146,15 +147,11 @@ int sc_mc_udp_send(struct sc_mc_udp_tx *t, uint32_t job, uint64_t key, uint64_t 
 		/* Full datagrams together; a result's short last one ends a
 		 * send (GSO segments are all `seg` bytes but the last). */
 		while (n < t->segs && (off < len || (!len && !n))) {
-			uint32_t pl = len - off < t->payload ? len - off : (uint32_t)t->payload;
-			struct sc_mc_hdr h = { job, key, chunk, imm, len, off, (uint16_t)pl };
-			sc_mc_hdr_encode(&h, t->lay + total);
-			if (pl)
-				memcpy(t->lay + total + SC_MC_HDR, src + off, pl);
-			total += SC_MC_HDR + pl;
-			off += pl;
+			size_t b = sc_mc_pack(t->lay + total, &r, src, off, t->payload);
+			total += b;
+			off += (uint32_t)(b - SC_MC_HDR);
 			n++;
-			if (pl < t->payload)
+			if (b - SC_MC_HDR < t->payload)
 				break;
 		}
 		int rc = send_laid(t, n, seg, total);
@@ -171,7 +168,6 @@ int sc_mc_udp_rx_open(struct sc_mc_udp_rx *r, const struct sockaddr_in *group, c
 	int one = 1, rc;
 
 	memset(r, 0, sizeof(*r));
-	r->seed = 0x2545F4914F6CDD1Dull;
 	r->seg = SC_MC_HDR + payload;
 	r->dgram = r->seg + 1; /* + 1: a longer datagram shows as truncated */
 	r->bufs = payload && r->seg <= 65507 ? malloc(RX_GRO_BATCH * RX_GRO_BYTES) : NULL;
@@ -184,6 +180,7 @@ int sc_mc_udp_rx_open(struct sc_mc_udp_rx *r, const struct sockaddr_in *group, c
 	if (r->fd < 0) {
 		rc = -errno;
 		snprintf(why, whylen, "multicast receiver: %s", strerror(-rc));
+		sc_mc_udp_rx_close(r);
 		return rc;
 	}
 	m.imr_multiaddr = group->sin_addr;
@@ -221,26 +218,6 @@ void sc_mc_udp_rx_close(struct sc_mc_udp_rx *r)
 	r->bufs = NULL;
 }
 
-/* One datagram (n bytes at p) through the drop hook into rx. */
-static void rx_one(struct sc_mc_udp_rx *r, struct sc_mc_rx *rx, const uint8_t *p, size_t n,
-		   void (*done)(void *arg, uint64_t chunk), void *arg)
-{
-	uint64_t chunk;
-
-	r->read++;
-	if (r->drop_permille) {
-		r->seed ^= r->seed << 13;
-		r->seed ^= r->seed >> 7;
-		r->seed ^= r->seed << 17;
-		if (r->seed % 1000 < r->drop_permille) {
-			r->dropped++;
-			return;
-		}
-	}
-	if (sc_mc_rx_packet(rx, p, n, &chunk) == 1 && done)
-		done(arg, chunk);
-}
-
 int sc_mc_udp_poll(struct sc_mc_udp_rx *r, struct sc_mc_rx *rx, int max,
 		   void (*done)(void *arg, uint64_t chunk), void *arg)
 {
@@ -264,7 +241,6 @@ int sc_mc_udp_poll(struct sc_mc_udp_rx *r, struct sc_mc_rx *rx, int max,
 			const uint8_t *p = r->bufs + (size_t)i * r->dgram;
 			size_t len = mm[i].msg_len, seg = len;
 			if ((mm[i].msg_hdr.msg_flags & MSG_TRUNC) || len >= r->dgram) {
-				r->read++;
 				rx->n.malformed++;
 				continue;
 			}
@@ -277,7 +253,7 @@ int sc_mc_udp_poll(struct sc_mc_udp_rx *r, struct sc_mc_rx *rx, int max,
 				}
 			/* coalesced: datagrams of seg bytes, the last shorter */
 			for (size_t off = 0; off < len; off += seg, total++)
-				rx_one(r, rx, p + off, len - off < seg ? len - off : seg, done, arg);
+				sc_mc_rx_take(rx, p + off, len - off < seg ? len - off : seg, done, arg);
 		}
 		if (n < want)
 			break;

@@ -10,7 +10,7 @@
  * where the kernel refuses UDP_SEGMENT, sendmmsg of the same datagrams
  * (counted). Receiver: bound to the group and port, joined on the rank's
  * interface, non-blocking; sc_mc_udp_poll reads what is there (recvmmsg)
- * into a receiver (sc_mc_rx). IPv4 only. */
+ * into a receiver (sc_mc_rx_take). IPv4 only. */
 #ifndef SUMCAST_MCAST_UDP_H
 #define SUMCAST_MCAST_UDP_H
 
@@ -49,10 +49,6 @@ struct sc_mc_udp_rx {
 	size_t dgram;  /* one receive: a datagram + 1, or 64 KiB with gro */
 	size_t seg;    /* a datagram at most: header + payload */
 	bool gro;      /* UDP_GRO: consecutive datagrams come coalesced */
-	/* test hook: drop this share (per mille) of datagrams as they are read,
-	 * as a lossy network would (netem is not available here); 0 in use */
-	unsigned drop_permille;
-	uint64_t read, dropped, seed;
 };
 
 /* A receiver of group on the interface with address iface, non-blocking,

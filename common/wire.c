@@ -147,6 +147,7 @@ static bool join_ok_valid(const struct wire_join_ok *o)
 	       o->window <= WIRE_SLOTS_MAX && o->chunk_bytes > 0 && o->chunk_bytes % 8 == 0 &&
 	       o->chunk_bytes <= (64u << 20) && o->addr_len >= 1 && o->addr_len <= WIRE_ADDR_MAX &&
 	       !(o->flags & ~WIRE_OK_F_ALL) &&
+	       (!(o->flags & WIRE_OK_F_MCAST_IB) || (o->flags & WIRE_OK_F_MCAST)) &&
 	       (!(o->flags & WIRE_OK_F_MCAST) ||
 		((o->mc_group >> 28) == 0xE && o->mc_port && o->mc_payload >= 64 &&
 		 o->mc_payload <= 65507 - 40));

@@ -144,8 +144,9 @@ struct wire_join_ok {
 	uint16_t addr_len;
 	uint8_t addr[WIRE_ADDR_MAX]; /* the daemon's data endpoint for this job */
 	uint64_t data_nonce; /* WIRE_OK_F_SEALED: the job key's nonce (seal.h) */
-	/* WIRE_OK_F_MCAST: results of this job also go to an IP multicast
-	 * group (mcast.h); these follow data_nonce on the wire, 16 bytes */
+	/* WIRE_OK_F_MCAST: results of this job also go to a multicast group
+	 * (mcast.h; IPv4, over UDP or WIRE_OK_F_MCAST_IB); these follow
+	 * data_nonce on the wire, 16 bytes */
 	uint32_t mc_group;   /* IPv4 group, host byte order (224.0.0.0/4) */
 	uint16_t mc_port;    /* UDP port, > 0 */
 	uint16_t mc_payload; /* result bytes per datagram, 1..65507 - SC_MC_HDR */
@@ -160,7 +161,10 @@ struct wire_join_ok {
  * results"): a rank that joins mc_group takes results from it; one that
  * cannot asks for each result by NACK (mode NACK) and gets it by unicast. */
 #define WIRE_OK_F_MCAST 0x2
-#define WIRE_OK_F_ALL 0x3
+/* With WIRE_OK_F_MCAST: the group is joined over InfiniBand/RoCE (a UD
+ * QP, librdmacm; mcast_ib.h), not by a UDP socket; mc_port is unused. */
+#define WIRE_OK_F_MCAST_IB 0x4
+#define WIRE_OK_F_ALL 0x7
 
 struct wire_text {
 	uint32_t job_handle; /* ABORT; 0 for REFUSE */

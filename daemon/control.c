@@ -13,7 +13,7 @@
 #include "clock.h"
 #include "control.h"
 #include "ctl.h"
-#include "mcast_udp.h"
+#include "mcast_link.h"
 #include "log.h"
 #include "notify.h"
 
@@ -134,37 +134,62 @@ uint32_t control_ranks(const struct daemon *d)
 
 /* ---- start, stop ---- */
 
-/* fabric.multicast: ip must work (a sender opens on the interface), auto
- * falls back to unicast with a line saying why. */
+/* fabric.multicast: ib needs an RDMA device on the interface (its port's
+ * MTU sizes the packets), ip a UDP sender that opens on it; auto takes ib
+ * where there is a device (kernel bypass), else ip, else unicast with a
+ * line saying why. */
 static int mc_resolve(struct daemon *d)
 {
 	const struct settings *s = &d->cfg;
-	struct sc_mc_udp_tx tx;
+	const char *ifa = settings_mc_iface(s);
+	bool ib = !strcmp(s->multicast, "ib"), autom = !strcmp(s->multicast, "auto");
+	struct sc_mc_sender tx;
 	struct sockaddr_in g = { .sin_family = AF_INET };
-	char why[256];
+	char why[256], why_ib[256] = "";
+	size_t mtu;
+	int rc;
 
 	d->mc = false;
 	if (!strcmp(s->multicast, "off"))
 		return 0;
 	if (settings_parse_groups(s->multicast_groups, &d->mc_first, &d->mc_count))
 		return -EINVAL; /* settings_check said so already */
+	if (ib || autom) {
+		rc = sc_mc_ib_probe(ifa, &mtu, why_ib, sizeof(why_ib));
+		if (!rc && mtu > SC_MC_HDR + 64) {
+			d->mc = true;
+			d->mc_via = SC_MC_VIA_IB;
+			d->mc_payload = (uint16_t)(mtu - SC_MC_HDR);
+			SC_INFO("multicast results: InfiniBand/RoCE UD, a group of %s per job, from %s, "
+				"port MTU %zu", s->multicast_groups, ifa, mtu);
+			return 0;
+		}
+		if (!rc)
+			snprintf(why_ib, sizeof(why_ib), "the port's MTU of %zu is too small", mtu);
+		if (ib) {
+			SC_ERR("fabric.multicast = ib: %s", why_ib);
+			return rc ? rc : -EMSGSIZE;
+		}
+	}
 	g.sin_addr.s_addr = htonl(d->mc_first);
 	g.sin_port = htons((uint16_t)s->multicast_port);
-	int rc = sc_mc_udp_tx_open(&tx, settings_mc_iface(s), &g,
-				   (size_t)s->multicast_mtu - 28 - SC_MC_HDR, 1, why, sizeof(why));
+	d->mc_via = SC_MC_VIA_IP;
+	d->mc_payload = (uint16_t)(s->multicast_mtu - 28 - SC_MC_HDR);
+	rc = sc_mc_sender_open(&tx, SC_MC_VIA_IP, ifa, &g, d->mc_payload, why, sizeof(why));
 	if (rc) {
-		if (!strcmp(s->multicast, "ip")) {
+		if (!autom) {
 			SC_ERR("fabric.multicast = ip: %s", why);
 			return rc;
 		}
-		SC_WARN("fabric.multicast = auto: results go by unicast (%s)", why);
+		SC_WARN("fabric.multicast = auto: results go by unicast (ib: %s; ip: %s)", why_ib, why);
 		return 0;
 	}
-	sc_mc_udp_tx_close(&tx);
+	sc_mc_sender_close(&tx);
 	d->mc = true;
+	if (autom)
+		SC_INFO("fabric.multicast = auto: IP multicast (ib: %s)", why_ib);
 	SC_INFO("multicast results: a group of %s per job, UDP port %lld, from %s, MTU %lld",
-		s->multicast_groups, (long long)s->multicast_port, settings_mc_iface(s),
-		(long long)s->multicast_mtu);
+		s->multicast_groups, (long long)s->multicast_port, ifa, (long long)s->multicast_mtu);
 	return 0;
 }
 

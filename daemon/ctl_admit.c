@@ -10,6 +10,7 @@
 #include "ctl.h"
 #include "fabric.h"
 #include "log.h"
+#include "mcast_link.h"
 #include "notify.h"
 #include "reduce.h"
 
@@ -176,7 +177,8 @@ void admit_rank_added(struct daemon *d, struct dcmd *ev)
 	m.u.join_ok.job_handle = j->handle;
 	m.u.join_ok.window = j->window;
 	m.u.join_ok.chunk_bytes = j->payload;
-	m.u.join_ok.flags = (j->sealed ? WIRE_OK_F_SEALED : 0) | (j->mc ? WIRE_OK_F_MCAST : 0);
+	m.u.join_ok.flags = (j->sealed ? WIRE_OK_F_SEALED : 0) | (j->mc ? WIRE_OK_F_MCAST : 0) |
+				(j->mc && j->mc_via == SC_MC_VIA_IB ? WIRE_OK_F_MCAST_IB : 0);
 	m.u.join_ok.mc_group = j->mc_group;
 	m.u.join_ok.mc_port = j->mc_port;
 	m.u.join_ok.mc_payload = j->mc_payload;

@@ -135,8 +135,9 @@ struct job *job_create(struct daemon *d, const struct wire_join *w, struct dthre
 		 * every datagram keeps apart). */
 		j->mc = true;
 		j->mc_group = d->mc_first + (j->handle - 1) % d->mc_count;
+		j->mc_via = d->mc_via;
 		j->mc_port = (uint16_t)d->cfg.multicast_port;
-		j->mc_payload = (uint16_t)(d->cfg.multicast_mtu - 28 - SC_MC_HDR);
+		j->mc_payload = d->mc_payload;
 		if (getrandom(&j->mc_key, sizeof(j->mc_key), 0) != sizeof(j->mc_key))
 			goto err;
 	}

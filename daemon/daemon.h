@@ -59,6 +59,8 @@ struct daemon {
 	/* fabric.multicast resolved at start: jobs get a group of
 	 * [mc_first, mc_first + mc_count) */
 	bool mc;
+	int mc_via;          /* enum sc_mc_via: ip, or ib (mcast_link.h) */
+	uint16_t mc_payload; /* result bytes per datagram, from the path's MTU */
 	uint32_t mc_first, mc_count;
 
 	struct job *jobs;      /* every job until its memory is back, ENDING ones too */

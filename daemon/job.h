@@ -76,7 +76,7 @@
 
 struct conn;
 struct dthread;
-struct sc_mc_udp_tx;
+struct sc_mc_sender;
 struct job;
 
 /* Completion context of one posted operation. */
@@ -195,6 +195,7 @@ struct job {
 	/* Multicast results (fabric.multicast, result.c): the job's group, its
 	 * random key (in every datagram) and result bytes per datagram. */
 	bool mc;
+	int mc_via;        /* enum sc_mc_via (mcast_link.h) */
 	uint32_t mc_group; /* IPv4, host byte order */
 	uint16_t mc_port, mc_payload;
 	uint64_t mc_key;
@@ -220,7 +221,7 @@ struct job {
 	/* data */
 	void *region;
 	struct fabric_mr mr;
-	struct sc_mc_udp_tx *mc_tx; /* the job's multicast sender (mc jobs) */
+	struct sc_mc_sender *mc_tx; /* the job's multicast sender (mc jobs) */
 	struct slot *slots;
 	struct rslot *rslots; /* [slot * nranks + rank] */
 	struct job *dnext;

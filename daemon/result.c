@@ -21,7 +21,7 @@
 
 #include "dp.h"
 #include "log.h"
-#include "mcast_udp.h"
+#include "mcast_link.h"
 #include "seal.h"
 
 static int result_init(struct dthread *t, struct job *j)
@@ -41,7 +41,7 @@ static int result_init(struct dthread *t, struct job *j)
 	j->mc_tx = malloc(sizeof(*j->mc_tx));
 	if (!j->mc_tx)
 		return -FI_ENOMEM;
-	int rc = sc_mc_udp_tx_open(j->mc_tx, t->mc_iface, &g, j->mc_payload, 1, why, sizeof(why));
+	int rc = sc_mc_sender_open(j->mc_tx, j->mc_via, t->mc_iface, &g, j->mc_payload, why, sizeof(why));
 	if (rc) {
 		SC_ERR("job 0x%llx: %s", (unsigned long long)j->id, why);
 		free(j->mc_tx);
@@ -73,12 +73,13 @@ static int result_plan(struct dthread *t, struct job *j, struct slot *s)
 	}
 	if (!s->mc)
 		return 0;
-	uint64_t dg = j->mc_tx->datagrams;
-	int rc = sc_mc_udp_send(j->mc_tx, j->handle, j->mc_key, s->chunk, s->imm, s->acc, (uint32_t)full);
-	if (rc)
+	const struct sc_mc_hdr r = { .job = j->handle, .key = j->mc_key, .chunk = s->chunk, .imm = s->imm,
+				     .len = (uint32_t)full };
+	uint64_t dg = sc_mc_sender_datagrams(j->mc_tx);
+	if (sc_mc_sender_send(j->mc_tx, &r, s->acc))
 		return -FI_EIO;
 	ctr_add(&t->stats.mc_results, 1);
-	ctr_add(&t->stats.mc_datagrams, j->mc_tx->datagrams - dg);
+	ctr_add(&t->stats.mc_datagrams, sc_mc_sender_datagrams(j->mc_tx) - dg);
 	ctr_add(&t->stats.mc_tx_bytes, s->len);
 	ctr_add(&t->stats.tx_bytes, s->len);
 	ctr_add(&j->bytes_out, s->len);
@@ -175,7 +176,7 @@ static void result_fini(struct dthread *t, struct job *j)
 {
 	(void)t;
 	if (j->mc_tx) {
-		sc_mc_udp_tx_close(j->mc_tx);
+		sc_mc_sender_close(j->mc_tx);
 		free(j->mc_tx);
 		j->mc_tx = NULL;
 	}

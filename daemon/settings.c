@@ -56,8 +56,8 @@ const struct cfg_entry settings_table[] = {
 	  "providers without it, or false, rely on the seal alone (keyed jobs) to reject foreign data",
 	  S(source_check), 0, 0, false },
 	{ "fabric", "multicast", CFG_STRING, "off",
-	  "Results by multicast (docs/daemon.md): off; ip (one UDP send per result to a group per job); "
-	  "auto (ip if the interface can, else off); ib (not in this build). Needs a restart",
+	  "Results by multicast to a group per job (docs/daemon.md): off; ip (UDP); ib (InfiniBand/RoCE "
+	  "UD, librdmacm); auto (ib on an RDMA device, else ip, else off). Needs a restart",
 	  S(multicast), 0, 0, false },
 	{ "fabric", "multicast-groups", CFG_STRING, "239.194.0.0/16",
 	  "IPv4 multicast prefix the jobs' groups are taken from (one group per job)",
@@ -68,7 +68,8 @@ const struct cfg_entry settings_table[] = {
 	  "Address of the interface results are multicast from; empty: fabric.node",
 	  S(multicast_iface), 0, 0, false },
 	{ "fabric", "multicast-mtu", CFG_INT, "1500",
-	  "IP MTU of the multicast path: each datagram carries MTU - 68 bytes of result",
+	  "IP MTU of the multicast path: each datagram carries MTU - 68 bytes of result (ip; ib "
+	  "takes the port's active MTU, less 40)",
 	  S(multicast_mtu), 576, 65535, false },
 	{ "data", "threads", CFG_INT, "1",
 	  "Data-plane threads; each owns one fabric endpoint and the jobs assigned to it",
@@ -219,12 +220,6 @@ int settings_check(const struct settings *s, struct cfg_error *err)
 	    strcmp(s->multicast, "ib")) {
 		snprintf(err->msg, sizeof(err->msg),
 			 "fabric.multicast = \"%s\": expected off, ip, auto or ib", s->multicast);
-		return -EINVAL;
-	}
-	if (!strcmp(s->multicast, "ib")) {
-		snprintf(err->msg, sizeof(err->msg),
-			 "fabric.multicast = ib: this build has no InfiniBand/RoCE multicast transport "
-			 "(docs/daemon.md, \"Multicast results\"); use ip, auto or off");
 		return -EINVAL;
 	}
 	if (settings_parse_groups(s->multicast_groups, &g0, &gn)) {

@@ -13,11 +13,12 @@
 set -euo pipefail
 
 # Build and run: compiler, CMake, the libraries (libfabric, libevent, inih,
-# cmocka, libcrypto, libsystemd, libcurl + jansson for sumcastctl), and the
+# cmocka, libcrypto, libsystemd, libcurl + jansson for sumcastctl, rdma-core's
+# librdmacm + libibverbs for InfiniBand/RoCE multicast results), and the
 # tools the demo and the daemon's scripts call.
 pkgs=(build-essential cmake pkg-config
       libfabric-dev libfabric-bin libevent-dev libinih-dev libcmocka-dev libssl-dev
-      libsystemd-dev libcurl4-openssl-dev libjansson-dev
+      libsystemd-dev libcurl4-openssl-dev libjansson-dev librdmacm-dev libibverbs-dev
       iproute2 procps python3)
 # The suite, by test:
 #   fuzz/libfuzzer  clang + libFuzzer runtime (ASan, UBSan)

@@ -419,7 +419,7 @@ listen = $ip
 [fabric]
 provider = $SC_FABRIC_PROVIDER
 node = $ip
-${SC_MC:+multicast = ip}
+${SC_MC:+multicast = ${SC_MC_VIA:-ip}}
 ${SC_MC:+multicast-groups = 239.194.$j.0/24}
 ${SC_MC:+multicast-mtu = ${SC_MTU:-1500}}
 

@@ -133,8 +133,9 @@ def fmt_size(b):
 
 
 def config_rows(rows, W, A, R):
+    """The configuration's bandwidth rows (not its fabric_rtt latency probes)."""
     return [r for r in rows if r.get("workers") == W and r.get("aggs") == A
-            and float(r.get("link_mbit", 0)) == float(R)]
+            and float(r.get("link_mbit", 0)) == float(R) and "algbw_gbps" in r]
 
 
 def key(r):

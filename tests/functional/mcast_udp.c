@@ -87,9 +87,9 @@ static int receive_all(const struct sockaddr_in *group, unsigned drop_permille, 
 	char why[256];
 
 	CHECK(sc_mc_udp_rx_open(&r, group, "127.0.0.1", PAYLOAD, why, sizeof(why)) == 0, "%s", why);
-	r.drop_permille = drop_permille;
-	r.seed = 0xD1B54A32D192ED03ull; /* other datagrams than the first rank's */
 	CHECK(sc_mc_rx_init(&rx, JOB, KEY, WINDOW, PAYLOAD, MAXLEN) == 0, "rx init");
+	rx.drop_permille = drop_permille;
+	rx.seed = 0xD1B54A32D192ED03ull; /* other datagrams than the first rank's */
 	for (uint64_t c0 = 0; c0 < RESULTS; c0 += WINDOW) {
 		for (uint64_t c = c0; c < c0 + WINDOW && c < RESULTS; c++)
 			CHECK(sc_mc_rx_expect(&rx, c, result_len(c), (uint32_t)c, got[c % WINDOW]) == 0,
@@ -129,7 +129,7 @@ static int receive_all(const struct sockaddr_in *group, unsigned drop_permille, 
 			      (unsigned long long)c, len);
 		}
 	}
-	*lost = r.dropped;
+	*lost = rx.n.dropped;
 	*repaired = rx.n.repaired;
 	CHECK(rx.n.foreign == 0 && rx.n.malformed == 0, "foreign %llu malformed %llu",
 	      (unsigned long long)rx.n.foreign, (unsigned long long)rx.n.malformed);
@@ -171,8 +171,8 @@ static int run(unsigned drop_permille, bool gso)
 	struct done_arg d = { { false } };
 	static uint8_t got[WINDOW][MAXLEN];
 	CHECK(sc_mc_udp_rx_open(&r, &group, "127.0.0.1", PAYLOAD, why, sizeof(why)) == 0, "%s", why);
-	r.drop_permille = drop_permille;
 	CHECK(sc_mc_rx_init(&rx, JOB, KEY, WINDOW, PAYLOAD, MAXLEN) == 0, "rx init");
+	rx.drop_permille = drop_permille;
 	uint64_t repaired = 0;
 	for (uint64_t c0 = 0; c0 < RESULTS; c0 += WINDOW) {
 		char ch;
@@ -222,9 +222,9 @@ static int run(unsigned drop_permille, bool gso)
 	       "(GSO refused %llu); rank 0 dropped %llu and repaired %llu ranges, rank 1 dropped %llu "
 	       "and repaired %llu\n", drop_permille / 10.0, gso ? "gso" : "sendmmsg", RESULTS,
 	       (unsigned long long)t.datagrams, (unsigned long long)t.sends,
-	       (unsigned long long)t.gso_refused, (unsigned long long)r.dropped,
+	       (unsigned long long)t.gso_refused, (unsigned long long)rx.n.dropped,
 	       (unsigned long long)repaired, (unsigned long long)v[1], (unsigned long long)v[2]);
-	CHECK(!drop_permille || (r.dropped > 0 && repaired > 0 && v[1] > 0 && v[2] > 0),
+	CHECK(!drop_permille || (rx.n.dropped > 0 && repaired > 0 && v[1] > 0 && v[2] > 0),
 	      "drops were asked for but none happened or none was repaired");
 	CHECK(drop_permille || (repaired == 0 && v[2] == 0), "repairs without loss (the sender lost "
 	      "datagrams on loopback?)");

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "mcast.h"
+#include "mcast_ib.h"
 
 #define PAYLOAD 1432 /* a 1500-byte MTU less IP, UDP and our header */
 #define WINDOW 4
@@ -40,13 +41,11 @@ static size_t cut(uint32_t job, uint64_t key, uint64_t chunk, uint32_t imm, cons
 		  uint32_t len, struct dgram *out)
 {
 	uint32_t np = sc_mc_npackets(len, PAYLOAD);
+	const struct sc_mc_hdr r = { .job = job, .key = key, .chunk = chunk, .imm = imm, .len = len };
 
 	for (uint32_t k = 0; k < np; k++) {
-		uint32_t off = k * PAYLOAD, plen = len - off < PAYLOAD ? len - off : PAYLOAD;
-		struct sc_mc_hdr h = { job, key, chunk, imm, len, off, (uint16_t)plen };
-		sc_mc_hdr_encode(&h, out[k].b);
-		memcpy(out[k].b + SC_MC_HDR, res + off, plen);
-		out[k].n = SC_MC_HDR + plen;
+		out[k].n = sc_mc_pack(out[k].b, &r, res, k * PAYLOAD, PAYLOAD);
+		assert_int_equal(out[k].n, SC_MC_HDR + (len - k * PAYLOAD < PAYLOAD ? len - k * PAYLOAD : PAYLOAD));
 	}
 	return np;
 }
@@ -190,6 +189,71 @@ static void test_loss_0(void **state) { (void)state; assert_int_equal(run_loss(0
 static void test_loss_1(void **state) { (void)state; assert_true(run_loss(1) > 0); }
 static void test_loss_10(void **state) { (void)state; assert_true(run_loss(10) > 0); }
 
+/* What the InfiniBand/RoCE receive path does with a completion, without
+ * the HCA: each receive buffer is the 40-byte GRH and then the packet
+ * (sc_mc_ib_unwrap), which goes through the drop hook (sc_mc_rx_take) into
+ * the assembly; packets of a 4096-byte MTU. */
+struct took {
+	int n;
+	uint64_t last;
+};
+
+static void on_took(void *arg, uint64_t chunk)
+{
+	struct took *t = arg;
+	t->n++;
+	t->last = chunk;
+}
+
+static void test_ib_receive(void **state)
+{
+	enum { IBPAY = 4096 - SC_MC_HDR, LEN = 3 * IBPAY + 100 };
+	static uint8_t res[LEN], got[LEN], wc[4][SC_MC_IB_GRH + SC_MC_HDR + IBPAY];
+	struct sc_mc_hdr r = { .job = 9, .key = 0xfeedull, .chunk = 5, .imm = 77, .len = LEN };
+	struct sc_mc_rx rx;
+	struct took t = { 0, 0 };
+	size_t n[4];
+	const uint8_t *pkt = NULL;
+
+	(void)state;
+	assert_int_equal(sc_mc_ib_mtu_bytes(5), 4096);
+	assert_int_equal(sc_mc_ib_mtu_bytes(1), 256);
+	assert_int_equal(sc_mc_ib_mtu_bytes(0), 0);
+	for (size_t i = 0; i < LEN; i++)
+		res[i] = (uint8_t)rnd();
+	assert_int_equal(sc_mc_npackets(LEN, IBPAY), 4);
+	for (uint32_t k = 0; k < 4; k++) {
+		memset(wc[k], 0x6b, SC_MC_IB_GRH); /* the GRH: not ours to read */
+		n[k] = SC_MC_IB_GRH + sc_mc_pack(wc[k] + SC_MC_IB_GRH, &r, res, k * IBPAY, IBPAY);
+	}
+	assert_int_equal(n[3], SC_MC_IB_GRH + SC_MC_HDR + 100);
+	assert_int_equal(sc_mc_rx_init(&rx, 9, 0xfeedull, 4, IBPAY, LEN), 0);
+	assert_int_equal(sc_mc_rx_expect(&rx, 5, LEN, 77, got), 0);
+	/* a receive no longer than the GRH carries no packet */
+	assert_int_equal(sc_mc_ib_unwrap(wc[0], SC_MC_IB_GRH, &pkt), 0);
+	for (int k = 3; k >= 0; k--) {
+		size_t pl = sc_mc_ib_unwrap(wc[k], n[k], &pkt);
+		assert_int_equal(pl, n[k] - SC_MC_IB_GRH);
+		sc_mc_rx_take(&rx, pkt, pl, on_took, &t);
+	}
+	assert_int_equal(t.n, 1);
+	assert_int_equal(t.last, 5);
+	assert_memory_equal(got, res, LEN);
+	/* the drop hook: everything dropped at 1000 per mille, and counted */
+	rx.drop_permille = 1000;
+	assert_int_equal(sc_mc_rx_expect(&rx, 6, LEN, 77, got), 0);
+	r.chunk = 6;
+	for (uint32_t k = 0; k < 4; k++) {
+		size_t b = sc_mc_pack(wc[k], &r, res, k * IBPAY, IBPAY);
+		sc_mc_rx_take(&rx, wc[k], b, on_took, &t);
+	}
+	assert_int_equal(t.n, 1);
+	assert_int_equal(rx.n.dropped, 4);
+	assert_int_equal(sc_mc_rx_missing(&rx, 6, (struct sc_mc_range[SC_MC_NACK_RANGES]){ { 0, 0 } },
+					  SC_MC_NACK_RANGES), 1);
+	sc_mc_rx_fini(&rx);
+}
+
 static void test_nack_rejects(void **state)
 {
 	struct sc_mc_nack m = { 1, 2, 3, 1, { { 10, 20 } } }, o;
@@ -221,6 +285,7 @@ int main(void)
 		cmocka_unit_test(test_loss_0),
 		cmocka_unit_test(test_loss_1),
 		cmocka_unit_test(test_loss_10),
+		cmocka_unit_test(test_ib_receive),
 		cmocka_unit_test(test_nack_rejects),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -90,6 +90,14 @@ static void test_roundtrip_all(void **state)
 	ok.u.join_ok.mc_group = 0xEFC20005u;
 	ok.u.join_ok.mc_payload = 10;
 	assert_int_equal(wire_msg_encode(&ok, buf, sizeof(buf)), -EINVAL);
+	ok.u.join_ok.mc_payload = 4056;
+	/* over InfiniBand/RoCE: the same fields; the flag alone is refused */
+	ok.u.join_ok.flags = WIRE_OK_F_MCAST | WIRE_OK_F_MCAST_IB;
+	assert_int_equal(roundtrip(&ok, &out), 0);
+	assert_int_equal(out.u.join_ok.flags, WIRE_OK_F_MCAST | WIRE_OK_F_MCAST_IB);
+	assert_int_equal(out.u.join_ok.mc_payload, 4056);
+	ok.u.join_ok.flags = WIRE_OK_F_MCAST_IB;
+	assert_int_equal(wire_msg_encode(&ok, buf, sizeof(buf)), -EINVAL);
 
 	struct wire_msg rf = { .type = WIRE_REFUSE };
 	rf.u.refuse.code = WIRE_E_NRANKS;
