@@ -512,6 +512,10 @@ static void mc_nack(struct client *c, struct client_agg *a, uint32_t si)
 		}
 		s->recv_posted = 1;
 	}
+	SC_DBG("%s: NACK chunk %llu after %.1f ms (evidence %.1f ms ago, %s); tick %llu, hi %llu, %u ranges",
+		 a->name, (unsigned long long)s->chunk, (sc_now_ns() - s->mc_t0) / 1e6,
+		 s->mc_ev ? (sc_now_ns() - s->mc_ev) / 1e6 : -1.0, a->mc_in ? "in" : "out",
+		 (unsigned long long)a->mc_rx.tick, (unsigned long long)a->mc_hi, m.nranges);
 	int n = sc_mc_nack_encode(&m, buf, sizeof(buf));
 	uint32_t imm = wire_imm_with_mode(s->imm, WIRE_MODE_NACK);
 	if (n > 0 && a->sealed) {

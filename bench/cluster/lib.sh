@@ -137,12 +137,16 @@ sc_topo_up() {
   ip -n "$sw" link add br0 type bridge
   # No STP, no forwarding delay: ports forward as soon as they are up.
   ip -n "$sw" link set br0 type bridge stp_state 0 forward_delay 0 2>/dev/null || true
-  # IGMP snooping with the bridge its own querier (a switch without a querier floods every
-  # group to every port): once the hosts answered its first query (startup queries every
-  # 0.5 s, answers within 0.2 s), a group goes only to the ports whose hosts joined it, as a
-  # datacenter switch does. Intervals in 1/100 s.
-  ip -n "$sw" link set br0 type bridge mcast_snooping 1 mcast_querier 1 \
+  # IGMP snooping with the bridge its own querier, as a datacenter switch: a group goes only
+  # to the ports whose hosts joined it. Until a querier exists the bridge floods every group
+  # to every port (the aggregators' links then carry each other's results), and it counts
+  # its own querier as existing one query response interval after it is enabled: so the
+  # interval (0.2 s; in 1/100 s) is set first, in its own command (set together, the kernel
+  # may arm that delay with the default 10 s). IGMPv3 queries: with v2 ones, hosts suppress
+  # their report when they hear another member's, and the bridge misses members.
+  ip -n "$sw" link set br0 type bridge mcast_snooping 1 mcast_igmp_version 3 \
     mcast_startup_query_interval 50 mcast_query_response_interval 20 2>/dev/null || true
+  ip -n "$sw" link set br0 type bridge mcast_querier 1 2>/dev/null || true
   ip -n "$sw" link set br0 up
   local i ns port ip rate
   for ((i = 0; i < SC_W + SC_A; i++)); do
