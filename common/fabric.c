@@ -1,6 +1,7 @@
 #include "fabric.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>
 #include <stdio.h>
@@ -83,16 +84,29 @@ static int info_get(const struct fabric_params *p, struct fi_info **out, bool *h
 }
 
 /* The endpoint part of a fabric: CQ, AV, EP bound and enabled, address. */
-static int ep_open(struct fabric *f, size_t cq_size)
+static int ep_open(struct fabric *f, size_t cq_size, bool wait)
 {
 	struct fi_cq_attr cq_attr = {
 		.size = cq_size ? cq_size : 1024,
 		.format = FI_CQ_FORMAT_TAGGED,
-		.wait_obj = FI_WAIT_NONE,
+		.wait_obj = wait ? FI_WAIT_FD : FI_WAIT_NONE,
 	};
 	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
 	int rc = fi_cq_open(f->domain, &cq_attr, &f->cq, NULL);
 
+	f->wait_fd = -1;
+	if (rc && wait) { /* no wait object here: the caller polls */
+		SC_INFO("%s: completion queue without a wait object (%s): idle threads poll",
+			f->prov_name, fi_strerror(-rc));
+		cq_attr.wait_obj = FI_WAIT_NONE;
+		wait = false;
+		rc = fi_cq_open(f->domain, &cq_attr, &f->cq, NULL);
+	}
+	if (!rc && wait && fi_control(&f->cq->fid, FI_GETWAIT, &f->wait_fd)) {
+		f->wait_fd = -1; /* opened with one, but it cannot be had: poll */
+		SC_INFO("%s: the completion queue's wait fd is not available: idle threads poll",
+			f->prov_name);
+	}
 	if (rc) {
 		SC_ERR("fi_cq_open(%s): %s", f->prov_name, fi_strerror(-rc));
 		return rc;
@@ -165,7 +179,7 @@ int fabric_open(const struct fabric_params *p, struct fabric **out)
 		SC_ERR("fi_domain(%s): %s", f->prov_name, fi_strerror(-rc));
 		goto err_fabric;
 	}
-	rc = ep_open(f, p->cq_size);
+	rc = ep_open(f, p->cq_size, p->wait);
 	if (rc)
 		goto err_domain;
 	*out = f;
@@ -199,13 +213,33 @@ int fabric_open_sibling(struct fabric *root, size_t cq_size, struct fabric **out
 	f->has_source = root->has_source;
 	f->inject_size = root->inject_size;
 	memcpy(f->prov_name, root->prov_name, sizeof(f->prov_name));
-	rc = ep_open(f, cq_size);
+	rc = ep_open(f, cq_size, false);
 	if (rc) {
 		free(f);
 		return rc;
 	}
 	*out = f;
 	return 0;
+}
+
+int fabric_wait(struct fabric *f, int other_fd, int timeout_ms)
+{
+	struct fid *cq = &f->cq->fid;
+	struct pollfd p[2] = { { .fd = f->wait_fd, .events = POLLIN }, { .fd = other_fd, .events = POLLIN } };
+
+	if (f->wait_fd < 0)
+		return -FI_ENOSYS;
+	/* Only when the provider says nothing is pending (and it has made its
+	 * progress) is it safe to sleep on the fd. */
+	int rc = fi_trywait(f->fabric, &cq, 1);
+	if (rc == -FI_EAGAIN)
+		return 0;
+	if (rc)
+		return rc;
+	rc = poll(p, other_fd >= 0 ? 2 : 1, timeout_ms);
+	if (rc < 0)
+		return errno == EINTR ? 0 : -FI_EIO;
+	return rc;
 }
 
 void fabric_close(struct fabric *f)

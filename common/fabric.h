@@ -38,6 +38,9 @@ struct fabric_params {
 	size_t cq_size;   /* 0: 1024 */
 	bool thread_safe; /* FI_THREAD_SAFE instead of FI_THREAD_DOMAIN */
 	bool no_source;   /* do not ask for FI_SOURCE (as with a provider without it) */
+	/* A CQ with a wait object (FI_WAIT_FD) where the provider has one, so
+	 * that an idle thread can block in fabric_wait instead of polling. */
+	bool wait;
 };
 
 struct fabric {
@@ -53,6 +56,7 @@ struct fabric {
 	bool mr_local;   /* descriptors required on local buffers */
 	bool has_source; /* completions carry the sender's fi_addr */
 	size_t inject_size; /* largest fabric_tinject message (tx_attr->inject_size) */
+	int wait_fd;        /* the CQ's wait object (fabric_params.wait), -1: none */
 	char prov_name[64];
 };
 
@@ -89,6 +93,12 @@ int fabric_open(const struct fabric_params *p, struct fabric **out);
 int fabric_open_sibling(struct fabric *root, size_t cq_size, struct fabric **out);
 /* A root (after its siblings) or a sibling. */
 void fabric_close(struct fabric *f);
+/* Blocks until the CQ may have a completion, other_fd (>= 0) is readable,
+ * or timeout_ms passed; returns at once when completions are there
+ * already (fi_trywait). 0 or a positive count when woken or timed out,
+ * -FI_ENOSYS without a wait object (f->wait_fd < 0), another negative
+ * FI_E* on error. Completions are then read with fabric_cq_poll. */
+int fabric_wait(struct fabric *f, int other_fd, int timeout_ms);
 
 /* The one spelling of a provider name: "tcp" -> "tcp;ofi_rxm", "verbs" ->
  * "verbs;ofi_rxm", others as given; NULL for NULL, "" and "auto" (libfabric

@@ -53,6 +53,7 @@ struct dthread {
 	 * fi_info rx_attr->size; UINT64_MAX: unknown). Set at start. */
 	uint64_t rx_queue;
 	unsigned spin_us, sleep_us;
+	int wake_fd; /* eventfd: a command is queued (wakes a thread blocked in fabric_wait) */
 	char mc_iface[64]; /* multicast jobs: the sending interface's address */
 
 	/* command queue */

@@ -63,6 +63,9 @@ int dp_sweep_init(struct dthread *t, size_t cq_size);
 void dp_sweep_fini(struct dthread *t);
 /* Once per loop pass: peeks (discarding) when due. */
 void dp_sweep_run(struct dthread *t, uint64_t now);
+/* Something arrived while the thread was blocked: sweep at the next pass
+ * (a foreign message wakes the thread but completes nothing). */
+void dp_sweep_kick(struct dthread *t);
 /* A completion of a peek: counted, and the next burst sized. */
 void dp_sweep_done(struct dthread *t, const struct fabric_cqe *e, uint64_t now);
 

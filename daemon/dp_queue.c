@@ -74,6 +74,10 @@ void dthread_cmd(struct dthread *t, struct dcmd *c)
 	t->cmd_tail = c;
 	atomic_store_explicit(&t->cmd_pending, 1, memory_order_release);
 	pthread_mutex_unlock(&t->cmd_lock);
+	if (t->wake_fd >= 0) {
+		uint64_t one = 1;
+		(void)!write(t->wake_fd, &one, sizeof(one));
+	}
 }
 
 struct dcmd *dp_cmds_take(struct dthread *t)

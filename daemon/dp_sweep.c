@@ -115,6 +115,11 @@ static bool sweep_posted(struct dthread *t, struct dp_sweep *w, int rc)
 	return false;
 }
 
+void dp_sweep_kick(struct dthread *t)
+{
+	t->sweep->next_ns = 0;
+}
+
 void dp_sweep_run(struct dthread *t, uint64_t now)
 {
 	struct dp_sweep *w = t->sweep;

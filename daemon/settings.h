@@ -46,6 +46,7 @@ struct settings {
 	char cpus[CFG_STR_MAX];
 	int64_t idle_spin_us;
 	int64_t idle_sleep_us;
+	bool idle_wait;
 	/* [job] */
 	uint64_t memory_budget;
 	int64_t max_jobs;
