@@ -170,6 +170,22 @@ static int ep_bind(struct ib_ep *e, const char *iface, char *why, size_t whylen)
 	return 0;
 }
 
+/* ep_bind for packets of SC_MC_HDR + payload bytes, which the port's MTU
+ * must carry. */
+static int ep_bind_for(struct ib_ep *e, const char *iface, size_t payload, char *why, size_t whylen)
+{
+	int rc = ep_bind(e, iface, why, whylen);
+
+	if (rc)
+		return rc;
+	if (!payload || SC_MC_HDR + payload > e->mtu) {
+		snprintf(why, whylen, "InfiniBand/RoCE multicast on %s: %zu-byte packets exceed the port's "
+			 "MTU of %zu", iface, SC_MC_HDR + payload, e->mtu);
+		return -EMSGSIZE;
+	}
+	return 0;
+}
+
 /* PD, CQ, UD QP (librdmacm takes a UD QP of a RDMA_PS_UDP id to RTS with
  * its Q_Key), `n` registered buffers of `slot` bytes. */
 static int ep_setup(struct ib_ep *e, const char *iface, size_t slot, int n, bool recv, char *why,
@@ -261,14 +277,8 @@ int sc_mc_ib_tx_open(struct sc_mc_ib_tx **out, const char *iface, const struct s
 	if (!t)
 		return ep_fail(-ENOMEM, why, whylen, iface, "sender");
 	t->payload = payload;
-	if ((rc = ep_bind(&t->e, iface, why, whylen)))
+	if ((rc = ep_bind_for(&t->e, iface, payload, why, whylen)))
 		goto fail;
-	if (!payload || SC_MC_HDR + payload > t->e.mtu) {
-		snprintf(why, whylen, "InfiniBand/RoCE multicast on %s: %zu-byte packets exceed the port's "
-			 "MTU of %zu", iface, SC_MC_HDR + payload, t->e.mtu);
-		rc = -EMSGSIZE;
-		goto fail;
-	}
 	if ((rc = ep_setup(&t->e, iface, SC_MC_HDR + payload, SC_MC_IB_RING, false, why, whylen)) ||
 	    (rc = ep_join(&t->e, iface, group, why, whylen)))
 		goto fail;
@@ -367,14 +377,8 @@ int sc_mc_ib_rx_open(struct sc_mc_ib_rx **out, const struct sockaddr_in *group, 
 	*out = NULL;
 	if (!r)
 		return ep_fail(-ENOMEM, why, whylen, iface, "receiver");
-	if ((rc = ep_bind(&r->e, iface, why, whylen)))
+	if ((rc = ep_bind_for(&r->e, iface, payload, why, whylen)))
 		goto fail;
-	if (!payload || SC_MC_HDR + payload > r->e.mtu) {
-		snprintf(why, whylen, "InfiniBand/RoCE multicast on %s: %zu-byte packets exceed the port's "
-			 "MTU of %zu", iface, SC_MC_HDR + payload, r->e.mtu);
-		rc = -EMSGSIZE;
-		goto fail;
-	}
 	if ((rc = ep_setup(&r->e, iface, SC_MC_IB_GRH + SC_MC_HDR + payload, SC_MC_IB_RING, true, why,
 			   whylen)))
 		goto fail;
