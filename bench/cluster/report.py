@@ -14,7 +14,7 @@
       summary.md, busbw-vs-size PNG per configuration and type (gnuplot).
 python3 stdlib only.
 """
-import argparse, collections, json, os, shutil, subprocess, sys
+import argparse, collections, json, os, shutil, statistics, subprocess, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import model  # noqa: E402
@@ -135,7 +135,8 @@ def fmt_size(b):
 def config_rows(rows, W, A, R):
     """The configuration's bandwidth rows (not its fabric_rtt latency probes)."""
     return [r for r in rows if r.get("workers") == W and r.get("aggs") == A
-            and float(r.get("link_mbit", 0)) == float(R) and "algbw_gbps" in r]
+            and float(r.get("link_mbit", 0)) == float(R) and "algbw_gbps" in r
+            and r.get("bench") != "timeline" and "scenario" not in r]
 
 
 def key(r):
@@ -374,6 +375,75 @@ def cmd_final(a):
     print("\n".join(lines))
 
 
+def cmd_scenario(a):
+    """Per mode and phase of a scenario run (bench/cluster/run --scenario): the median algbw
+    of the samples wholly before / wholly after the change, the best fixed split of each
+    phase, auto / best fixed, and auto's converge_s: from the change to the start of the
+    first sample from which on every auto sample is within 5% of the phase's best fixed
+    split (null: never). Rows on stdout, a table on stderr."""
+    rows = [r for r in load_rows(a.results) if r.get("bench") == "timeline"]
+    try:
+        with open(a.change) as f:
+            change = float(f.read().strip())
+    except (OSError, ValueError):
+        print("scenario: no change time (the run ended before the change?)", file=sys.stderr)
+        return
+    if not rows:
+        print("scenario: no timeline rows", file=sys.stderr)
+        return
+    base = {k: rows[0][k] for k in ("workers", "aggs", "link_mbit", "bytes", "nranks", "naggs")
+            if k in rows[0]}
+
+    def start(r):
+        return r["t"] - r["time_us"] / 1e6
+
+    phases = {"before": [r for r in rows if r["t"] <= change],
+              "after": [r for r in rows if start(r) >= change]}
+    out = []
+    for ph, pr in phases.items():
+        by = collections.defaultdict(list)
+        for r in pr:
+            by[r["mode"]].append(r["algbw_gbps"])
+        med = {m: statistics.median(v) for m, v in by.items()}
+        fixed = {m: v for m, v in med.items() if m != "auto"}
+        if not fixed:
+            continue
+        bm = max(fixed, key=fixed.get)
+        best = fixed[bm]
+        for m in sorted(med):
+            out.append(dict(base, bench="cluster", scenario=a.scenario, mode=m, phase=ph,
+                            algbw_gbps=round(med[m], 4), samples=len(by[m])))
+        out.append(dict(base, bench="cluster", scenario=a.scenario, mode="best-fixed", phase=ph,
+                        split=bm, algbw_gbps=round(best, 4), samples=len(by[bm])))
+        if "auto" in med:
+            conv = None
+            if ph == "after":
+                au = sorted((r for r in pr if r["mode"] == "auto"), key=lambda r: r["t"])
+                for i, r in enumerate(au):
+                    if all(x["algbw_gbps"] >= 0.95 * best for x in au[i:]):
+                        conv = round(max(0.0, start(r) - change), 3)
+                        break
+            row = next(o for o in out if o["mode"] == "auto" and o["phase"] == ph)
+            row["ratio_best_fixed"] = round(med["auto"] / best, 4)
+            if ph == "after":
+                row["converge_s"] = conv
+    for o in out:
+        print(json.dumps(o))
+    print(f"\n## scenario {a.scenario}: {base.get('workers')} workers, {base.get('aggs')} aggregator(s),"
+          f" {base.get('bytes', 0) >> 20} MiB (algbw GB/s, median of the samples wholly in a phase)",
+          file=sys.stderr)
+    for o in out:
+        extra = ""
+        if o["mode"] == "best-fixed":
+            extra = f"  (split {o['split']})"
+        if "ratio_best_fixed" in o:
+            extra = f"  auto/best-fixed {o['ratio_best_fixed']:.3f}"
+            if "converge_s" in o:
+                extra += f", converge_s {o['converge_s']}"
+        print(f"  {o['phase']:6} {o['mode']:10} {o['algbw_gbps']:8.4f}  n={o['samples']}{extra}",
+              file=sys.stderr)
+
+
 def cmd_linktest(a):
     for line in sys.stdin:
         try:
@@ -404,8 +474,13 @@ def main():
     f.add_argument("--out", required=True)
     f.add_argument("--no-plots", action="store_true")
     sub.add_parser("linktest")
+    sc = sub.add_parser("scenario")
+    sc.add_argument("--results", required=True)
+    sc.add_argument("--scenario", required=True)
+    sc.add_argument("--change", required=True)
     a = p.parse_args()
-    {"linktest": cmd_linktest, "tag": cmd_tag, "config": cmd_config, "final": cmd_final}[a.cmd](a)
+    {"linktest": cmd_linktest, "tag": cmd_tag, "config": cmd_config, "final": cmd_final,
+     "scenario": cmd_scenario}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,10 @@
 
 int bench_coll; /* --coll: 0 allreduce, 1 reducescatter, 2 allgather */
 static bool bench_no_rtt; /* --no-rtt: no fabric_rtt samples (profiles of the modes alone) */
+/* --timeline: also a JSON row per sample (mode, round, wall time at its
+ * end), for runs whose conditions change under them (bench/cluster/run
+ * --scenario) */
+static bool bench_timeline;
 static const char *const bench_coll_names[] = { "allreduce", "reducescatter", "allgather" };
 
 /* ---- fabric_rtt: an 8-byte ping-pong between ranks 0 and 1 over the
@@ -395,6 +399,7 @@ void run_bench(void)
 	/* link rates and wrong counts per mode: lt[] max over ranks, ls[] sums */
 	double *lt = tx + 16, *lr = tx + 64, *ls = tx + 112, *lsr = tx + 160;
 	static double samples[BENCH_MAX + 1][BENCH_ROUNDS_MAX]; /* [BENCH_MODES]: fabric_rtt */
+	static double sample_end[BENCH_MAX][BENCH_ROUNDS_MAX];  /* wall time (rank 0's) */
 	int RTT = BENCH_MODES;
 	bool rtt_done = false;
 	bool have_netdev;
@@ -505,6 +510,7 @@ void run_bench(void)
 					bench_op(&inst[m], send, recv, bytes, t);
 				double t1 = (sc_now_ns() / 1e9);
 				samples[m][nr] = (t1 - t0) / k * 1e6;
+				sample_end[m][nr] = wall_s();
 				if (have_netdev && netdev_bytes(&tx1, &rx1)) {
 					ltx[m] += tx1 - tx0;
 					lrx[m] += rx1 - rx0;
@@ -575,6 +581,15 @@ void run_bench(void)
 					       lsr[m] / N, lsr[BENCH_MAX + m] / N, lr[m]);
 				printf("}\n");
 			}
+			for (int i = 0; bench_timeline && i < nr; i++)
+				for (int m = 0; m < BENCH_MODES; m++)
+					if (inst[m].on)
+						printf("{\"bench\":\"timeline\",\"mode\":\"%s\",\"split\":%.3f,"
+						       "\"nranks\":%d,\"naggs\":%d,\"bytes\":%zu,\"round\":%d,"
+						       "\"t\":%.3f,\"time_us\":%.2f,\"algbw_gbps\":%.4f}\n",
+						       bench_names[m], bench_auto_split(m, bytes, speed), N, opt.naggs,
+						       bytes, i, sample_end[m][i], samples[m][i],
+						       bytes / samples[m][i] / 1e3);
 			if (with_rtt)
 				printf("{\"bench\":\"%s\",\"mode\":\"fabric_rtt\",\"nranks\":%d,\"naggs\":%d,"
 				       "\"provider\":\"%s\",\"ranks\":[0,1],\"bytes\":8,\"time_us\":%.2f,"
@@ -627,6 +642,7 @@ int bench_option(int c, const char *arg)
 	case 'S': bench_time_per_size = atof(arg); return 0;
 	case 'f': bench_factor = atof(arg); return 0;
 	case 'Q': bench_no_rtt = true; return 0;
+	case 0x104: bench_timeline = true; return 0;
 	case 'X':
 		for (int i = 0; i < 3; i++)
 			if (!strcmp(arg, bench_coll_names[i])) {

@@ -29,7 +29,7 @@ void usage(void)
 		"       faults (bench/faults): [--kinds kill,stop,term,restart] [-e BYTES] [--before S]\n"
 		"              [--after S] [--retention-bytes B] [--type T] [--json]\n"
 		"       bench: [-f|--factor F] [--rounds R] [--time-per-size S]\n"
-		"              [--coll allreduce|reducescatter|allgather] [--no-rtt]\n"
+		"              [--coll allreduce|reducescatter|allgather] [--no-rtt] [--timeline]\n"
 		"              [--variant NAME=SPLIT[@PLUGIN][%%VAR=VALUE...]]... [--splits S,S,...]\n",
 		program_invocation_short_name);
 	exit(2);
@@ -79,6 +79,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		{ "before", 1, 0, 'B' }, { "after", 1, 0, 'Z' }, { "retention-bytes", 1, 0, 'Y' },
 		{ "coll", 1, 0, 'X' }, { "no-rtt", 0, 0, 'Q' },
 		{ "small-rs", 0, 0, 0x101 }, { "expect-kept", 0, 0, 0x102 }, { "multicast", 1, 0, 0x103 },
+		{ "timeline", 0, 0, 0x104 },
 		{ 0, 0, 0, 0 }
 	};
 	static char plugin_buf[PATH_MAX + 64], daemon_buf[PATH_MAX + 64], aggs[1024];
@@ -111,7 +112,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		case 'V': opt.verbose = true; break;
 		case 'a': opt.aggs = optarg; break;
 		case 'T': opt.timeout_s = atoi(optarg); timeout_given = true; break;
-		case 'R': case 'S': case 'f': case 'W': case 'L': case 'X': case 'Q':
+		case 'R': case 'S': case 'f': case 'W': case 'L': case 'X': case 'Q': case 0x104:
 			if (bench_option(c, optarg))
 				usage();
 			break;
