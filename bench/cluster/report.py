@@ -384,10 +384,13 @@ def cmd_scenario(a):
     rows = [r for r in load_rows(a.results) if r.get("bench") == "timeline"]
     try:
         with open(a.change) as f:
-            change = float(f.read().strip())
+            marks = [float(x) for x in f.read().split()]
     except (OSError, ValueError):
+        marks = []
+    if not marks:
         print("scenario: no change time (the run ended before the change?)", file=sys.stderr)
         return
+    change = marks[0]
     if not rows:
         print("scenario: no timeline rows", file=sys.stderr)
         return
@@ -397,15 +400,20 @@ def cmd_scenario(a):
     def start(r):
         return r["t"] - r["time_us"] / 1e6
 
-    phases = {"before": [r for r in rows if r["t"] <= change],
-              "after": [r for r in rows if start(r) >= change]}
+    if len(marks) == 1:  # one change: before, after
+        phases = {"before": [r for r in rows if r["t"] <= change],
+                  "after": [r for r in rows if start(r) >= change]}
+    else:  # a second tenant from marks[0] to marks[1]: before, during, after
+        phases = {"before": [r for r in rows if r["t"] <= marks[0]],
+                  "during": [r for r in rows if start(r) >= marks[0] and r["t"] <= marks[1]],
+                  "after": [r for r in rows if start(r) >= marks[1]]}
     out = []
     for ph, pr in phases.items():
         by = collections.defaultdict(list)
         for r in pr:
             by[r["mode"]].append(r["algbw_gbps"])
         med = {m: statistics.median(v) for m, v in by.items()}
-        fixed = {m: v for m, v in med.items() if m != "auto"}
+        fixed = {m: v for m, v in med.items() if m not in ("auto", "tenant2")}
         if not fixed:
             continue
         bm = max(fixed, key=fixed.get)
@@ -417,16 +425,21 @@ def cmd_scenario(a):
                         split=bm, algbw_gbps=round(best, 4), samples=len(by[bm])))
         if "auto" in med:
             conv = None
-            if ph == "after":
+            t_ph = {"during": marks[0], "after": marks[-1]}.get(ph)
+            if t_ph is not None:
                 au = sorted((r for r in pr if r["mode"] == "auto"), key=lambda r: r["t"])
                 for i, r in enumerate(au):
                     if all(x["algbw_gbps"] >= 0.95 * best for x in au[i:]):
-                        conv = round(max(0.0, start(r) - change), 3)
+                        conv = round(max(0.0, start(r) - t_ph), 3)
                         break
             row = next(o for o in out if o["mode"] == "auto" and o["phase"] == ph)
             row["ratio_best_fixed"] = round(med["auto"] / best, 4)
-            if ph == "after":
+            if t_ph is not None:
                 row["converge_s"] = conv
+            if "tenant2" in med:  # two jobs of one shape, both auto: their shares
+                row["share"] = round(med["auto"] / (med["auto"] + med["tenant2"]), 4)
+                t2 = next(o for o in out if o["mode"] == "tenant2" and o["phase"] == ph)
+                t2["share"] = round(1 - row["share"], 4)
     for o in out:
         print(json.dumps(o))
     print(f"\n## scenario {a.scenario}: {base.get('workers')} workers, {base.get('aggs')} aggregator(s),"
@@ -440,6 +453,8 @@ def cmd_scenario(a):
             extra = f"  auto/best-fixed {o['ratio_best_fixed']:.3f}"
             if "converge_s" in o:
                 extra += f", converge_s {o['converge_s']}"
+        if "share" in o:
+            extra += f"  share {o['share']:.3f}"
         print(f"  {o['phase']:6} {o['mode']:10} {o['algbw_gbps']:8.4f}  n={o['samples']}{extra}",
               file=sys.stderr)
 
