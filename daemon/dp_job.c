@@ -78,54 +78,49 @@ void dp_rank_left(struct dthread *t, struct job *j, uint32_t r)
 
 /* ---- receives ---- */
 
+/* One of rank r's receives in slot s (its data, or its NACK), whose state
+ * *st follows: posted, queued for a retry, or the job fails. */
+static void recv_post(struct dthread *t, struct job *j, uint32_t s, uint32_t r, void *buf, size_t len,
+		      uint64_t tag, struct fabric_op *op, uint8_t *st, const char *what)
+{
+	int rc = fabric_trecv(t->fabric, buf, len, j->mr.desc, FI_ADDR_UNSPEC, tag, 0, op);
+
+	if (rc == 0) {
+		*st = RS_POSTED;
+		j->ops_out++;
+	} else if (rc == -FI_EAGAIN) {
+		ctr_add(&t->stats.eagain[EAGAIN_RECV], 1);
+		*st = RS_REPOST;
+		dthread_retry_add(t, &j->slots[s]);
+	} else {
+		*st = RS_IDLE;
+		dp_job_fail(t, j, WIRE_E_INTERNAL, "posting %s for rank %u slot %u failed: %s", what, r, s,
+			    fi_strerror(-rc));
+	}
+}
+
 void dp_recv_post(struct dthread *t, struct job *j, uint32_t s, uint32_t r)
 {
 	struct rslot *rs = job_rslot(j, s, r);
-	int rc;
 
 	if (j->dead) {
 		rs->state = RS_IDLE;
 		return;
 	}
-	rc = fabric_trecv(t->fabric, rs->buf, j->chunk, j->mr.desc, FI_ADDR_UNSPEC,
-			  wire_tag_make(WIRE_TAG_DATA, j->handle, r, s), 0, &rs->rop.op);
-	if (rc == 0) {
-		rs->state = RS_POSTED;
-		j->ops_out++;
-	} else if (rc == -FI_EAGAIN) {
-		ctr_add(&t->stats.eagain[EAGAIN_RECV], 1);
-		rs->state = RS_REPOST;
-		dthread_retry_add(t, &j->slots[s]);
-	} else {
-		rs->state = RS_IDLE;
-		dp_job_fail(t, j, WIRE_E_INTERNAL, "posting a receive for rank %u slot %u failed: %s", r, s,
-			    fi_strerror(-rc));
-	}
+	recv_post(t, j, s, r, rs->buf, j->chunk, wire_tag_make(WIRE_TAG_DATA, j->handle, r, s), &rs->rop.op,
+		  &rs->state, "a receive");
 }
 
 void dp_nack_post(struct dthread *t, struct job *j, uint32_t s, uint32_t r)
 {
 	struct rslot *rs = job_rslot(j, s, r);
-	int rc;
 
 	if (j->dead || j->ranks[r].left) {
 		rs->nstate = RS_IDLE;
 		return;
 	}
-	rc = fabric_trecv(t->fabric, job_nbuf(j, s, r), JOB_NACK_UNIT, j->mr.desc, FI_ADDR_UNSPEC,
-			  wire_tag_make(WIRE_TAG_NACK, j->handle, r, s), 0, &rs->nop.op);
-	if (rc == 0) {
-		rs->nstate = RS_POSTED;
-		j->ops_out++;
-	} else if (rc == -FI_EAGAIN) {
-		ctr_add(&t->stats.eagain[EAGAIN_RECV], 1);
-		rs->nstate = RS_REPOST;
-		dthread_retry_add(t, &j->slots[s]);
-	} else {
-		rs->nstate = RS_IDLE;
-		dp_job_fail(t, j, WIRE_E_INTERNAL, "posting a NACK receive for rank %u slot %u failed: %s", r,
-			    s, fi_strerror(-rc));
-	}
+	recv_post(t, j, s, r, job_nbuf(j, s, r), JOB_NACK_UNIT, wire_tag_make(WIRE_TAG_NACK, j->handle, r, s),
+		  &rs->nop.op, &rs->nstate, "a NACK receive");
 }
 
 /* The rank's receives in one slot (DATA, NACK) cancelled or forgotten. */
