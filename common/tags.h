@@ -5,6 +5,7 @@
  *   0x1   plugin p2p: connect       id:28 (0) | listen id:32
  *   0x2   plugin p2p: connect ack   id:28 (0) | comm id:32
  *   0x3   plugin p2p: data          comm id:28 | NCCL tag:32
+ *   0x4   collnet: split agreement  window:32 | step:12 | column:12
  *   0x5   collnet ring              seq:20 | step:12 | column:28
  *   0x6   failover: redo over ring  seq:20 | aggregator:6 | run:10 | step:12 | column:12
  *   0x7   failover: agreement       epoch:16 | attempt:8 | round:4 | step:12 | column:12
@@ -27,6 +28,7 @@ enum sc_tag_kind {
 	SC_TAG_NET_CONN = 0x1,
 	SC_TAG_NET_ACK = 0x2,
 	SC_TAG_NET_DATA = 0x3,
+	SC_TAG_TUNE = 0x4,
 	SC_TAG_RING = 0x5,
 	SC_TAG_REDO = 0x6,
 	SC_TAG_AGREE = 0x7,
@@ -91,6 +93,11 @@ static inline uint64_t sc_tag_redo_chunk(uint32_t agg, uint64_t chunk)
 {
 	return (uint64_t)SC_TAG_REDO_CHUNK << 60 | (uint64_t)(agg & 0x3F) << 54 |
 	       (chunk & 0x3FFFFFFFull) << 24;
+}
+/* The agreement on window n's figures of the adaptive split (tune.c). */
+static inline uint64_t sc_tag_tune(uint64_t n)
+{
+	return (uint64_t)SC_TAG_TUNE << 60 | (n & 0xFFFFFFFFull) << 24;
 }
 static inline uint64_t sc_tag_notice(void)
 {

@@ -42,7 +42,7 @@ struct coll_handle {
 	uint16_t flags; /* COLL_F_* */
 	uint8_t addr[FABRIC_ADDR_MAX];
 	uint64_t job_id;
-	int32_t split_ppm; /* -1: auto */
+	int32_t split_ppm; /* -1: auto (adaptive), -2: model */
 	uint32_t link_mbps, agg_mbps;
 	uint32_t agg_eff_ppm; /* split model's aggregator efficiency, parts per million */
 	uint32_t lat_ns; /* one hop, for the split's latency terms */
@@ -94,7 +94,7 @@ int colln_listen(int dev, void *handle, void **listen_comm)
 		return -EINVAL;
 	}
 	if (split_parse(plugin_cfg.split, &split)) {
-		SC_WARN("SUMCAST_SPLIT=%s: want auto or a fraction in [0, 1]", plugin_cfg.split);
+		SC_WARN("SUMCAST_SPLIT=%s: want auto, model or a fraction in [0, 1]", plugin_cfg.split);
 		return -EINVAL;
 	}
 	lc = calloc(1, sizeof(*lc));
@@ -117,7 +117,7 @@ int colln_listen(int dev, void *handle, void **listen_comm)
 	h->addrlen = (uint16_t)lc->f->addrlen;
 	memcpy(h->addr, lc->f->addr, lc->f->addrlen);
 	h->job_id = lc->job_id;
-	h->split_ppm = split < 0 ? -1 : (int32_t)(split * 1e6 + 0.5);
+	h->split_ppm = split == SPLIT_MODEL ? -2 : split < 0 ? -1 : (int32_t)(split * 1e6 + 0.5);
 	struct plugin_props pp;
 	h->link_mbps = plugin_props_get(lc->f, 0, &pp) ? 25000 : (uint32_t)pp.speed_mbps;
 	h->agg_mbps = plugin_cfg.agg_gbps > 0 ? (uint32_t)(plugin_cfg.agg_gbps * 1000) : h->link_mbps;
@@ -313,14 +313,15 @@ static void trace_req(struct coll_comm *cc, const struct coll_req *r, uint64_t t
 		"{\"job\":\"0x%016llx\",\"rank\":%u,\"nranks\":%u,\"seq\":%u,\"type\":\"%s\","
 		"\"op\":\"%s\",\"count\":%zu,\"bytes\":%zu,\"agg_bytes\":%zu,\"start_ns\":%llu,"
 		"\"time_us\":%.1f,\"agg_us\":%s,\"ring_us\":%s,\"epoch\":%u,\"redone_bytes\":%llu,"
-		"\"agg_sent\":%zu,\"agg_got\":%zu,\"coll\":\"%s\",\"status\":\"%s\"}\n",
+		"\"agg_sent\":%zu,\"agg_got\":%zu,\"coll\":\"%s\",\"split\":%.4f,\"adaptive\":%s,"
+		"\"status\":\"%s\"}\n",
 		(unsigned long long)cc->job_id, cc->rank, cc->nranks, r->seq,
 		sc_dtype_name((enum sc_dtype)r->dtype),
 		r->coll == COLL_ALLGATHER ? "none" : sc_op_name((enum sc_op)r->op), r->count,
 		r->count * r->es, r->a * r->es, (unsigned long long)r->t0, (t_end - r->t0) / 1e3, agg,
 		ring, r->epoch, (unsigned long long)r->redone_bytes, r->agg_give, r->agg_take,
-		coll_names[r->coll],
-		rc ? "error" : "ok");
+		coll_names[r->coll], r->coll == COLL_ALLREDUCE ? r->frac : r->a ? 1.0 : 0.0,
+		r->tuned ? "true" : "false", rc ? "error" : "ok");
 }
 
 int colln_connect(void *handles[], int nranks, int rank, void *listen_comm, void **coll_comm)
@@ -370,6 +371,9 @@ int colln_connect(void *handles[], int nranks, int rank, void *listen_comm, void
 	cc->ring.eager_bytes = h0->eager_bytes;
 	cc->deterministic = h0->flags & COLL_F_DETERMINISTIC;
 	cc->failover = !(h0->flags & COLL_F_NO_FAILOVER);
+	/* a moving split moves which elements the aggregators sum: not with
+	 * the deterministic (run to run identical) sums */
+	cc->adaptive = h0->split_ppm == -1 && !cc->deterministic;
 
 	aggs_parse(cc);
 	bool joined = cc->naggs && coll_join(cc, deadline) == 0;
@@ -415,9 +419,16 @@ int colln_connect(void *handles[], int nranks, int rank, void *listen_comm, void
 		if (rc)
 			goto err_ring;
 		cc->model.naggs = (uint32_t)__builtin_popcountll(live);
+		rc = tune_init(cc);
+		if (rc) {
+			failover_fini(cc);
+			goto err_ring;
+		}
 		/* rank 0's split, which every node uses */
-		if (cc->model.fixed < 0)
-			snprintf(split_s, sizeof(split_s), "auto");
+		if (cc->tune.on)
+			snprintf(split_s, sizeof(split_s), "adaptive");
+		else if (cc->model.fixed < 0)
+			snprintf(split_s, sizeof(split_s), "model");
 		else
 			snprintf(split_s, sizeof(split_s), "%.3f", cc->model.fixed);
 		if (dropped[0])
@@ -545,6 +556,8 @@ int colln_iallreduce(void *coll_comm, void *send, void *recv, size_t count, nccl
 		return -EINVAL;
 	}
 	rc = failover_progress(cc);
+	if (!rc)
+		rc = tune_step(cc);
 	if (rc)
 		return rc;
 	if (failover_busy(cc))
@@ -561,7 +574,12 @@ int colln_iallreduce(void *coll_comm, void *send, void *recv, size_t count, nccl
 	uint64_t aggs = cc->client ? failover_live_for(cc, cc->next_idx, &epoch) : 0;
 	struct split_model m = cc->model;
 	m.naggs = (uint32_t)__builtin_popcountll(aggs);
-	size_t a = aggs ? split_count(split_fraction(&m, count * es), count, es) : 0;
+	int32_t tppm = -1;
+	int tuned = aggs ? tune_split(cc, count * es, &tppm) : 0;
+	if (tuned == -EAGAIN)
+		return 0; /* its window's split is not agreed yet: NCCL retries */
+	double frac = !aggs ? 0 : tuned ? tppm / (double)SPLIT_PPM : split_fraction(&m, count * es);
+	size_t a = split_count(frac, count, es);
 	struct client_req *creq = NULL;
 	if (a) {
 		rc = client_allreduce_on(cc->client, send, recv, a, d, o, sm && sm->has_agg ? sm->agg.desc : NULL,
@@ -595,6 +613,10 @@ int colln_iallreduce(void *coll_comm, void *send, void *recv, size_t count, nccl
 	r->aggs = a ? aggs : 0;
 	r->epoch = epoch;
 	r->agg_done = a == 0;
+	r->frac = frac;
+	r->tune_ppm = tppm;
+	if (tuned)
+		tune_issued(cc, r);
 	r->t0 = sc_now_ns();
 	ring_op_start(&cc->ring, &r->ring, r->seq, (const char *)send + a * es, (char *)recv + a * es,
 		      count - a, d, o, sm ? sm->ring.desc : NULL, rm ? rm->ring.desc : NULL, slot);
@@ -987,6 +1009,8 @@ int colln_test(void *request, int *done, int *size)
 	if (cc->client)
 		client_progress(cc->client);
 	rc = failover_step(cc);
+	if (!rc)
+		rc = tune_step(cc);
 	/* Every active request moves, not only the one NCCL asks about. */
 	for (int i = 0; i < COLL_REQS; i++)
 		if (cc->reqs[i].used && &cc->reqs[i] != r)
@@ -1021,7 +1045,10 @@ int colln_test(void *request, int *done, int *size)
 			stall_dump(cc, r);
 		return 0;
 	}
-	trace_req(cc, r, sc_now_ns(), 0);
+	uint64_t t_end = sc_now_ns();
+	trace_req(cc, r, t_end, 0);
+	if (r->tuned)
+		tune_done(cc, r, t_end);
 	if (size)
 		*size = (int)(r->count * r->es);
 	if (r->coll != COLL_ALLREDUCE) {
@@ -1058,7 +1085,8 @@ int colln_test(void *request, int *done, int *size)
  * for a broken communicator or one closed with requests in flight. */
 static void close_barrier(struct coll_comm *cc)
 {
-	if (!cc->client || !cc->failover || cc->nranks < 2 || cc->fo.err || cc->failed)
+	if (!cc->client || !(cc->failover || cc->adaptive) || cc->nranks < 2 || cc->fo.err ||
+	    cc->failed)
 		return;
 	for (int i = 0; i < COLL_REQS; i++)
 		if (cc->reqs[i].used)
@@ -1083,6 +1111,7 @@ int colln_close(void *coll_comm)
 
 	if (!cc)
 		return 0;
+	tune_fini(cc, sc_now_ns() + (uint64_t)plugin_cfg.agg_timeout_ms * 1000000ull);
 	close_barrier(cc);
 	s = &cc->st;
 	for (int i = 0; i < COLL_REQS; i++)
@@ -1133,6 +1162,7 @@ int colln_close(void *coll_comm)
 	ring_free(&cc->ring);
 	for (int i = 0; i < COLL_REQS; i++)
 		wstage_free(&cc->wstage[i]);
+	free(cc->tune.v);
 	free(cc);
 	return 0;
 }

@@ -2,6 +2,7 @@
  *   collnet.c      connect, memory, iallreduce/test, close (the engine)
  *   collnet_api.c  NCCL's ncclCollNet vtables v8..v11 (adapters only)
  *   failover.c     surviving aggregator faults (agreement and repair)
+ *   tune.c         the adaptive split (measure, agree, decide)
  * Nothing here is exported. */
 #ifndef SUMCAST_PLUGIN_COLLNET_H
 #define SUMCAST_PLUGIN_COLLNET_H
@@ -49,6 +50,10 @@ struct coll_req {
 	uint32_t repairs;      /* failover repairs of this request still running */
 	uint64_t redone_bytes; /* bytes of it repaired here (copied from a node or redone) */
 	uint64_t t0, t_agg, t_ring;
+	double frac;   /* the share decided for the aggregators (trace) */
+	bool tuned;    /* an adaptive request: tune_ord is its number among them */
+	uint64_t tune_ord;
+	int32_t tune_ppm;
 	bool stall_logged; /* waited past SUMCAST_AGG_TIMEOUT: the state was logged */
 	/* a reduce-scatter window through the aggregators: its reduced window
 	 * lands in the slot's staging (recv), this node's part is copied to
@@ -140,6 +145,33 @@ struct failover {
 	uint64_t faults, copied_bytes, redone_bytes;
 };
 
+/* ---- the adaptive split (tune.c; split.h has the controller) ---- */
+
+#define TUNE_WINS 4 /* windows being measured or agreed at once, at most */
+
+/* One window of adaptive requests, by number within the window. */
+struct tune_win {
+	uint32_t done;
+	struct split_rec rec[SPLIT_ADAPT_WINDOW];
+};
+
+struct tune {
+	bool on;
+	struct split_adapt sa;   /* the state after the last agreed window */
+	/* window w's splits: plan0 for windows 0 and 1, plan[w % TUNE_WINS]
+	 * from 2 on (decided on window w - 2) */
+	int32_t plan0[SPLIT_ADAPT_CLASSES];
+	int32_t plan[TUNE_WINS][SPLIT_ADAPT_CLASSES];
+	uint64_t issued;         /* adaptive requests issued */
+	uint64_t agreed;         /* windows 0 .. agreed - 1 agreed and decided */
+	struct tune_win win[TUNE_WINS];
+	struct ring_op op;       /* the agreement on window `agreed` */
+	bool running;
+	int64_t *v;              /* [0, SPLIT_ADAPT_CLASSES x SPLIT_MEAS_VALS): this node's, then the agreed */
+	struct fabric_mr mr;
+	uint64_t changes;        /* splits changed (close summary) */
+};
+
 /* ---- the communicator ---- */
 
 struct coll_comm {
@@ -152,6 +184,7 @@ struct coll_comm {
 	uint32_t eager_bytes; /* rank 0's */
 	bool deterministic;    /* rank 0's SUMCAST_DETERMINISTIC: join with WIRE_JOIN_F_DETERMINISTIC */
 	bool failover;         /* rank 0's SUMCAST_FAILOVER: survive aggregator faults (failover.c) */
+	bool adaptive;         /* rank 0's SUMCAST_SPLIT=auto, not deterministic: tune.c */
 	FILE *trace;           /* SUMCAST_TRACE: a JSON line per allreduce; NULL: off */
 	uint64_t next_idx;     /* requests issued */
 	bool failed;           /* a request failed: NCCL has an error (no close barrier) */
@@ -162,6 +195,7 @@ struct coll_comm {
 	uint8_t key[256];
 	size_t key_len;
 	struct failover fo;
+	struct tune tune;
 	struct coll_req reqs[COLL_REQS];
 	struct coll_wstage wstage[COLL_REQS];
 };
@@ -218,5 +252,24 @@ int failover_req_started(struct coll_comm *cc, struct coll_req *r);
 void failover_dump(const struct coll_comm *cc, int level);
 /* A request leaves (completed or failed): forget it in repairs. */
 void failover_req_gone(struct coll_comm *cc, struct coll_req *r);
+
+/* tune.c */
+/* With SUMCAST_SPLIT=auto, aggregators and at least two nodes: start
+ * adapting from the model's splits (cc->model holds the live set). */
+int tune_init(struct coll_comm *cc);
+/* Finishes the agreements every node has started (close: a node that left
+ * early must not leave another's agreement without its part), bounded by
+ * deadline; then frees. */
+void tune_fini(struct coll_comm *cc, uint64_t deadline);
+/* The split of an allreduce of `bytes` about to be issued: 1 and *ppm (an
+ * adaptive request), 0 (not adaptive: the model decides), -EAGAIN (its
+ * window's decision is not agreed yet: NCCL retries). */
+int tune_split(struct coll_comm *cc, size_t bytes, int32_t *ppm);
+/* The adaptive request r was issued at r->tune_ppm. */
+void tune_issued(struct coll_comm *cc, struct coll_req *r);
+/* An adaptive request completed at t_end. */
+void tune_done(struct coll_comm *cc, const struct coll_req *r, uint64_t t_end);
+/* Drives the agreements (no completion queue read). 0 or the error. */
+int tune_step(struct coll_comm *cc);
 
 #endif

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -12,7 +13,11 @@ int split_parse(const char *s, double *out)
 	double v;
 
 	if (!s || !*s || !strcasecmp(s, "auto")) {
-		*out = -1;
+		*out = SPLIT_AUTO;
+		return 0;
+	}
+	if (!strcasecmp(s, "model")) {
+		*out = SPLIT_MODEL;
 		return 0;
 	}
 	errno = 0;
@@ -142,4 +147,196 @@ size_t split_count(double frac, size_t count, size_t elem_size)
 	a = (size_t)floor((double)count * frac);
 	a -= a % per;
 	return a > count ? count : a;
+}
+
+/* ---- the adaptive split (split.h) ---- */
+
+int split_adapt_class(size_t bytes)
+{
+	int c;
+
+	if (bytes < (size_t)1 << SPLIT_ADAPT_MIN_SHIFT)
+		return -1;
+	c = 63 - __builtin_clzll((unsigned long long)bytes) - (int)SPLIT_ADAPT_MIN_SHIFT;
+	return c < (int)SPLIT_ADAPT_CLASSES ? c : (int)SPLIT_ADAPT_CLASSES - 1;
+}
+
+static int32_t to_ppm(double f)
+{
+	return f <= 0 ? 0 : f >= 1 ? SPLIT_PPM : (int32_t)(f * SPLIT_PPM + 0.5);
+}
+
+void split_adapt_init(struct split_adapt *sa, const struct split_model *m)
+{
+	double fm = split_model_fraction(m);
+
+	memset(sa, 0, sizeof(*sa));
+	for (unsigned c = 0; c < SPLIT_ADAPT_CLASSES; c++) {
+		struct split_class *cl = &sa->c[c];
+		cl->ppm = to_ppm(split_fraction(m, (size_t)1 << (SPLIT_ADAPT_MIN_SHIFT + c)));
+		if (cl->ppm > 0 && cl->ppm < SPLIT_PPM)
+			cl->inner_ppm = cl->ppm;
+		else if (fm > 0 && fm < 1)
+			cl->inner_ppm = to_ppm(fm);
+		else
+			cl->inner_ppm = cl->ppm ? to_ppm(0.9) : to_ppm(0.1);
+		cl->last_meas_ppm = -1;
+		cl->probe_every = SPLIT_ADAPT_PROBE;
+		cl->since_probe = SPLIT_ADAPT_PROBE - SPLIT_ADAPT_STABLE - 1; /* try early */
+	}
+}
+
+/* A trial of `to` from the current split, which measured x. */
+static void trial_start(struct split_class *cl, enum split_trial kind, int32_t to, int64_t x)
+{
+	cl->trial = (uint8_t)kind;
+	cl->ref_ppm = cl->ppm;
+	cl->ref_x = x;
+	cl->ppm = to;
+	cl->since_probe = 0;
+	cl->stable = 0;
+}
+
+unsigned split_adapt_decide(struct split_adapt *sa, const struct split_meas *meas, char why[][96])
+{
+	unsigned changed = 0;
+
+	for (unsigned c = 0; c < SPLIT_ADAPT_CLASSES; c++) {
+		struct split_class *cl = &sa->c[c];
+		const struct split_meas *mm = &meas[c];
+		int32_t before = cl->ppm;
+		bool settled;
+		double s = cl->ppm / (double)SPLIT_PPM, bal, d;
+
+		if (mm->n < (int64_t)SPLIT_ADAPT_MIN_N)
+			continue;
+		cl->since_probe++;
+		settled = mm->ppm == cl->ppm && cl->last_meas_ppm == cl->ppm;
+		cl->last_meas_ppm = mm->ppm;
+		if (cl->trial != SPLIT_TRIAL_NONE) {
+			if (!settled)
+				continue;
+			bool better = (double)mm->x_bps >= (double)cl->ref_x * (1 + SPLIT_ADAPT_MARGIN);
+			snprintf(why[c], sizeof(why[c]), "tried %.3f: %.1f MB/s against %.1f at %.3f: %s",
+				 s, mm->x_bps / 1e6, cl->ref_x / 1e6, cl->ref_ppm / (double)SPLIT_PPM,
+				 better ? "kept" : "back");
+			if (!better) {
+				cl->ppm = cl->ref_ppm;
+				if (cl->probe_every < SPLIT_ADAPT_PROBE_MAX)
+					cl->probe_every *= 2;
+			} else {
+				cl->probe_every = SPLIT_ADAPT_PROBE;
+			}
+			cl->steady_x = better ? mm->x_bps : cl->ref_x;
+			cl->trial = SPLIT_TRIAL_NONE;
+			cl->since_probe = 0;
+			cl->stable = 0;
+			changed |= 1u << c; /* a trial's end is always told */
+			continue;
+		}
+		if (settled && cl->steady_x &&
+		    fabs((double)mm->x_bps / (double)cl->steady_x - 1) > SPLIT_ADAPT_MOVED) {
+			/* the conditions changed since the last trial */
+			cl->probe_every = SPLIT_ADAPT_PROBE;
+			cl->since_probe = SPLIT_ADAPT_PROBE - SPLIT_ADAPT_STABLE - 1;
+			cl->steady_x = mm->x_bps;
+		}
+		if (cl->ppm == 0 || cl->ppm == SPLIT_PPM) {
+			if (settled && cl->since_probe >= cl->probe_every) {
+				int32_t to = cl->inner_ppm > 0 && cl->inner_ppm < SPLIT_PPM ? cl->inner_ppm
+							   : cl->ppm ? to_ppm(0.9) : to_ppm(0.1);
+				trial_start(cl, SPLIT_TRIAL_INNER, to, mm->x_bps);
+				snprintf(why[c], sizeof(why[c]), "trying %.3f (%.1f MB/s at %.3f)",
+					 cl->ppm / (double)SPLIT_PPM, mm->x_bps / 1e6, s);
+			}
+			goto next;
+		}
+		/* interior: step towards the balance of the paths */
+		if (mm->agg_bps <= 0 || mm->ring_bps <= 0)
+			continue; /* a window of an endpoint still in flight */
+		bal = (double)mm->agg_bps / (double)(mm->agg_bps + mm->ring_bps);
+		if (settled && (bal < SPLIT_ADAPT_SNAP || bal > 1 - SPLIT_ADAPT_SNAP)) {
+			cl->inner_ppm = cl->ppm;
+			trial_start(cl, SPLIT_TRIAL_END, bal < 0.5 ? 0 : SPLIT_PPM, mm->x_bps);
+			snprintf(why[c], sizeof(why[c]),
+				 "trying %s (balance %.3f: aggregators %.1f, ring %.1f MB/s)",
+				 cl->ppm ? "aggregators only" : "ring only", bal, mm->agg_bps / 1e6,
+				 mm->ring_bps / 1e6);
+			goto next;
+		}
+		d = bal - s;
+		if (d > SPLIT_ADAPT_MAX_STEP)
+			d = SPLIT_ADAPT_MAX_STEP;
+		if (d < -SPLIT_ADAPT_MAX_STEP)
+			d = -SPLIT_ADAPT_MAX_STEP;
+		if (fabs(d) >= SPLIT_ADAPT_HYST) {
+			double t = s + d;
+			/* an endpoint only by trial */
+			if (t < SPLIT_ADAPT_SNAP / 2)
+				t = SPLIT_ADAPT_SNAP / 2;
+			if (t > 1 - SPLIT_ADAPT_SNAP / 2)
+				t = 1 - SPLIT_ADAPT_SNAP / 2;
+			cl->ppm = to_ppm(t);
+			cl->inner_ppm = cl->ppm;
+			cl->stable = 0;
+			snprintf(why[c], sizeof(why[c]), "balance %.3f (aggregators %.1f, ring %.1f MB/s)",
+				 bal, mm->agg_bps / 1e6, mm->ring_bps / 1e6);
+		} else if (++cl->stable >= SPLIT_ADAPT_STABLE && settled &&
+			   cl->since_probe >= cl->probe_every) {
+			trial_start(cl, SPLIT_TRIAL_END, bal < 0.5 ? 0 : SPLIT_PPM, mm->x_bps);
+			snprintf(why[c], sizeof(why[c]), "trying %s (steady at %.3f, %.1f MB/s)",
+				 cl->ppm ? "aggregators only" : "ring only", s, mm->x_bps / 1e6);
+		}
+next:
+		if (cl->ppm != before)
+			changed |= 1u << c;
+	}
+	return changed;
+}
+
+/* Adds [a, b) to a union of intervals met in order of their starts. */
+static void union_add(uint64_t a, uint64_t b, uint64_t *end, uint64_t *len)
+{
+	if (b <= a)
+		return;
+	if (a >= *end) {
+		*len += b - a;
+		*end = b;
+	} else if (b > *end) {
+		*len += b - *end;
+		*end = b;
+	}
+}
+
+static int64_t rate(uint64_t bytes, uint64_t ns)
+{
+	return ns ? (int64_t)((double)bytes * 1e9 / (double)ns) : 0;
+}
+
+void split_meas_window(const struct split_rec *rec, size_t n, int cls, struct split_meas *out)
+{
+	uint64_t xb = 0, ab = 0, rb = 0, xe = 0, ae = 0, re = 0, xl = 0, al = 0, rl = 0;
+
+	memset(out, 0, sizeof(*out));
+	out->ppm = -1;
+	for (size_t i = 0; i < n; i++) {
+		const struct split_rec *q = &rec[i];
+		if (q->cls != cls)
+			continue;
+		if (!out->n++)
+			out->ppm = q->ppm;
+		xb += q->bytes;
+		union_add(q->t0, q->t_end, &xe, &xl);
+		if (q->agg_bytes) {
+			ab += q->agg_bytes;
+			union_add(q->t0, q->t_agg, &ae, &al);
+		}
+		if (q->bytes > q->agg_bytes) {
+			rb += q->bytes - q->agg_bytes;
+			union_add(q->t0, q->t_ring, &re, &rl);
+		}
+	}
+	out->x_bps = rate(xb, xl);
+	out->agg_bps = rate(ab, al);
+	out->ring_bps = rate(rb, rl);
 }

@@ -52,7 +52,10 @@ struct split_model {
 	bool shared_host;   /* all aggregators on this host: never split */
 };
 
-/* "auto" -> -1, "0.25" -> 0.25. 0 or -EINVAL. */
+/* "auto" -> SPLIT_AUTO (adaptive), "model" -> SPLIT_MODEL (the model's
+ * split, fixed for the communicator's life), "0.25" -> 0.25. 0 or -EINVAL. */
+#define SPLIT_AUTO (-1.0)
+#define SPLIT_MODEL (-2.0)
 int split_parse(const char *s, double *out);
 /* Bandwidth-optimal fraction (no latency rule). */
 double split_model_fraction(const struct split_model *m);
@@ -85,5 +88,101 @@ bool split_window_agg(const struct split_model *m, size_t bytes, bool gather);
 /* true when every host of "host:port,host:port" is a loopback address
  * (127.x, ::1, localhost); false for an empty list. */
 bool split_hosts_local(const char *aggs);
+
+
+/* ---- the adaptive split (SUMCAST_SPLIT=auto; docs/plugin.md, "Adaptive
+ * split") ----
+ *
+ * Requests of at least 1 << SPLIT_ADAPT_MIN_SHIFT bytes adapt, each size
+ * class (a power of two, the last open-ended) on its own. They are
+ * measured in windows of SPLIT_ADAPT_WINDOW such requests; every node
+ * measures each window, the nodes agree on the minimum of every figure
+ * (the slowest node bounds each path) and each runs split_adapt_decide on
+ * the agreed figures, so all hold the same state: the decision on window
+ * n takes effect from window n + 2.
+ *
+ * Per window and class: X, the class's bytes over the time any of its
+ * requests was in flight; C_agg and C_ring, each path's bytes over the
+ * time a part of it was in flight on that path. The path that limits the
+ * pipeline is busy all the time (its C is its share of X); the other is
+ * busy only while its parts move, so its C is what it could carry. Both
+ * are measured while the two share the node links, which is what makes
+ * C_agg / (C_agg + C_ring), the split at which both paths finish
+ * together, a split the shared link allows: the controller steps towards
+ * it (at most SPLIT_ADAPT_MAX_STEP a window, nothing below
+ * SPLIT_ADAPT_HYST). The balance is not the optimum when one path alone
+ * beats both together (a path that runs slower while sharing: the
+ * aggregators at A = W): an endpoint (0 or 1) is tried when the balance
+ * is near it or, once steady, every SPLIT_ADAPT_PROBE windows, and kept
+ * only when it measures SPLIT_ADAPT_MARGIN faster; at an endpoint the
+ * last interior split is tried as often. Each trial that loses doubles
+ * the wait for the next (up to SPLIT_ADAPT_PROBE_MAX), so that a steady
+ * job pays for trials less and less; a throughput that moves by
+ * SPLIT_ADAPT_MOVED from where the last trial ended (the conditions
+ * changed) brings the wait back to SPLIT_ADAPT_PROBE and tries once the
+ * split is steady again, as at the start. A trial is judged on a window
+ * that ran at the tried split after a whole window at it (the pipeline
+ * refilled). */
+#define SPLIT_ADAPT_MIN_SHIFT 18u /* 256 KiB */
+#define SPLIT_ADAPT_CLASSES 8u
+#define SPLIT_ADAPT_WINDOW 8u
+#define SPLIT_ADAPT_MIN_N 4u      /* requests of a class in a window to decide on */
+#define SPLIT_ADAPT_MAX_STEP 0.25
+#define SPLIT_ADAPT_HYST 0.02
+#define SPLIT_ADAPT_SNAP 0.06     /* a balance this near an endpoint tries it */
+#define SPLIT_ADAPT_MARGIN 0.02
+#define SPLIT_ADAPT_PROBE 32u
+#define SPLIT_ADAPT_PROBE_MAX 512u
+#define SPLIT_ADAPT_MOVED 0.15
+#define SPLIT_ADAPT_STABLE 3u
+#define SPLIT_PPM 1000000
+
+/* One class's figures for one window (on one node; then agreed). */
+struct split_meas {
+	int64_t n;         /* requests */
+	int64_t ppm;       /* the split they ran at */
+	int64_t x_bps;     /* bytes/s of the class */
+	int64_t agg_bps;   /* aggregator path: bytes over its busy time; 0: unused */
+	int64_t ring_bps;  /* ring path, likewise */
+};
+#define SPLIT_MEAS_VALS 5u
+
+enum split_trial { SPLIT_TRIAL_NONE = 0, SPLIT_TRIAL_END, SPLIT_TRIAL_INNER };
+
+struct split_class {
+	int32_t ppm;       /* the split in use */
+	int32_t inner_ppm; /* the last interior split (to return to, or to try) */
+	int32_t ref_ppm;   /* a trial: where it came from */
+	uint8_t trial;     /* enum split_trial */
+	int64_t ref_x;     /* a trial: the throughput it must beat */
+	int64_t last_meas_ppm;
+	uint32_t stable, since_probe;
+	uint32_t probe_every; /* SPLIT_ADAPT_PROBE, doubled by each trial that lost */
+	int64_t steady_x;     /* the throughput when the last trial ended */
+};
+
+struct split_adapt {
+	struct split_class c[SPLIT_ADAPT_CLASSES];
+};
+
+/* The class of a request of `bytes`, or -1 (too small: the model decides). */
+int split_adapt_class(size_t bytes);
+/* Every class at the model's split for its size (m: auto). */
+void split_adapt_init(struct split_adapt *sa, const struct split_model *m);
+/* One window's agreed figures, meas[class]. Returns the classes whose
+ * split changed as a bit mask; why[class] says why (for the log). */
+unsigned split_adapt_decide(struct split_adapt *sa, const struct split_meas *meas,
+			    char why[][96]);
+
+/* A request's times for split_meas_window (ns; t_agg / t_ring 0 when the
+ * request has no such part). */
+struct split_rec {
+	uint64_t t0, t_agg, t_ring, t_end;
+	uint64_t bytes, agg_bytes;
+	int32_t ppm;
+	int8_t cls;
+};
+/* The figures of one class from a window's requests in issue order. */
+void split_meas_window(const struct split_rec *rec, size_t n, int cls, struct split_meas *out);
 
 #endif

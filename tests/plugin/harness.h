@@ -92,6 +92,7 @@ struct opts {
 	bool trace;         /* SUMCAST_TRACE=<rv_dir>/trace and the trace check */
 	bool close_inflight; /* p2p: close a send comm with a send in flight */
 	int mc;             /* --multicast: datagrams dropped per mille; -1: unicast results */
+	bool expect_adaptive; /* the trace must show adaptive requests at two splits or more */
 };
 extern struct opts opt;
 
@@ -104,6 +105,12 @@ extern const char *harness_plugin_default, *harness_daemon_default;
 int harness_main(int argc, char **argv, const char *forced_mode);
 size_t parse_size(const char *s);
 void usage(void) __attribute__((noreturn));
+
+/* --expect-adaptive: adapt_note takes every trace line, adapt_check
+ * fails unless at least three windows of adaptive requests ran and their
+ * splits took two values or more (the split moved). */
+void adapt_note(const char *line);
+void adapt_check(void);
 
 /* ---- failing (every file) ---- */
 

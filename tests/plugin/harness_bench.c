@@ -682,9 +682,9 @@ int bench_option(int c, const char *arg)
 			if (BENCH_MODES == BENCH_MAX || split_parse(e, &f))
 				return -1;
 			char *name = malloc(strlen(e) + 2);
-			sprintf(name, "%s%s", f < 0 ? "" : "x", f < 0 ? "auto" : e);
+			sprintf(name, "%s%s", f < 0 ? "" : "x", e);
 			bench_names[BENCH_MODES] = name;
-			bench_split_env[BENCH_MODES] = f < 0 ? "auto" : e;
+			bench_split_env[BENCH_MODES] = e;
 			bench_plugin[BENCH_MODES++] = NULL;
 		}
 		return BENCH_MODES ? 0 : -1;

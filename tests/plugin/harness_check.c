@@ -146,6 +146,36 @@ uint64_t check_rank_order(void *cc, uint8_t *send, uint8_t *recv, size_t half, v
 	return fnv(hash, recv, count * 2);
 }
 
+static uint64_t adapt_rows;
+static double adapt_splits[2];
+static int adapt_nsplits;
+
+void adapt_note(const char *line)
+{
+	const char *p = strstr(line, "\"split\":");
+	double f;
+
+	if (!strstr(line, "\"adaptive\":true"))
+		return;
+	CHECK(p && sscanf(p, "\"split\":%lf", &f) == 1 && f >= 0 && f <= 1,
+	      "trace: an adaptive request without its split: %s", line);
+	adapt_rows++;
+	if (adapt_nsplits < 2 && (!adapt_nsplits || adapt_splits[0] != f))
+		adapt_splits[adapt_nsplits++] = f;
+}
+
+void adapt_check(void)
+{
+	if (!opt.expect_adaptive)
+		return;
+	CHECK(adapt_rows >= 24 && adapt_nsplits == 2,
+	      "trace: %llu adaptive requests at %d split(s); want 24 or more at two or more",
+	      (unsigned long long)adapt_rows, adapt_nsplits);
+	if (my_rank == 0)
+		fprintf(stderr, "trace: %llu adaptive requests; the split moved (%.3f, %.3f, ...)\n",
+			(unsigned long long)adapt_rows, adapt_splits[0], adapt_splits[1]);
+}
+
 /* --trace: this rank's file <rv_dir>/trace.<job>.<rank>.jsonl (closed by
  * closeColl) lists every request it issued, in order of completion: one
  * well-formed line each, status ok, bytes adding up, seqs all different. */
@@ -194,6 +224,7 @@ uint64_t check_trace(void)
 		CHECK(ps && pg && sscanf(ps, "\"agg_sent\":%zu", &sent) == 1 &&
 		      sscanf(pg, "\"agg_got\":%zu", &got) == 1 && sent <= ab && got <= ab,
 		      "trace line %llu: agg_sent / agg_got: %s", (unsigned long long)lines + 1, line);
+		adapt_note(line);
 		lines++;
 		bytes += b;
 		agg += sent; /* what this rank sent: what the daemons count */
@@ -211,6 +242,7 @@ uint64_t check_trace(void)
 		}
 	}
 	fclose(f);
+	adapt_check();
 	CHECK(lines == issued_reqs && bytes == issued_bytes,
 	      "trace: %llu lines / %llu bytes, issued %llu requests / %llu bytes",
 	      (unsigned long long)lines, (unsigned long long)bytes, (unsigned long long)issued_reqs,

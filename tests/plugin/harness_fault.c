@@ -399,6 +399,7 @@ static void trace_sum(uint64_t fault_seq, struct trace_sum *s)
 		unsigned long long seq = 0, ab = 0, ep = 0, rb = 0;
 		const char *p;
 		s->rows++;
+		adapt_note(line);
 		if ((p = strstr(line, "\"seq\":")))
 			seq = strtoull(p + 6, NULL, 10);
 		if ((p = strstr(line, "\"agg_bytes\":")))
@@ -607,6 +608,7 @@ progress:
 		"%" PRIu64 " window bytes through the aggregators\n", my_rank, ts.rows, ts.agg_before,
 		ts.redone, ts.win_redone, ts.epoch_max, saw_fault, ts.win_agg);
 	CHECK(ts.errors == 0, "the trace lists %" PRIu64 " failed requests", ts.errors);
+	adapt_check();
 	/* A fixed split sends every window to the aggregators (split_window_agg). */
 	if (opt.split && strcmp(opt.split, "auto") && atof(opt.split) > 0)
 		CHECK(ts.win_agg > 0, "no reduce-scatter or allgather window went through the aggregators");

@@ -21,7 +21,7 @@ void usage(void)
 		"       [--split auto|F] [--version 11|8] [--plugin PATH] [--daemon PATH]\n"
 		"       (coll and rsag: --version 11|10|9|8)\n"
 		"       [-b|--min-bytes B] [-e|--max-bytes B] [--type T] [--json] [--verbose]\n"
-		"       [--key same|other] [--expect agg|joined|ring] [--trace]\n"
+		"       [--key same|other] [--expect agg|joined|ring] [--trace [--expect-adaptive]]\n"
 		"       p2p: [--close-inflight]\n"
 		"       fault: --fault kill|idle|stop|term|restart|all|connect|node|cmd[,KIND]\n"
 		"              [--fault-agg I] [--ops K] [--fault-at K] [--expect-copies]\n"
@@ -79,7 +79,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		{ "before", 1, 0, 'B' }, { "after", 1, 0, 'Z' }, { "retention-bytes", 1, 0, 'Y' },
 		{ "coll", 1, 0, 'X' }, { "no-rtt", 0, 0, 'Q' },
 		{ "small-rs", 0, 0, 0x101 }, { "expect-kept", 0, 0, 0x102 }, { "multicast", 1, 0, 0x103 },
-		{ "timeline", 0, 0, 0x104 },
+		{ "timeline", 0, 0, 0x104 }, { "expect-adaptive", 0, 0, 0x105 },
 		{ 0, 0, 0, 0 }
 	};
 	static char plugin_buf[PATH_MAX + 64], daemon_buf[PATH_MAX + 64], aggs[1024];
@@ -123,6 +123,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 			opt.trace = true; /* the bytes each path carried */
 			break;
 		case 'D': opt.deterministic = true; break;
+		case 0x105: opt.expect_adaptive = true; break;
 		case 'r': opt.trace = true; break;
 		case 'I': opt.close_inflight = true; break;
 		case 'k':

@@ -7,6 +7,7 @@
 #include <cmocka.h>
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "split.h"
@@ -33,6 +34,10 @@ static void parse(void **state)
 	assert_int_equal(split_parse("-0.1", &v), -EINVAL);
 	assert_int_equal(split_parse("0.5x", &v), -EINVAL);
 	assert_int_equal(split_parse("nan", &v), -EINVAL);
+	assert_int_equal(split_parse("model", &v), 0);
+	assert_true(v == SPLIT_MODEL);
+	assert_int_equal(split_parse("auto", &v), 0);
+	assert_true(v == SPLIT_AUTO);
 }
 
 /* W=4, one aggregator, equal links: r = 1.5, k = 4. e = 1: a = 1/3 (both
@@ -162,6 +167,206 @@ static void windows(void **state)
 	assert_false(split_window_agg(&m, 8, false));
 }
 
+
+/* ---- the adaptive split's controller against a plant ----
+ *
+ * The plant: each path has a capacity (MB/s) when it runs alone, ca and
+ * cr; running both costs a factor pen on both (the shared node links:
+ * pen < 1 is what makes an endpoint beat the balance). At split a the
+ * pipeline moves X = pen min(ca/a, cr/(1-a)); the limiting path is
+ * measured at its share of X, the other at what it can carry: both come
+ * out as pen x capacity. Endpoints run one path alone at its capacity. The
+ * loop applies each decision two windows late, as the plugin does, and
+ * puts a +-1 % ripple on every figure. */
+struct plant {
+	double ca, cr, pen;
+};
+
+static struct split_meas plant_window(const struct plant *p, int32_t ppm, unsigned w)
+{
+	double a = ppm / (double)SPLIT_PPM, x, ripple = 1 + 0.01 * ((w * 7919u) % 3 - 1.0);
+	struct split_meas m = { .n = SPLIT_ADAPT_WINDOW, .ppm = ppm };
+
+	if (ppm == 0) {
+		x = p->cr;
+		m.ring_bps = (int64_t)(x * 1e6 * ripple);
+	} else if (ppm == SPLIT_PPM) {
+		x = p->ca;
+		m.agg_bps = (int64_t)(x * 1e6 * ripple);
+	} else {
+		x = p->pen * fmin(p->ca / a, p->cr / (1 - a));
+		m.agg_bps = (int64_t)(p->pen * p->ca * 1e6 * ripple);
+		m.ring_bps = (int64_t)(p->pen * p->cr * 1e6 / ripple);
+	}
+	m.x_bps = (int64_t)(x * 1e6 * ripple);
+	return m;
+}
+
+struct run {
+	struct split_adapt sa;
+	int32_t plan[4];
+	unsigned w;
+	unsigned changes;
+};
+
+static void run_start(struct run *r, double start)
+{
+	struct split_model m = model(4, 1, 0.5, 0.5, 0.85);
+
+	split_adapt_init(&r->sa, &m);
+	for (unsigned c = 0; c < SPLIT_ADAPT_CLASSES; c++)
+	{
+		r->sa.c[c].ppm = (int32_t)(start * SPLIT_PPM);
+		if (start > 0 && start < 1)
+			r->sa.c[c].inner_ppm = r->sa.c[c].ppm;
+	}
+	r->plan[0] = r->plan[1] = r->sa.c[3].ppm;
+	r->w = 0;
+	r->changes = 0;
+}
+
+/* Runs `windows` windows of 2 MiB requests (class 3); returns the share
+ * of them that ran within tol of target and X within 5 % of best, after
+ * `settle` windows. */
+static double run_windows(struct run *r, const struct plant *p, unsigned windows, double best,
+			  unsigned settle, unsigned *at_best)
+{
+	unsigned good = 0, counted = 0;
+
+	for (unsigned i = 0; i < windows; i++, r->w++) {
+		struct split_meas meas[SPLIT_ADAPT_CLASSES] = { 0 };
+		char why[SPLIT_ADAPT_CLASSES][96];
+		int32_t ppm = r->plan[r->w % 4];
+		meas[3] = plant_window(p, ppm, r->w);
+		if (i >= settle) {
+			counted++;
+			good += meas[3].x_bps >= 0.95 * best * 1e6;
+		}
+		int32_t before = r->sa.c[3].ppm;
+		unsigned ch = split_adapt_decide(&r->sa, meas, why);
+		assert_int_equal(ch & ~(1u << 3), 0); /* only the class measured */
+		r->changes += r->sa.c[3].ppm != before;
+		r->plan[(r->w + 2) % 4] = r->sa.c[3].ppm;
+		if (getenv("TEST_SPLIT_VERBOSE"))
+			printf("w %u ran %.3f x %.1f -> %.3f %s\n", r->w, ppm / 1e6, meas[3].x_bps / 1e6,
+			       r->sa.c[3].ppm / 1e6, ch ? why[3] : "");
+	}
+	if (at_best)
+		*at_best = good;
+	return counted ? (double)good / counted : 0;
+}
+
+/* W = 4, A = 1: the balance (0.25 here) beats both endpoints; from 0.5 it
+ * gets there in a few windows and stays, the ring-only trials (every
+ * SPLIT_ADAPT_PROBE windows) costing a few windows each. */
+static void adapt_balance(void **state)
+{
+	struct plant p = { 10, 30, 1 };
+	struct run r;
+	(void)state;
+	run_start(&r, 0.5);
+	double share = run_windows(&r, &p, 200, 40, 6, NULL);
+	assert_true(share >= 0.85);
+	assert_true(fabs(r.sa.c[3].ppm / 1e6 - 0.25) < 0.03);
+	/* the aggregator's link halves: balance 1/7, still better than the ring */
+	p.ca = 5;
+	share = run_windows(&r, &p, 200, 35, 6, NULL);
+	assert_true(share >= 0.85);
+	assert_true(fabs(r.sa.c[3].ppm / 1e6 - 1 / 7.0) < 0.03);
+}
+
+/* The balance is worse than the ring alone (a slow aggregator, and the
+ * shared links cost 20 %): the split ends at 0 within a few windows and
+ * stays there but for the trials of the interior. */
+static void adapt_to_ring(void **state)
+{
+	struct plant p = { 3, 30, 0.8 };
+	struct run r;
+	(void)state;
+	run_start(&r, 0.25);
+	double share = run_windows(&r, &p, 200, 30, 10, NULL);
+	assert_true(share >= 0.85);
+	assert_int_equal(r.sa.c[3].ppm % SPLIT_PPM, 0);
+	assert_int_equal(r.sa.c[3].ppm, 0);
+}
+
+/* A = W: the aggregators alone (58) beat both paths together (0.55 x
+ * 99.7): starting at 1, the split stays there but for the trials. */
+static void adapt_stays_at_one(void **state)
+{
+	struct plant p = { 58, 41.7, 0.55 };
+	struct run r;
+	(void)state;
+	run_start(&r, 1);
+	double share = run_windows(&r, &p, 200, 58, 0, NULL);
+	assert_true(share >= 0.85);
+	assert_int_equal(r.sa.c[3].ppm, SPLIT_PPM);
+	/* and from a wrong start (0.5) it finds 1 */
+	run_start(&r, 0.5);
+	share = run_windows(&r, &p, 200, 58, 12, NULL);
+	assert_true(share >= 0.85);
+	assert_int_equal(r.sa.c[3].ppm, SPLIT_PPM);
+}
+
+/* Steady conditions: no oscillation. Over 400 windows at the balance the
+ * split changes only for the trials (two changes each: there and back). */
+static void adapt_no_oscillation(void **state)
+{
+	struct plant p = { 20, 30, 1 };
+	struct run r;
+	(void)state;
+	run_start(&r, 0.4);
+	run_windows(&r, &p, 400, 50, 0, NULL);
+	assert_true(r.changes <= 2 * 4 + 2); /* trials at 32, 64, 128, 256 windows apart */
+}
+
+/* A class with too few requests in a window is not decided on; the
+ * figures of a window measure each class alone. */
+static void adapt_meas(void **state)
+{
+	struct split_rec rec[4] = {
+		/* class 3, both paths: [0, 100) agg, [0, 60) ring */
+		{ .t0 = 0, .t_agg = 100, .t_ring = 60, .t_end = 100, .bytes = 2 << 20,
+		  .agg_bytes = 1 << 20, .ppm = 500000, .cls = 3 },
+		/* overlapping: [50, 200) agg, [50, 90) ring */
+		{ .t0 = 50, .t_agg = 200, .t_ring = 90, .t_end = 200, .bytes = 2 << 20,
+		  .agg_bytes = 1 << 20, .ppm = 500000, .cls = 3 },
+		/* after a gap: [1000, 1100) ring only */
+		{ .t0 = 1000, .t_ring = 1100, .t_end = 1100, .bytes = 2 << 20, .ppm = 500000, .cls = 3 },
+		/* another class */
+		{ .t0 = 1000, .t_agg = 5000, .t_end = 5000, .bytes = 1 << 18, .agg_bytes = 1 << 18,
+		  .ppm = SPLIT_PPM, .cls = 0 },
+	};
+	struct split_meas m;
+	(void)state;
+	split_meas_window(rec, 4, 3, &m);
+	assert_int_equal(m.n, 3);
+	assert_int_equal(m.ppm, 500000);
+	assert_int_equal(m.x_bps, (int64_t)((6 << 20) * 1e9 / 300));  /* [0,200) + [1000,1100) */
+	assert_int_equal(m.agg_bps, (int64_t)((2 << 20) * 1e9 / 200)); /* [0, 200) */
+	assert_int_equal(m.ring_bps, (int64_t)((4 << 20) * 1e9 / 190)); /* [0,90) + [1000,1100) */
+	split_meas_window(rec, 4, 0, &m);
+	assert_int_equal(m.n, 1);
+	assert_int_equal(m.ring_bps, 0);
+	assert_int_equal(split_adapt_class(1 << 18), 0);
+	assert_int_equal(split_adapt_class((1 << 18) - 1), -1);
+	assert_int_equal(split_adapt_class(2 << 20), 3);
+	assert_int_equal(split_adapt_class((size_t)1 << 30), SPLIT_ADAPT_CLASSES - 1);
+
+	struct split_adapt sa;
+	struct split_model mo = model(4, 1, 0.5, 0.5, 0.85);
+	struct split_meas meas[SPLIT_ADAPT_CLASSES] = { 0 };
+	char why[SPLIT_ADAPT_CLASSES][96];
+	split_adapt_init(&sa, &mo);
+	meas[3] = (struct split_meas){ SPLIT_ADAPT_MIN_N - 1, sa.c[3].ppm, 1, 1, 1000 };
+	assert_int_equal(split_adapt_decide(&sa, meas, why), 0);
+	meas[3].n = SPLIT_ADAPT_MIN_N; /* the balance says 0.001: a step of at most 0.25 */
+	int32_t before = sa.c[3].ppm;
+	assert_int_equal(split_adapt_decide(&sa, meas, why), 1u << 3);
+	assert_true(before - sa.c[3].ppm <= SPLIT_ADAPT_MAX_STEP * SPLIT_PPM + 1);
+	assert_true(sa.c[3].ppm > 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -173,6 +378,11 @@ int main(void)
 		cmocka_unit_test(counts),
 		cmocka_unit_test(local_hosts),
 		cmocka_unit_test(windows),
+		cmocka_unit_test(adapt_balance),
+		cmocka_unit_test(adapt_to_ring),
+		cmocka_unit_test(adapt_stays_at_one),
+		cmocka_unit_test(adapt_no_oscillation),
+		cmocka_unit_test(adapt_meas),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,227 @@
+/* The adaptive split (SUMCAST_SPLIT=auto): every node measures each window
+ * of SPLIT_ADAPT_WINDOW adaptive requests (split.h: the figures and the
+ * controller), the nodes agree on the minimum of each figure with a tagged
+ * min-allreduce over the ring (the failover agreement's mechanism, under
+ * its own tag kind), and every node runs the same controller on the same
+ * figures: no node decides for the others, and all hold the same splits.
+ * The decision on window n applies from window n + 2, so that a node has
+ * finished window n and agreed on it while window n + 1 runs; a node that
+ * gets to window n + 2 first waits (NULL request, as during a fault's
+ * agreement). docs/plugin.md, "Adaptive split". */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rdma/fi_errno.h>
+
+#include "collnet.h"
+#include "log.h"
+#include "tags.h"
+
+#define TUNE_NV (SPLIT_ADAPT_CLASSES * SPLIT_MEAS_VALS)
+
+int tune_init(struct coll_comm *cc)
+{
+	struct tune *t = &cc->tune;
+	int rc;
+
+	if (!cc->client || cc->nranks < 2 || !cc->adaptive)
+		return 0;
+	t->v = calloc(2 * TUNE_NV, sizeof(*t->v));
+	if (!t->v)
+		return -ENOMEM;
+	rc = fabric_mr_reg(cc->f, t->v, 2 * TUNE_NV * sizeof(*t->v), &t->mr);
+	if (rc) {
+		free(t->v);
+		t->v = NULL;
+		return rc;
+	}
+	split_adapt_init(&t->sa, &cc->model);
+	for (unsigned c = 0; c < SPLIT_ADAPT_CLASSES; c++)
+		t->plan0[c] = t->sa.c[c].ppm;
+	t->on = true;
+	return 0;
+}
+
+static const char *class_name(unsigned c, char *buf, size_t len)
+{
+	size_t b = (size_t)1 << (SPLIT_ADAPT_MIN_SHIFT + c);
+	const char *more = c + 1 == SPLIT_ADAPT_CLASSES ? "+" : "";
+
+	if (b >= 1u << 20)
+		snprintf(buf, len, "%zu MiB%s", b >> 20, more);
+	else
+		snprintf(buf, len, "%zu KiB%s", b >> 10, more);
+	return buf;
+}
+
+/* Window `agreed`'s agreed figures are in v[TUNE_NV..]: decide, plan
+ * window agreed + 2. */
+static void tune_decide(struct coll_comm *cc)
+{
+	struct tune *t = &cc->tune;
+	struct split_meas meas[SPLIT_ADAPT_CLASSES];
+	char why[SPLIT_ADAPT_CLASSES][96];
+	int32_t before[SPLIT_ADAPT_CLASSES];
+	uint64_t n = t->agreed;
+	unsigned told;
+
+	for (unsigned c = 0; c < SPLIT_ADAPT_CLASSES; c++) {
+		const int64_t *o = t->v + TUNE_NV + c * SPLIT_MEAS_VALS;
+		meas[c] = (struct split_meas){ o[0], o[1], o[2], o[3], o[4] };
+		before[c] = t->sa.c[c].ppm;
+	}
+	told = split_adapt_decide(&t->sa, meas, why);
+	for (unsigned c = 0; c < SPLIT_ADAPT_CLASSES; c++) {
+		t->plan[(n + 2) % TUNE_WINS][c] = t->sa.c[c].ppm;
+		if (!(told >> c & 1))
+			continue;
+		int32_t d = t->sa.c[c].ppm - before[c];
+		char cn[32];
+		t->changes += d != 0;
+		/* a large step or a trial: INFO on rank 0; the rest at DEBUG */
+		bool loud = cc->rank == 0 && (d >= SPLIT_PPM / 10 || d <= -SPLIT_PPM / 10 || !d ||
+					      t->sa.c[c].trial != SPLIT_TRIAL_NONE);
+		SC_LOG_AT(loud ? SC_LOG_INFO : SC_LOG_DEBUG,
+			  "collnet job 0x%016llx: split for %s requests %.3f -> %.3f from window %" PRIu64
+			  ": %s", (unsigned long long)cc->job_id, class_name(c, cn, sizeof(cn)),
+			  before[c] / (double)SPLIT_PPM, t->sa.c[c].ppm / (double)SPLIT_PPM, n + 2, why[c]);
+	}
+	t->agreed++;
+}
+
+/* Window `agreed` complete here: put its figures in and start agreeing. */
+static void tune_start(struct coll_comm *cc)
+{
+	struct tune *t = &cc->tune;
+	struct tune_win *w = &t->win[t->agreed % TUNE_WINS];
+
+	for (unsigned c = 0; c < SPLIT_ADAPT_CLASSES; c++) {
+		struct split_meas m;
+		int64_t *o = t->v + c * SPLIT_MEAS_VALS;
+		split_meas_window(w->rec, SPLIT_ADAPT_WINDOW, (int)c, &m);
+		o[0] = m.n;
+		o[1] = m.ppm;
+		o[2] = m.x_bps;
+		o[3] = m.agg_bps;
+		o[4] = m.ring_bps;
+	}
+	w->done = 0;
+	ring_op_start_tagged(&cc->ring, &t->op, sc_tag_tune(t->agreed), SC_TAG_FO_STEP_SHIFT, t->v,
+			     t->v + TUNE_NV, TUNE_NV, SC_I64, SC_OP_MIN, t->mr.desc, t->mr.desc, NULL,
+			     NULL);
+	t->running = true;
+}
+
+int tune_step(struct coll_comm *cc)
+{
+	struct tune *t = &cc->tune;
+
+	if (!t->on)
+		return 0;
+	for (;;) {
+		if (t->running) {
+			int rc = ring_op_progress(&t->op);
+			if (rc == 0)
+				return 0;
+			t->running = false;
+			if (rc < 0) {
+				SC_WARN("collnet job 0x%016llx rank %u: agreeing on the split of window %" PRIu64
+					" over the ring: %s", (unsigned long long)cc->job_id, cc->rank,
+					t->agreed, fi_strerror(-rc));
+				t->on = false;
+				return rc;
+			}
+			tune_decide(cc);
+		}
+		if (t->win[t->agreed % TUNE_WINS].done < SPLIT_ADAPT_WINDOW)
+			return 0;
+		tune_start(cc);
+	}
+}
+
+int tune_split(struct coll_comm *cc, size_t bytes, int32_t *ppm)
+{
+	struct tune *t = &cc->tune;
+	int c = split_adapt_class(bytes);
+	uint64_t w;
+
+	if (!t->on || c < 0)
+		return 0;
+	w = t->issued / SPLIT_ADAPT_WINDOW;
+	if (w < 2) {
+		*ppm = t->plan0[c];
+		return 1;
+	}
+	if (t->agreed < w - 1)
+		return -EAGAIN;
+	*ppm = t->plan[w % TUNE_WINS][c];
+	return 1;
+}
+
+void tune_issued(struct coll_comm *cc, struct coll_req *r)
+{
+	r->tuned = true;
+	r->tune_ord = cc->tune.issued++;
+}
+
+void tune_done(struct coll_comm *cc, const struct coll_req *r, uint64_t t_end)
+{
+	struct tune_win *w = &cc->tune.win[(r->tune_ord / SPLIT_ADAPT_WINDOW) % TUNE_WINS];
+	struct split_rec *q = &w->rec[r->tune_ord % SPLIT_ADAPT_WINDOW];
+
+	*q = (struct split_rec){
+		.t0 = r->t0,
+		.t_agg = r->a ? r->t_agg : 0,
+		.t_ring = r->count > r->a ? r->t_ring : 0,
+		.t_end = t_end,
+		.bytes = r->count * r->es,
+		.agg_bytes = r->a * r->es,
+		.ppm = r->tune_ppm,
+		.cls = (int8_t)split_adapt_class(r->count * r->es),
+	};
+	w->done++;
+}
+
+void tune_fini(struct coll_comm *cc, uint64_t deadline)
+{
+	struct tune *t = &cc->tune;
+
+	if (!t->v)
+		return;
+	/* the windows this node completed: every node completed them, and
+	 * some may wait in their agreement for this node's part */
+	while (t->on && !cc->failed && (t->running || t->win[t->agreed % TUNE_WINS].done ==
+						     SPLIT_ADAPT_WINDOW)) {
+		ring_poll(&cc->ring);
+		client_progress(cc->client);
+		(void)failover_step(cc); /* serve the others' notices and copies meanwhile */
+		if (tune_step(cc))
+			break;
+		if (sc_now_ns() > deadline) {
+			SC_WARN("collnet job 0x%016llx rank %u: closing: the agreement on the split of "
+				"window %" PRIu64 " did not end within SUMCAST_AGG_TIMEOUT",
+				(unsigned long long)cc->job_id, cc->rank, t->agreed);
+			break;
+		}
+	}
+	if (t->running)
+		ring_op_abort(&t->op);
+	t->running = false;
+	t->on = false;
+	fabric_mr_dereg(&t->mr);
+	if (t->agreed && cc->rank == 0) {
+		char now[SPLIT_ADAPT_CLASSES * 24] = "", cn[32];
+		size_t l = 0;
+		for (unsigned c = 0; c < SPLIT_ADAPT_CLASSES; c++)
+			if (t->sa.c[c].since_probe || t->sa.c[c].last_meas_ppm >= 0)
+				l += (size_t)snprintf(now + l, sizeof(now) - l, "%s%s %.3f", l ? ", " : "",
+						      class_name(c, cn, sizeof(cn)),
+						      t->sa.c[c].ppm / (double)SPLIT_PPM);
+		SC_INFO("collnet job 0x%016llx: adaptive split: %" PRIu64 " windows agreed, %" PRIu64
+			" changes; now %s", (unsigned long long)cc->job_id, t->agreed, t->changes,
+			now[0] ? now : "(no class measured)");
+	}
+	/* t->v is freed after the endpoint closes (an aborted receive) */
+}
