@@ -168,33 +168,52 @@ static int32_t to_ppm(double f)
 
 void split_adapt_init(struct split_adapt *sa, const struct split_model *m)
 {
-	double fm = split_model_fraction(m);
-
 	memset(sa, 0, sizeof(*sa));
 	for (unsigned c = 0; c < SPLIT_ADAPT_CLASSES; c++) {
 		struct split_class *cl = &sa->c[c];
 		cl->ppm = to_ppm(split_fraction(m, (size_t)1 << (SPLIT_ADAPT_MIN_SHIFT + c)));
-		if (cl->ppm > 0 && cl->ppm < SPLIT_PPM)
-			cl->inner_ppm = cl->ppm;
-		else if (fm > 0 && fm < 1)
-			cl->inner_ppm = to_ppm(fm);
-		else
-			cl->inner_ppm = cl->ppm ? to_ppm(0.9) : to_ppm(0.1);
 		cl->last_meas_ppm = -1;
-		cl->probe_every = SPLIT_ADAPT_PROBE;
-		cl->since_probe = SPLIT_ADAPT_PROBE - SPLIT_ADAPT_STABLE - 1; /* try early */
+		cl->armed = true; /* a new job climbs once */
 	}
 }
 
-/* A trial of `to` from the current split, which measured x. */
-static void trial_start(struct split_class *cl, enum split_trial kind, int32_t to, int64_t x)
+/* The neighbour a trial goes to, dir -1 (towards the ring) or +1: one
+ * SPLIT_ADAPT_TRY_STEP, an endpoint when that comes within half a step
+ * of it; -1 when there is none that way. */
+static int32_t neighbour(int32_t ppm, int dir)
 {
-	cl->trial = (uint8_t)kind;
-	cl->ref_ppm = cl->ppm;
-	cl->ref_x = x;
-	cl->ppm = to;
-	cl->since_probe = 0;
-	cl->stable = 0;
+	double s = ppm / (double)SPLIT_PPM, t = s + dir * SPLIT_ADAPT_TRY_STEP;
+
+	if ((dir < 0 && ppm == 0) || (dir > 0 && ppm == SPLIT_PPM))
+		return -1;
+	if (t < SPLIT_ADAPT_TRY_STEP / 2)
+		t = 0;
+	if (t > 1 - SPLIT_ADAPT_TRY_STEP / 2)
+		t = 1;
+	return to_ppm(t);
+}
+
+/* The next trial of a steady class (armed): on in the direction the last
+ * kept trial went, else the way not yet lost (the ring's first). Disarms
+ * when both ways lost. */
+static bool climb(struct split_class *cl, int64_t x)
+{
+	int order[2] = { cl->dir ? cl->dir : -1, cl->dir ? 0 : 1 };
+
+	for (int i = 0; i < 2; i++) {
+		int d = order[i];
+		int32_t to;
+		if (!d || (cl->lost >> (d > 0) & 1) || (to = neighbour(cl->ppm, d)) < 0)
+			continue;
+		cl->trial = 1;
+		cl->ref_ppm = cl->ppm;
+		cl->ref_x = x;
+		cl->ppm = to;
+		cl->stable = 0;
+		return true;
+	}
+	cl->armed = false;
+	return false;
 }
 
 unsigned split_adapt_decide(struct split_adapt *sa, const struct split_meas *meas, char why[][96])
@@ -210,83 +229,71 @@ unsigned split_adapt_decide(struct split_adapt *sa, const struct split_meas *mea
 
 		if (mm->n < (int64_t)SPLIT_ADAPT_MIN_N)
 			continue;
-		cl->since_probe++;
 		settled = mm->ppm == cl->ppm && cl->last_meas_ppm == cl->ppm;
 		cl->last_meas_ppm = mm->ppm;
-		if (cl->trial != SPLIT_TRIAL_NONE) {
+		if (cl->trial) {
 			if (!settled)
 				continue;
 			bool better = (double)mm->x_bps >= (double)cl->ref_x * (1 + SPLIT_ADAPT_MARGIN);
+			int dir = cl->ppm < cl->ref_ppm ? -1 : 1;
 			snprintf(why[c], sizeof(why[c]), "tried %.3f: %.1f MB/s against %.1f at %.3f: %s",
 				 s, mm->x_bps / 1e6, cl->ref_x / 1e6, cl->ref_ppm / (double)SPLIT_PPM,
 				 better ? "kept" : "back");
-			if (!better) {
-				cl->ppm = cl->ref_ppm;
-				if (cl->probe_every < SPLIT_ADAPT_PROBE_MAX)
-					cl->probe_every *= 2;
+			if (better) {
+				cl->dir = (int8_t)dir;
+				cl->lost = 0;
+				cl->steady_x = mm->x_bps;
 			} else {
-				cl->probe_every = SPLIT_ADAPT_PROBE;
+				cl->ppm = cl->ref_ppm;
+				cl->dir = 0;
+				cl->lost |= (uint8_t)(1u << (dir > 0));
+				cl->steady_x = cl->ref_x;
 			}
-			cl->steady_x = better ? mm->x_bps : cl->ref_x;
-			cl->trial = SPLIT_TRIAL_NONE;
-			cl->since_probe = 0;
+			cl->trial = 0;
 			cl->stable = 0;
 			changed |= 1u << c; /* a trial's end is always told */
 			continue;
 		}
 		if (settled && cl->steady_x &&
 		    fabs((double)mm->x_bps / (double)cl->steady_x - 1) > SPLIT_ADAPT_MOVED) {
-			/* the conditions changed since the last trial */
-			cl->probe_every = SPLIT_ADAPT_PROBE;
-			cl->since_probe = SPLIT_ADAPT_PROBE - SPLIT_ADAPT_STABLE - 1;
+			/* the conditions changed since the last climb: climb again */
+			cl->armed = true;
+			cl->lost = 0;
+			cl->dir = 0;
+			cl->stable = 0;
 			cl->steady_x = mm->x_bps;
 		}
-		if (cl->ppm == 0 || cl->ppm == SPLIT_PPM) {
-			if (settled && cl->since_probe >= cl->probe_every) {
-				int32_t to = cl->inner_ppm > 0 && cl->inner_ppm < SPLIT_PPM ? cl->inner_ppm
-							   : cl->ppm ? to_ppm(0.9) : to_ppm(0.1);
-				trial_start(cl, SPLIT_TRIAL_INNER, to, mm->x_bps);
-				snprintf(why[c], sizeof(why[c]), "trying %.3f (%.1f MB/s at %.3f)",
-					 cl->ppm / (double)SPLIT_PPM, mm->x_bps / 1e6, s);
+		/* interior, both paths measured at the split in use (not a window
+		 * of an earlier one): step towards their balance */
+		if (mm->ppm == cl->ppm && cl->ppm > 0 && cl->ppm < SPLIT_PPM && mm->agg_bps > 0 &&
+		    mm->ring_bps > 0) {
+			bal = (double)mm->agg_bps / (double)(mm->agg_bps + mm->ring_bps);
+			d = bal - s;
+			if (d > SPLIT_ADAPT_MAX_STEP)
+				d = SPLIT_ADAPT_MAX_STEP;
+			if (d < -SPLIT_ADAPT_MAX_STEP)
+				d = -SPLIT_ADAPT_MAX_STEP;
+			if (fabs(d) >= SPLIT_ADAPT_HYST) {
+				double t = s + d;
+				/* an endpoint only by trial */
+				if (t < SPLIT_ADAPT_HYST)
+					t = SPLIT_ADAPT_HYST;
+				if (t > 1 - SPLIT_ADAPT_HYST)
+					t = 1 - SPLIT_ADAPT_HYST;
+				cl->ppm = to_ppm(t);
+				cl->stable = 0;
+				cl->armed = true; /* climb again from there */
+				cl->lost = 0;
+				cl->dir = 0;
+				snprintf(why[c], sizeof(why[c]),
+					 "balance %.3f (aggregators %.1f, ring %.1f MB/s)", bal,
+					 mm->agg_bps / 1e6, mm->ring_bps / 1e6);
+				goto next;
 			}
-			goto next;
 		}
-		/* interior: step towards the balance of the paths */
-		if (mm->agg_bps <= 0 || mm->ring_bps <= 0)
-			continue; /* a window of an endpoint still in flight */
-		bal = (double)mm->agg_bps / (double)(mm->agg_bps + mm->ring_bps);
-		if (settled && (bal < SPLIT_ADAPT_SNAP || bal > 1 - SPLIT_ADAPT_SNAP)) {
-			cl->inner_ppm = cl->ppm;
-			trial_start(cl, SPLIT_TRIAL_END, bal < 0.5 ? 0 : SPLIT_PPM, mm->x_bps);
-			snprintf(why[c], sizeof(why[c]),
-				 "trying %s (balance %.3f: aggregators %.1f, ring %.1f MB/s)",
-				 cl->ppm ? "aggregators only" : "ring only", bal, mm->agg_bps / 1e6,
-				 mm->ring_bps / 1e6);
-			goto next;
-		}
-		d = bal - s;
-		if (d > SPLIT_ADAPT_MAX_STEP)
-			d = SPLIT_ADAPT_MAX_STEP;
-		if (d < -SPLIT_ADAPT_MAX_STEP)
-			d = -SPLIT_ADAPT_MAX_STEP;
-		if (fabs(d) >= SPLIT_ADAPT_HYST) {
-			double t = s + d;
-			/* an endpoint only by trial */
-			if (t < SPLIT_ADAPT_SNAP / 2)
-				t = SPLIT_ADAPT_SNAP / 2;
-			if (t > 1 - SPLIT_ADAPT_SNAP / 2)
-				t = 1 - SPLIT_ADAPT_SNAP / 2;
-			cl->ppm = to_ppm(t);
-			cl->inner_ppm = cl->ppm;
-			cl->stable = 0;
-			snprintf(why[c], sizeof(why[c]), "balance %.3f (aggregators %.1f, ring %.1f MB/s)",
-				 bal, mm->agg_bps / 1e6, mm->ring_bps / 1e6);
-		} else if (++cl->stable >= SPLIT_ADAPT_STABLE && settled &&
-			   cl->since_probe >= cl->probe_every) {
-			trial_start(cl, SPLIT_TRIAL_END, bal < 0.5 ? 0 : SPLIT_PPM, mm->x_bps);
-			snprintf(why[c], sizeof(why[c]), "trying %s (steady at %.3f, %.1f MB/s)",
-				 cl->ppm ? "aggregators only" : "ring only", s, mm->x_bps / 1e6);
-		}
+		if (settled && cl->armed && ++cl->stable >= SPLIT_ADAPT_STABLE && climb(cl, mm->x_bps))
+			snprintf(why[c], sizeof(why[c]), "trying %.3f (%.1f MB/s at %.3f)",
+				 cl->ppm / (double)SPLIT_PPM, mm->x_bps / 1e6, s);
 next:
 		if (cl->ppm != before)
 			changed |= 1u << c;

@@ -94,46 +94,44 @@ bool split_hosts_local(const char *aggs);
  * split") ----
  *
  * Requests of at least 1 << SPLIT_ADAPT_MIN_SHIFT bytes adapt, each size
- * class (a power of two, the last open-ended) on its own. They are
- * measured in windows of SPLIT_ADAPT_WINDOW such requests; every node
- * measures each window, the nodes agree on the minimum of every figure
- * (the slowest node bounds each path) and each runs split_adapt_decide on
- * the agreed figures, so all hold the same state: the decision on window
- * n takes effect from window n + 2.
+ * class (a power of two, the last open-ended) on its own, starting from
+ * the model's split. They are measured in windows of SPLIT_ADAPT_WINDOW
+ * such requests; every node measures each window, the nodes agree on the
+ * minimum of every figure (the slowest node bounds each path) and each
+ * runs split_adapt_decide on the agreed figures, so all hold the same
+ * state: the decision on window n takes effect from window n + 2.
  *
  * Per window and class: X, the class's bytes over the time any of its
  * requests was in flight; C_agg and C_ring, each path's bytes over the
- * time a part of it was in flight on that path. The path that limits the
- * pipeline is busy all the time (its C is its share of X); the other is
- * busy only while its parts move, so its C is what it could carry. Both
- * are measured while the two share the node links, which is what makes
- * C_agg / (C_agg + C_ring), the split at which both paths finish
- * together, a split the shared link allows: the controller steps towards
- * it (at most SPLIT_ADAPT_MAX_STEP a window, nothing below
- * SPLIT_ADAPT_HYST). The balance is not the optimum when one path alone
- * beats both together (a path that runs slower while sharing: the
- * aggregators at A = W): an endpoint (0 or 1) is tried when the balance
- * is near it or, once steady, every SPLIT_ADAPT_PROBE windows, and kept
- * only when it measures SPLIT_ADAPT_MARGIN faster; at an endpoint the
- * last interior split is tried as often. Each trial that loses doubles
- * the wait for the next (up to SPLIT_ADAPT_PROBE_MAX), so that a steady
- * job pays for trials less and less; a throughput that moves by
- * SPLIT_ADAPT_MOVED from where the last trial ended (the conditions
- * changed) brings the wait back to SPLIT_ADAPT_PROBE and tries once the
- * split is steady again, as at the start. A trial is judged on a window
- * that ran at the tried split after a whole window at it (the pipeline
- * refilled). */
+ * time a part of it was in flight on that path.
+ *  - When one path is held up on its own (an aggregator's link or CPU, a
+ *    slow ring neighbour), its parts queue and the other's finish early:
+ *    C_agg / (C_agg + C_ring), the split at which both would finish
+ *    together, differs from the split, and the split steps towards it (at
+ *    most SPLIT_ADAPT_MAX_STEP a window, nothing below SPLIT_ADAPT_HYST).
+ *  - When the node links bound both (the paths share them), both paths
+ *    are busy all the time and that balance is the split itself: it says
+ *    nothing. Then X decides: once steady, the split tries a neighbour
+ *    (SPLIT_ADAPT_TRY_STEP away, or the endpoint when that is nearer than
+ *    half a step) and keeps it if it measures SPLIT_ADAPT_MARGIN faster,
+ *    going on that way while that wins, trying the other way when the
+ *    first loses; when both lose it stays (a hill climb on the measured
+ *    throughput, which also finds an endpoint that beats every split:
+ *    the aggregators alone at A = W). Climbs start at the job's start,
+ *    after a balance step, and when X moves by SPLIT_ADAPT_MOVED from
+ *    where the last climb ended (the conditions changed); a steady job
+ *    does not try anything, and nothing oscillates. A trial is judged on
+ *    a window that ran at the tried split after a whole window at it (the
+ *    pipeline refilled). */
 #define SPLIT_ADAPT_MIN_SHIFT 18u /* 256 KiB */
 #define SPLIT_ADAPT_CLASSES 8u
 #define SPLIT_ADAPT_WINDOW 8u
 #define SPLIT_ADAPT_MIN_N 4u      /* requests of a class in a window to decide on */
 #define SPLIT_ADAPT_MAX_STEP 0.25
-#define SPLIT_ADAPT_HYST 0.02
-#define SPLIT_ADAPT_SNAP 0.06     /* a balance this near an endpoint tries it */
+#define SPLIT_ADAPT_HYST 0.01
+#define SPLIT_ADAPT_TRY_STEP 0.1
 #define SPLIT_ADAPT_MARGIN 0.02
-#define SPLIT_ADAPT_PROBE 32u
-#define SPLIT_ADAPT_PROBE_MAX 512u
-#define SPLIT_ADAPT_MOVED 0.15
+#define SPLIT_ADAPT_MOVED 0.10
 #define SPLIT_ADAPT_STABLE 3u
 #define SPLIT_PPM 1000000
 
@@ -147,18 +145,17 @@ struct split_meas {
 };
 #define SPLIT_MEAS_VALS 5u
 
-enum split_trial { SPLIT_TRIAL_NONE = 0, SPLIT_TRIAL_END, SPLIT_TRIAL_INNER };
-
 struct split_class {
 	int32_t ppm;       /* the split in use */
-	int32_t inner_ppm; /* the last interior split (to return to, or to try) */
 	int32_t ref_ppm;   /* a trial: where it came from */
-	uint8_t trial;     /* enum split_trial */
 	int64_t ref_x;     /* a trial: the throughput it must beat */
 	int64_t last_meas_ppm;
-	uint32_t stable, since_probe;
-	uint32_t probe_every; /* SPLIT_ADAPT_PROBE, doubled by each trial that lost */
-	int64_t steady_x;     /* the throughput when the last trial ended */
+	int64_t steady_x;  /* the throughput when the last climb step ended */
+	uint32_t stable;   /* settled windows since the last change */
+	uint8_t trial;     /* a trial is running */
+	bool armed;        /* climbing */
+	int8_t dir;        /* the way the last kept trial went: -1, +1; 0 none */
+	uint8_t lost;      /* bit 0: the way down lost, bit 1: up */
 };
 
 struct split_adapt {

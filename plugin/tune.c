@@ -82,7 +82,7 @@ static void tune_decide(struct coll_comm *cc)
 		t->changes += d != 0;
 		/* a large step or a trial: INFO on rank 0; the rest at DEBUG */
 		bool loud = cc->rank == 0 && (d >= SPLIT_PPM / 10 || d <= -SPLIT_PPM / 10 || !d ||
-					      t->sa.c[c].trial != SPLIT_TRIAL_NONE);
+					      t->sa.c[c].trial);
 		SC_LOG_AT(loud ? SC_LOG_INFO : SC_LOG_DEBUG,
 			  "collnet job 0x%016llx: split for %s requests %.3f -> %.3f from window %" PRIu64
 			  ": %s", (unsigned long long)cc->job_id, class_name(c, cn, sizeof(cn)),
@@ -215,7 +215,7 @@ void tune_fini(struct coll_comm *cc, uint64_t deadline)
 		char now[SPLIT_ADAPT_CLASSES * 24] = "", cn[32];
 		size_t l = 0;
 		for (unsigned c = 0; c < SPLIT_ADAPT_CLASSES; c++)
-			if (t->sa.c[c].since_probe || t->sa.c[c].last_meas_ppm >= 0)
+			if (t->sa.c[c].last_meas_ppm >= 0)
 				l += (size_t)snprintf(now + l, sizeof(now) - l, "%s%s %.3f", l ? ", " : "",
 						      class_name(c, cn, sizeof(cn)),
 						      t->sa.c[c].ppm / (double)SPLIT_PPM);

@@ -375,12 +375,63 @@ def cmd_final(a):
     print("\n".join(lines))
 
 
+def trace_load(pattern):
+    """Rank 0's SUMCAST_TRACE rows of the adaptive communicator among the files matching
+    pattern (<prefix>.<job>.0.jsonl): its adaptive allreduces in issue order."""
+    import glob
+    best = []
+    for fn in glob.glob(pattern):
+        rows = []
+        with open(fn) as f:
+            for line in f:
+                try:
+                    r = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if r.get("adaptive") and r.get("status") == "ok":
+                    rows.append(r)
+        if len(rows) > len(best):
+            best = rows
+    return sorted(best, key=lambda r: r["start_ns"])
+
+
+def trace_rolling(rows, n=16):
+    """Per request from the n-th on: (end ns, busy ns so far, X over the last n requests in
+    bytes/s of the time any of them was in flight, split). Busy time leaves out the gaps
+    when the job had nothing in flight (the other modes' samples)."""
+    out, busy, end = [], 0.0, 0.0
+    iv = []
+    for i, r in enumerate(rows):
+        a, b = r["start_ns"], r["start_ns"] + r["time_us"] * 1e3
+        if a >= end:
+            busy += b - a
+        elif b > end:
+            busy += b - end
+        end = max(end, b)
+        iv.append((a, b, r["bytes"]))
+        if i + 1 < n:
+            continue
+        u, e, nb = 0.0, 0.0, 0
+        for x, y, by in iv[-n:]:
+            nb += by
+            if x >= e:
+                u += y - x
+            elif y > e:
+                u += y - e
+            e = max(e, y)
+        out.append((b, busy, nb / u * 1e9 if u else 0.0, r["split"]))
+    return out
+
+
 def cmd_scenario(a):
     """Per mode and phase of a scenario run (bench/cluster/run --scenario): the median algbw
     of the samples wholly before / wholly after the change, the best fixed split of each
-    phase, auto / best fixed, and auto's converge_s: from the change to the start of the
-    first sample from which on every auto sample is within 5% of the phase's best fixed
-    split (null: never). Rows on stdout, a table on stderr."""
+    phase, auto / best fixed, and auto's converge_s: with --traces, auto's own time from the
+    change (the time it had requests in flight: the other modes run in between) until the
+    throughput of its last 16 requests stays within 5% of the phase's best fixed split to the
+    end of the phase; without, from the change to the start of the first 64 MiB sample from
+    which on every auto sample is within 5% (null: never). Rows on stdout, a table on
+    stderr."""
     rows = [r for r in load_rows(a.results) if r.get("bench") == "timeline"]
     try:
         with open(a.change) as f:
@@ -391,6 +442,20 @@ def cmd_scenario(a):
         print("scenario: no change time (the run ended before the change?)", file=sys.stderr)
         return
     change = marks[0]
+    # the monotonic clock (the trace's start_ns) at each change, and auto's trace
+    mono, trace = [], []
+    if a.change_mono and os.path.exists(a.change_mono):
+        with open(a.change_mono) as f:
+            mono = [int(x) for x in f.read().split()]
+    if a.traces:
+        trace = trace_load(a.traces)
+    if trace and mono and a.timeline_out:
+        # split and throughput over time, for the plots: wall time from the first change
+        with open(a.timeline_out, "w") as f:
+            for end, busy, x, split in trace_rolling(trace):
+                f.write(json.dumps({"bench": "adapt", "scenario": a.scenario, "mode": "auto",
+                                    "t": round(marks[0] + (end - mono[0]) / 1e9, 3),
+                                    "split": split, "algbw_gbps": round(x / 1e9, 4)}) + "\n")
     if not rows:
         print("scenario: no timeline rows", file=sys.stderr)
         return
@@ -426,7 +491,19 @@ def cmd_scenario(a):
         if "auto" in med:
             conv = None
             t_ph = {"during": marks[0], "after": marks[-1]}.get(ph)
-            if t_ph is not None:
+            ph_i = {"during": 0, "after": len(marks) - 1}.get(ph)
+            if t_ph is not None and trace and ph_i < len(mono):
+                # auto's own time: from the change, the time auto had requests in flight,
+                # until the throughput of its last 16 requests (32 MiB) stays within 5 %
+                lo = mono[ph_i]
+                hi = mono[ph_i + 1] if ph == "during" and ph_i + 1 < len(mono) else float("inf")
+                roll = trace_rolling([r for r in trace if r["start_ns"] >= lo and
+                                      r["start_ns"] + r["time_us"] * 1e3 <= hi])
+                for i, (_, busy, x, _) in enumerate(roll):
+                    if all(y[2] >= 0.95 * best * 1e9 for y in roll[i:]):
+                        conv = round(busy / 1e9, 3)
+                        break
+            elif t_ph is not None:  # no trace: from the 64 MiB samples
                 au = sorted((r for r in pr if r["mode"] == "auto"), key=lambda r: r["t"])
                 for i, r in enumerate(au):
                     if all(x["algbw_gbps"] >= 0.95 * best for x in au[i:]):
@@ -493,6 +570,10 @@ def main():
     sc.add_argument("--results", required=True)
     sc.add_argument("--scenario", required=True)
     sc.add_argument("--change", required=True)
+    sc.add_argument("--change-mono", help="CLOCK_MONOTONIC ns of each change (the trace's clock)")
+    sc.add_argument("--traces", help="glob of auto's rank-0 SUMCAST_TRACE files: converge_s from "
+                    "its requests")
+    sc.add_argument("--timeline-out", help="write auto's split and throughput over time here")
     a = p.parse_args()
     {"linktest": cmd_linktest, "tag": cmd_tag, "config": cmd_config, "final": cmd_final,
      "scenario": cmd_scenario}[a.cmd](a)
