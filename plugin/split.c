@@ -169,6 +169,7 @@ static int32_t to_ppm(double f)
 void split_adapt_init(struct split_adapt *sa, const struct split_model *m)
 {
 	memset(sa, 0, sizeof(*sa));
+	sa->ends_only = m->shared_host;
 	for (unsigned c = 0; c < SPLIT_ADAPT_CLASSES; c++) {
 		struct split_class *cl = &sa->c[c];
 		cl->ppm = to_ppm(split_fraction(m, (size_t)1 << (SPLIT_ADAPT_MIN_SHIFT + c)));
@@ -180,12 +181,14 @@ void split_adapt_init(struct split_adapt *sa, const struct split_model *m)
 /* The neighbour a trial goes to, dir -1 (towards the ring) or +1: one
  * SPLIT_ADAPT_TRY_STEP, an endpoint when that comes within half a step
  * of it; -1 when there is none that way. */
-static int32_t neighbour(int32_t ppm, int dir)
+static int32_t neighbour(int32_t ppm, int dir, bool ends_only)
 {
 	double s = ppm / (double)SPLIT_PPM, t = s + dir * SPLIT_ADAPT_TRY_STEP;
 
 	if ((dir < 0 && ppm == 0) || (dir > 0 && ppm == SPLIT_PPM))
 		return -1;
+	if (ends_only)
+		return dir < 0 ? 0 : SPLIT_PPM;
 	if (t < SPLIT_ADAPT_TRY_STEP / 2)
 		t = 0;
 	if (t > 1 - SPLIT_ADAPT_TRY_STEP / 2)
@@ -196,14 +199,14 @@ static int32_t neighbour(int32_t ppm, int dir)
 /* The next trial of a steady class (armed): on in the direction the last
  * kept trial went, else the way not yet lost (the ring's first). Disarms
  * when both ways lost. */
-static bool climb(struct split_class *cl, int64_t x)
+static bool climb(struct split_class *cl, int64_t x, bool ends_only)
 {
 	int order[2] = { cl->dir ? cl->dir : -1, cl->dir ? 0 : 1 };
 
 	for (int i = 0; i < 2; i++) {
 		int d = order[i];
 		int32_t to;
-		if (!d || (cl->lost >> (d > 0) & 1) || (to = neighbour(cl->ppm, d)) < 0)
+		if (!d || (cl->lost >> (d > 0) & 1) || (to = neighbour(cl->ppm, d, ends_only)) < 0)
 			continue;
 		cl->trial = 1;
 		cl->ref_ppm = cl->ppm;
@@ -265,8 +268,8 @@ unsigned split_adapt_decide(struct split_adapt *sa, const struct split_meas *mea
 		}
 		/* interior, both paths measured at the split in use (not a window
 		 * of an earlier one): step towards their balance */
-		if (mm->ppm == cl->ppm && cl->ppm > 0 && cl->ppm < SPLIT_PPM && mm->agg_bps > 0 &&
-		    mm->ring_bps > 0) {
+		if (!sa->ends_only && mm->ppm == cl->ppm && cl->ppm > 0 && cl->ppm < SPLIT_PPM &&
+		    mm->agg_bps > 0 && mm->ring_bps > 0) {
 			bal = (double)mm->agg_bps / (double)(mm->agg_bps + mm->ring_bps);
 			d = bal - s;
 			if (d > SPLIT_ADAPT_MAX_STEP)
@@ -291,7 +294,8 @@ unsigned split_adapt_decide(struct split_adapt *sa, const struct split_meas *mea
 				goto next;
 			}
 		}
-		if (settled && cl->armed && ++cl->stable >= SPLIT_ADAPT_STABLE && climb(cl, mm->x_bps))
+		if (settled && cl->armed && ++cl->stable >= SPLIT_ADAPT_STABLE &&
+		    climb(cl, mm->x_bps, sa->ends_only))
 			snprintf(why[c], sizeof(why[c]), "trying %.3f (%.1f MB/s at %.3f)",
 				 cl->ppm / (double)SPLIT_PPM, mm->x_bps / 1e6, s);
 next:

@@ -122,7 +122,9 @@ bool split_hosts_local(const char *aggs);
  *    where the last climb ended (the conditions changed); a steady job
  *    does not try anything, and nothing oscillates. A trial is judged on
  *    a window that ran at the tried split after a whole window at it (the
- *    pipeline refilled). */
+ *    pipeline refilled).
+ *  - Every aggregator on this host (shared_host): the split is never
+ *    interior (see above); the climb tries the other endpoint. */
 #define SPLIT_ADAPT_MIN_SHIFT 18u /* 256 KiB */
 #define SPLIT_ADAPT_CLASSES 8u
 #define SPLIT_ADAPT_WINDOW 8u
@@ -160,6 +162,7 @@ struct split_class {
 
 struct split_adapt {
 	struct split_class c[SPLIT_ADAPT_CLASSES];
+	bool ends_only; /* shared_host: never a split, the climb goes 0 <-> 1 */
 };
 
 /* The class of a request of `bytes`, or -1 (too small: the model decides). */

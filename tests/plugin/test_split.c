@@ -393,6 +393,27 @@ static void adapt_meas(void **state)
 	assert_true(sa.c[3].ppm > 0);
 }
 
+/* Every aggregator on this host: the climb goes from one endpoint to the
+ * other and back (never a split), and keeps the faster. */
+static void adapt_shared_host(void **state)
+{
+	struct plant p = { .ca = 30, .cr = 10, .pen = 0.5 };
+	struct run r;
+	struct split_model m = model(4, 2, 25, 25, 0.85);
+	(void)state;
+	m.shared_host = true;
+	split_adapt_init(&r.sa, &m);
+	for (unsigned c = 0; c < SPLIT_ADAPT_CLASSES; c++)
+		r.sa.c[c].ppm = 0;
+	r.plan[0] = r.plan[1] = 0;
+	r.w = 0;
+	r.changes = 0;
+	double share = run_windows(&r, &p, 100, 30, 12);
+	assert_true(share >= 0.95);
+	assert_int_equal(r.sa.c[3].ppm, SPLIT_PPM);
+	assert_int_equal(r.changes, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -409,6 +430,7 @@ int main(void)
 		cmocka_unit_test(adapt_balance),
 		cmocka_unit_test(adapt_to_ring),
 		cmocka_unit_test(adapt_meas),
+		cmocka_unit_test(adapt_shared_host),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
