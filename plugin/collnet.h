@@ -165,6 +165,7 @@ struct tune {
 	uint64_t issued;         /* adaptive requests issued */
 	uint64_t agreed;         /* windows 0 .. agreed - 1 agreed and decided */
 	struct tune_win win[TUNE_WINS];
+	struct split_ends ends[SPLIT_ADAPT_CLASSES]; /* of the windows measured so far */
 	struct ring_op op;       /* the agreement on window `agreed` */
 	bool running;
 	int64_t *v;              /* [0, SPLIT_ADAPT_CLASSES x SPLIT_MEAS_VALS): this node's, then the agreed */

@@ -324,9 +324,16 @@ static int64_t rate(uint64_t bytes, uint64_t ns)
 	return ns ? (int64_t)((double)bytes * 1e9 / (double)ns) : 0;
 }
 
-void split_meas_window(const struct split_rec *rec, size_t n, int cls, struct split_meas *out)
+static uint64_t max64(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
+}
+
+void split_meas_window(const struct split_rec *rec, size_t n, int cls, struct split_ends *ends,
+		       struct split_meas *out)
 {
 	uint64_t xb = 0, ab = 0, rb = 0, xe = 0, ae = 0, re = 0, xl = 0, al = 0, rl = 0;
+	struct split_ends prev = *ends;
 
 	memset(out, 0, sizeof(*out));
 	out->ppm = -1;
@@ -337,14 +344,17 @@ void split_meas_window(const struct split_rec *rec, size_t n, int cls, struct sp
 		if (!out->n++)
 			out->ppm = q->ppm;
 		xb += q->bytes;
-		union_add(q->t0, q->t_end, &xe, &xl);
+		union_add(max64(q->t0, prev.end), q->t_end, &xe, &xl);
+		ends->end = max64(ends->end, q->t_end);
 		if (q->agg_bytes) {
 			ab += q->agg_bytes;
-			union_add(q->t0, q->t_agg, &ae, &al);
+			union_add(max64(q->t0, prev.agg), q->t_agg, &ae, &al);
+			ends->agg = max64(ends->agg, q->t_agg);
 		}
 		if (q->bytes > q->agg_bytes) {
 			rb += q->bytes - q->agg_bytes;
-			union_add(q->t0, q->t_ring, &re, &rl);
+			union_add(max64(q->t0, prev.ring), q->t_ring, &re, &rl);
+			ends->ring = max64(ends->ring, q->t_ring);
 		}
 	}
 	out->x_bps = rate(xb, xl);

@@ -101,9 +101,9 @@ bool split_hosts_local(const char *aggs);
  * runs split_adapt_decide on the agreed figures, so all hold the same
  * state: the decision on window n takes effect from window n + 2.
  *
- * Per window and class: X, the class's bytes over the time any of its
- * requests was in flight; C_agg and C_ring, each path's bytes over the
- * time a part of it was in flight on that path.
+ * Per window and class (split_meas_window): X, the class's bytes over the
+ * time any of its requests was in flight; C_agg and C_ring, each path's
+ * bytes over the time a part of it was in flight on that path.
  *  - When one path is held up on its own (an aggregator's link or CPU, a
  *    slow ring neighbour), its parts queue and the other's finish early:
  *    C_agg / (C_agg + C_ring), the split at which both would finish
@@ -182,7 +182,18 @@ struct split_rec {
 	int32_t ppm;
 	int8_t cls;
 };
-/* The figures of one class from a window's requests in issue order. */
-void split_meas_window(const struct split_rec *rec, size_t n, int cls, struct split_meas *out);
+/* The latest completion, overall and on each path, of a class's requests
+ * measured so far. */
+struct split_ends {
+	uint64_t end, agg, ring;
+};
+/* The figures of one class from a window's requests in issue order. Time
+ * counts from the previous window's last completion on (ends, updated):
+ * with requests issued as others complete (NCCL's sliding window of 8),
+ * a window's first requests were issued during the previous window, whose
+ * completions are not this window's work. Gaps with nothing in flight
+ * do not count. */
+void split_meas_window(const struct split_rec *rec, size_t n, int cls, struct split_ends *ends,
+		       struct split_meas *out);
 
 #endif

@@ -80,9 +80,10 @@ static void tune_decide(struct coll_comm *cc)
 		int32_t d = t->sa.c[c].ppm - before[c];
 		char cn[32];
 		t->changes += d != 0;
-		/* a large step or a trial: INFO on rank 0; the rest at DEBUG */
-		bool loud = cc->rank == 0 && (d >= SPLIT_PPM / 10 || d <= -SPLIT_PPM / 10 || !d ||
-					      t->sa.c[c].trial);
+		/* a large step or a trial's start or end: INFO on rank 0; the rest
+		 * at DEBUG */
+		bool loud = cc->rank == 0 && (d >= SPLIT_PPM / 10 || d <= -SPLIT_PPM / 10 ||
+					      !strncmp(why[c], "tr", 2));
 		SC_LOG_AT(loud ? SC_LOG_INFO : SC_LOG_DEBUG,
 			  "collnet job 0x%016llx: split for %s requests %.3f -> %.3f from window %" PRIu64
 			  ": %s", (unsigned long long)cc->job_id, class_name(c, cn, sizeof(cn)),
@@ -100,7 +101,7 @@ static void tune_start(struct coll_comm *cc)
 	for (unsigned c = 0; c < SPLIT_ADAPT_CLASSES; c++) {
 		struct split_meas m;
 		int64_t *o = t->v + c * SPLIT_MEAS_VALS;
-		split_meas_window(w->rec, SPLIT_ADAPT_WINDOW, (int)c, &m);
+		split_meas_window(w->rec, SPLIT_ADAPT_WINDOW, (int)c, &t->ends[c], &m);
 		o[0] = m.n;
 		o[1] = m.ppm;
 		o[2] = m.x_bps;

@@ -396,30 +396,31 @@ def trace_load(pattern):
 
 
 def trace_rolling(rows, n=16):
-    """Per request from the n-th on: (end ns, busy ns so far, X over the last n requests in
-    bytes/s of the time any of them was in flight, split). Busy time leaves out the gaps
-    when the job had nothing in flight (the other modes' samples)."""
-    out, busy, end = [], 0.0, 0.0
-    iv = []
-    for i, r in enumerate(rows):
-        a, b = r["start_ns"], r["start_ns"] + r["time_us"] * 1e3
-        if a >= end:
-            busy += b - a
-        elif b > end:
-            busy += b - end
-        end = max(end, b)
-        iv.append((a, b, r["bytes"]))
-        if i + 1 < n:
-            continue
-        u, e, nb = 0.0, 0.0, 0
-        for x, y, by in iv[-n:]:
-            nb += by
+    """Per request from the n-th on, in completion order: (end ns, busy ns so far, X over
+    the last n requests to complete in bytes/s, split). X counts time from the completion
+    before those n on (their first ones were issued while earlier ones were in flight), and
+    neither X nor busy time counts gaps with nothing in flight (the other modes' samples)."""
+    def union(iv):
+        u, e = 0.0, 0.0
+        for x, y in sorted(iv):
             if x >= e:
                 u += y - x
             elif y > e:
                 u += y - e
             e = max(e, y)
-        out.append((b, busy, nb / u * 1e9 if u else 0.0, r["split"]))
+        return u
+    iv = sorted((r["start_ns"], r["start_ns"] + r["time_us"] * 1e3, r["bytes"], r["split"])
+                for r in rows)
+    # busy time so far at each completion: the union of the intervals that ended by then
+    by_end = sorted(iv, key=lambda v: v[1])
+    out = []
+    for i in range(n, len(by_end)):
+        lo = by_end[i - n][1]
+        last = by_end[i - n + 1:i + 1]
+        u = union([(max(x, lo), y) for x, y, _, _ in last])
+        busy = union([(x, min(y, by_end[i][1])) for x, y, _, _ in iv if x < by_end[i][1]])
+        nb = sum(b for _, _, b, _ in last)
+        out.append((by_end[i][1], busy, nb / u * 1e9 if u else 0.0, by_end[i][3]))
     return out
 
 

@@ -364,15 +364,27 @@ static void adapt_meas(void **state)
 		  .ppm = SPLIT_PPM, .cls = 0 },
 	};
 	struct split_meas m;
+	struct split_ends e3 = { 0 }, e0 = { 0 };
 	(void)state;
-	split_meas_window(rec, 4, 3, &m);
+	split_meas_window(rec, 4, 3, &e3, &m);
 	assert_int_equal(m.n, 3);
 	assert_int_equal(m.ppm, 500000);
 	assert_int_equal(m.x_bps, (int64_t)((6 << 20) * 1e9 / 300));  /* [0,200) + [1000,1100) */
 	assert_int_equal(m.agg_bps, (int64_t)((2 << 20) * 1e9 / 200)); /* [0, 200) */
 	assert_int_equal(m.ring_bps, (int64_t)((4 << 20) * 1e9 / 190)); /* [0,90) + [1000,1100) */
-	split_meas_window(rec, 4, 0, &m);
-	assert_int_equal(m.n, 1);
+	assert_int_equal(e3.end, 1100);
+	assert_int_equal(e3.agg, 200);
+	assert_int_equal(e3.ring, 1100);
+	/* the next window's requests were issued during this one: their time
+	 * counts from this one's last completion (1100) on */
+	struct split_rec next[2] = {
+		{ .t0 = 900, .t_ring = 1200, .t_end = 1200, .bytes = 1 << 20, .ppm = 0, .cls = 3 },
+		{ .t0 = 950, .t_ring = 1300, .t_end = 1300, .bytes = 1 << 20, .ppm = 0, .cls = 3 },
+	};
+	split_meas_window(next, 2, 3, &e3, &m);
+	assert_int_equal(m.x_bps, (int64_t)((2 << 20) * 1e9 / 200));
+	assert_int_equal(m.ring_bps, (int64_t)((2 << 20) * 1e9 / 200));
+	split_meas_window(rec, 4, 0, &e0, &m);
 	assert_int_equal(m.ring_bps, 0);
 	assert_int_equal(split_adapt_class(1 << 18), 0);
 	assert_int_equal(split_adapt_class((1 << 18) - 1), -1);
