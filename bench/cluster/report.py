@@ -424,6 +424,35 @@ def trace_rolling(rows, n=16):
     return out
 
 
+def plot_adapt(path, marks, t0, scenario):
+    """<path without .jsonl>.png: auto's split (right axis) and the throughput of its last 16
+    requests (left) over auto's own time (the time it had requests in flight: the fixed
+    splits' samples in between left out), the changes as vertical lines (gnuplot)."""
+    term = gnuplot_term()
+    if not term or not shutil.which("gnuplot"):
+        return
+    base = os.path.splitext(path)[0]
+    with open(path) as f:
+        rows = [json.loads(line) for line in f]
+    with open(base + ".dat", "w") as d:
+        for r in rows:
+            d.write(f"{r['busy_s']:.3f} {r['algbw_gbps'] * 1e3:.2f} {r['split']:.4f}\n")
+    # the changes on auto's own time axis: where its first request after each ended
+    at = [next((r["busy_s"] for r in rows if r["t"] - t0 >= m), None) for m in marks]
+    arrows = "".join(f"set arrow from {m:.2f}, graph 0 to {m:.2f}, graph 1 nohead dt 2\n"
+                     for m in at if m is not None)
+    gp = (f"set terminal {term}\nset output '{base}.png'\n"
+          f"set title 'scenario {scenario}: auto, split and throughput per request'\n"
+          "set xlabel 'auto time (s): time with requests in flight'\nset ylabel 'algbw of the last 16 requests (MB/s)'\n"
+          "set y2label 'split (share to the aggregators)'\nset y2range [0:1]\n"
+          "set ytics nomirror\nset y2tics\nset key top right\n" + arrows +
+          f"plot '{base}.dat' using 1:2 with points pt 7 ps 0.3 title 'algbw', "
+          f"'' using 1:3 axes x1y2 with points pt 7 ps 0.3 title 'split'\n")
+    r = subprocess.run(["gnuplot"], input=gp, capture_output=True, text=True, timeout=60)
+    if r.returncode:
+        print(f"gnuplot failed for {base}: {r.stderr.strip()}", file=sys.stderr)
+
+
 def cmd_scenario(a):
     """Per mode and phase of a scenario run (bench/cluster/run --scenario): the median algbw
     of the samples wholly before / wholly after the change, the best fixed split of each
@@ -452,11 +481,15 @@ def cmd_scenario(a):
         trace = trace_load(a.traces)
     if trace and mono and a.timeline_out:
         # split and throughput over time, for the plots: wall time from the first change
+        t0 = None
         with open(a.timeline_out, "w") as f:
             for end, busy, x, split in trace_rolling(trace):
+                t = marks[0] + (end - mono[0]) / 1e9
+                t0 = t if t0 is None else t0
                 f.write(json.dumps({"bench": "adapt", "scenario": a.scenario, "mode": "auto",
-                                    "t": round(marks[0] + (end - mono[0]) / 1e9, 3),
+                                    "t": round(t, 3), "busy_s": round(busy / 1e9, 3),
                                     "split": split, "algbw_gbps": round(x / 1e9, 4)}) + "\n")
+        plot_adapt(a.timeline_out, [m - t0 for m in marks], t0, a.scenario)
     if not rows:
         print("scenario: no timeline rows", file=sys.stderr)
         return
