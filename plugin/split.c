@@ -257,8 +257,10 @@ unsigned split_adapt_decide(struct split_adapt *sa, const struct split_meas *mea
 			changed |= 1u << c; /* a trial's end is always told */
 			continue;
 		}
-		if (settled && cl->steady_x &&
-		    fabs((double)mm->x_bps / (double)cl->steady_x - 1) > SPLIT_ADAPT_MOVED) {
+		if (settled && !cl->steady_x) {
+			cl->steady_x = mm->x_bps; /* the reference from here on */
+		} else if (settled &&
+			   fabs((double)mm->x_bps / (double)cl->steady_x - 1) > SPLIT_ADAPT_MOVED) {
 			/* the conditions changed since the last climb: climb again */
 			cl->armed = true;
 			cl->lost = 0;
@@ -285,9 +287,12 @@ unsigned split_adapt_decide(struct split_adapt *sa, const struct split_meas *mea
 					t = 1 - SPLIT_ADAPT_HYST;
 				cl->ppm = to_ppm(t);
 				cl->stable = 0;
-				cl->armed = true; /* climb again from there */
-				cl->lost = 0;
-				cl->dir = 0;
+				/* climb again from there, on the way the balance went: the
+				 * other way is the path that was held up */
+				cl->armed = true;
+				cl->dir = d < 0 ? -1 : 1;
+				cl->lost = d < 0 ? 2 : 1;
+				cl->steady_x = 0; /* taken again once settled at the new split */
 				snprintf(why[c], sizeof(why[c]),
 					 "balance %.3f (aggregators %.1f, ring %.1f MB/s)", bal,
 					 mm->agg_bps / 1e6, mm->ring_bps / 1e6);

@@ -108,7 +108,9 @@ bool split_hosts_local(const char *aggs);
  *    slow ring neighbour), its parts queue and the other's finish early:
  *    C_agg / (C_agg + C_ring), the split at which both would finish
  *    together, differs from the split, and the split steps towards it (at
- *    most SPLIT_ADAPT_MAX_STEP a window, nothing below SPLIT_ADAPT_HYST).
+ *    most SPLIT_ADAPT_MAX_STEP a window, nothing below SPLIT_ADAPT_HYST);
+ *    the climb below then goes on that way only (the other way is where
+ *    the held-up path was).
  *  - When the node links bound both (the paths share them), both paths
  *    are busy all the time and that balance is the split itself: it says
  *    nothing. Then X decides: once steady, the split tries a neighbour
@@ -152,7 +154,8 @@ struct split_class {
 	int32_t ref_ppm;   /* a trial: where it came from */
 	int64_t ref_x;     /* a trial: the throughput it must beat */
 	int64_t last_meas_ppm;
-	int64_t steady_x;  /* the throughput when the last climb step ended */
+	int64_t steady_x;  /* the throughput when the last climb step ended, or of the
+			    * first settled window after a balance step; 0: none yet */
 	uint32_t stable;   /* settled windows since the last change */
 	uint8_t trial;     /* a trial is running */
 	bool armed;        /* climbing */

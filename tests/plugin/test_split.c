@@ -258,8 +258,8 @@ static double run_windows(struct run *r, const struct plant *p, unsigned windows
 		r->changes += r->sa.c[3].ppm != before;
 		r->plan[(r->w + 2) % 4] = r->sa.c[3].ppm;
 		if (getenv("TEST_SPLIT_VERBOSE"))
-			printf("w %u ran %.3f x %.1f -> %.3f %s\n", r->w, ppm / 1e6, meas[3].x_bps / 1e6,
-			       r->sa.c[3].ppm / 1e6, ch ? why[3] : "");
+			printf("w %u ran %.3f x %.1f -> %.3f lost %u armed %d steady %.1f %s\n", r->w, ppm / 1e6, meas[3].x_bps / 1e6,
+			       r->sa.c[3].ppm / 1e6, r->sa.c[3].lost, r->sa.c[3].armed, r->sa.c[3].steady_x / 1e6, ch ? why[3] : "");
 	}
 	return counted ? (double)good / counted : 0;
 }
@@ -294,7 +294,7 @@ static void adapt_link(void **state)
 	p.agone /= 2;
 	share = run_windows(&r, &p, 200, link_best(&p), 12);
 	assert_true(share >= 0.95);
-	assert_true(r.changes - ch <= 8);
+	assert_true(r.changes - ch <= 4); /* two balance steps, one trial down and back: none up */
 	/* steady: nothing moves any more */
 	ch = r.changes;
 	run_windows(&r, &p, 200, link_best(&p), 0);
