@@ -255,6 +255,13 @@ unsigned split_adapt_decide(struct split_adapt *sa, const struct split_meas *mea
 			cl->trial = 0;
 			cl->stable = 0;
 			changed |= 1u << c; /* a trial's end is always told */
+			/* a kept trial was measured settled: the next step that way
+			 * starts now */
+			if (better && climb(cl, mm->x_bps, sa->ends_only)) {
+				size_t l = strlen(why[c]);
+				snprintf(why[c] + l, sizeof(why[c]) - l, "; trying %.3f",
+					 cl->ppm / (double)SPLIT_PPM);
+			}
 			continue;
 		}
 		if (settled && !cl->steady_x) {

@@ -116,7 +116,7 @@ bool split_hosts_local(const char *aggs);
  *    nothing. Then X decides: once steady, the split tries a neighbour
  *    (SPLIT_ADAPT_TRY_STEP away, or the endpoint when that is nearer than
  *    half a step) and keeps it if it measures SPLIT_ADAPT_MARGIN faster,
- *    going on that way while that wins, trying the other way when the
+ *    going on that way at once while that wins, trying the other way when the
  *    first loses; when both lose it stays (a hill climb on the measured
  *    throughput, which also finds an endpoint that beats every split:
  *    the aggregators alone at A = W). Climbs start at the job's start,
@@ -135,7 +135,7 @@ bool split_hosts_local(const char *aggs);
 #define SPLIT_ADAPT_HYST 0.01
 #define SPLIT_ADAPT_TRY_STEP 0.1
 #define SPLIT_ADAPT_MARGIN 0.02
-#define SPLIT_ADAPT_MOVED 0.10
+#define SPLIT_ADAPT_MOVED 0.08
 #define SPLIT_ADAPT_STABLE 3u
 #define SPLIT_PPM 1000000
 
