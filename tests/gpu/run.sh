@@ -1,0 +1,54 @@
+#!/bin/bash
+# tests/gpu/run.sh: the plugin under real NCCL, on a machine with one NVIDIA
+# GPU and PyTorch (not CI: CI has no GPU). Two ranks on the one GPU, with
+# NCCL_HOSTID different, so that NCCL sees two nodes and goes through the
+# plugin: first NCCL_COLLNET_ENABLE=0 (ncclNet p2p), then 1 (CollNet: the
+# aggregator path and the adaptive split), then CollNet with 4 ranks (the
+# ring and the aggregators both carry data); every allreduce (f32, bf16,
+# 4 KiB .. 64 MiB) checked against the reference (nccl_torch_check.py).
+#
+#   tests/gpu/run.sh DIR OUT
+#
+# DIR holds libnccl-net-sumcast.so, sumcastd and lib/ with the libraries
+# they need that the machine lacks (libfabric, libinih, libevent, rdma-core's;
+# `ldd` lists them), OUT receives the logs, the results and the trace.
+set -u
+D=$(cd "$1" && pwd) OUT=$2
+HERE=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH=$D/lib
+python3 -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version(), torch.cuda.get_device_name(0))'
+cat >"$OUT/sumcastd.conf" <<CONF
+[control]
+listen = 127.0.0.1
+port = 17800
+[http]
+listen = 127.0.0.1
+port = 17801
+[fabric]
+provider = tcp;ofi_rxm
+node = 127.0.0.1
+CONF
+"$D/sumcastd" -c "$OUT/sumcastd.conf" >"$OUT/sumcastd.log" 2>&1 &
+SD=$!
+sleep 1
+export NCCL_NET_PLUGIN=$D/libnccl-net-sumcast.so NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,COLL
+export SUMCAST_PROVIDER='tcp;ofi_rxm' SUMCAST_IFACE=127.0.0.1 SUMCAST_AGGREGATORS=127.0.0.1:17800
+export NCCL_IB_DISABLE=1 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1
+rc=0
+for mode in net collnet collnet4; do
+  world=2
+  [[ $mode == collnet4 ]] && world=4
+  if [[ $mode == collnet* ]]; then export NCCL_COLLNET_ENABLE=1 SUMCAST_TRACE=$OUT/trace-$mode; else export NCCL_COLLNET_ENABLE=0; fi
+  echo "=== $mode ($world ranks)"
+  timeout 240 python3 "$HERE/nccl_torch_check.py" "$OUT/res-$mode.txt" 1024,262144,1048576,16777216 \
+    "$world" >"$OUT/log-$mode.txt" 2>&1 || rc=1
+  cat "$OUT/res-$mode.txt" 2>/dev/null || rc=1
+  grep -q WRONG "$OUT/res-$mode.txt" 2>/dev/null && rc=1
+  grep -m4 -E "Loaded (net|collnet) plugin|via COLLNET" "$OUT/log-$mode.txt"
+done
+for mode in collnet collnet4; do
+  grep -q "via COLLNET/Sumcast" "$OUT/log-$mode.txt" || { echo "$mode: CollNet did not go through Sumcast"; rc=1; }
+done
+kill $SD; wait $SD
+exit $rc
