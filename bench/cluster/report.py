@@ -456,12 +456,13 @@ def plot_adapt(path, marks, t0, scenario):
 def cmd_scenario(a):
     """Per mode and phase of a scenario run (bench/cluster/run --scenario): the median algbw
     of the samples wholly before / wholly after the change, the best fixed split of each
-    phase, auto / best fixed, and auto's converge_s: with --traces, auto's own time from the
-    change (the time it had requests in flight: the other modes run in between) until the
-    throughput of its last 16 requests stays within 5% of the phase's best fixed split to the
-    end of the phase; without, from the change to the start of the first 64 MiB sample from
-    which on every auto sample is within 5% (null: never). Rows on stdout, a table on
-    stderr."""
+    phase, auto / best fixed, and auto's converge_s: the time from the change to the start of
+    the first 64 MiB sample from which on every auto sample is within 5% of the phase's best
+    fixed split (null: never). With --traces that time is auto's own (the time it had
+    requests in flight: the other modes' samples run in between), and converge_req_s is the
+    same until the throughput of its last 16 requests stays within 5% (sample boundaries,
+    where the pipeline drains and refills, included). Without, wall time. Rows on stdout, a
+    table on stderr."""
     rows = [r for r in load_rows(a.results) if r.get("bench") == "timeline"]
     try:
         with open(a.change) as f:
@@ -526,27 +527,53 @@ def cmd_scenario(a):
             conv = None
             t_ph = {"during": marks[0], "after": marks[-1]}.get(ph)
             ph_i = {"during": 0, "after": len(marks) - 1}.get(ph)
+            conv_req = None
+            au = sorted((r for r in pr if r["mode"] == "auto"), key=lambda r: r["t"])
+            first_good = next((i for i in range(len(au))
+                               if all(x["algbw_gbps"] >= 0.95 * best for x in au[i:])), None)
             if t_ph is not None and trace and ph_i < len(mono):
-                # auto's own time: from the change, the time auto had requests in flight,
-                # until the throughput of its last 16 requests (32 MiB) stays within 5 %
+                # auto's own time: from the change, the time auto had requests in flight
+                # (the fixed splits' samples in between do not count)
                 lo = mono[ph_i]
                 hi = mono[ph_i + 1] if ph == "during" and ph_i + 1 < len(mono) else float("inf")
-                roll = trace_rolling([r for r in trace if r["start_ns"] >= lo and
-                                      r["start_ns"] + r["time_us"] * 1e3 <= hi])
+                ph_rows = [r for r in trace if r["start_ns"] >= lo and
+                           r["start_ns"] + r["time_us"] * 1e3 <= hi]
+
+                def busy_until(t_mono):
+                    iv = sorted((max(r["start_ns"], lo), min(r["start_ns"] + r["time_us"] * 1e3,
+                                                             t_mono))
+                                for r in trace if r["start_ns"] < t_mono and
+                                r["start_ns"] + r["time_us"] * 1e3 > lo)
+                    u, e = 0.0, 0.0
+                    for x, y in iv:
+                        if y <= x:
+                            continue
+                        if x >= e:
+                            u += y - x
+                        elif y > e:
+                            u += y - e
+                        e = max(e, y)
+                    return u
+                # converge_s: until the first 64 MiB sample from which on every auto sample
+                # is within 5 % (the unit of the best fixed split's figure)
+                if first_good is not None:
+                    t_mono = mono[0] + (start(au[first_good]) - marks[0]) * 1e9
+                    conv = round(busy_until(t_mono) / 1e9, 3)
+                # converge_req_s: until the throughput of its last 16 requests (32 MiB,
+                # sample boundaries included) stays within 5 %
+                roll = trace_rolling(ph_rows)
                 for i, (_, busy, x, _) in enumerate(roll):
                     if all(y[2] >= 0.95 * best * 1e9 for y in roll[i:]):
-                        conv = round(busy / 1e9, 3)
+                        conv_req = round(busy / 1e9, 3)
                         break
-            elif t_ph is not None:  # no trace: from the 64 MiB samples
-                au = sorted((r for r in pr if r["mode"] == "auto"), key=lambda r: r["t"])
-                for i, r in enumerate(au):
-                    if all(x["algbw_gbps"] >= 0.95 * best for x in au[i:]):
-                        conv = round(max(0.0, start(r) - t_ph), 3)
-                        break
+            elif t_ph is not None and first_good is not None:  # no trace: wall time
+                conv = round(max(0.0, start(au[first_good]) - t_ph), 3)
             row = next(o for o in out if o["mode"] == "auto" and o["phase"] == ph)
             row["ratio_best_fixed"] = round(med["auto"] / best, 4)
             if t_ph is not None:
                 row["converge_s"] = conv
+                if trace:
+                    row["converge_req_s"] = conv_req
             if "tenant2" in med:  # two jobs of one shape, both auto: their shares
                 row["share"] = round(med["auto"] / (med["auto"] + med["tenant2"]), 4)
                 t2 = next(o for o in out if o["mode"] == "tenant2" and o["phase"] == ph)
@@ -564,6 +591,8 @@ def cmd_scenario(a):
             extra = f"  auto/best-fixed {o['ratio_best_fixed']:.3f}"
             if "converge_s" in o:
                 extra += f", converge_s {o['converge_s']}"
+            if "converge_req_s" in o:
+                extra += f" (per request {o['converge_req_s']})"
         if "share" in o:
             extra += f"  share {o['share']:.3f}"
         print(f"  {o['phase']:6} {o['mode']:10} {o['algbw_gbps']:8.4f}  n={o['samples']}{extra}",
