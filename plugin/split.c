@@ -237,15 +237,22 @@ unsigned split_adapt_decide(struct split_adapt *sa, const struct split_meas *mea
 		if (cl->trial) {
 			if (!settled)
 				continue;
-			bool better = (double)mm->x_bps >= (double)cl->ref_x * (1 + SPLIT_ADAPT_MARGIN);
+			if (!cl->trial_x) { /* the better of two windows, as the reference */
+				cl->trial_x = mm->x_bps;
+				continue;
+			}
+			int64_t xt = mm->x_bps > cl->trial_x ? mm->x_bps : cl->trial_x;
+			cl->trial_x = 0;
+			bool better = (double)xt >= (double)cl->ref_x * (1 + SPLIT_ADAPT_MARGIN);
 			int dir = cl->ppm < cl->ref_ppm ? -1 : 1;
 			snprintf(why[c], sizeof(why[c]), "tried %.3f: %.1f MB/s against %.1f at %.3f: %s",
-				 s, mm->x_bps / 1e6, cl->ref_x / 1e6, cl->ref_ppm / (double)SPLIT_PPM,
+				 s, xt / 1e6, cl->ref_x / 1e6, cl->ref_ppm / (double)SPLIT_PPM,
 				 better ? "kept" : "back");
+			cl->prev_x = 0;
 			if (better) {
 				cl->dir = (int8_t)dir;
 				cl->lost = 0;
-				cl->steady_x = mm->x_bps;
+				cl->steady_x = xt;
 			} else {
 				cl->ppm = cl->ref_ppm;
 				cl->dir = 0;
@@ -257,7 +264,7 @@ unsigned split_adapt_decide(struct split_adapt *sa, const struct split_meas *mea
 			changed |= 1u << c; /* a trial's end is always told */
 			/* a kept trial was measured settled: the next step that way
 			 * starts now */
-			if (better && climb(cl, mm->x_bps, sa->ends_only)) {
+			if (better && climb(cl, xt, sa->ends_only)) {
 				size_t l = strlen(why[c]);
 				snprintf(why[c] + l, sizeof(why[c]) - l, "; trying %.3f",
 					 cl->ppm / (double)SPLIT_PPM);
@@ -266,9 +273,17 @@ unsigned split_adapt_decide(struct split_adapt *sa, const struct split_meas *mea
 		}
 		if (settled && !cl->steady_x) {
 			cl->steady_x = mm->x_bps; /* the reference from here on */
-		} else if (settled &&
-			   fabs((double)mm->x_bps / (double)cl->steady_x - 1) > SPLIT_ADAPT_MOVED) {
+		} else if (settled) {
+			double dev = (double)mm->x_bps / (double)cl->steady_x - 1;
+			int sign = dev > SPLIT_ADAPT_MOVED ? 1 : dev < -SPLIT_ADAPT_MOVED ? -1 : 0;
+			/* one window off is noise (a drained pipeline refilling): two
+			 * in a row the same way are a change */
+			cl->moved = sign && sign == cl->moved_sign ? cl->moved + 1 : sign != 0;
+			cl->moved_sign = (int8_t)sign;
+		}
+		if (cl->moved >= 2) {
 			/* the conditions changed since the last climb: climb again */
+			cl->moved = 0;
 			cl->armed = true;
 			cl->lost = 0;
 			cl->dir = 0;
@@ -300,16 +315,21 @@ unsigned split_adapt_decide(struct split_adapt *sa, const struct split_meas *mea
 				cl->dir = d < 0 ? -1 : 1;
 				cl->lost = d < 0 ? 2 : 1;
 				cl->steady_x = 0; /* taken again once settled at the new split */
+				cl->prev_x = 0;
 				snprintf(why[c], sizeof(why[c]),
 					 "balance %.3f (aggregators %.1f, ring %.1f MB/s)", bal,
 					 mm->agg_bps / 1e6, mm->ring_bps / 1e6);
 				goto next;
 			}
 		}
+		/* the reference of a trial: the better of this window and the one
+		 * before at this split (one window can be a pipeline refilling) */
+		int64_t ref = mm->x_bps > cl->prev_x ? mm->x_bps : cl->prev_x;
+		cl->prev_x = settled ? mm->x_bps : 0;
 		if (settled && cl->armed && ++cl->stable >= SPLIT_ADAPT_STABLE &&
-		    climb(cl, mm->x_bps, sa->ends_only))
+		    climb(cl, ref, sa->ends_only))
 			snprintf(why[c], sizeof(why[c]), "trying %.3f (%.1f MB/s at %.3f)",
-				 cl->ppm / (double)SPLIT_PPM, mm->x_bps / 1e6, s);
+				 cl->ppm / (double)SPLIT_PPM, cl->ref_x / 1e6, s);
 next:
 		if (cl->ppm != before)
 			changed |= 1u << c;

@@ -121,10 +121,12 @@ bool split_hosts_local(const char *aggs);
  *    throughput, which also finds an endpoint that beats every split:
  *    the aggregators alone at A = W). Climbs start at the job's start,
  *    after a balance step, and when X moves by SPLIT_ADAPT_MOVED from
- *    where the last climb ended (the conditions changed); a steady job
+ *    where the last climb ended, two windows in a row the same way (the
+ *    conditions changed; one window off is a pipeline refilling); a steady job
  *    does not try anything, and nothing oscillates. A trial is judged on
- *    a window that ran at the tried split after a whole window at it (the
- *    pipeline refilled).
+ *    the better of two windows that ran at the tried split after a whole
+ *    window at it, against the better of the last two at the split it
+ *    left (one window can be a pipeline draining and refilling).
  *  - Every aggregator on this host (shared_host): the split is never
  *    interior (see above); the climb tries the other endpoint. */
 #define SPLIT_ADAPT_MIN_SHIFT 18u /* 256 KiB */
@@ -154,6 +156,8 @@ struct split_class {
 	int32_t ref_ppm;   /* a trial: where it came from */
 	int64_t ref_x;     /* a trial: the throughput it must beat */
 	int64_t last_meas_ppm;
+	int64_t prev_x;    /* the last settled window's X at this split; 0: none */
+	int64_t trial_x;   /* a trial: its first settled window's X; 0: none yet */
 	int64_t steady_x;  /* the throughput when the last climb step ended, or of the
 			    * first settled window after a balance step; 0: none yet */
 	uint32_t stable;   /* settled windows since the last change */
@@ -161,6 +165,8 @@ struct split_class {
 	bool armed;        /* climbing */
 	int8_t dir;        /* the way the last kept trial went: -1, +1; 0 none */
 	uint8_t lost;      /* bit 0: the way down lost, bit 1: up */
+	uint8_t moved;     /* settled windows in a row off steady_x the same way */
+	int8_t moved_sign;
 };
 
 struct split_adapt {
