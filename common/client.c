@@ -454,6 +454,15 @@ bool client_agg_alive(const struct client *c, size_t agg)
 	return agg < c->naggs && c->aggs[agg].st != AGG_DEAD;
 }
 
+int client_agg_load(const struct client *c, size_t agg, unsigned *load_pm, unsigned *jobs)
+{
+	if (!client_agg_alive(c, agg) || !c->aggs[agg].has_load)
+		return -ENODATA;
+	*load_pm = c->aggs[agg].load_pm;
+	*jobs = c->aggs[agg].jobs;
+	return 0;
+}
+
 uint64_t client_failed(const struct client *c)
 {
 	return c->failed;

@@ -138,6 +138,10 @@ int client_req_check(struct client *c, struct client_req *r, int *done);
 const char *client_error(const struct client *c);
 size_t client_naggs(const struct client *c);
 bool client_agg_alive(const struct client *c, size_t agg);
+/* The aggregator's load from its last PONG (wire version 3): the busiest
+ * data thread's busy share per mille and the jobs it serves. 0, or
+ * -ENODATA (no such PONG yet, a version 2 daemon, or not alive). */
+int client_agg_load(const struct client *c, size_t agg, unsigned *load_pm, unsigned *jobs);
 
 /* Sends LEAVE to every aggregator, cancels what is posted, frees all. */
 void client_destroy(struct client *c);

@@ -98,6 +98,9 @@ struct client_agg {
 	uint64_t ping_ns;          /* last PING sent */
 	uint64_t ping_wait_ns;     /* oldest PING not answered yet (nothing heard since), 0: none */
 	uint64_t ping_token;
+	uint16_t ver;              /* wire version spoken: the newest both speak (HELLO) */
+	bool has_load;             /* a PONG of version 3 came: load_pm, jobs */
+	uint16_t load_pm, jobs;
 	struct client_retained *ret; /* failover: what each of `window` retention slots holds */
 	/* multicast results (WIRE_OK_F_MCAST): the group's socket and the
 	 * assembly of results from its datagrams */

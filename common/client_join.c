@@ -82,7 +82,9 @@ static int ctl_queue(struct client *c, struct client_agg *a, const struct wire_m
 {
 	if (a->woff && a->woff == a->wlen)
 		a->woff = a->wlen = 0;
-	int n = wire_msg_encode(m, a->wbuf + a->wlen, sizeof(a->wbuf) - a->wlen);
+	struct wire_msg v = *m;
+	v.version = a->ver ? a->ver : WIRE_VERSION_MIN;
+	int n = wire_msg_encode(&v, a->wbuf + a->wlen, sizeof(a->wbuf) - a->wlen);
 	if (n == -ENOSPC)
 		return -EAGAIN; /* a full socket: the message goes on a later pass */
 	if (n < 0) {
@@ -129,12 +131,15 @@ static void handle_msg(struct client *c, struct client_agg *a, size_t ai, const 
 	case WIRE_HELLO:
 		if (a->st != AGG_HELLO)
 			break;
-		if (m->u.hello.version_min > WIRE_VERSION || m->u.hello.version_max < WIRE_VERSION) {
+		if (m->u.hello.version_min > WIRE_VERSION || m->u.hello.version_max < WIRE_VERSION_MIN) {
 			client_agg_fail(c, a, -EPROTONOSUPPORT,
-				 "%s speaks protocol versions %u..%u, this client speaks %u", a->name,
-				 m->u.hello.version_min, m->u.hello.version_max, WIRE_VERSION);
+				 "%s speaks protocol versions %u..%u, this client speaks %u..%u", a->name,
+				 m->u.hello.version_min, m->u.hello.version_max, WIRE_VERSION_MIN,
+				 WIRE_VERSION);
 			return;
 		}
+		/* the newest both speak (wire.h, "Versions") */
+		a->ver = m->u.hello.version_max < WIRE_VERSION ? m->u.hello.version_max : WIRE_VERSION;
 		send_join(c, a, ai, m->u.hello.nonce);
 		return;
 	case WIRE_JOIN_OK: {
@@ -209,6 +214,11 @@ static void handle_msg(struct client *c, struct client_agg *a, size_t ai, const 
 	case WIRE_PONG:
 		if (a->st != AGG_READY)
 			break;
+		if (m->u.ping.has_load) {
+			a->has_load = true;
+			a->load_pm = m->u.ping.load_pm;
+			a->jobs = m->u.ping.jobs;
+		}
 		return; /* heard_ns is what counts; a late token is fine too */
 	default:
 		break;
@@ -256,7 +266,8 @@ void client_ctl_leave(struct client *c, struct client_agg *a)
 		return;
 	/* Best effort: a few bytes into an idle socket; a closed connection
 	 * is a LEAVE anyway. */
-	struct wire_msg m = { .type = WIRE_LEAVE, .u.leave.job_handle = a->job_handle };
+	struct wire_msg m = { .version = a->ver, .type = WIRE_LEAVE,
+			      .u.leave.job_handle = a->job_handle };
 	uint8_t buf[WIRE_MSG_MAX];
 	int n = wire_msg_encode(&m, buf, sizeof(buf));
 	if (n > 0 && send(a->fd, buf, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) != n)
@@ -275,8 +286,8 @@ static void ctl_parse(struct client *c, struct client_agg *a, size_t ai)
 		if (rc == -EPROTO) {
 			client_agg_fail(c, a, -EPROTONOSUPPORT,
 				 "%s: protocol error: message in protocol version %u, this client "
-				 "speaks %u",
-				 a->name, h.version, WIRE_VERSION);
+				 "speaks %u..%u",
+				 a->name, h.version, WIRE_VERSION_MIN, WIRE_VERSION);
 			return;
 		}
 		if (rc) {

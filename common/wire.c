@@ -108,7 +108,7 @@ int wire_hdr_decode(const uint8_t *buf, size_t len, struct wire_hdr *out)
 		return -EBADMSG;
 	if (magic != WIRE_MAGIC || zero != 0 || blen > WIRE_BODY_MAX)
 		return -EBADMSG;
-	if (version != WIRE_VERSION) {
+	if (version < WIRE_VERSION_MIN || version > WIRE_VERSION) {
 		out->version = version;
 		out->type = type;
 		out->len = blen;
@@ -248,16 +248,24 @@ int wire_msg_encode(const struct wire_msg *m, uint8_t *buf, size_t cap)
 	case WIRE_PING:
 	case WIRE_PONG:
 		p = wr_u64(p, m->u.ping.token);
+		if (m->u.ping.has_load) {
+			if (m->type != WIRE_PONG || m->u.ping.load_pm > 1000 || m->version == 2)
+				return -EINVAL;
+			p = wr_u16(p, m->u.ping.load_pm);
+			p = wr_u16(p, m->u.ping.jobs);
+		}
 		break;
 	default:
 		return -EINVAL;
 	}
+	if (m->version && (m->version < WIRE_VERSION_MIN || m->version > WIRE_VERSION))
+		return -EINVAL;
 	size_t blen = (size_t)(p - body);
 	if (cap < WIRE_HDR_LEN + blen)
 		return -ENOSPC;
 	uint8_t *h = buf;
 	h = wr_u32(h, WIRE_MAGIC);
-	h = wr_u16(h, WIRE_VERSION);
+	h = wr_u16(h, m->version ? m->version : WIRE_VERSION);
 	h = wr_u16(h, m->type);
 	h = wr_u32(h, (uint32_t)blen);
 	h = wr_u32(h, 0);
@@ -337,6 +345,12 @@ int wire_msg_decode(uint16_t type, const uint8_t *body, size_t len, struct wire_
 	case WIRE_PONG:
 		if (rd_u64(&r, &m.u.ping.token))
 			return -EBADMSG;
+		if (type == WIRE_PONG && r.end - r.p == 4) { /* version 3: the load */
+			m.u.ping.has_load = true;
+			if (rd_u16(&r, &m.u.ping.load_pm) || rd_u16(&r, &m.u.ping.jobs) ||
+			    m.u.ping.load_pm > 1000)
+				return -EBADMSG;
+		}
 		break;
 	default:
 		return -EBADMSG;

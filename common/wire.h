@@ -15,6 +15,13 @@
  * PONG with the same token from the daemon's control thread: a rank tells a
  * stopped or unreachable daemon from one that waits for a slow rank.
  *
+ * Versions: 3 is 2 with the daemon's load in the PONG (the busiest data
+ * thread's busy share, the jobs it serves). The daemon's HELLO (sent in
+ * version 2, so that a version 2 rank reads it) offers 2..3; a rank
+ * answers in the highest it speaks, and the daemon answers each rank in
+ * the version of its JOIN. A PONG without the load fields is valid in
+ * both.
+ *
  * Data plane: libfabric tagged messages on the endpoint named in JOIN_OK.
  * The 64-bit tag routes, the 32-bit immediate data describes the chunk:
  *
@@ -54,7 +61,8 @@
 #include "tags.h"
 
 #define WIRE_MAGIC 0x54534353u /* "SCST" little-endian */
-#define WIRE_VERSION 2
+#define WIRE_VERSION 3     /* the newest this build speaks */
+#define WIRE_VERSION_MIN 2 /* the oldest it still speaks */
 #define WIRE_HDR_LEN 16
 #define WIRE_BODY_MAX 1024
 #define WIRE_MSG_MAX (WIRE_HDR_LEN + WIRE_BODY_MAX)
@@ -183,9 +191,14 @@ struct wire_leave {
 
 struct wire_ping {
 	uint64_t token; /* PING and PONG */
+	/* PONG, version 3: the daemon's load when it answered */
+	bool has_load;
+	uint16_t load_pm; /* the busiest data thread's busy share over the last second, per mille */
+	uint16_t jobs;    /* jobs the daemon serves */
 };
 
 struct wire_msg {
+	uint16_t version; /* the header's; 0 encodes as WIRE_VERSION */
 	uint16_t type;
 	union {
 		struct wire_hello hello;

@@ -41,9 +41,14 @@ struct conn {
 	int state;
 	struct job *job; /* set while the connection is a rank of job (detach: job_rank_gone) */
 	uint32_t rank;
+	uint16_t ver; /* wire version: WIRE_VERSION_MIN until the rank's JOIN says */
 	char peer[64];
 	struct conn *prev, *next;
 };
+
+/* The daemon's load for a PONG (version 3): the busiest data thread's busy
+ * share over the last quarter second or more, per mille. */
+uint16_t daemon_load_pm(struct daemon *d);
 
 /* The control listener ([control] listen, port). */
 int conn_listen_start(struct daemon *d);

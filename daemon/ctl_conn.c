@@ -16,6 +16,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 
+#include "clock.h"
 #include "ctl.h"
 #include "log.h"
 
@@ -77,12 +78,36 @@ void conn_free_all(struct daemon *d)
 		conn_free(d->conns);
 }
 
+/* The busiest data thread's share of busy time since the last sample, per
+ * mille, sampled at most every 250 ms (PINGs come every deadline / 8 from
+ * each rank): what a PONG of version 3 reports as the daemon's load. */
+uint16_t daemon_load_pm(struct daemon *d)
+{
+	uint64_t now = sc_now_ns(), dt = now - d->load_t_ns, most = 0;
+
+	if (d->load_t_ns && dt < 250000000ull)
+		return d->load_pm;
+	for (unsigned i = 0; i < d->nthreads; i++) {
+		struct dthread *t = &d->threads[i];
+		uint64_t b = ctr_get(&t->busy_ns);
+		if (b - t->load_busy_seen > most)
+			most = b - t->load_busy_seen;
+		t->load_busy_seen = b;
+	}
+	d->load_pm = !d->load_t_ns ? 0 : most >= dt ? 1000 : (uint16_t)(most * 1000 / dt);
+	d->load_t_ns = now;
+	return d->load_pm;
+}
+
 /* ---- sending ---- */
 
 int conn_send(struct conn *c, const struct wire_msg *m)
 {
 	uint8_t buf[WIRE_MSG_MAX];
-	int n = wire_msg_encode(m, buf, sizeof(buf));
+	struct wire_msg v = *m;
+
+	v.version = c->ver; /* the rank's version (wire.h, "Versions") */
+	int n = wire_msg_encode(&v, buf, sizeof(buf));
 
 	if (n < 0) {
 		SC_ERR("%s: encoding %s failed: %s", c->peer, wire_type_name(m->type), strerror(-n));
@@ -155,8 +180,8 @@ static void conn_read_cb(struct bufferevent *bev, void *arg)
 		if (rc == -EPROTO) {
 			evbuffer_drain(in, have);
 			conn_refuse(c, WIRE_E_VERSION,
-				    "protocol version %u is not supported, this daemon speaks %u",
-				    h.version, WIRE_VERSION);
+				    "protocol version %u is not supported, this daemon speaks %u..%u",
+				    h.version, WIRE_VERSION_MIN, WIRE_VERSION);
 			return;
 		}
 		if (rc) {
@@ -177,6 +202,8 @@ static void conn_read_cb(struct bufferevent *bev, void *arg)
 		}
 		switch (m.type) {
 		case WIRE_JOIN:
+			if (c->state == CONN_HELLO)
+				c->ver = h.version; /* answered in it from here on */
 			admit_join(c, &m.u.join);
 			break;
 		case WIRE_LEAVE:
@@ -193,6 +220,12 @@ static void conn_read_cb(struct bufferevent *bev, void *arg)
 			if (evbuffer_get_length(bufferevent_get_output(c->bev)) < CONN_PONG_BACKLOG_MAX) {
 				struct wire_msg pong = { .type = WIRE_PONG };
 				pong.u.ping.token = m.u.ping.token;
+				if (c->ver >= 3) {
+					pong.u.ping.has_load = true;
+					pong.u.ping.load_pm = daemon_load_pm(c->d);
+					pong.u.ping.jobs = (uint16_t)(c->d->njobs_live > 0xFFFF
+								      ? 0xFFFF : c->d->njobs_live);
+				}
 				conn_send(c, &pong);
 			}
 			break;
@@ -253,6 +286,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 		evutil_closesocket(fd);
 		return;
 	}
+	c->ver = WIRE_VERSION_MIN; /* the HELLO, which every version reads */
 	if (sa->sa_family == AF_INET) {
 		struct sockaddr_in *in = (struct sockaddr_in *)sa;
 		inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
@@ -286,7 +320,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 	memset(&m, 0, sizeof(m));
 	m.type = WIRE_HELLO;
-	m.u.hello.version_min = WIRE_VERSION;
+	m.u.hello.version_min = WIRE_VERSION_MIN;
 	m.u.hello.version_max = WIRE_VERSION;
 	m.u.hello.nonce = c->nonce;
 	conn_send(c, &m);

@@ -50,6 +50,9 @@ struct daemon {
 
 	struct dthread *threads;
 	unsigned nthreads;
+	/* the load each PONG of version 3 reports (ctl_conn.c, daemon_load_pm) */
+	uint64_t load_t_ns;
+	uint16_t load_pm;
 	struct evq evq;
 	char provider[64];
 

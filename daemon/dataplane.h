@@ -72,6 +72,7 @@ struct dthread {
 	/* owned by the control thread */
 	uint32_t njobs;
 	uint64_t rx_reserved; /* receives its jobs post: window x nranks each */
+	uint64_t load_busy_seen; /* busy_ns at the last load sample (daemon_load_pm) */
 
 	/* written by the data thread only */
 	struct stats stats;

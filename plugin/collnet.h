@@ -168,9 +168,11 @@ struct tune {
 	struct split_ends ends[SPLIT_ADAPT_CLASSES]; /* of the windows measured so far */
 	struct ring_op op;       /* the agreement on window `agreed` */
 	bool running;
-	int64_t *v;              /* [0, SPLIT_ADAPT_CLASSES x SPLIT_MEAS_VALS): this node's, then the agreed */
+	int64_t *v;              /* this node's figures (tune.c's TUNE_NV), then the agreed */
 	struct fabric_mr mr;
 	uint64_t changes;        /* splits changed (close summary) */
+	int64_t jobs;            /* agreed: jobs the busiest aggregator serves (0: unknown) */
+	int64_t load_pm;         /* agreed: the busiest aggregator's load */
 };
 
 /* ---- the communicator ---- */

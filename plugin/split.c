@@ -178,6 +178,19 @@ void split_adapt_init(struct split_adapt *sa, const struct split_model *m)
 	}
 }
 
+void split_adapt_rearm(struct split_adapt *sa)
+{
+	for (unsigned c = 0; c < SPLIT_ADAPT_CLASSES; c++) {
+		struct split_class *cl = &sa->c[c];
+		if (cl->trial)
+			continue; /* it ends, and climbs on, by itself */
+		cl->armed = true;
+		cl->lost = 0;
+		cl->dir = 0;
+		cl->stable = 0;
+	}
+}
+
 /* The neighbour a trial goes to, dir -1 (towards the ring) or +1: one
  * SPLIT_ADAPT_TRY_STEP, an endpoint when that comes within half a step
  * of it; -1 when there is none that way. */

@@ -122,7 +122,10 @@ bool split_hosts_local(const char *aggs);
  *    the aggregators alone at A = W). Climbs start at the job's start,
  *    after a balance step, and when X moves by SPLIT_ADAPT_MOVED from
  *    where the last climb ended, two windows in a row the same way (the
- *    conditions changed; one window off is a pipeline refilling); a steady job
+ *    conditions changed; one window off is a pipeline refilling), and
+ *    when the aggregators' tenants change (split_adapt_rearm: another job
+ *    came or left, which the daemons report; a job that shares the node
+ *    links' limit may see no change of X at its split when one leaves); a steady job
  *    does not try anything, and nothing oscillates. A trial is judged on
  *    the better of two windows that ran at the tried split after a whole
  *    window at it, against the better of the last two at the split it
@@ -178,6 +181,9 @@ struct split_adapt {
 int split_adapt_class(size_t bytes);
 /* Every class at the model's split for its size (m: auto). */
 void split_adapt_init(struct split_adapt *sa, const struct split_model *m);
+/* Every class climbs again once steady (the aggregators' tenants changed:
+ * what the last climb found may no longer hold). */
+void split_adapt_rearm(struct split_adapt *sa);
 /* One window's agreed figures, meas[class]. Returns the classes whose
  * split changed as a bit mask; why[class] says why (for the log). */
 unsigned split_adapt_decide(struct split_adapt *sa, const struct split_meas *meas,

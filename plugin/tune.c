@@ -19,7 +19,13 @@
 #include "log.h"
 #include "tags.h"
 
-#define TUNE_NV (SPLIT_ADAPT_CLASSES * SPLIT_MEAS_VALS)
+/* The agreed vector: each class's figures, then the aggregators' tenancy:
+ * the jobs the busiest aggregator serves (min over nodes: what every node
+ * has heard), and minus its load (so the min is the max load). */
+#define TUNE_CLS (SPLIT_ADAPT_CLASSES * SPLIT_MEAS_VALS)
+#define TUNE_JOBS TUNE_CLS
+#define TUNE_LOAD (TUNE_CLS + 1)
+#define TUNE_NV (TUNE_CLS + 2)
 
 int tune_init(struct coll_comm *cc)
 {
@@ -72,7 +78,24 @@ static void tune_decide(struct coll_comm *cc)
 		meas[c] = (struct split_meas){ o[0], o[1], o[2], o[3], o[4] };
 		before[c] = t->sa.c[c].ppm;
 	}
+	/* the aggregators' tenants changed (a job came or left: the daemons
+	 * say so in their PONGs): what the climb found may no longer hold */
+	int64_t jobs = t->v[TUNE_NV + TUNE_JOBS], load = -t->v[TUNE_NV + TUNE_LOAD];
+	if (jobs > 0 && t->jobs > 0 && jobs != t->jobs) {
+		split_adapt_rearm(&t->sa);
+		SC_LOG_AT(cc->rank == 0 ? SC_LOG_INFO : SC_LOG_DEBUG,
+			  "collnet job 0x%016llx: the aggregators serve %lld jobs (were %lld): the split "
+			  "climbs again", (unsigned long long)cc->job_id, (long long)jobs,
+			  (long long)t->jobs);
+	}
+	if (jobs > 0)
+		t->jobs = jobs;
+	t->load_pm = load;
 	told = split_adapt_decide(&t->sa, meas, why);
+	char load_s[64] = "";
+	if (t->jobs > 0)
+		snprintf(load_s, sizeof(load_s), " [aggregators: %lld job(s), busiest %.0f %% busy]",
+			 (long long)t->jobs, load / 10.0);
 	for (unsigned c = 0; c < SPLIT_ADAPT_CLASSES; c++) {
 		t->plan[(n + 2) % TUNE_WINS][c] = t->sa.c[c].ppm;
 		if (!(told >> c & 1))
@@ -86,8 +109,9 @@ static void tune_decide(struct coll_comm *cc)
 					      !strncmp(why[c], "tr", 2));
 		SC_LOG_AT(loud ? SC_LOG_INFO : SC_LOG_DEBUG,
 			  "collnet job 0x%016llx: split for %s requests %.3f -> %.3f from window %" PRIu64
-			  ": %s", (unsigned long long)cc->job_id, class_name(c, cn, sizeof(cn)),
-			  before[c] / (double)SPLIT_PPM, t->sa.c[c].ppm / (double)SPLIT_PPM, n + 2, why[c]);
+			  ": %s%s", (unsigned long long)cc->job_id, class_name(c, cn, sizeof(cn)),
+			  before[c] / (double)SPLIT_PPM, t->sa.c[c].ppm / (double)SPLIT_PPM, n + 2, why[c],
+			  load_s);
 	}
 	t->agreed++;
 }
@@ -108,6 +132,17 @@ static void tune_start(struct coll_comm *cc)
 		o[3] = m.agg_bps;
 		o[4] = m.ring_bps;
 	}
+	/* the tenancy every node has heard of (0: no version 3 daemon) */
+	unsigned most_jobs = 0, most_load = 0;
+	for (size_t ai = 0; cc->client && ai < cc->naggs; ai++) {
+		unsigned pm, jobs;
+		if (client_agg_load(cc->client, ai, &pm, &jobs))
+			continue;
+		most_jobs = jobs > most_jobs ? jobs : most_jobs;
+		most_load = pm > most_load ? pm : most_load;
+	}
+	t->v[TUNE_JOBS] = most_jobs;
+	t->v[TUNE_LOAD] = -(int64_t)most_load;
 	w->done = 0;
 	ring_op_start_tagged(&cc->ring, &t->op, sc_tag_tune(t->agreed), SC_TAG_FO_STEP_SHIFT, t->v,
 			     t->v + TUNE_NV, TUNE_NV, SC_I64, SC_OP_MIN, t->mr.desc, t->mr.desc, NULL,

@@ -391,7 +391,10 @@ int ctl_recv(int fd, struct wire_msg *m, unsigned timeout_ms)
 		return -EBADMSG;
 	if ((rc = read_full(fd, body, h.len, deadline)))
 		return rc;
-	return wire_msg_decode(h.type, body, h.len, m) ? -EBADMSG : 0;
+	if (wire_msg_decode(h.type, body, h.len, m))
+		return -EBADMSG;
+	m->version = h.version;
+	return 0;
 }
 
 int ctl_wait_closed(int fd, unsigned timeout_ms)
@@ -408,18 +411,25 @@ int ctl_wait_closed(int fd, unsigned timeout_ms)
 	}
 }
 
-int ctl_connect(const struct sd *d, uint64_t *nonce)
+int ctl_connect_hello(const struct sd *d, struct wire_msg *hello)
 {
-	struct wire_msg m;
 	int fd = tcp_connect(d->ctl);
 
 	if (fd < 0)
 		return -1;
-	if (ctl_recv(fd, &m, 5000) || m.type != WIRE_HELLO) {
+	if (ctl_recv(fd, hello, 5000) || hello->type != WIRE_HELLO) {
 		close(fd);
 		return -1;
 	}
-	if (nonce)
+	return fd;
+}
+
+int ctl_connect(const struct sd *d, uint64_t *nonce)
+{
+	struct wire_msg m;
+	int fd = ctl_connect_hello(d, &m);
+
+	if (fd >= 0 && nonce)
 		*nonce = m.u.hello.nonce;
 	return fd;
 }

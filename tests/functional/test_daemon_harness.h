@@ -93,10 +93,12 @@ double sd_metric(const struct sd *d, const char *name);
 
 /* Control connection: connect, read HELLO. Returns the fd or -1. */
 int ctl_connect(const struct sd *d, uint64_t *nonce);
+/* The same, handing back the HELLO (its header version in hello->version). */
+int ctl_connect_hello(const struct sd *d, struct wire_msg *hello);
 int ctl_send(int fd, const struct wire_msg *m);
 int ctl_send_raw(int fd, const void *buf, size_t len);
 /* 0, -ETIMEDOUT, -EPIPE (peer closed), -EBADMSG. */
-int ctl_recv(int fd, struct wire_msg *m, unsigned timeout_ms);
+int ctl_recv(int fd, struct wire_msg *m, unsigned timeout_ms); /* m->version: the header's */
 /* 0 once the peer closed the connection (EOF/reset) within timeout. */
 int ctl_wait_closed(int fd, unsigned timeout_ms);
 

@@ -89,6 +89,41 @@ int main(void)
 		CHECK(ctl_wait_closed(fd, 3000) == 0, "closed after version refusal");
 		close(fd);
 	}
+	/* versions (wire.h, "Versions"): the HELLO comes in version 2 offering
+	 * 2..3; a rank that joins in 3 is answered in 3 and its PONGs carry the
+	 * daemon's load (jobs: its own at least); one that joins in 2 (an older
+	 * plugin) is answered in 2, PONGs without the load. */
+	for (uint16_t v = 2; v <= 3; v++) {
+		struct wire_msg hello, jm = { .version = v, .type = WIRE_JOIN }, r;
+		int fd = ctl_connect_hello(&d, &hello);
+		CHECK(fd >= 0 && hello.version == 2 && hello.u.hello.version_min == 2 &&
+			      hello.u.hello.version_max == 3,
+		      "HELLO in version %u offering %u..%u", hello.version, hello.u.hello.version_min,
+		      hello.u.hello.version_max);
+		join_init(&jm.u.join, 0x7700 + v, 0, 1, fab);
+		CHECK(wire_join_sign(key, KEYLEN, hello.u.hello.nonce, &jm.u.join) == 0, "sign");
+		CHECK(ctl_send(fd, &jm) == 0 && ctl_recv(fd, &r, 5000) == 0 && r.type == WIRE_JOIN_OK &&
+			      r.version == v,
+		      "JOIN in version %u: %s in version %u", v, wire_type_name(r.type), r.version);
+		struct wire_msg ping = { .version = v, .type = WIRE_PING, .u.ping.token = 99 };
+		CHECK(ctl_send(fd, &ping) == 0, "PING");
+		bool got = false;
+		for (int k = 0; k < 4 && !got; k++) {
+			if (ctl_recv(fd, &r, 5000))
+				break;
+			if (r.type != WIRE_PONG)
+				continue; /* READY */
+			got = true;
+			CHECK(r.version == v && r.u.ping.token == 99 && r.u.ping.has_load == (v == 3) &&
+				      (v == 2 || (r.u.ping.jobs >= 1 && r.u.ping.load_pm <= 1000)),
+			      "version %u PONG: version %u, load %s (%u per mille, %u jobs)", v, r.version,
+			      r.u.ping.has_load ? "yes" : "no", r.u.ping.load_pm, r.u.ping.jobs);
+			printf("  %-14s -> PONG in %u, %s\n", v == 2 ? "join in 2" : "join in 3", r.version,
+			       r.u.ping.has_load ? "with the load" : "without the load");
+		}
+		CHECK(got, "no PONG in version %u", v);
+		close(fd);
+	}
 	/* auth: signed with another key, and unsigned */
 	join_init(&j, 0x2a, 0, 3, fab);
 	expect_refuse(&j, (const uint8_t *)"another-key-0123456789", 22, WIRE_E_AUTH, "authentication",

@@ -46,6 +46,63 @@ static int roundtrip(const struct wire_msg *m, struct wire_msg *out)
 	return wire_msg_decode(h.type, buf + WIRE_HDR_LEN, h.len, out);
 }
 
+/* Version 3: the PONG's load; version 2 still read and written, and a
+ * PONG without the load valid in both (wire.h, "Versions"). */
+static void test_versions(void **state)
+{
+	uint8_t buf[WIRE_MSG_MAX];
+	struct wire_hdr h;
+	struct wire_msg out;
+	(void)state;
+
+	struct wire_msg pong = { .type = WIRE_PONG };
+	pong.u.ping.token = 0x1122334455667788ull;
+	pong.u.ping.has_load = true;
+	pong.u.ping.load_pm = 873;
+	pong.u.ping.jobs = 2;
+	assert_int_equal(roundtrip(&pong, &out), 0);
+	assert_true(out.u.ping.has_load);
+	assert_int_equal(out.u.ping.token, pong.u.ping.token);
+	assert_int_equal(out.u.ping.load_pm, 873);
+	assert_int_equal(out.u.ping.jobs, 2);
+	int n = wire_msg_encode(&pong, buf, sizeof(buf));
+	assert_int_equal(n, WIRE_HDR_LEN + 12);
+	assert_int_equal(wire_hdr_decode(buf, (size_t)n, &h), 0);
+	assert_int_equal(h.version, WIRE_VERSION);
+	/* a load above 1000 per mille, or in version 2, or in a PING: refused */
+	pong.u.ping.load_pm = 1001;
+	assert_int_equal(wire_msg_encode(&pong, buf, sizeof(buf)), -EINVAL);
+	pong.u.ping.load_pm = 5;
+	pong.version = 2;
+	assert_int_equal(wire_msg_encode(&pong, buf, sizeof(buf)), -EINVAL);
+	pong.version = 0;
+	pong.type = WIRE_PING;
+	assert_int_equal(wire_msg_encode(&pong, buf, sizeof(buf)), -EINVAL);
+	n = wire_msg_encode(&pong, buf, sizeof(buf));
+	/* a PING with 4 more bytes is malformed, a PONG with 2 more too */
+	pong.type = WIRE_PONG;
+	n = wire_msg_encode(&pong, buf, sizeof(buf));
+	assert_int_equal(wire_msg_decode(WIRE_PING, buf + WIRE_HDR_LEN, 12, &out), -EBADMSG);
+	assert_int_equal(wire_msg_decode(WIRE_PONG, buf + WIRE_HDR_LEN, 10, &out), -EBADMSG);
+	/* a version 2 PONG: the token alone, read by a version 3 decoder */
+	struct wire_msg old = { .version = 2, .type = WIRE_PONG };
+	old.u.ping.token = 7;
+	n = wire_msg_encode(&old, buf, sizeof(buf));
+	assert_int_equal(n, WIRE_HDR_LEN + 8);
+	assert_int_equal(wire_hdr_decode(buf, (size_t)n, &h), 0);
+	assert_int_equal(h.version, 2);
+	assert_int_equal(wire_msg_decode(WIRE_PONG, buf + WIRE_HDR_LEN, h.len, &out), 0);
+	assert_false(out.u.ping.has_load);
+	/* versions outside 2..3: neither written nor read */
+	old.version = 1;
+	assert_int_equal(wire_msg_encode(&old, buf, sizeof(buf)), -EINVAL);
+	old.version = 2;
+	n = wire_msg_encode(&old, buf, sizeof(buf));
+	buf[4] = 1;
+	assert_int_equal(wire_hdr_decode(buf, (size_t)n, &h), -EPROTO);
+	assert_int_equal(h.version, 1);
+}
+
 static void test_roundtrip_all(void **state)
 {
 	(void)state;
@@ -263,6 +320,7 @@ int main(void)
 		cmocka_unit_test(test_roundtrip_all), cmocka_unit_test(test_join_validation),
 		cmocka_unit_test(test_decode_rejects), cmocka_unit_test(test_auth),
 		cmocka_unit_test(test_key_file),       cmocka_unit_test(test_tags),
+		cmocka_unit_test(test_versions),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
