@@ -249,7 +249,7 @@ int wire_msg_encode(const struct wire_msg *m, uint8_t *buf, size_t cap)
 	case WIRE_PONG:
 		p = wr_u64(p, m->u.ping.token);
 		if (m->u.ping.has_load) {
-			if (m->type != WIRE_PONG || m->u.ping.load_pm > 1000 || m->version == 2)
+			if (m->type != WIRE_PONG || m->u.ping.load_pm > 1000)
 				return -EINVAL;
 			p = wr_u16(p, m->u.ping.load_pm);
 			p = wr_u16(p, m->u.ping.jobs);

@@ -20,7 +20,8 @@
  * version 2, so that a version 2 rank reads it) offers 2..3; a rank
  * answers in the highest it speaks, and the daemon answers each rank in
  * the version of its JOIN. A PONG without the load fields is valid in
- * both.
+ * both; the codec itself reads and writes the load in either, the daemon
+ * sends it to version 3 ranks only (a version 2 decoder refuses it).
  *
  * Data plane: libfabric tagged messages on the endpoint named in JOIN_OK.
  * The 64-bit tag routes, the 32-bit immediate data describes the chunk:

@@ -21,6 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	if (wire_msg_decode(h.type, data + WIRE_HDR_LEN, h.len, &m))
 		return 0;
+	m.version = h.version; /* re-encoded in the version it came in */
 	int n = wire_msg_encode(&m, out, sizeof(out));
 	assert(n == (int)(WIRE_HDR_LEN + h.len));
 	assert(!memcmp(out, data, (size_t)n));
