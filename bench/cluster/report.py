@@ -395,20 +395,25 @@ def trace_load(pattern):
     return sorted(best, key=lambda r: r["start_ns"])
 
 
+def union(iv):
+    """The length of the union of intervals (start, end); empty ones count nothing."""
+    u, e = 0.0, 0.0
+    for x, y in sorted(iv):
+        if y <= x:
+            continue
+        if x >= e:
+            u += y - x
+        elif y > e:
+            u += y - e
+        e = max(e, y)
+    return u
+
+
 def trace_rolling(rows, n=16):
     """Per request from the n-th on, in completion order: (end ns, busy ns so far, X over
     the last n requests to complete in bytes/s, split). X counts time from the completion
     before those n on (their first ones were issued while earlier ones were in flight), and
     neither X nor busy time counts gaps with nothing in flight (the other modes' samples)."""
-    def union(iv):
-        u, e = 0.0, 0.0
-        for x, y in sorted(iv):
-            if x >= e:
-                u += y - x
-            elif y > e:
-                u += y - e
-            e = max(e, y)
-        return u
     iv = sorted((r["start_ns"], r["start_ns"] + r["time_us"] * 1e3, r["bytes"], r["split"])
                 for r in rows)
     # busy time so far at each completion: the union of the intervals that ended by then
@@ -540,20 +545,9 @@ def cmd_scenario(a):
                            r["start_ns"] + r["time_us"] * 1e3 <= hi]
 
                 def busy_until(t_mono):
-                    iv = sorted((max(r["start_ns"], lo), min(r["start_ns"] + r["time_us"] * 1e3,
-                                                             t_mono))
-                                for r in trace if r["start_ns"] < t_mono and
-                                r["start_ns"] + r["time_us"] * 1e3 > lo)
-                    u, e = 0.0, 0.0
-                    for x, y in iv:
-                        if y <= x:
-                            continue
-                        if x >= e:
-                            u += y - x
-                        elif y > e:
-                            u += y - e
-                        e = max(e, y)
-                    return u
+                    return union((max(r["start_ns"], lo),
+                                  min(r["start_ns"] + r["time_us"] * 1e3, t_mono))
+                                 for r in trace)
                 # converge_s: until the first 64 MiB sample from which on every auto sample
                 # is within 5 % (the unit of the best fixed split's figure)
                 if first_good is not None:
