@@ -295,12 +295,15 @@ unsigned split_adapt_decide(struct split_adapt *sa, const struct split_meas *mea
 			cl->moved_sign = (int8_t)sign;
 		}
 		if (cl->moved >= 2) {
-			/* the conditions changed since the last climb: climb again */
+			/* the conditions changed since the last climb: climb again (a
+			 * climb already due keeps its count of steady windows) */
 			cl->moved = 0;
-			cl->armed = true;
-			cl->lost = 0;
-			cl->dir = 0;
-			cl->stable = 0;
+			if (!cl->armed) {
+				cl->armed = true;
+				cl->lost = 0;
+				cl->dir = 0;
+				cl->stable = 0;
+			}
 			cl->steady_x = mm->x_bps;
 		}
 		/* interior, both paths measured at the split in use (not a window
