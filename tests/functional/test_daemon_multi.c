@@ -13,7 +13,16 @@
  *            (sumcast_fabric_eagain_total{op="send"} > 0), and every sum is
  *            still right.
  *
- * Usage: test_daemon_multi [threads|eagain]... (none: all). */
+ *   burst    two jobs on one data thread: A (window 8, 1,500 chunks) floods
+ *            while B (window 2, 100 chunks) runs. Each holds the credit it
+ *            was given (/stats "window": 8 and 2, B's slots its own), so
+ *            A's burst cannot take B's window: B completes, every sum right,
+ *            while A has done at most 2/3 of its chunks (fair service with
+ *            these windows gives A about 4 chunks per chunk of B, i.e.
+ *            about 400; a daemon serving A's backlog first would finish A
+ *            first). Counts, not clocks.
+ *
+ * Usage: test_daemon_multi [threads|eagain|burst]... (none: all). */
 #include <dirent.h>
 #include <errno.h>
 #include <sched.h>
@@ -36,6 +45,7 @@ struct tjob {
 	uint32_t next[MAXR], got[MAXR];
 	long wrong;
 	bool failed;
+	uint64_t done_at; /* chunks of every job's rank 0 with results when this job completed */
 };
 
 static struct sd d;
@@ -139,6 +149,16 @@ static int jobs_run(struct tjob *js, size_t nj)
 				if (j->next[r] < j->nchunks && send_chunk(j, r, j->next[r]))
 					j->failed = true;
 			}
+		}
+		uint64_t all_got = 0;
+		for (size_t k = 0; k < nj; k++)
+			all_got += js[k].got[0];
+		for (size_t k = 0; k < nj; k++) {
+			bool end = !js[k].done_at;
+			for (uint32_t r = 0; r < js[k].n; r++)
+				end &= js[k].got[r] >= js[k].nchunks;
+			if (end)
+				js[k].done_at = all_got;
 		}
 		if (done)
 			break;
@@ -347,13 +367,61 @@ static void mode_eagain(void)
 	sd_cleanup(&d);
 }
 
+/* "window":N of the job with this handle in /stats, -1 if absent. */
+static int stats_window(const char *st, uint32_t handle)
+{
+	char pat[64];
+	snprintf(pat, sizeof(pat), "\"handle\":%u,", handle);
+	const char *p = strstr(st, pat);
+	if (!p || !(p = strstr(p, "\"window\":")))
+		return -1;
+	return atoi(p + strlen("\"window\":"));
+}
+
+static void mode_burst(void)
+{
+	static struct tjob js[2];
+	static char st[1 << 16];
+
+	if (sd_start(&d, "[job]\nmemory-budget = 256M\n")) {
+		CHECK(0, "sumcastd did not start");
+		return;
+	}
+	bool ok = true;
+	want_window = 8;
+	ok &= job_join(&js[0], 0xc01, 2, 1500, CHUNK) == 0;
+	want_window = 2;
+	ok &= job_join(&js[1], 0xc02, 2, 100, CHUNK) == 0;
+	CHECK(ok, "joining the two jobs failed");
+	if (!ok)
+		return;
+	CHECK(sd_metric(&d, "sumcast_data_threads") == 1, "data threads %g",
+	      sd_metric(&d, "sumcast_data_threads"));
+	CHECK(sd_http(&d, "/stats", st, sizeof(st)) == 200, "/stats");
+	int wa = stats_window(st, js[0].rk[0].handle), wb = stats_window(st, js[1].rk[0].handle);
+	CHECK(wa == 8 && wb == 2, "windows in /stats: A %d, B %d (want 8, 2)", wa, wb);
+	jobs_run(js, 2);
+	uint64_t a_at_b = js[1].done_at >= js[1].nchunks ? js[1].done_at - js[1].nchunks : 0;
+	printf("  B's last result came when A had %llu of its %u chunks\n",
+	       (unsigned long long)a_at_b, js[0].nchunks);
+	CHECK(js[1].done_at && a_at_b <= js[0].nchunks * 2 / 3,
+	      "B (window 2) completed when A (window 8) had %llu of %u chunks: starved",
+	      (unsigned long long)a_at_b, js[0].nchunks);
+	CHECK(sd_metric(&d, "sumcast_chunks_reduced_total") == 1500 + 100, "chunks reduced %g",
+	      sd_metric(&d, "sumcast_chunks_reduced_total"));
+	for (int k = 0; k < 2; k++)
+		job_leave(&js[k]);
+	CHECK(sd_stop(&d, SIGTERM, 10000) == 0, "exit status after SIGTERM");
+	sd_cleanup(&d);
+}
+
 int main(int argc, char **argv)
 {
 	bool all = argc < 2;
 
 	for (int i = 1; i < argc; i++)
-		if (strcmp(argv[i], "threads") && strcmp(argv[i], "eagain")) {
-			fprintf(stderr, "usage: %s [threads|eagain]...\n", argv[0]);
+		if (strcmp(argv[i], "threads") && strcmp(argv[i], "eagain") && strcmp(argv[i], "burst")) {
+			fprintf(stderr, "usage: %s [threads|eagain|burst]...\n", argv[0]);
 			return 2;
 		}
 	for (int i = all ? 0 : 1; i < (all ? 1 : argc); i++)
@@ -365,6 +433,11 @@ int main(int argc, char **argv)
 		if (all || !strcmp(argv[i], "eagain")) {
 			printf("eagain:\n");
 			mode_eagain();
+		}
+	for (int i = all ? 0 : 1; i < (all ? 1 : argc); i++)
+		if (all || !strcmp(argv[i], "burst")) {
+			printf("burst:\n");
+			mode_burst();
 		}
 	return th_summary("test_daemon_multi");
 }
