@@ -178,7 +178,7 @@ void split_adapt_init(struct split_adapt *sa, const struct split_model *m)
 	}
 }
 
-void split_adapt_rearm(struct split_adapt *sa)
+void split_adapt_rearm(struct split_adapt *sa, int first)
 {
 	for (unsigned c = 0; c < SPLIT_ADAPT_CLASSES; c++) {
 		struct split_class *cl = &sa->c[c];
@@ -187,6 +187,7 @@ void split_adapt_rearm(struct split_adapt *sa)
 		cl->armed = true;
 		cl->lost = 0;
 		cl->dir = 0;
+		cl->first = (int8_t)(first > 0 ? 1 : -1);
 		cl->stable = 0;
 	}
 }
@@ -210,11 +211,12 @@ static int32_t neighbour(int32_t ppm, int dir, bool ends_only)
 }
 
 /* The next trial of a steady class (armed): on in the direction the last
- * kept trial went, else the way not yet lost (the ring's first). Disarms
- * when both ways lost. */
+ * kept trial went, else the way not yet lost (cl->first's first, the
+ * ring's when none). Disarms when both ways lost. */
 static bool climb(struct split_class *cl, int64_t x, bool ends_only)
 {
-	int order[2] = { cl->dir ? cl->dir : -1, cl->dir ? 0 : 1 };
+	int f = cl->first > 0 ? 1 : -1;
+	int order[2] = { cl->dir ? cl->dir : f, cl->dir ? 0 : -f };
 
 	for (int i = 0; i < 2; i++) {
 		int d = order[i];
@@ -263,8 +265,10 @@ unsigned split_adapt_decide(struct split_adapt *sa, const struct split_meas *mea
 				 better ? "kept" : "back");
 			cl->prev_x = 0;
 			if (better) {
+				/* on that way; the way back is where it came from,
+				 * measured worse: a loss ahead ends the climb */
 				cl->dir = (int8_t)dir;
-				cl->lost = 0;
+				cl->lost = (uint8_t)(1u << (dir < 0));
 				cl->steady_x = xt;
 			} else {
 				cl->ppm = cl->ref_ppm;

@@ -117,13 +117,15 @@ bool split_hosts_local(const char *aggs);
  *    (SPLIT_ADAPT_TRY_STEP away, or the endpoint when that is nearer than
  *    half a step) and keeps it if it measures SPLIT_ADAPT_MARGIN faster,
  *    going on that way at once while that wins, trying the other way when the
- *    first loses; when both lose it stays (a hill climb on the measured
+ *    first trial loses (after a kept one the way back is known slower: a
+ *    loss ends the climb); when both lose it stays (a hill climb on the measured
  *    throughput, which also finds an endpoint that beats every split:
  *    the aggregators alone at A = W). Climbs start at the job's start,
  *    after a balance step, and when X moves by SPLIT_ADAPT_MOVED from
  *    where the last climb ended, two windows in a row the same way (the
  *    conditions changed; one window off is a pipeline refilling), and
- *    when the aggregators' tenants change (split_adapt_rearm: another job
+ *    when the aggregators' tenants change (split_adapt_rearm, up first when
+ *    fewer jobs share them, down first when more: another job
  *    came or left, which the daemons report; a job that shares the node
  *    links' limit may see no change of X at its split when one leaves); a steady job
  *    does not try anything, and nothing oscillates. A trial is judged on
@@ -167,6 +169,7 @@ struct split_class {
 	uint8_t trial;     /* a trial is running */
 	bool armed;        /* climbing */
 	int8_t dir;        /* the way the last kept trial went: -1, +1; 0 none */
+	int8_t first;      /* the way a climb tries first when dir is 0: +1 up, else down */
 	uint8_t lost;      /* bit 0: the way down lost, bit 1: up */
 	uint8_t moved;     /* settled windows in a row off steady_x the same way */
 	int8_t moved_sign;
@@ -182,8 +185,10 @@ int split_adapt_class(size_t bytes);
 /* Every class at the model's split for its size (m: auto). */
 void split_adapt_init(struct split_adapt *sa, const struct split_model *m);
 /* Every class climbs again once steady (the aggregators' tenants changed:
- * what the last climb found may no longer hold). */
-void split_adapt_rearm(struct split_adapt *sa);
+ * what the last climb found may no longer hold), trying `first` first: +1
+ * (fewer tenants: more of the aggregators for this job) up, -1 (more)
+ * down, 0 down (the ring's way, as at the start). */
+void split_adapt_rearm(struct split_adapt *sa, int first);
 /* One window's agreed figures, meas[class]. Returns the classes whose
  * split changed as a bit mask; why[class] says why (for the log). */
 unsigned split_adapt_decide(struct split_adapt *sa, const struct split_meas *meas,

@@ -79,14 +79,16 @@ static void tune_decide(struct coll_comm *cc)
 		before[c] = t->sa.c[c].ppm;
 	}
 	/* the aggregators' tenants changed (a job came or left: the daemons
-	 * say so in their PONGs): what the climb found may no longer hold */
+	 * say so in their PONGs): what the climb found may no longer hold.
+	 * Fewer tenants leave more of the aggregators to this job: it tries a
+	 * larger share first (a smaller one when one came). */
 	int64_t jobs = t->v[TUNE_NV + TUNE_JOBS], load = -t->v[TUNE_NV + TUNE_LOAD];
 	if (jobs > 0 && t->jobs > 0 && jobs != t->jobs) {
-		split_adapt_rearm(&t->sa);
+		split_adapt_rearm(&t->sa, jobs < t->jobs ? 1 : -1);
 		SC_LOG_AT(cc->rank == 0 ? SC_LOG_INFO : SC_LOG_DEBUG,
 			  "collnet job 0x%016llx: the aggregators serve %lld jobs (were %lld): the split "
-			  "climbs again", (unsigned long long)cc->job_id, (long long)jobs,
-			  (long long)t->jobs);
+			  "climbs again, %s first", (unsigned long long)cc->job_id, (long long)jobs,
+			  (long long)t->jobs, jobs < t->jobs ? "up" : "down");
 	}
 	if (jobs > 0)
 		t->jobs = jobs;

@@ -436,6 +436,50 @@ static void adapt_shared_host(void **state)
 	assert_int_equal(r.changes, 1);
 }
 
+/* Windows from a tenant's leaving (the aggregator's link back to this job
+ * alone) until X stays within 5 % of the best, the climb rearmed with
+ * `first`; *up: whether the first move went up. */
+static unsigned tenant_left(int first, bool *up)
+{
+	struct plant p = { .link = true, .lk = 62.5, .ag = 13.3 / 2, .agone = 15.6 / 2 };
+	struct run r;
+
+	run_start(&r, 0.5);
+	run_windows(&r, &p, 200, link_best(&p), 0); /* steady beside the tenant */
+	p.ag *= 2;
+	p.agone *= 2;
+	double best = link_best(&p);
+	int32_t before = r.sa.c[3].ppm;
+	split_adapt_rearm(&r.sa, first);
+	*up = false;
+	unsigned good_from = 0;
+	for (unsigned w = 0; w < 200; w++) {
+		unsigned ch = r.changes;
+		if (run_windows(&r, &p, 1, best, 0) < 1)
+			good_from = w + 1;
+		if (r.changes > ch && !*up && r.sa.c[3].ppm != before && w < 10)
+			*up = r.sa.c[3].ppm > before;
+	}
+	return good_from;
+}
+
+/* The aggregators' tenants changed: a job that left leaves more of the
+ * aggregator to this one, and the climb tries up first (the tenant count
+ * going down says so); down first it loses a trial before going up. */
+static void adapt_tenant_left(void **state)
+{
+	bool up_hint, up_none;
+	(void)state;
+	unsigned w_hint = tenant_left(1, &up_hint), w_none = tenant_left(0, &up_none);
+	if (getenv("TEST_SPLIT_VERBOSE"))
+		printf("tenant left: within 5 %% from window %u (up first), %u (down first)\n", w_hint,
+		       w_none);
+	assert_true(up_hint);
+	assert_false(up_none);
+	assert_true(w_hint < w_none);
+	assert_true(w_hint <= 12);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -453,6 +497,7 @@ int main(void)
 		cmocka_unit_test(adapt_to_ring),
 		cmocka_unit_test(adapt_meas),
 		cmocka_unit_test(adapt_shared_host),
+		cmocka_unit_test(adapt_tenant_left),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
