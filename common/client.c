@@ -98,6 +98,11 @@ static int params_check(const struct client_params *p, char *why, size_t len)
 			 p->chunk_bytes);
 	else if (p->window > 65536)
 		snprintf(why, len, "window %u: at most 65536 chunks in flight", p->window);
+	else if (p->weight > WIRE_WEIGHT_MAX)
+		snprintf(why, len, "weight %u: at most %u", p->weight, WIRE_WEIGHT_MAX);
+	else if ((uint64_t)(p->window ? p->window : CLIENT_WINDOW_DEFAULT) * (p->weight ? p->weight : 1) > 65536)
+		snprintf(why, len, "window %u x weight %u: at most 65536 chunks in flight",
+			 p->window ? p->window : CLIENT_WINDOW_DEFAULT, p->weight);
 	else if (p->dtype_mask >> SC_DTYPE_COUNT)
 		snprintf(why, len, "dtype_mask 0x%x has bits beyond the %d types", p->dtype_mask,
 			 SC_DTYPE_COUNT);
@@ -198,7 +203,9 @@ int client_create(const struct client_params *p, struct client **out)
 	c->rank = p->rank;
 	c->nranks = p->nranks;
 	c->chunk_bytes = p->chunk_bytes ? p->chunk_bytes : CLIENT_CHUNK_DEFAULT;
-	c->window = p->window ? p->window : CLIENT_WINDOW_DEFAULT;
+	c->weight = p->weight ? p->weight : 1;
+	c->base_window = p->window ? p->window : CLIENT_WINDOW_DEFAULT;
+	c->window = c->base_window * c->weight; /* the most any aggregator grants */
 	c->dtype_mask = p->dtype_mask ? p->dtype_mask : (1u << SC_DTYPE_COUNT) - 1;
 	c->timeout_ms = p->timeout_ms ? p->timeout_ms : CLIENT_TIMEOUT_DEFAULT;
 	c->max_requests = p->max_requests ? p->max_requests : CLIENT_REQS_DEFAULT;
@@ -476,6 +483,11 @@ const char *client_agg_why(const struct client *c, size_t agg)
 uint32_t client_agg_window(const struct client *c, size_t agg)
 {
 	return agg < c->naggs ? c->aggs[agg].window : 0;
+}
+
+uint32_t client_agg_weight(const struct client *c, size_t agg)
+{
+	return agg < c->naggs ? c->aggs[agg].weight : 0;
 }
 
 int client_mc_info(const struct client *c, size_t agg, struct client_mc_info *out)

@@ -88,6 +88,13 @@ struct client_params {
 	int multicast;
 	uint32_t mc_nack_us;
 	uint32_t mc_drop_permille;
+	/* v1.9: the job's weight (SUMCAST_WEIGHT), 0: 1. An aggregator of
+	 * protocol 4 grants window x min(weight, its [job] max-weight) slots:
+	 * the job's share of it against other jobs' (docs/daemon.md,
+	 * "Weights"). window stays the window per unit of weight; the client
+	 * sizes its buffers for window x weight. Every rank of a job must pass
+	 * the same. */
+	uint32_t weight;
 };
 #define CLIENT_MC_OFF (-1)
 #define CLIENT_MC_NOJOIN (-2)
@@ -211,6 +218,9 @@ const char *client_agg_why(const struct client *c, size_t agg);
 void client_agg_fence(struct client *c, size_t agg, const char *why);
 /* The window agg granted (0 before JOIN_OK). */
 uint32_t client_agg_window(const struct client *c, size_t agg);
+/* v1.9: the weight agg granted (1 from an aggregator of protocol < 4; 0
+ * before JOIN_OK). */
+uint32_t client_agg_weight(const struct client *c, size_t agg);
 /* Lowest chunk number on agg whose result has not arrived here; every
  * lower one has. Final once agg is fenced. */
 uint64_t client_agg_lo(const struct client *c, size_t agg);

@@ -99,6 +99,7 @@ struct client_agg {
 	uint64_t ping_wait_ns;     /* oldest PING not answered yet (nothing heard since), 0: none */
 	uint64_t ping_token;
 	uint16_t ver;              /* wire version spoken: the newest both speak (HELLO) */
+	uint16_t weight;           /* granted at JOIN_OK (1 below version 4) */
 	bool has_load;             /* a PONG of version 3 came: load_pm, jobs */
 	uint16_t load_pm, jobs;
 	struct client_retained *ret; /* failover: what each of `window` retention slots holds */
@@ -161,6 +162,7 @@ struct client {
 	bool own_fabric;
 	uint64_t job_id;
 	uint32_t rank, nranks, chunk_bytes, window, dtype_mask, timeout_ms, eager_bytes, join_flags;
+	uint32_t base_window, weight; /* params: window = base_window x weight */
 	uint32_t deadline_ms; /* failover: PING answer limit; 0: no PING */
 	int multicast;        /* params.multicast */
 	uint64_t mc_nack_ns;

@@ -106,7 +106,12 @@ static void send_join(struct client *c, struct client_agg *a, size_t ai, uint64_
 	j->rank = c->rank;
 	j->nranks = c->nranks;
 	j->chunk_bytes = c->chunk_bytes;
-	j->window = c->window;
+	j->window = c->base_window;
+	if (c->weight > 1 && a->ver >= 4)
+		j->weight = (uint16_t)c->weight;
+	else if (c->weight > 1)
+		SC_WARN("%s speaks protocol %u: weight %u not sent (weights need 4); it grants window %u",
+			a->name, a->ver, c->weight, c->base_window);
 	j->dtype_mask = c->dtype_mask;
 	j->timeout_ms = c->timeout_ms;
 	j->result_key = (uint16_t)ai;
@@ -173,6 +178,10 @@ static void handle_msg(struct client *c, struct client_agg *a, size_t ai, const 
 		}
 		a->job_handle = o->job_handle;
 		a->window = o->window;
+		a->weight = o->weight ? o->weight : 1;
+		if (a->weight < c->weight && a->ver >= 4)
+			SC_WARN("%s grants weight %u of the %u asked (its [job] max-weight): window %u",
+				a->name, a->weight, c->weight, a->window);
 		a->chunk_bytes = o->chunk_bytes;
 		a->timeout_ms = o->timeout_ms;
 		if (o->flags & WIRE_OK_F_MCAST) {
@@ -181,9 +190,9 @@ static void handle_msg(struct client *c, struct client_agg *a, size_t ai, const 
 				return;
 		}
 		a->st = AGG_WAIT_READY;
-		SC_DBG("%s: joined job 0x%llx as rank %u of %u (handle %u, window %u, chunk %u)",
+		SC_DBG("%s: joined job 0x%llx as rank %u of %u (handle %u, window %u, weight %u, chunk %u)",
 		       a->name, (unsigned long long)c->job_id, c->rank, c->nranks, a->job_handle,
-		       a->window, a->chunk_bytes);
+		       a->window, a->weight, a->chunk_bytes);
 		return;
 	}
 	case WIRE_READY:

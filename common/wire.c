@@ -138,7 +138,7 @@ static bool join_valid(const struct wire_join *j)
 	       j->window >= 1 && j->window <= WIRE_SLOTS_MAX && j->dtype_mask != 0 &&
 	       !(j->dtype_mask >> WIRE_DTYPE_BITS) && !(j->flags & ~WIRE_JOIN_F_ALL) &&
 	       j->addr_len >= 1 && j->addr_len <= WIRE_ADDR_MAX && plen >= 1 && plen < WIRE_PROV_MAX &&
-	       printable(j->provider, plen);
+	       printable(j->provider, plen) && j->weight <= WIRE_WEIGHT_MAX;
 }
 
 static bool join_ok_valid(const struct wire_join_ok *o)
@@ -146,7 +146,7 @@ static bool join_ok_valid(const struct wire_join_ok *o)
 	return o->job_handle >= 1 && o->job_handle <= WIRE_JOB_HANDLE_MAX && o->window >= 1 &&
 	       o->window <= WIRE_SLOTS_MAX && o->chunk_bytes > 0 && o->chunk_bytes % 8 == 0 &&
 	       o->chunk_bytes <= (64u << 20) && o->addr_len >= 1 && o->addr_len <= WIRE_ADDR_MAX &&
-	       !(o->flags & ~WIRE_OK_F_ALL) &&
+	       !(o->flags & ~WIRE_OK_F_ALL) && o->weight <= WIRE_WEIGHT_MAX &&
 	       (!(o->flags & WIRE_OK_F_MCAST_IB) || (o->flags & WIRE_OK_F_MCAST)) &&
 	       (!(o->flags & WIRE_OK_F_MCAST) ||
 		((o->mc_group >> 28) == 0xE && o->mc_port && o->mc_payload >= 64 &&
@@ -202,6 +202,8 @@ int wire_msg_encode(const struct wire_msg *m, uint8_t *buf, size_t cap)
 			return -EINVAL;
 		p = join_body(&m->u.join, p);
 		p = wr_bytes(p, m->u.join.tag, WIRE_TAG_LEN);
+		if (m->u.join.weight) /* version 4 */
+			p = wr_u16(p, m->u.join.weight);
 		break;
 	case WIRE_JOIN_OK:
 		if (!join_ok_valid(&m->u.join_ok))
@@ -220,6 +222,8 @@ int wire_msg_encode(const struct wire_msg *m, uint8_t *buf, size_t cap)
 			p = wr_u16(p, m->u.join_ok.mc_payload);
 			p = wr_u64(p, m->u.join_ok.mc_key);
 		}
+		if (m->u.join_ok.weight) /* version 4 */
+			p = wr_u16(p, m->u.join_ok.weight);
 		break;
 	case WIRE_REFUSE:
 	case WIRE_ABORT: {
@@ -301,6 +305,8 @@ int wire_msg_decode(uint16_t type, const uint8_t *body, size_t len, struct wire_
 		    rd_u8s(&r, j->addr, j->addr_len) || rd_u8s(&r, j->provider, n) ||
 		    rd_u8s(&r, j->tag, WIRE_TAG_LEN))
 			return -EBADMSG;
+		if (r.end - r.p == 2 && (rd_u16(&r, &j->weight) || !j->weight)) /* version 4 */
+			return -EBADMSG;
 		if (memchr(j->provider, '\0', n) || !join_valid(j))
 			return -EBADMSG;
 		break;
@@ -316,6 +322,8 @@ int wire_msg_decode(uint16_t type, const uint8_t *body, size_t len, struct wire_
 		if ((o->flags & WIRE_OK_F_MCAST) &&
 		    (rd_u32(&r, &o->mc_group) || rd_u16(&r, &o->mc_port) || rd_u16(&r, &o->mc_payload) ||
 		     rd_u64(&r, &o->mc_key)))
+			return -EBADMSG;
+		if (r.end - r.p == 2 && (rd_u16(&r, &o->weight) || !o->weight)) /* version 4 */
 			return -EBADMSG;
 		if (!join_ok_valid(o))
 			return -EBADMSG;
@@ -375,6 +383,8 @@ static int join_mac(const uint8_t *key, size_t key_len, uint64_t nonce, const st
 	p = wr_bytes(p, label, sizeof(label) - 1);
 	p = wr_u64(p, nonce);
 	p = join_body(j, p);
+	if (j->weight) /* version 4: the weight is signed too */
+		p = wr_u16(p, j->weight);
 	if (!HMAC(EVP_sha256(), key, (int)key_len, msg, (size_t)(p - msg), mac, &mlen) ||
 	    mlen != WIRE_TAG_LEN)
 		return -EIO;

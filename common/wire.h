@@ -22,6 +22,11 @@
  * the version of its JOIN. A PONG without the load fields is valid in
  * both; the codec itself reads and writes the load in either, the daemon
  * sends it to version 3 ranks only (a version 2 decoder refuses it).
+ * 4 is 3 with the job's weight: a u16 after the JOIN's tag (signed with
+ * the body: the tag covers body + weight) and the weight granted after
+ * the JOIN_OK's last field. The same rule: the codec reads and writes them
+ * in any version, a rank sends a weight to a version 4 daemon only, and
+ * the daemon grants one to version 4 ranks only.
  *
  * Data plane: libfabric tagged messages on the endpoint named in JOIN_OK.
  * The 64-bit tag routes, the 32-bit immediate data describes the chunk:
@@ -62,7 +67,7 @@
 #include "tags.h"
 
 #define WIRE_MAGIC 0x54534353u /* "SCST" little-endian */
-#define WIRE_VERSION 3     /* the newest this build speaks */
+#define WIRE_VERSION 4     /* the newest this build speaks */
 #define WIRE_VERSION_MIN 2 /* the oldest it still speaks */
 #define WIRE_HDR_LEN 16
 #define WIRE_BODY_MAX 1024
@@ -140,7 +145,11 @@ struct wire_join {
 	uint8_t addr[WIRE_ADDR_MAX]; /* the rank's fabric address */
 	char provider[WIRE_PROV_MAX]; /* NUL-terminated */
 	uint8_t tag[WIRE_TAG_LEN];
+	uint16_t weight; /* version 4: the job's share of the daemon against other
+			  * jobs', 1..WIRE_WEIGHT_MAX; 0: none sent (1) */
 };
+
+#define WIRE_WEIGHT_MAX 64
 
 #define WIRE_JOIN_F_DETERMINISTIC 0x1 /* reduce in rank order */
 #define WIRE_JOIN_F_UNICAST 0x2       /* results by unicast even where the daemon multicasts */
@@ -160,6 +169,8 @@ struct wire_join_ok {
 	uint16_t mc_port;    /* UDP port, > 0 */
 	uint16_t mc_payload; /* result bytes per datagram, 1..65507 - SC_MC_HDR */
 	uint64_t mc_key;     /* the job's multicast key (in every datagram) */
+	uint16_t weight;     /* version 4: the weight granted (JOIN's, capped by the
+			      * daemon's max-weight); 0: none sent */
 };
 
 /* The daemon has a shared key: every data message of the job, both ways,

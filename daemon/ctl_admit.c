@@ -44,7 +44,14 @@ void admit_join(struct conn *c, const struct wire_join *w)
 	}
 	j = job_find(d, w->job_id);
 	if (!j) {
-		uint32_t window = w->window < (uint64_t)cfg->max_window ? w->window : (uint32_t)cfg->max_window;
+		/* the window per unit of weight, times the weight granted: a
+		 * job's credit, which is its share of this daemon against the
+		 * other jobs' (docs/daemon.md, "Weights") */
+		uint32_t weight = w->weight ? w->weight : 1;
+		if (weight > (uint64_t)cfg->max_weight)
+			weight = (uint32_t)cfg->max_weight;
+		uint64_t base = w->window < (uint64_t)cfg->max_window ? w->window : (uint64_t)cfg->max_window;
+		uint32_t window = base * weight < WIRE_SLOTS_MAX ? (uint32_t)(base * weight) : WIRE_SLOTS_MAX;
 		uint32_t chunk = w->chunk_bytes < cfg->max_chunk ? w->chunk_bytes : (uint32_t)cfg->max_chunk;
 		uint32_t timeout = (uint32_t)cfg->timeout_ms;
 		bool has16 = w->dtype_mask & MASK16;
@@ -98,10 +105,12 @@ void admit_join(struct conn *c, const struct wire_join *w)
 				    w->job_id, mem);
 			return;
 		}
-		SC_INFO("job 0x%" PRIx64 ": handle %u, %u ranks, window %u, chunk %u, types 0x%x, timeout %u ms, %" PRIu64
-			" bytes, data thread %u",
-			j->id, j->handle, j->nranks, j->window, j->chunk, j->dtype_mask, j->timeout_ms,
-			j->mem_bytes, j->thread->index);
+		j->weight = (uint16_t)weight;
+		SC_INFO("job 0x%" PRIx64 ": handle %u, %u ranks, window %u (weight %u%s), chunk %u, types 0x%x, "
+			"timeout %u ms, %" PRIu64 " bytes, data thread %u",
+			j->id, j->handle, j->nranks, j->window, j->weight,
+			w->weight > weight ? ", capped by max-weight" : "", j->chunk, j->dtype_mask,
+			j->timeout_ms, j->mem_bytes, j->thread->index);
 	} else {
 		if (w->nranks != j->nranks) {
 			conn_refuse(c, WIRE_E_NRANKS, "job 0x%" PRIx64 " has %u ranks, request says %u", j->id,
@@ -110,12 +119,12 @@ void admit_join(struct conn *c, const struct wire_join *w)
 		}
 		if (w->chunk_bytes != j->req_chunk || w->window != j->req_window ||
 		    w->dtype_mask != j->dtype_mask || w->flags != j->flags ||
-		    w->timeout_ms != j->req_timeout_ms) {
+		    w->timeout_ms != j->req_timeout_ms || (w->weight ? w->weight : 1) != (j->req_weight ? j->req_weight : 1)) {
 			conn_refuse(c, WIRE_E_PARAMS,
-				    "job 0x%" PRIx64 " was joined with chunk %u window %u types 0x%x flags 0x%x timeout %u ms, request says chunk %u window %u types 0x%x flags 0x%x timeout %u ms",
+				    "job 0x%" PRIx64 " was joined with chunk %u window %u types 0x%x flags 0x%x timeout %u ms weight %u, request says chunk %u window %u types 0x%x flags 0x%x timeout %u ms weight %u",
 				    j->id, j->req_chunk, j->req_window, j->dtype_mask, j->flags,
-				    j->req_timeout_ms, w->chunk_bytes, w->window, w->dtype_mask, w->flags,
-				    w->timeout_ms);
+				    j->req_timeout_ms, j->req_weight ? j->req_weight : 1, w->chunk_bytes, w->window,
+				    w->dtype_mask, w->flags, w->timeout_ms, w->weight ? w->weight : 1);
 			return;
 		}
 		if (j->state != JOB_JOINING || j->joined == j->nranks) {
@@ -185,6 +194,8 @@ void admit_rank_added(struct daemon *d, struct dcmd *ev)
 	m.u.join_ok.mc_key = j->mc_key;
 	m.u.join_ok.data_nonce = j->data_nonce;
 	m.u.join_ok.timeout_ms = j->timeout_ms;
+	if (c->ver >= 4)
+		m.u.join_ok.weight = j->weight;
 	m.u.join_ok.addr_len = (uint16_t)j->thread->fabric->addrlen;
 	memcpy(m.u.join_ok.addr, j->thread->fabric->addr, j->thread->fabric->addrlen);
 	conn_send(c, &m);

@@ -182,11 +182,11 @@ static void stats_cb(struct evhttp_request *req, void *arg)
 	for (const struct job *j = d->jobs; j; j = j->next) {
 		evbuffer_add_printf(b,
 				    "%s{\"id\":\"0x%" PRIx64 "\",\"handle\":%u,\"nranks\":%u,\"joined\":%u,"
-				    "\"window\":%u,\"chunk\":%u,\"types\":\"0x%x\",\"timeout_ms\":%u,"
+				    "\"window\":%u,\"weight\":%u,\"chunk\":%u,\"types\":\"0x%x\",\"timeout_ms\":%u,"
 				    "\"memory\":%zu,\"buffer_bytes\":%zu,\"bookkeeping_bytes\":%zu,\"thread\":%u,\"state\":\"%s\",\"bytes_in\":%" PRIu64
 				    ",\"bytes_out\":%" PRIu64 ",\"chunks\":%" PRIu64 ",\"ops_outstanding\":%u,\"ranks\":[",
 				    first ? "" : ",", j->id, j->handle, j->nranks, j->acked, j->window,
-				    j->chunk, j->dtype_mask, j->timeout_ms, j->mem_bytes, j->region_bytes,
+				    j->weight, j->chunk, j->dtype_mask, j->timeout_ms, j->mem_bytes, j->region_bytes,
 				    j->mem_bytes - j->region_bytes, j->thread->index,
 				    job_state_name(j->state), ctr_get(&j->bytes_in), ctr_get(&j->bytes_out),
 				    ctr_get(&j->chunks),

@@ -54,6 +54,7 @@ struct settings {
 	int64_t join_timeout_ms;
 	int64_t stuck_grace_ms;
 	int64_t max_window;
+	int64_t max_weight;
 	uint64_t max_chunk;
 	double max_memory_share;
 	/* [auth] */

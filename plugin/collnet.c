@@ -240,6 +240,7 @@ static int coll_join(struct coll_comm *cc, uint64_t deadline)
 		.nranks = cc->nranks,
 		.chunk_bytes = (uint32_t)plugin_cfg.chunk_bytes,
 		.window = (uint32_t)plugin_cfg.window,
+		.weight = (uint32_t)plugin_cfg.weight,
 		.timeout_ms = (uint32_t)plugin_cfg.agg_timeout_ms,
 		.key = cc->key_len ? cc->key : NULL,
 		.key_len = cc->key_len,

@@ -31,6 +31,7 @@ struct plugin_settings {
 	char key_file[CFG_STR_MAX];
 	uint64_t chunk_bytes;          /* aggregator chunk */
 	int64_t window;                /* aggregator chunks in flight */
+	int64_t weight;                /* the window's multiplier, as the daemons grant it */
 	uint64_t ring_chunk_bytes;
 	int64_t ring_window;
 	uint64_t small_bytes;          /* latency rule threshold */

@@ -11,7 +11,7 @@
 /* Derived view of one job in /stats. */
 struct job_view {
 	const char *id, *state;
-	double nranks, joined, window, chunk, memory, thread, bytes_in, bytes_out, chunks;
+	double nranks, joined, window, weight, chunk, memory, thread, bytes_in, bytes_out, chunks;
 	long slowest;   /* rank most often last, -1 if none yet */
 	double last_share; /* how often it was last, of chunks with a last rank */
 	double mean_wait;  /* its mean wait (first to last contribution), seconds */
@@ -28,6 +28,7 @@ static void job_view(const json_t *j, struct job_view *v)
 	v->nranks = jnum(j, "nranks");
 	v->joined = jnum(j, "joined");
 	v->window = jnum(j, "window");
+	v->weight = jnum(j, "weight");
 	v->chunk = jnum(j, "chunk");
 	v->memory = jnum(j, "memory");
 	v->thread = jnum(j, "thread");
@@ -62,6 +63,7 @@ static json_t *job_view_json(const json_t *j, const struct job_view *v, double r
 	json_object_set_new(out, "nranks", jval(v->nranks));
 	json_object_set_new(out, "joined", jval(v->joined));
 	json_object_set_new(out, "window", jval(v->window));
+	json_object_set_new(out, "weight", jval(v->weight));
 	json_object_set_new(out, "chunk_bytes", jval(v->chunk));
 	json_object_set_new(out, "memory_bytes", jval(v->memory));
 	json_object_set_new(out, "thread", jval(v->thread));

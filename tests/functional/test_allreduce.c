@@ -27,6 +27,9 @@
  *   when it drops, and the daemons must count results sent to groups.
  * --mc-out R: rank R does not join the group (it asks for each result by
  *   unicast); the others still take theirs from the group.
+ * --weight W: the ranks ask weight W (SUMCAST_WEIGHT), the daemons cap it
+ *   at 2 ([job] max-weight = 2): every rank must be granted min(W, 2) and
+ *   a window of the one asked x that by every aggregator (protocol 4).
  * Values are chosen so that every result is exact whatever order the daemon
  * reduces in (small integers for sums, powers of two for products, exactly
  * representable values for f16/bf16). Everything is bounded in time; exit
@@ -71,7 +74,7 @@ static struct {
 	int ndaemons, nranks, njobs;
 	const char *provider;
 	bool big, kill, stop, unreachable, auth;
-	uint32_t chunk, window;
+	uint32_t chunk, window, weight;
 	int mc_drop;  /* --multicast: per mille dropped; -1: no multicast */
 	int mc_out;   /* --mc-out: the rank that stays out of the group; -1: none */
 	char dir[256];
@@ -102,7 +105,8 @@ static void daemons_stop(void)
 static void daemon_start(int i, const char *job_timeout)
 {
 	char name[16], extra[512];
-	int n = snprintf(extra, sizeof(extra), "[job]\ntimeout = %s\nmax-jobs = 16\n", job_timeout);
+	int n = snprintf(extra, sizeof(extra), "[job]\ntimeout = %s\nmax-jobs = 16\n%s", job_timeout,
+			 g.weight ? "max-weight = 2\n" : "");
 	if (g.auth)
 		n += snprintf(extra + n, sizeof(extra) - (size_t)n, "[auth]\nkey-file = %s/key\n", g.dir);
 	if (g.mc_drop >= 0)
@@ -368,6 +372,7 @@ static int rank_main(uint32_t job, uint32_t rank, int fd, int ready_fd)
 		.nranks = (uint32_t)g.nranks,
 		.chunk_bytes = g.chunk,
 		.window = g.window,
+		.weight = g.weight,
 		.timeout_ms = g.stop ? 1000 : g.kill ? 8000 : 20000,
 		.naggs = g.naggs,
 		.aggs = g.aggs,
@@ -389,6 +394,15 @@ static int rank_main(uint32_t job, uint32_t rank, int fd, int ready_fd)
 	if (rc) {
 		snprintf(x.msg, sizeof(x.msg), "connect: %s", client_error(x.c));
 		goto out_client;
+	}
+	for (size_t a = 0; g.weight && a < g.naggs; a++) {
+		uint32_t want = g.weight < 2 ? g.weight : 2, base = g.window ? g.window : 8;
+		if (client_agg_weight(x.c, a) != want || client_agg_window(x.c, a) != base * want) {
+			snprintf(x.msg, sizeof(x.msg), "aggregator %zu granted weight %u window %u, want %u and %u",
+				 a, client_agg_weight(x.c, a), client_agg_window(x.c, a), want, base * want);
+			rc = -EPROTO;
+			goto out_client;
+		}
 	}
 	size_t bytes = g.big ? (size_t)BIG_COUNT * 4 : SC_OP_COUNT * SMALL_MAX_BYTES;
 	if (bytes < SC_OP_COUNT * SMALL_MAX_BYTES)
@@ -586,7 +600,7 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: test_allreduce [--daemons M] [--ranks N] [--jobs J] [--provider P] "
 			"[--big] [--kill] [--stop] [--auth] [--unreachable] [--chunk B] [--window W] "
-			"[--multicast PERMILLE] [--mc-out R]\n");
+			"[--multicast PERMILLE] [--mc-out R] [--weight W]\n");
 	exit(2);
 }
 
@@ -611,7 +625,7 @@ int main(int argc, char **argv)
 		{ "big", no_argument, NULL, 'b' },           { "kill", no_argument, NULL, 'k' },
 		{ "stop", no_argument, NULL, 's' },          { "auth", no_argument, NULL, 'a' },
 		{ "unreachable", no_argument, NULL, 'u' },   { "chunk", required_argument, NULL, 'c' },
-		{ "window", required_argument, NULL, 'w' },  { "multicast", required_argument, NULL, 'M' },
+		{ "window", required_argument, NULL, 'w' },  { "weight", required_argument, NULL, 'W' },  { "multicast", required_argument, NULL, 'M' },
 		{ "mc-out", required_argument, NULL, 'O' },  { NULL, 0, NULL, 0 },
 	};
 	int o;
@@ -628,6 +642,7 @@ int main(int argc, char **argv)
 		case 'a': g.auth = true; break;
 		case 'c': g.chunk = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'w': g.window = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'W': g.weight = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'M': g.mc_drop = atoi(optarg); break;
 		case 'O': g.mc_out = atoi(optarg); break;
 		default: usage();

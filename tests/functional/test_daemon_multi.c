@@ -17,12 +17,16 @@
  *            while B (window 2, 100 chunks) runs. Each holds the credit it
  *            was given (/stats "window": 8 and 2, B's slots its own), so
  *            A's burst cannot take B's window: B completes, every sum right,
- *            while A has done at most 2/3 of its chunks (fair service with
- *            these windows gives A about 4 chunks per chunk of B, i.e.
- *            about 400; a daemon serving A's backlog first would finish A
- *            first). Counts, not clocks.
+ *            while A has done at most 2/3 of its chunks (measured: 190-400,
+ *            A served 2-4 chunks per chunk of B; a daemon serving A's
+ *            backlog first would finish A first). Counts, not clocks.
+ *   weights  the same with weights ([job] max-weight = 2): A asks weight 3
+ *            and is granted 2 (JOIN_OK and /stats "weight"), its window 2
+ *            x 2 = 4; B weight 1, window 2. A's share is about twice B's:
+ *            B's 100 chunks complete when A has done 150-210 (check: at
+ *            least 130, and B not starved: at most 2/3 of A's 1,500).
  *
- * Usage: test_daemon_multi [threads|eagain|burst]... (none: all). */
+ * Usage: test_daemon_multi [threads|eagain|burst|weights]... (none: all). */
 #include <dirent.h>
 #include <errno.h>
 #include <sched.h>
@@ -50,6 +54,7 @@ struct tjob {
 
 static struct sd d;
 static uint32_t want_window = 4;
+static uint16_t want_weight; /* 0: none sent */
 
 static float val(uint64_t job, uint32_t r, uint32_t c, size_t i)
 {
@@ -59,6 +64,7 @@ static float val(uint64_t job, uint32_t r, uint32_t c, size_t i)
 static void tweak_window(struct wire_join *j)
 {
 	j->window = want_window;
+	j->weight = want_weight;
 }
 
 static int send_chunk(struct tjob *j, uint32_t r, uint32_t c)
@@ -104,6 +110,35 @@ static int job_join(struct tjob *j, uint64_t id, uint32_t n, uint32_t nchunks, s
 	return j->window >= 1 && j->window <= MAXW ? 0 : -1;
 }
 
+/* Rank r's next result if it is in: checked (every element), the next
+ * chunk sent in its slot. false: none in (or the job failed). */
+static bool take_result(struct tjob *j, uint32_t r)
+{
+	if (j->got[r] >= j->nchunks || j->failed)
+		return false;
+	uint32_t c = j->got[r], s = c % j->window;
+	struct top *ro = &j->rops[r][s];
+	if (!ro->done || !j->sops[r][s].done)
+		return false;
+	if (ro->err || ro->len != j->len || wire_imm_seq(ro->data) != (c & WIRE_SEQ_MASK)) {
+		fprintf(stderr, "job 0x%llx rank %u chunk %u: err %d len %zu seq %u\n", (unsigned long long)j->id,
+			r, c, ro->err, ro->len, wire_imm_seq(ro->data));
+		j->failed = true;
+		return false;
+	}
+	const float *rb = (const float *)(j->rk[r].buf + j->rk[r].cap / 2 + (size_t)s * CHUNK);
+	for (size_t i = 0; i < j->len / 4; i++) {
+		float want = 0;
+		for (uint32_t q = 0; q < j->n; q++)
+			want += val(j->id, q, c, i);
+		j->wrong += rb[i] != want;
+	}
+	j->got[r]++;
+	if (j->next[r] < j->nchunks && send_chunk(j, r, j->next[r]))
+		j->failed = true;
+	return true;
+}
+
 /* Drives every job to the end together. 0, or -1 if one did not complete. */
 static int jobs_run(struct tjob *js, size_t nj)
 {
@@ -124,30 +159,12 @@ static int jobs_run(struct tjob *js, size_t nj)
 		for (size_t k = 0; k < nj; k++) {
 			struct tjob *j = &js[k];
 			for (uint32_t r = 0; r < j->n && !j->failed; r++) {
-				if (j->got[r] >= j->nchunks)
-					continue;
-				done = false;
-				uint32_t c = j->got[r], s = c % j->window;
-				struct top *ro = &j->rops[r][s];
-				if (!ro->done || !j->sops[r][s].done)
-					continue;
-				if (ro->err || ro->len != j->len || wire_imm_seq(ro->data) != (c & WIRE_SEQ_MASK)) {
-					fprintf(stderr, "job 0x%llx rank %u chunk %u: err %d len %zu seq %u\n",
-						(unsigned long long)j->id, r, c, ro->err, ro->len,
-						wire_imm_seq(ro->data));
-					j->failed = true;
-					continue;
-				}
-				const float *rb = (const float *)(j->rk[r].buf + j->rk[r].cap / 2 + (size_t)s * CHUNK);
-				for (size_t i = 0; i < j->len / 4; i++) {
-					float want = 0;
-					for (uint32_t q = 0; q < j->n; q++)
-						want += val(j->id, q, c, i);
-					j->wrong += rb[i] != want;
-				}
-				j->got[r]++;
-				if (j->next[r] < j->nchunks && send_chunk(j, r, j->next[r]))
-					j->failed = true;
+				if (j->got[r] < j->nchunks)
+					done = false;
+				/* every result in, so that a job with more credit
+				 * (window) is served more per pass */
+				while (take_result(j, r))
+					;
 			}
 		}
 		uint64_t all_got = 0;
@@ -415,13 +432,54 @@ static void mode_burst(void)
 	sd_cleanup(&d);
 }
 
+static void mode_weights(void)
+{
+	static struct tjob js[2];
+	static char st[1 << 16];
+
+	if (sd_start(&d, "[job]\nmemory-budget = 256M\nmax-weight = 2\n")) {
+		CHECK(0, "sumcastd did not start");
+		return;
+	}
+	bool ok = true;
+	want_window = 2;
+	want_weight = 3;
+	ok &= job_join(&js[0], 0xd01, 2, 1500, CHUNK) == 0;
+	want_weight = 0;
+	ok &= job_join(&js[1], 0xd02, 2, 100, CHUNK) == 0;
+	CHECK(ok, "joining the two jobs failed");
+	if (!ok)
+		return;
+	CHECK(js[0].rk[0].ok.weight == 2 && js[0].rk[0].ok.window == 4 && js[1].rk[0].ok.weight == 1 &&
+		      js[1].rk[0].ok.window == 2,
+	      "JOIN_OK: A weight %u window %u (want 2, 4), B weight %u window %u (want 1, 2)",
+	      js[0].rk[0].ok.weight, js[0].rk[0].ok.window, js[1].rk[0].ok.weight, js[1].rk[0].ok.window);
+	CHECK(sd_http(&d, "/stats", st, sizeof(st)) == 200, "/stats");
+	int wa = stats_window(st, js[0].rk[0].handle), wb = stats_window(st, js[1].rk[0].handle);
+	CHECK(wa == 4 && wb == 2, "windows in /stats: A %d, B %d (want 4, 2)", wa, wb);
+	CHECK(strstr(st, "\"window\":4,\"weight\":2,") && strstr(st, "\"window\":2,\"weight\":1,"),
+	      "/stats weights: %.300s", st);
+	jobs_run(js, 2);
+	uint64_t a_at_b = js[1].done_at >= js[1].nchunks ? js[1].done_at - js[1].nchunks : 0;
+	printf("  B (weight 1) completed its %u chunks when A (weight 2) had %llu\n", js[1].nchunks,
+	       (unsigned long long)a_at_b);
+	CHECK(js[1].done_at && a_at_b >= js[1].nchunks * 13 / 10 && a_at_b <= js[0].nchunks * 2 / 3,
+	      "B completed when A had %llu of %u chunks: want about twice B's %u", (unsigned long long)a_at_b,
+	      js[0].nchunks, js[1].nchunks);
+	for (int k = 0; k < 2; k++)
+		job_leave(&js[k]);
+	CHECK(sd_stop(&d, SIGTERM, 10000) == 0, "exit status after SIGTERM");
+	sd_cleanup(&d);
+}
+
 int main(int argc, char **argv)
 {
 	bool all = argc < 2;
 
 	for (int i = 1; i < argc; i++)
-		if (strcmp(argv[i], "threads") && strcmp(argv[i], "eagain") && strcmp(argv[i], "burst")) {
-			fprintf(stderr, "usage: %s [threads|eagain|burst]...\n", argv[0]);
+		if (strcmp(argv[i], "threads") && strcmp(argv[i], "eagain") && strcmp(argv[i], "burst") &&
+		    strcmp(argv[i], "weights")) {
+			fprintf(stderr, "usage: %s [threads|eagain|burst|weights]...\n", argv[0]);
 			return 2;
 		}
 	for (int i = all ? 0 : 1; i < (all ? 1 : argc); i++)
@@ -438,6 +496,11 @@ int main(int argc, char **argv)
 		if (all || !strcmp(argv[i], "burst")) {
 			printf("burst:\n");
 			mode_burst();
+		}
+	for (int i = all ? 0 : 1; i < (all ? 1 : argc); i++)
+		if (all || !strcmp(argv[i], "weights")) {
+			printf("weights:\n");
+			mode_weights();
 		}
 	return th_summary("test_daemon_multi");
 }

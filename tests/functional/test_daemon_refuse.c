@@ -90,21 +90,29 @@ int main(void)
 		close(fd);
 	}
 	/* versions (wire.h, "Versions"): the HELLO comes in version 2 offering
-	 * 2..3; a rank that joins in 3 is answered in 3 and its PONGs carry the
-	 * daemon's load (jobs: its own at least); one that joins in 2 (an older
-	 * plugin) is answered in 2, PONGs without the load. */
-	for (uint16_t v = 2; v <= 3; v++) {
+	 * 2..4; a rank that joins in 3 or 4 is answered in it and its PONGs
+	 * carry the daemon's load (jobs: its own at least); one that joins in 2
+	 * (an older plugin) is answered in 2, PONGs without the load. In 4 the
+	 * JOIN asks weight 3 and the JOIN_OK grants 1 (this daemon's
+	 * max-weight is the default, 1): the window stays the one asked. */
+	for (uint16_t v = 2; v <= 4; v++) {
 		struct wire_msg hello, jm = { .version = v, .type = WIRE_JOIN }, r;
 		int fd = ctl_connect_hello(&d, &hello);
 		CHECK(fd >= 0 && hello.version == 2 && hello.u.hello.version_min == 2 &&
-			      hello.u.hello.version_max == 3,
+			      hello.u.hello.version_max == 4,
 		      "HELLO in version %u offering %u..%u", hello.version, hello.u.hello.version_min,
 		      hello.u.hello.version_max);
 		join_init(&jm.u.join, 0x7700 + v, 0, 1, fab);
+		if (v == 4)
+			jm.u.join.weight = 3;
 		CHECK(wire_join_sign(key, KEYLEN, hello.u.hello.nonce, &jm.u.join) == 0, "sign");
 		CHECK(ctl_send(fd, &jm) == 0 && ctl_recv(fd, &r, 5000) == 0 && r.type == WIRE_JOIN_OK &&
 			      r.version == v,
 		      "JOIN in version %u: %s in version %u", v, wire_type_name(r.type), r.version);
+		CHECK(r.type == WIRE_JOIN_OK && r.u.join_ok.weight == (v == 4 ? 1 : 0) &&
+			      r.u.join_ok.window == jm.u.join.window,
+		      "JOIN_OK in version %u: weight %u window %u (asked weight %u window %u)", v,
+		      r.u.join_ok.weight, r.u.join_ok.window, jm.u.join.weight, jm.u.join.window);
 		struct wire_msg ping = { .version = v, .type = WIRE_PING, .u.ping.token = 99 };
 		CHECK(ctl_send(fd, &ping) == 0, "PING");
 		bool got = false;
@@ -114,11 +122,11 @@ int main(void)
 			if (r.type != WIRE_PONG)
 				continue; /* READY */
 			got = true;
-			CHECK(r.version == v && r.u.ping.token == 99 && r.u.ping.has_load == (v == 3) &&
+			CHECK(r.version == v && r.u.ping.token == 99 && r.u.ping.has_load == (v >= 3) &&
 				      (v == 2 || (r.u.ping.jobs >= 1 && r.u.ping.load_pm <= 1000)),
 			      "version %u PONG: version %u, load %s (%u per mille, %u jobs)", v, r.version,
 			      r.u.ping.has_load ? "yes" : "no", r.u.ping.load_pm, r.u.ping.jobs);
-			printf("  %-14s -> PONG in %u, %s\n", v == 2 ? "join in 2" : "join in 3", r.version,
+			printf("  join in %u      -> PONG in %u, %s\n", v, r.version,
 			       r.u.ping.has_load ? "with the load" : "without the load");
 		}
 		CHECK(got, "no PONG in version %u", v);
@@ -171,6 +179,9 @@ int main(void)
 	join_init(&j, 0x2a, 1, 3, fab);
 	j.dtype_mask = 1u << SC_F64;
 	expect_refuse(&j, key, KEYLEN, WIRE_E_PARAMS, "types", "params types");
+	join_init(&j, 0x2a, 1, 3, fab);
+	j.weight = 2; /* rank 0 asked none (1) */
+	expect_refuse(&j, key, KEYLEN, WIRE_E_PARAMS, "weight 1, request says", "params weight");
 
 	/* job full: ranks 1 and 2 join, the job is READY, a 4th JOIN is refused */
 	join_init(&j, 0x2a, 1, 3, fab);
@@ -256,7 +267,7 @@ int main(void)
 	/* refusals are counted by kind */
 	CHECK(sd_metric(&d, "sumcast_errors_total{kind=\"auth\"}") == 2, "auth count %g",
 	      sd_metric(&d, "sumcast_errors_total{kind=\"auth\"}"));
-	CHECK(sd_metric(&d, "sumcast_errors_total{kind=\"params\"}") == 2, "params count");
+	CHECK(sd_metric(&d, "sumcast_errors_total{kind=\"params\"}") == 3, "params count");
 	CHECK(sd_metric(&d, "sumcast_errors_total{kind=\"version\"}") == 1, "version count");
 	CHECK(sd_metric(&d, "sumcast_errors_total{kind=\"malformed\"}") == 2, "malformed count");
 	CHECK(sd_metric(&d, "sumcast_jobs") == 1 && sd_metric(&d, "sumcast_ranks") == 3,

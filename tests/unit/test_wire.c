@@ -89,7 +89,7 @@ static void test_versions(void **state)
 	assert_int_equal(h.version, 2);
 	assert_int_equal(wire_msg_decode(WIRE_PONG, buf + WIRE_HDR_LEN, h.len, &out), 0);
 	assert_false(out.u.ping.has_load);
-	/* versions outside 2..3: neither written nor read */
+	/* versions outside 2..4: neither written nor read */
 	old.version = 1;
 	assert_int_equal(wire_msg_encode(&old, buf, sizeof(buf)), -EINVAL);
 	old.version = 2;
@@ -265,6 +265,49 @@ static void test_auth(void **state)
 	assert_int_equal(wire_join_verify(key, sizeof(key) - 1, 42, &out.u.join), 0);
 }
 
+/* Version 4: the JOIN's weight (after the tag, signed) and the JOIN_OK's
+ * grant; without them both messages are as in version 3. */
+static void test_weight(void **state)
+{
+	(void)state;
+	const uint8_t key[] = "0123456789abcdef-secret";
+	uint8_t buf[WIRE_MSG_MAX];
+	struct wire_msg out, m = sample_join();
+	int n0 = wire_msg_encode(&m, buf, sizeof(buf));
+	m.u.join.weight = 3;
+	assert_int_equal(wire_join_sign(key, sizeof(key) - 1, 42, &m.u.join), 0);
+	assert_int_equal(wire_msg_encode(&m, buf, sizeof(buf)), n0 + 2);
+	assert_int_equal(roundtrip(&m, &out), 0);
+	assert_int_equal(out.u.join.weight, 3);
+	assert_int_equal(wire_join_verify(key, sizeof(key) - 1, 42, &out.u.join), 0);
+	/* the weight is signed: changed, or stripped, the tag no longer holds */
+	out.u.join.weight = 9;
+	assert_int_equal(wire_join_verify(key, sizeof(key) - 1, 42, &out.u.join), -EACCES);
+	out.u.join.weight = 0;
+	assert_int_equal(wire_join_verify(key, sizeof(key) - 1, 42, &out.u.join), -EACCES);
+	/* 0 on the wire, or above WIRE_WEIGHT_MAX: refused both ways */
+	int n = wire_msg_encode(&m, buf, sizeof(buf));
+	buf[n - 2] = 0;
+	buf[n - 1] = 0;
+	assert_int_equal(wire_msg_decode(WIRE_JOIN, buf + WIRE_HDR_LEN, (size_t)n - WIRE_HDR_LEN, &out), -EBADMSG);
+	m.u.join.weight = WIRE_WEIGHT_MAX + 1;
+	assert_int_equal(wire_msg_encode(&m, buf, sizeof(buf)), -EINVAL);
+	/* one byte more than a weight: trailing garbage */
+	m.u.join.weight = 2;
+	n = wire_msg_encode(&m, buf, sizeof(buf));
+	assert_int_equal(wire_msg_decode(WIRE_JOIN, buf + WIRE_HDR_LEN, (size_t)n - WIRE_HDR_LEN - 1, &out), -EBADMSG);
+
+	struct wire_msg ok = { .type = WIRE_JOIN_OK };
+	ok.u.join_ok = (struct wire_join_ok){ .job_handle = 5, .window = 16, .chunk_bytes = 4096,
+					      .addr_len = 4, .weight = 2 };
+	assert_int_equal(roundtrip(&ok, &out), 0);
+	assert_int_equal(out.u.join_ok.weight, 2);
+	assert_int_equal(out.u.join_ok.window, 16);
+	ok.u.join_ok.weight = 0;
+	assert_int_equal(roundtrip(&ok, &out), 0);
+	assert_int_equal(out.u.join_ok.weight, 0);
+}
+
 static void test_key_file(void **state)
 {
 	(void)state;
@@ -316,7 +359,7 @@ int main(void)
 		cmocka_unit_test(test_roundtrip_all), cmocka_unit_test(test_join_validation),
 		cmocka_unit_test(test_decode_rejects), cmocka_unit_test(test_auth),
 		cmocka_unit_test(test_key_file),       cmocka_unit_test(test_tags),
-		cmocka_unit_test(test_versions),
+		cmocka_unit_test(test_versions),       cmocka_unit_test(test_weight),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
