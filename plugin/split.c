@@ -265,10 +265,15 @@ unsigned split_adapt_decide(struct split_adapt *sa, const struct split_meas *mea
 				 better ? "kept" : "back");
 			cl->prev_x = 0;
 			if (better) {
-				/* on that way; the way back is where it came from,
-				 * measured worse: a loss ahead ends the climb */
+				/* on that way. Should that lose, the way back (where
+				 * this trial came from) is tried again unless this one
+				 * won by twice the margin: a trial kept by noise (2 %
+				 * is within a window's spread) is undone, not held
+				 * until conditions change, and a clear win is not
+				 * measured twice */
+				bool clear = (double)xt >= (double)cl->ref_x * (1 + 2 * SPLIT_ADAPT_MARGIN);
 				cl->dir = (int8_t)dir;
-				cl->lost = (uint8_t)(1u << (dir < 0));
+				cl->lost = clear ? (uint8_t)(1u << (dir < 0)) : 0;
 				cl->steady_x = xt;
 			} else {
 				cl->ppm = cl->ref_ppm;

@@ -117,8 +117,8 @@ bool split_hosts_local(const char *aggs);
  *    (SPLIT_ADAPT_TRY_STEP away, or the endpoint when that is nearer than
  *    half a step) and keeps it if it measures SPLIT_ADAPT_MARGIN faster,
  *    going on that way at once while that wins, trying the other way when the
- *    first trial loses (after a kept one the way back is known slower: a
- *    loss ends the climb); when both lose it stays (a hill climb on the measured
+ *    first loses (after a kept trial too, unless that one won by twice the
+ *    margin: one kept by noise is undone); when both lose it stays (a hill climb on the measured
  *    throughput, which also finds an endpoint that beats every split:
  *    the aggregators alone at A = W). Climbs start at the job's start,
  *    after a balance step, and when X moves by SPLIT_ADAPT_MOVED from

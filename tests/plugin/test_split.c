@@ -465,7 +465,8 @@ static unsigned tenant_left(int first, bool *up)
 
 /* The aggregators' tenants changed: a job that left leaves more of the
  * aggregator to this one, and the climb tries up first (the tenant count
- * going down says so); down first it loses a trial before going up. */
+ * going down says so); down first it loses a trial before going up
+ * (20 windows against 29 here). */
 static void adapt_tenant_left(void **state)
 {
 	bool up_hint, up_none;
@@ -476,8 +477,8 @@ static void adapt_tenant_left(void **state)
 		       w_none);
 	assert_true(up_hint);
 	assert_false(up_none);
-	assert_true(w_hint < w_none);
-	assert_true(w_hint <= 12);
+	assert_true(w_hint + 4 <= w_none);
+	assert_true(w_hint <= 24);
 }
 
 int main(void)
