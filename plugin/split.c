@@ -187,7 +187,7 @@ void split_adapt_rearm(struct split_adapt *sa, int first)
 		cl->armed = true;
 		cl->lost = 0;
 		cl->dir = 0;
-		cl->first = (int8_t)(first > 0 ? 1 : -1);
+		cl->first = (int8_t)(first > 0 ? 1 : first < 0 ? -1 : 0);
 		cl->stable = 0;
 	}
 }
@@ -215,7 +215,7 @@ static int32_t neighbour(int32_t ppm, int dir, bool ends_only)
  * ring's when none). Disarms when both ways lost. */
 static bool climb(struct split_class *cl, int64_t x, bool ends_only)
 {
-	int f = cl->first > 0 ? 1 : -1;
+	int f = cl->first ? cl->first : -1;
 	int order[2] = { cl->dir ? cl->dir : f, cl->dir ? 0 : -f };
 
 	for (int i = 0; i < 2; i++) {
@@ -231,6 +231,7 @@ static bool climb(struct split_class *cl, int64_t x, bool ends_only)
 		return true;
 	}
 	cl->armed = false;
+	cl->first = 0;
 	return false;
 }
 
@@ -258,8 +259,12 @@ unsigned split_adapt_decide(struct split_adapt *sa, const struct split_meas *mea
 			}
 			int64_t xt = mm->x_bps > cl->trial_x ? mm->x_bps : cl->trial_x;
 			cl->trial_x = 0;
-			bool better = (double)xt >= (double)cl->ref_x * (1 + SPLIT_ADAPT_MARGIN);
 			int dir = cl->ppm < cl->ref_ppm ? -1 : 1;
+			/* the way the tenants' change points needs no margin: that
+			 * the aggregators have more room (or less) is known, the
+			 * trial only has to be no slower */
+			double margin = cl->first && dir == cl->first ? 0 : SPLIT_ADAPT_MARGIN;
+			bool better = (double)xt >= (double)cl->ref_x * (1 + margin);
 			snprintf(why[c], sizeof(why[c]), "tried %.3f: %.1f MB/s against %.1f at %.3f: %s",
 				 s, xt / 1e6, cl->ref_x / 1e6, cl->ref_ppm / (double)SPLIT_PPM,
 				 better ? "kept" : "back");
@@ -278,6 +283,7 @@ unsigned split_adapt_decide(struct split_adapt *sa, const struct split_meas *mea
 			} else {
 				cl->ppm = cl->ref_ppm;
 				cl->dir = 0;
+				cl->first = 0; /* the other way is judged as usual */
 				cl->lost |= (uint8_t)(1u << (dir > 0));
 				cl->steady_x = cl->ref_x;
 			}
@@ -311,6 +317,7 @@ unsigned split_adapt_decide(struct split_adapt *sa, const struct split_meas *mea
 				cl->armed = true;
 				cl->lost = 0;
 				cl->dir = 0;
+				cl->first = 0;
 				cl->stable = 0;
 			}
 			cl->steady_x = mm->x_bps;
@@ -338,6 +345,7 @@ unsigned split_adapt_decide(struct split_adapt *sa, const struct split_meas *mea
 				 * other way is the path that was held up */
 				cl->armed = true;
 				cl->dir = d < 0 ? -1 : 1;
+				cl->first = 0;
 				cl->lost = d < 0 ? 2 : 1;
 				cl->steady_x = 0; /* taken again once settled at the new split */
 				cl->prev_x = 0;

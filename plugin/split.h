@@ -169,7 +169,9 @@ struct split_class {
 	uint8_t trial;     /* a trial is running */
 	bool armed;        /* climbing */
 	int8_t dir;        /* the way the last kept trial went: -1, +1; 0 none */
-	int8_t first;      /* the way a climb tries first when dir is 0: +1 up, else down */
+	int8_t first;      /* a rearm's hint: the way a climb tries first when dir is 0
+			    * (+1 up, -1 down; 0: none, down first), judged without a
+			    * margin until it loses */
 	uint8_t lost;      /* bit 0: the way down lost, bit 1: up */
 	uint8_t moved;     /* settled windows in a row off steady_x the same way */
 	int8_t moved_sign;
@@ -187,7 +189,9 @@ void split_adapt_init(struct split_adapt *sa, const struct split_model *m);
 /* Every class climbs again once steady (the aggregators' tenants changed:
  * what the last climb found may no longer hold), trying `first` first: +1
  * (fewer tenants: more of the aggregators for this job) up, -1 (more)
- * down, 0 down (the ring's way, as at the start). */
+ * down, 0 down (the ring's way, as at the start). A trial that way is kept
+ * when it is no slower (the change says the optimum moved that way); once
+ * that way loses, trials need SPLIT_ADAPT_MARGIN as usual. */
 void split_adapt_rearm(struct split_adapt *sa, int first);
 /* One window's agreed figures, meas[class]. Returns the classes whose
  * split changed as a bit mask; why[class] says why (for the log). */

@@ -186,6 +186,7 @@ static void windows(void **state)
  * late, as the plugin does, and puts a +-1 % ripple on every figure. */
 struct plant {
 	bool link;
+	bool slope;           /* X 1 % higher per 0.1 up to 0.7, falling above; no ripple */
 	bool dips;            /* every 4th window 12 % slow (a sample boundary) */
 	double ca, cr, pen;  /* paths */
 	double lk, ag, agone; /* link */
@@ -196,6 +197,13 @@ static struct split_meas plant_window(const struct plant *p, int32_t ppm, unsign
 	double a = ppm / (double)SPLIT_PPM, x, xa, xr, ripple = 1 + 0.01 * ((w * 7919u) % 3 - 1.0);
 	struct split_meas m = { .n = SPLIT_ADAPT_WINDOW, .ppm = ppm };
 
+	if (p->slope) {
+		x = a <= 0.7 ? 40 * (1 + 0.1 * (a - 0.4)) : 40 * 1.03 * (1 - (a - 0.7));
+		m.x_bps = (int64_t)(x * 1e6);
+		m.agg_bps = (int64_t)(a * x * 1e6); /* the balance is the split: trials decide */
+		m.ring_bps = (int64_t)((1 - a) * x * 1e6);
+		return m;
+	}
 	if (!p->link) {
 		if (ppm == 0)
 			x = xr = p->cr, xa = 0;
@@ -481,6 +489,28 @@ static void adapt_tenant_left(void **state)
 	assert_true(w_hint <= 24);
 }
 
+/* A trial the tenants' change points to is kept when no slower: on a
+ * plant 1 % faster per 0.1 up to 0.7 (under the 2 % margin) a job at 0.4
+ * stays there on its own, and climbs to 0.7 once told that a tenant left;
+ * a rearm without a hint stays. */
+static void adapt_hint_margin(void **state)
+{
+	struct plant p = { .slope = true };
+	struct run r;
+	(void)state;
+	for (int hint = 0; hint <= 1; hint++) {
+		run_start(&r, 0.4);
+		run_windows(&r, &p, 60, 0, 0);
+		assert_int_equal(r.sa.c[3].ppm, 400000);
+		split_adapt_rearm(&r.sa, hint);
+		run_windows(&r, &p, 100, 0, 0);
+		if (getenv("TEST_SPLIT_VERBOSE"))
+			printf("hint %d: %.3f\n", hint, r.sa.c[3].ppm / 1e6);
+		assert_int_equal(r.sa.c[3].ppm, hint ? 700000 : 400000);
+		assert_false(r.sa.c[3].armed);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -499,6 +529,7 @@ int main(void)
 		cmocka_unit_test(adapt_meas),
 		cmocka_unit_test(adapt_shared_host),
 		cmocka_unit_test(adapt_tenant_left),
+		cmocka_unit_test(adapt_hint_margin),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
