@@ -341,12 +341,17 @@ unsigned split_adapt_decide(struct split_adapt *sa, const struct split_meas *mea
 					t = 1 - SPLIT_ADAPT_HYST;
 				cl->ppm = to_ppm(t);
 				cl->stable = 0;
-				/* climb again from there, on the way the balance went: the
-				 * other way is the path that was held up */
-				cl->armed = true;
-				cl->dir = d < 0 ? -1 : 1;
-				cl->first = 0;
-				cl->lost = d < 0 ? 2 : 1;
+				/* after a step of a trial's size or more, climb again from
+				 * there, on the way the balance went: the other way is the
+				 * path that was held up. Smaller steps only follow the
+				 * balance (two adaptive jobs on the aggregators nudge each
+				 * other's: a trial after each cost 10-20 % for 2 windows) */
+				if (fabs(d) >= SPLIT_ADAPT_TRY_STEP - 1e-9) {
+					cl->armed = true;
+					cl->dir = d < 0 ? -1 : 1;
+					cl->first = 0;
+					cl->lost = d < 0 ? 2 : 1;
+				}
 				cl->steady_x = 0; /* taken again once settled at the new split */
 				cl->prev_x = 0;
 				snprintf(why[c], sizeof(why[c]),
