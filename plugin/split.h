@@ -121,7 +121,8 @@ bool split_hosts_local(const char *aggs);
  *    margin: one kept by noise is undone); when both lose it stays (a hill climb on the measured
  *    throughput, which also finds an endpoint that beats every split:
  *    the aggregators alone at A = W). Climbs start at the job's start,
- *    after a balance step, and when X moves by SPLIT_ADAPT_MOVED from
+ *    after a balance step of SPLIT_ADAPT_TRY_STEP or more (smaller ones only
+ *    follow the balance), and when X moves by SPLIT_ADAPT_MOVED from
  *    where the last climb ended, two windows in a row the same way (the
  *    conditions changed; one window off is a pipeline refilling), and
  *    when the aggregators' tenants change (split_adapt_rearm, up first when
