@@ -429,6 +429,38 @@ def trace_rolling(rows, n=16):
     return out
 
 
+def agg_shares(auto, other, lo, hi):
+    """Two adaptive jobs on the same aggregators: each one's share of what the aggregators
+    carried for the two while auto had requests in flight between lo and hi (ns; the
+    fixed splits' samples in between left out): auto's aggregator bytes (a rank's
+    agg_bytes per request) against the other job's, pro-rated by how much of each of its
+    requests overlapped auto's. Returns (auto's share, auto's and the other's aggregator
+    MB/s over that time), or None."""
+    iv = [(r["start_ns"], r["start_ns"] + r["time_us"] * 1e3) for r in auto
+          if r["start_ns"] >= lo and r["start_ns"] + r["time_us"] * 1e3 <= hi]
+    if not iv:
+        return None
+    a_bytes = sum(r["agg_bytes"] for r in auto
+                  if r["start_ns"] >= lo and r["start_ns"] + r["time_us"] * 1e3 <= hi)
+    busy = union(iv)
+    merged = []  # auto's busy intervals, disjoint and sorted
+    for x, y in sorted(iv):
+        if merged and x <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], y)
+        else:
+            merged.append([x, y])
+    o_bytes = 0.0
+    for r in other:
+        x, y = r["start_ns"], r["start_ns"] + r["time_us"] * 1e3
+        if y <= x:
+            continue
+        ov = sum(max(0.0, min(y, e) - max(x, s)) for s, e in merged)
+        o_bytes += r["agg_bytes"] * ov / (y - x)
+    if a_bytes + o_bytes <= 0 or busy <= 0:
+        return None
+    return a_bytes / (a_bytes + o_bytes), a_bytes / busy * 1e3, o_bytes / busy * 1e3
+
+
 def plot_adapt(path, marks, t0, scenario):
     """<path without .jsonl>.png: auto's split (right axis) and the throughput of its last 16
     requests (left) over auto's own time (the time it had requests in flight: the fixed
@@ -513,13 +545,35 @@ def cmd_scenario(a):
                   "during": [r for r in rows if start(r) >= marks[0] and r["t"] <= marks[1]],
                   "after": [r for r in rows if start(r) >= marks[1]]}
     out = []
+    t2rows = trace_load(a.tenant_traces) if a.tenant_traces and trace else []
+
+    def shares(ph, med):
+        """Two auto jobs of one shape (second-tenant): each one's share of their algbw,
+        and with both traced of what the aggregators carried while auto ran."""
+        if "auto" not in med or "tenant2" not in med:
+            return
+        row = next(o for o in out if o["mode"] == "auto" and o["phase"] == ph)
+        t2 = next(o for o in out if o["mode"] == "tenant2" and o["phase"] == ph)
+        row["share"] = round(med["auto"] / (med["auto"] + med["tenant2"]), 4)
+        t2["share"] = round(1 - row["share"], 4)
+        i = {"during": 0}.get(ph)
+        if t2rows and i is not None and i < len(mono):
+            agg = agg_shares(trace, t2rows, mono[i], mono[i + 1] if i + 1 < len(mono) else float("inf"))
+            if agg:
+                row["agg_share"], row["agg_mbps"] = round(agg[0], 4), round(agg[1], 2)
+                t2["agg_share"], t2["agg_mbps"] = round(1 - agg[0], 4), round(agg[2], 2)
+
     for ph, pr in phases.items():
         by = collections.defaultdict(list)
         for r in pr:
             by[r["mode"]].append(r["algbw_gbps"])
         med = {m: statistics.median(v) for m, v in by.items()}
         fixed = {m: v for m, v in med.items() if m not in ("auto", "tenant2")}
-        if not fixed:
+        if not fixed:  # auto alone (--splits auto): the two jobs' shares only
+            for m in sorted(med):
+                out.append(dict(base, bench="cluster", scenario=a.scenario, mode=m, phase=ph,
+                                algbw_gbps=round(med[m], 4), samples=len(by[m])))
+            shares(ph, med)
             continue
         bm = max(fixed, key=fixed.get)
         best = fixed[bm]
@@ -568,10 +622,7 @@ def cmd_scenario(a):
                 row["converge_s"] = conv
                 if trace:
                     row["converge_req_s"] = conv_req
-            if "tenant2" in med:  # two jobs of one shape, both auto: their shares
-                row["share"] = round(med["auto"] / (med["auto"] + med["tenant2"]), 4)
-                t2 = next(o for o in out if o["mode"] == "tenant2" and o["phase"] == ph)
-                t2["share"] = round(1 - row["share"], 4)
+            shares(ph, med)
     for o in out:
         print(json.dumps(o))
     print(f"\n## scenario {a.scenario}: {base.get('workers')} workers, {base.get('aggs')} aggregator(s),"
@@ -589,6 +640,8 @@ def cmd_scenario(a):
                 extra += f" (per request {o['converge_req_s']})"
         if "share" in o:
             extra += f"  share {o['share']:.3f}"
+        if "agg_share" in o:
+            extra += f", of the aggregators {o['agg_share']:.3f} ({o['agg_mbps']:.1f} MB/s)"
         print(f"  {o['phase']:6} {o['mode']:10} {o['algbw_gbps']:8.4f}  n={o['samples']}{extra}",
               file=sys.stderr)
 
@@ -628,6 +681,8 @@ def main():
     sc.add_argument("--scenario", required=True)
     sc.add_argument("--change", required=True)
     sc.add_argument("--change-mono", help="CLOCK_MONOTONIC ns of each change (the trace's clock)")
+    sc.add_argument("--tenant-traces", help="glob of the second job's rank-0 SUMCAST_TRACE files: "
+                    "each job's share of the aggregators' throughput while auto ran")
     sc.add_argument("--traces", help="glob of auto's rank-0 SUMCAST_TRACE files: converge_s from "
                     "its requests")
     sc.add_argument("--timeline-out", help="write auto's split and throughput over time here")
