@@ -384,92 +384,87 @@ static void mode_eagain(void)
 	sd_cleanup(&d);
 }
 
-/* "window":N of the job with this handle in /stats, -1 if absent. */
-static int stats_window(const char *st, uint32_t handle)
+/* "<key>":N of the job with this handle in /stats, -1 if absent. */
+static int stats_job_field(const char *st, uint32_t handle, const char *key)
 {
 	char pat[64];
 	snprintf(pat, sizeof(pat), "\"handle\":%u,", handle);
 	const char *p = strstr(st, pat);
-	if (!p || !(p = strstr(p, "\"window\":")))
+	if (!p)
 		return -1;
-	return atoi(p + strlen("\"window\":"));
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	if (!(p = strstr(p, pat)))
+		return -1;
+	return atoi(p + strlen(pat));
+}
+
+/* Two jobs of 2 ranks on one data thread under conf: A (1,500 chunks,
+ * window win[0] and weight wt[0] asked; 0: none sent) and B (100 chunks,
+ * win[1], wt[1]). Checks what each was granted (JOIN_OK, /stats: window
+ * gw[k], weight gwt[k]), runs both to the end (every sum checked) and
+ * returns how many chunks A had done when B completed; -1: B did not. */
+static long pair_run(const char *conf, uint64_t id, const uint32_t win[2], const uint16_t wt[2],
+		     const uint32_t gw[2], const uint16_t gwt[2])
+{
+	static struct tjob js[2];
+	static char st[1 << 16];
+	const uint32_t nchunks[2] = { 1500, 100 };
+	bool ok = true;
+
+	if (sd_start(&d, conf)) {
+		CHECK(0, "sumcastd did not start");
+		return -1;
+	}
+	for (int k = 0; k < 2; k++) {
+		want_window = win[k];
+		want_weight = wt[k];
+		ok &= job_join(&js[k], id + (uint64_t)k, 2, nchunks[k], CHUNK) == 0;
+	}
+	want_weight = 0;
+	CHECK(ok, "joining the two jobs failed");
+	if (!ok)
+		return -1;
+	CHECK(sd_metric(&d, "sumcast_data_threads") == 1, "data threads %g",
+	      sd_metric(&d, "sumcast_data_threads"));
+	CHECK(sd_http(&d, "/stats", st, sizeof(st)) == 200, "/stats");
+	for (int k = 0; k < 2; k++) {
+		const struct wire_join_ok *o = &js[k].rk[0].ok;
+		int sw = stats_job_field(st, o->job_handle, "window"), swt = stats_job_field(st, o->job_handle, "weight");
+		CHECK(o->window == gw[k] && o->weight == gwt[k] && sw == (int)gw[k] && swt == (int)gwt[k],
+		      "job %c granted window %u weight %u (/stats %d, %d), want %u and %u", 'A' + k, o->window,
+		      o->weight, sw, swt, gw[k], gwt[k]);
+	}
+	jobs_run(js, 2);
+	CHECK(sd_metric(&d, "sumcast_chunks_reduced_total") == nchunks[0] + nchunks[1], "chunks reduced %g",
+	      sd_metric(&d, "sumcast_chunks_reduced_total"));
+	long a_at_b = js[1].done_at >= nchunks[1] ? (long)(js[1].done_at - nchunks[1]) : -1;
+	for (int k = 0; k < 2; k++)
+		job_leave(&js[k]);
+	CHECK(sd_stop(&d, SIGTERM, 10000) == 0, "exit status after SIGTERM");
+	sd_cleanup(&d);
+	return a_at_b;
 }
 
 static void mode_burst(void)
 {
-	static struct tjob js[2];
-	static char st[1 << 16];
+	const uint32_t win[2] = { 8, 2 }, gw[2] = { 8, 2 };
+	const uint16_t wt[2] = { 0, 0 }, gwt[2] = { 1, 1 };
+	long a = pair_run("[job]\nmemory-budget = 256M\n", 0xc01, win, wt, gw, gwt);
 
-	if (sd_start(&d, "[job]\nmemory-budget = 256M\n")) {
-		CHECK(0, "sumcastd did not start");
-		return;
-	}
-	bool ok = true;
-	want_window = 8;
-	ok &= job_join(&js[0], 0xc01, 2, 1500, CHUNK) == 0;
-	want_window = 2;
-	ok &= job_join(&js[1], 0xc02, 2, 100, CHUNK) == 0;
-	CHECK(ok, "joining the two jobs failed");
-	if (!ok)
-		return;
-	CHECK(sd_metric(&d, "sumcast_data_threads") == 1, "data threads %g",
-	      sd_metric(&d, "sumcast_data_threads"));
-	CHECK(sd_http(&d, "/stats", st, sizeof(st)) == 200, "/stats");
-	int wa = stats_window(st, js[0].rk[0].handle), wb = stats_window(st, js[1].rk[0].handle);
-	CHECK(wa == 8 && wb == 2, "windows in /stats: A %d, B %d (want 8, 2)", wa, wb);
-	jobs_run(js, 2);
-	uint64_t a_at_b = js[1].done_at >= js[1].nchunks ? js[1].done_at - js[1].nchunks : 0;
-	printf("  B's last result came when A had %llu of its %u chunks\n",
-	       (unsigned long long)a_at_b, js[0].nchunks);
-	CHECK(js[1].done_at && a_at_b <= js[0].nchunks * 2 / 3,
-	      "B (window 2) completed when A (window 8) had %llu of %u chunks: starved",
-	      (unsigned long long)a_at_b, js[0].nchunks);
-	CHECK(sd_metric(&d, "sumcast_chunks_reduced_total") == 1500 + 100, "chunks reduced %g",
-	      sd_metric(&d, "sumcast_chunks_reduced_total"));
-	for (int k = 0; k < 2; k++)
-		job_leave(&js[k]);
-	CHECK(sd_stop(&d, SIGTERM, 10000) == 0, "exit status after SIGTERM");
-	sd_cleanup(&d);
+	printf("  B (window 2) completed its 100 chunks when A (window 8) had %ld of its 1500\n", a);
+	CHECK(a >= 0 && a <= 1500 * 2 / 3, "B (window 2) completed when A (window 8) had %ld of 1500 "
+	      "chunks: starved", a);
 }
 
 static void mode_weights(void)
 {
-	static struct tjob js[2];
-	static char st[1 << 16];
+	const uint32_t win[2] = { 2, 2 }, gw[2] = { 4, 2 };
+	const uint16_t wt[2] = { 3, 0 }, gwt[2] = { 2, 1 };
+	long a = pair_run("[job]\nmemory-budget = 256M\nmax-weight = 2\n", 0xd01, win, wt, gw, gwt);
 
-	if (sd_start(&d, "[job]\nmemory-budget = 256M\nmax-weight = 2\n")) {
-		CHECK(0, "sumcastd did not start");
-		return;
-	}
-	bool ok = true;
-	want_window = 2;
-	want_weight = 3;
-	ok &= job_join(&js[0], 0xd01, 2, 1500, CHUNK) == 0;
-	want_weight = 0;
-	ok &= job_join(&js[1], 0xd02, 2, 100, CHUNK) == 0;
-	CHECK(ok, "joining the two jobs failed");
-	if (!ok)
-		return;
-	CHECK(js[0].rk[0].ok.weight == 2 && js[0].rk[0].ok.window == 4 && js[1].rk[0].ok.weight == 1 &&
-		      js[1].rk[0].ok.window == 2,
-	      "JOIN_OK: A weight %u window %u (want 2, 4), B weight %u window %u (want 1, 2)",
-	      js[0].rk[0].ok.weight, js[0].rk[0].ok.window, js[1].rk[0].ok.weight, js[1].rk[0].ok.window);
-	CHECK(sd_http(&d, "/stats", st, sizeof(st)) == 200, "/stats");
-	int wa = stats_window(st, js[0].rk[0].handle), wb = stats_window(st, js[1].rk[0].handle);
-	CHECK(wa == 4 && wb == 2, "windows in /stats: A %d, B %d (want 4, 2)", wa, wb);
-	CHECK(strstr(st, "\"window\":4,\"weight\":2,") && strstr(st, "\"window\":2,\"weight\":1,"),
-	      "/stats weights: %.300s", st);
-	jobs_run(js, 2);
-	uint64_t a_at_b = js[1].done_at >= js[1].nchunks ? js[1].done_at - js[1].nchunks : 0;
-	printf("  B (weight 1) completed its %u chunks when A (weight 2) had %llu\n", js[1].nchunks,
-	       (unsigned long long)a_at_b);
-	CHECK(js[1].done_at && a_at_b >= js[1].nchunks * 13 / 10 && a_at_b <= js[0].nchunks * 2 / 3,
-	      "B completed when A had %llu of %u chunks: want about twice B's %u", (unsigned long long)a_at_b,
-	      js[0].nchunks, js[1].nchunks);
-	for (int k = 0; k < 2; k++)
-		job_leave(&js[k]);
-	CHECK(sd_stop(&d, SIGTERM, 10000) == 0, "exit status after SIGTERM");
-	sd_cleanup(&d);
+	printf("  B (weight 1) completed its 100 chunks when A (weight 2) had %ld\n", a);
+	CHECK(a >= 100 * 13 / 10 && a <= 1500 * 2 / 3,
+	      "B completed when A had %ld of 1500 chunks: want about twice B's 100", a);
 }
 
 int main(int argc, char **argv)
