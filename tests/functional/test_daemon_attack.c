@@ -91,20 +91,6 @@ static void legit_job(uint64_t id, const char *what)
 	}
 }
 
-/* No job left and all memory back in the pool (bounded wait: the data
- * thread returns a job's memory after its last operation completed). */
-static void wait_idle(const char *what)
-{
-	uint64_t end = sc_now_ms() + 5000;
-
-	while ((sd_metric(&d, "sumcast_jobs") != 0 || sd_metric(&d, "sumcast_memory_used_bytes") != 0) &&
-	       sc_now_ms() < end)
-		th_sleep_ms(20);
-	CHECK(sd_metric(&d, "sumcast_jobs") == 0, "%s: %g jobs left", what, sd_metric(&d, "sumcast_jobs"));
-	CHECK(sd_metric(&d, "sumcast_memory_used_bytes") == 0, "%s: memory not returned: %g bytes", what,
-	      sd_metric(&d, "sumcast_memory_used_bytes"));
-}
-
 int main(void)
 {
 	struct fabric_params fp = { .provider = th_provider() };
@@ -226,9 +212,9 @@ int main(void)
 	}
 	/* The daemon still serves a legitimate job, and every attacked job's
 	 * memory came back. */
-	wait_idle("after the attacks");
+	sd_wait_idle(&d, "after the attacks");
 	legit_job(0xc0, "legitimate job after the attacks");
-	wait_idle("after the legitimate job");
+	sd_wait_idle(&d, "after the legitimate job");
 
 	CHECK(sd_stop(&d, SIGTERM, 10000) == 0, "exit status after SIGTERM");
 	sd_cleanup(&d);

@@ -364,6 +364,18 @@ double sd_metric(const struct sd *d, const char *name)
 	return th_metric(body, name);
 }
 
+void sd_wait_idle(const struct sd *d, const char *what)
+{
+	uint64_t end = sc_now_ms() + 5000;
+
+	while ((sd_metric(d, "sumcast_jobs") != 0 || sd_metric(d, "sumcast_memory_used_bytes") != 0) &&
+	       sc_now_ms() < end)
+		th_sleep_ms(20);
+	CHECK(sd_metric(d, "sumcast_jobs") == 0, "%s: %g jobs left", what, sd_metric(d, "sumcast_jobs"));
+	CHECK(sd_metric(d, "sumcast_memory_used_bytes") == 0, "%s: memory not returned: %g bytes", what,
+	      sd_metric(d, "sumcast_memory_used_bytes"));
+}
+
 int ctl_send_raw(int fd, const void *buf, size_t len)
 {
 	return send(fd, buf, len, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -EPIPE;

@@ -90,6 +90,11 @@ bool th_json_ok(const char *text);
 /* Value of a metric line "name value" (name may include {labels}); NAN if absent. */
 double th_metric(const char *text, const char *name);
 double sd_metric(const struct sd *d, const char *name);
+/* Waits (at most 5 s) until the daemon serves no job and holds no job
+ * memory (a data thread returns a job's memory after its last operation
+ * completed, so a job whose ranks closed may still be there a moment),
+ * then CHECKs both, naming `what`. */
+void sd_wait_idle(const struct sd *d, const char *what);
 
 /* Control connection: connect, read HELLO. Returns the fd or -1. */
 int ctl_connect(const struct sd *d, uint64_t *nonce);
