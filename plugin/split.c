@@ -178,18 +178,22 @@ void split_adapt_init(struct split_adapt *sa, const struct split_model *m)
 	}
 }
 
+/* A climb is due once steady: neither way lost yet, `first` (+1, -1, 0)
+ * the way it tries first. */
+static void arm(struct split_class *cl, int first)
+{
+	cl->armed = true;
+	cl->lost = 0;
+	cl->dir = 0;
+	cl->first = (int8_t)(first > 0 ? 1 : first < 0 ? -1 : 0);
+	cl->stable = 0;
+}
+
 void split_adapt_rearm(struct split_adapt *sa, int first)
 {
-	for (unsigned c = 0; c < SPLIT_ADAPT_CLASSES; c++) {
-		struct split_class *cl = &sa->c[c];
-		if (cl->trial)
-			continue; /* it ends, and climbs on, by itself */
-		cl->armed = true;
-		cl->lost = 0;
-		cl->dir = 0;
-		cl->first = (int8_t)(first > 0 ? 1 : first < 0 ? -1 : 0);
-		cl->stable = 0;
-	}
+	for (unsigned c = 0; c < SPLIT_ADAPT_CLASSES; c++)
+		if (!sa->c[c].trial) /* a trial ends, and climbs on, by itself */
+			arm(&sa->c[c], first);
 }
 
 /* The neighbour a trial goes to, dir -1 (towards the ring) or +1: one
@@ -313,13 +317,8 @@ unsigned split_adapt_decide(struct split_adapt *sa, const struct split_meas *mea
 			/* the conditions changed since the last climb: climb again (a
 			 * climb already due keeps its count of steady windows) */
 			cl->moved = 0;
-			if (!cl->armed) {
-				cl->armed = true;
-				cl->lost = 0;
-				cl->dir = 0;
-				cl->first = 0;
-				cl->stable = 0;
-			}
+			if (!cl->armed)
+				arm(cl, 0);
 			cl->steady_x = mm->x_bps;
 		}
 		/* interior, both paths measured at the split in use (not a window
@@ -347,9 +346,8 @@ unsigned split_adapt_decide(struct split_adapt *sa, const struct split_meas *mea
 				 * balance (two adaptive jobs on the aggregators nudge each
 				 * other's: a trial after each cost 10-20 % for 2 windows) */
 				if (fabs(d) >= SPLIT_ADAPT_TRY_STEP - 1e-9) {
-					cl->armed = true;
+					arm(cl, 0);
 					cl->dir = d < 0 ? -1 : 1;
-					cl->first = 0;
 					cl->lost = d < 0 ? 2 : 1;
 				}
 				cl->steady_x = 0; /* taken again once settled at the new split */

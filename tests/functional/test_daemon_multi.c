@@ -469,33 +469,28 @@ static void mode_weights(void)
 
 int main(int argc, char **argv)
 {
-	bool all = argc < 2;
+	static const struct {
+		const char *name;
+		void (*run)(void);
+	} modes[] = { { "threads", mode_threads }, { "eagain", mode_eagain },
+		      { "burst", mode_burst }, { "weights", mode_weights } };
+	const size_t nm = sizeof(modes) / sizeof(modes[0]);
 
-	for (int i = 1; i < argc; i++)
-		if (strcmp(argv[i], "threads") && strcmp(argv[i], "eagain") && strcmp(argv[i], "burst") &&
-		    strcmp(argv[i], "weights")) {
-			fprintf(stderr, "usage: %s [threads|eagain|burst|weights]...\n", argv[0]);
+	for (int i = 1; i < argc; i++) {
+		size_t k = 0;
+		while (k < nm && strcmp(argv[i], modes[k].name))
+			k++;
+		if (k == nm) {
+			fprintf(stderr, "usage: %s [threads|eagain|burst|weights]... (none: all)\n", argv[0]);
 			return 2;
 		}
-	for (int i = all ? 0 : 1; i < (all ? 1 : argc); i++)
-		if (all || !strcmp(argv[i], "threads")) {
-			printf("threads:\n");
-			mode_threads();
-		}
-	for (int i = all ? 0 : 1; i < (all ? 1 : argc); i++)
-		if (all || !strcmp(argv[i], "eagain")) {
-			printf("eagain:\n");
-			mode_eagain();
-		}
-	for (int i = all ? 0 : 1; i < (all ? 1 : argc); i++)
-		if (all || !strcmp(argv[i], "burst")) {
-			printf("burst:\n");
-			mode_burst();
-		}
-	for (int i = all ? 0 : 1; i < (all ? 1 : argc); i++)
-		if (all || !strcmp(argv[i], "weights")) {
-			printf("weights:\n");
-			mode_weights();
-		}
+	}
+	/* in this order, each as often as it is named (none named: each once) */
+	for (size_t k = 0; k < nm; k++)
+		for (int i = argc < 2 ? 0 : 1; i < (argc < 2 ? 1 : argc); i++)
+			if (argc < 2 || !strcmp(argv[i], modes[k].name)) {
+				printf("%s:\n", modes[k].name);
+				modes[k].run();
+			}
 	return th_summary("test_daemon_multi");
 }
