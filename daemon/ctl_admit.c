@@ -43,13 +43,12 @@ void admit_join(struct conn *c, const struct wire_join *w)
 		return;
 	}
 	j = job_find(d, w->job_id);
+	uint32_t asked = w->weight ? w->weight : 1; /* none sent (version < 4): 1 */
 	if (!j) {
 		/* the window per unit of weight, times the weight granted: a
 		 * job's credit, which is its share of this daemon against the
 		 * other jobs' (docs/daemon.md, "Weights") */
-		uint32_t weight = w->weight ? w->weight : 1;
-		if (weight > (uint64_t)cfg->max_weight)
-			weight = (uint32_t)cfg->max_weight;
+		uint32_t weight = asked < (uint64_t)cfg->max_weight ? asked : (uint32_t)cfg->max_weight;
 		uint64_t base = w->window < (uint64_t)cfg->max_window ? w->window : (uint64_t)cfg->max_window;
 		uint32_t window = base * weight < WIRE_SLOTS_MAX ? (uint32_t)(base * weight) : WIRE_SLOTS_MAX;
 		uint32_t chunk = w->chunk_bytes < cfg->max_chunk ? w->chunk_bytes : (uint32_t)cfg->max_chunk;
@@ -106,10 +105,11 @@ void admit_join(struct conn *c, const struct wire_join *w)
 			return;
 		}
 		j->weight = (uint16_t)weight;
+		j->req_weight = (uint16_t)asked;
 		SC_INFO("job 0x%" PRIx64 ": handle %u, %u ranks, window %u (weight %u%s), chunk %u, types 0x%x, "
 			"timeout %u ms, %" PRIu64 " bytes, data thread %u",
 			j->id, j->handle, j->nranks, j->window, j->weight,
-			w->weight > weight ? ", capped by max-weight" : "", j->chunk, j->dtype_mask,
+			asked > weight ? ", capped by max-weight" : "", j->chunk, j->dtype_mask,
 			j->timeout_ms, j->mem_bytes, j->thread->index);
 	} else {
 		if (w->nranks != j->nranks) {
@@ -119,12 +119,12 @@ void admit_join(struct conn *c, const struct wire_join *w)
 		}
 		if (w->chunk_bytes != j->req_chunk || w->window != j->req_window ||
 		    w->dtype_mask != j->dtype_mask || w->flags != j->flags ||
-		    w->timeout_ms != j->req_timeout_ms || (w->weight ? w->weight : 1) != (j->req_weight ? j->req_weight : 1)) {
+		    w->timeout_ms != j->req_timeout_ms || asked != j->req_weight) {
 			conn_refuse(c, WIRE_E_PARAMS,
 				    "job 0x%" PRIx64 " was joined with chunk %u window %u types 0x%x flags 0x%x timeout %u ms weight %u, request says chunk %u window %u types 0x%x flags 0x%x timeout %u ms weight %u",
 				    j->id, j->req_chunk, j->req_window, j->dtype_mask, j->flags,
-				    j->req_timeout_ms, j->req_weight ? j->req_weight : 1, w->chunk_bytes, w->window,
-				    w->dtype_mask, w->flags, w->timeout_ms, w->weight ? w->weight : 1);
+				    j->req_timeout_ms, j->req_weight, w->chunk_bytes, w->window, w->dtype_mask,
+				    w->flags, w->timeout_ms, asked);
 			return;
 		}
 		if (j->state != JOB_JOINING || j->joined == j->nranks) {

@@ -124,7 +124,6 @@ struct job *job_create(struct daemon *d, const struct wire_join *w, struct dthre
 	j->mem_bytes = mem;
 	j->req_chunk = w->chunk_bytes;
 	j->req_window = w->window;
-	j->req_weight = w->weight;
 	j->req_timeout_ms = w->timeout_ms;
 	j->created_ms = sc_now_ms();
 	j->handle = handle_alloc(d);

@@ -205,7 +205,7 @@ struct job {
 	struct dthread *thread;
 	/* what the first JOIN asked for (later JOINs must ask the same) */
 	uint32_t req_chunk, req_window, req_timeout_ms;
-	uint16_t req_weight; /* 0: none asked (version < 4) */
+	uint16_t req_weight; /* asked (1 when none was sent: version < 4) */
 	uint16_t weight;     /* granted: the window is the base window times this */
 
 	/* control */
