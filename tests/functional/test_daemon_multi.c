@@ -25,8 +25,16 @@
  *            x 2 = 4; B weight 1, window 2. A's share is about twice B's:
  *            B's 100 chunks complete when A has done 150-210 (check: at
  *            least 130, and B not starved: at most 2/3 of A's 1,500).
+ *   overcredit  A's rank 1 sends chunks 2..7 at once, past its credit (window
+ *            2; each with its true values), then goes on as it should, while B
+ *            runs beside it. The credit holds: what is past it is dropped
+ *            (tcp;ofi_rxm: discarded unexpected messages, counted, A runs on)
+ *            or fails A at once (shm keeps them: "rank 1 sent chunk seq 4
+ *            into slot 0, expected seq 2", ABORT data); never taken as
+ *            another chunk: every result A got is right. B completes, every
+ *            sum right, not held up (it completed with A at about its count).
  *
- * Usage: test_daemon_multi [threads|eagain|burst|weights]... (none: all). */
+ * Usage: test_daemon_multi [threads|eagain|burst|weights|overcredit]... (none: all). */
 #include <dirent.h>
 #include <errno.h>
 #include <sched.h>
@@ -49,6 +57,9 @@ struct tjob {
 	uint32_t next[MAXR], got[MAXR];
 	long wrong;
 	bool failed;
+	uint32_t rogue;   /* rank 1 sends this many chunks past its credit at once
+			   * (window + rogue <= MAXW): no result of the job wrong */
+	struct top rogue_ops[MAXW];
 	uint64_t done_at; /* chunks of every job's rank 0 with results when this job completed */
 };
 
@@ -152,6 +163,20 @@ static int jobs_run(struct tjob *js, size_t nj)
 			for (uint32_t c = 0; c < js[k].window && c < js[k].nchunks; c++)
 				if (send_chunk(&js[k], r, c))
 					return -1;
+			/* past the credit: chunks window + i, each from a buffer of
+			 * its own (the send half's unused slots) holding its true
+			 * values: taken as the chunk (a rank may be a window
+			 * ahead), it sums right and the rank's own send of that
+			 * chunk later is the duplicate */
+			for (uint32_t i = 0; r == 1 && i < js[k].rogue; i++) {
+				uint32_t c = js[k].window + i, b = js[k].window + i;
+				float *sb = (float *)(js[k].rk[r].buf + (size_t)b * CHUNK);
+				for (size_t e = 0; e < js[k].len / 4; e++)
+					sb[e] = val(js[k].id, r, c, e);
+				if (trank_send_chunk(&js[k].rk[r], c % js[k].window, c & WIRE_SEQ_MASK, SC_F32,
+						     SC_OP_SUM, (size_t)b * CHUNK, js[k].len, &js[k].rogue_ops[i]))
+					return -1;
+			}
 		}
 	while (sc_now_ms() < deadline) {
 		bool done = true;
@@ -159,7 +184,7 @@ static int jobs_run(struct tjob *js, size_t nj)
 		for (size_t k = 0; k < nj; k++) {
 			struct tjob *j = &js[k];
 			for (uint32_t r = 0; r < j->n && !j->failed; r++) {
-				if (j->got[r] < j->nchunks)
+				if (j->got[r] < j->nchunks && !j->rogue)
 					done = false;
 				/* every result in, so that a job with more credit
 				 * (window) is served more per pass */
@@ -186,12 +211,12 @@ static int jobs_run(struct tjob *js, size_t nj)
 		bool complete = !j->failed;
 		for (uint32_t r = 0; r < j->n; r++)
 			complete &= j->got[r] == j->nchunks;
-		CHECK(complete && j->wrong == 0, "job 0x%llx: %s, %ld wrong elements",
+		CHECK(complete == !j->rogue && j->wrong == 0, "job 0x%llx: %s, %ld wrong elements",
 		      (unsigned long long)j->id, complete ? "complete" : "INCOMPLETE", j->wrong);
 		printf("  job 0x%llx: %u ranks, window %u, %u chunks of %zu bytes: %s\n",
 		       (unsigned long long)j->id, j->n, j->window, j->nchunks, j->len,
 		       !complete ? "incomplete" : j->wrong ? "WRONG" : "sums correct");
-		if (!complete)
+		if (!complete && !j->rogue)
 			rc = -1;
 	}
 	return rc;
@@ -467,13 +492,55 @@ static void mode_weights(void)
 	      "B completed when A had %ld of 1500 chunks: want about twice B's 100", a);
 }
 
+/* A's rank 1 sends chunks 2..7 at once, past its credit (window 2), then
+ * goes on as it should, while B runs on the same data thread. */
+static void mode_overcredit(void)
+{
+	static struct tjob js[2];
+	const uint32_t rogue = MAXW - 2;
+	struct wire_msg m;
+
+	if (sd_start(&d, "[job]\nmemory-budget = 256M\n")) {
+		CHECK(0, "sumcastd did not start");
+		return;
+	}
+	want_window = 2;
+	bool ok = job_join(&js[0], 0xe01, 2, 1500, CHUNK) == 0 && job_join(&js[1], 0xe02, 2, 100, CHUNK) == 0;
+	CHECK(ok, "joining the two jobs failed");
+	if (!ok)
+		return;
+	js[0].rogue = rogue;
+	jobs_run(js, 2);
+	/* A failed at once (ABORT, data) or its extra chunks were dropped and
+	 * it ran on, every result right (jobs_run checked each one) */
+	int rc = ctl_recv(js[0].rk[0].fd, &m, 300);
+	bool aborted = rc == 0 && m.type == WIRE_ABORT;
+	double dropped = sd_metric(&d, "sumcast_errors_total{kind=\"unexpected\"}");
+	long a_at_b = js[1].done_at >= 100 ? (long)(js[1].done_at - 100) : -1;
+	printf("  A (rank 1 %u chunks past its credit): %s, %u results; %g messages dropped; B completed "
+	       "its 100 when A had %ld\n", rogue, aborted ? wire_code_name(m.u.abort.code) : "ran on",
+	       js[0].got[0], dropped, a_at_b);
+	CHECK(rc == -ETIMEDOUT || (aborted && m.u.abort.code == WIRE_E_DATA), "A rank 0: rc %d %s", rc,
+	      rc ? "" : wire_type_name(m.type));
+	/* at most one chunk a slot is a rank a window ahead, which the daemon
+	 * takes: the rest are dropped or fail the job */
+	CHECK(aborted || (dropped >= rogue - js[0].window && js[0].got[0] >= 50), "A ran on with %g of %u "
+	      "extra chunks dropped and %u results", dropped, rogue, js[0].got[0]);
+	CHECK(a_at_b >= 0 && a_at_b <= 1500 * 2 / 3, "B completed when A had %ld of 1500", a_at_b);
+	for (uint32_t r = 0; r < 2; r++) /* A, still running or not, goes away */
+		trank_close(&js[0].rk[r]);
+	job_leave(&js[1]);
+	CHECK(sd_stop(&d, SIGTERM, 10000) == 0, "exit status after SIGTERM");
+	sd_cleanup(&d);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct {
 		const char *name;
 		void (*run)(void);
 	} modes[] = { { "threads", mode_threads }, { "eagain", mode_eagain },
-		      { "burst", mode_burst }, { "weights", mode_weights } };
+		      { "burst", mode_burst }, { "weights", mode_weights }, { "overcredit", mode_overcredit } };
 	const size_t nm = sizeof(modes) / sizeof(modes[0]);
 
 	for (int i = 1; i < argc; i++) {
@@ -481,7 +548,7 @@ int main(int argc, char **argv)
 		while (k < nm && strcmp(argv[i], modes[k].name))
 			k++;
 		if (k == nm) {
-			fprintf(stderr, "usage: %s [threads|eagain|burst|weights]... (none: all)\n", argv[0]);
+			fprintf(stderr, "usage: %s [threads|eagain|burst|weights|overcredit]... (none: all)\n", argv[0]);
 			return 2;
 		}
 	}
