@@ -186,22 +186,31 @@ static void arm(struct split_class *cl, int first)
 	cl->lost = 0;
 	cl->dir = 0;
 	cl->first = (int8_t)(first > 0 ? 1 : first < 0 ? -1 : 0);
+	cl->hinted = false;
 	cl->stable = 0;
 }
 
 void split_adapt_rearm(struct split_adapt *sa, int first)
 {
-	for (unsigned c = 0; c < SPLIT_ADAPT_CLASSES; c++)
-		if (!sa->c[c].trial) /* a trial ends, and climbs on, by itself */
-			arm(&sa->c[c], first);
+	for (unsigned c = 0; c < SPLIT_ADAPT_CLASSES; c++) {
+		struct split_class *cl = &sa->c[c];
+		if (cl->trial) /* a trial ends, and climbs on, by itself */
+			continue;
+		arm(cl, first);
+		/* with a way to go, at once: the next settled window is the
+		 * reference (not one from before the change) */
+		cl->hinted = first != 0;
+		if (cl->hinted)
+			cl->prev_x = 0;
+	}
 }
 
-/* The neighbour a trial goes to, dir -1 (towards the ring) or +1: one
- * SPLIT_ADAPT_TRY_STEP, an endpoint when that comes within half a step
- * of it; -1 when there is none that way. */
-static int32_t neighbour(int32_t ppm, int dir, bool ends_only)
+/* The neighbour a trial goes to, dir -1 (towards the ring) or +1: `step`
+ * away, an endpoint when that comes within half a SPLIT_ADAPT_TRY_STEP of
+ * it; -1 when there is none that way. */
+static int32_t neighbour(int32_t ppm, int dir, double step, bool ends_only)
 {
-	double s = ppm / (double)SPLIT_PPM, t = s + dir * SPLIT_ADAPT_TRY_STEP;
+	double s = ppm / (double)SPLIT_PPM, t = s + dir * step;
 
 	if ((dir < 0 && ppm == 0) || (dir > 0 && ppm == SPLIT_PPM))
 		return -1;
@@ -216,7 +225,9 @@ static int32_t neighbour(int32_t ppm, int dir, bool ends_only)
 
 /* The next trial of a steady class (armed): on in the direction the last
  * kept trial went, else the way not yet lost (cl->first's first, the
- * ring's when none). Disarms when both ways lost. */
+ * ring's when none). The first trial after a hinted rearm goes twice as
+ * far (a tenant more or less moves the best split more than a step).
+ * Disarms when both ways lost. */
 static bool climb(struct split_class *cl, int64_t x, bool ends_only)
 {
 	int f = cl->first ? cl->first : -1;
@@ -224,18 +235,21 @@ static bool climb(struct split_class *cl, int64_t x, bool ends_only)
 
 	for (int i = 0; i < 2; i++) {
 		int d = order[i];
+		double step = cl->hinted && d == cl->first ? 2 * SPLIT_ADAPT_TRY_STEP : SPLIT_ADAPT_TRY_STEP;
 		int32_t to;
-		if (!d || (cl->lost >> (d > 0) & 1) || (to = neighbour(cl->ppm, d, ends_only)) < 0)
+		if (!d || (cl->lost >> (d > 0) & 1) || (to = neighbour(cl->ppm, d, step, ends_only)) < 0)
 			continue;
-		cl->trial = 1;
+		cl->trial = step > SPLIT_ADAPT_TRY_STEP ? 2 : 1;
 		cl->ref_ppm = cl->ppm;
 		cl->ref_x = x;
 		cl->ppm = to;
 		cl->stable = 0;
+		cl->hinted = false;
 		return true;
 	}
 	cl->armed = false;
 	cl->first = 0;
+	cl->hinted = false;
 	return false;
 }
 
@@ -284,6 +298,15 @@ unsigned split_adapt_decide(struct split_adapt *sa, const struct split_meas *mea
 				cl->dir = (int8_t)dir;
 				cl->lost = clear ? (uint8_t)(1u << (dir < 0)) : 0;
 				cl->steady_x = xt;
+				if (cl->trial == 3) { /* the step beyond lost already */
+					cl->dir = 0;
+					cl->lost |= (uint8_t)(1u << (dir > 0));
+				}
+			} else if (cl->trial == 2) {
+				/* two steps were too far: one, that way, at once */
+				cl->ppm = cl->ref_ppm;
+				cl->dir = 0;
+				cl->steady_x = cl->ref_x;
 			} else {
 				cl->ppm = cl->ref_ppm;
 				cl->dir = 0;
@@ -291,9 +314,17 @@ unsigned split_adapt_decide(struct split_adapt *sa, const struct split_meas *mea
 				cl->lost |= (uint8_t)(1u << (dir > 0));
 				cl->steady_x = cl->ref_x;
 			}
+			bool halve = !better && cl->trial == 2;
 			cl->trial = 0;
 			cl->stable = 0;
 			changed |= 1u << c; /* a trial's end is always told */
+			if (halve && climb(cl, cl->ref_x, sa->ends_only)) {
+				cl->trial = 3;
+				size_t l = strlen(why[c]);
+				snprintf(why[c] + l, sizeof(why[c]) - l, "; trying %.3f",
+					 cl->ppm / (double)SPLIT_PPM);
+				continue;
+			}
 			/* a kept trial was measured settled: the next step that way
 			 * starts now */
 			if (better && climb(cl, xt, sa->ends_only)) {
@@ -322,15 +353,24 @@ unsigned split_adapt_decide(struct split_adapt *sa, const struct split_meas *mea
 			cl->steady_x = mm->x_bps;
 		}
 		/* interior, both paths measured at the split in use (not a window
-		 * of an earlier one): step towards their balance */
-		if (!sa->ends_only && mm->ppm == cl->ppm && cl->ppm > 0 && cl->ppm < SPLIT_PPM &&
-		    mm->agg_bps > 0 && mm->ring_bps > 0) {
-			bal = (double)mm->agg_bps / (double)(mm->agg_bps + mm->ring_bps);
-			d = bal - s;
-			if (d > SPLIT_ADAPT_MAX_STEP)
-				d = SPLIT_ADAPT_MAX_STEP;
-			if (d < -SPLIT_ADAPT_MAX_STEP)
-				d = -SPLIT_ADAPT_MAX_STEP;
+		 * of an earlier one): their balance */
+		bool balanced = !sa->ends_only && mm->ppm == cl->ppm && cl->ppm > 0 && cl->ppm < SPLIT_PPM &&
+				mm->agg_bps > 0 && mm->ring_bps > 0;
+		bal = balanced ? (double)mm->agg_bps / (double)(mm->agg_bps + mm->ring_bps) : s;
+		d = fmax(-SPLIT_ADAPT_MAX_STEP, fmin(SPLIT_ADAPT_MAX_STEP, bal - s));
+		/* the tenants changed (split_adapt_rearm with a way): the trial
+		 * that way at the first settled window, before a small balance
+		 * step (one of a trial's size or more goes first: it climbs on
+		 * its own way) */
+		if (settled && cl->hinted && cl->armed && fabs(d) < SPLIT_ADAPT_TRY_STEP - 1e-9) {
+			if (climb(cl, mm->x_bps, sa->ends_only))
+				snprintf(why[c], sizeof(why[c]), "tenants changed: trying %.3f (%.1f MB/s at %.3f)",
+					 cl->ppm / (double)SPLIT_PPM, cl->ref_x / 1e6, s);
+			cl->prev_x = 0;
+			goto next;
+		}
+		/* step towards the balance */
+		if (balanced) {
 			if (fabs(d) >= SPLIT_ADAPT_HYST) {
 				double t = s + d;
 				/* an endpoint only by trial */

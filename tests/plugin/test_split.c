@@ -187,6 +187,7 @@ static void windows(void **state)
 struct plant {
 	bool link;
 	bool slope;           /* X 1 % higher per 0.1 up to 0.7, falling above; no ripple */
+	double tent;          /* > 0: X 6 % lower per 0.1 away from tent; no ripple */
 	bool dips;            /* every 4th window 12 % slow (a sample boundary) */
 	double ca, cr, pen;  /* paths */
 	double lk, ag, agone; /* link */
@@ -197,8 +198,11 @@ static struct split_meas plant_window(const struct plant *p, int32_t ppm, unsign
 	double a = ppm / (double)SPLIT_PPM, x, xa, xr, ripple = 1 + 0.01 * ((w * 7919u) % 3 - 1.0);
 	struct split_meas m = { .n = SPLIT_ADAPT_WINDOW, .ppm = ppm };
 
-	if (p->slope) {
-		x = a <= 0.7 ? 40 * (1 + 0.1 * (a - 0.4)) : 40 * 1.03 * (1 - (a - 0.7));
+	if (p->slope || p->tent > 0) {
+		if (p->tent > 0)
+			x = 40 * (1 - 0.6 * fabs(a - p->tent));
+		else
+			x = a <= 0.7 ? 40 * (1 + 0.1 * (a - 0.4)) : 40 * 1.03 * (1 - (a - 0.7));
 		m.x_bps = (int64_t)(x * 1e6);
 		m.agg_bps = (int64_t)(a * x * 1e6); /* the balance is the split: trials decide */
 		m.ring_bps = (int64_t)((1 - a) * x * 1e6);
@@ -444,49 +448,62 @@ static void adapt_shared_host(void **state)
 	assert_int_equal(r.changes, 1);
 }
 
-/* Windows from a tenant's leaving (the aggregator's link back to this job
- * alone) until X stays within 5 % of the best, the climb rearmed with
- * `first`; *up: whether the first move went up. */
-static unsigned tenant_left(int first, bool *up)
+/* Windows from a change of the plant (p0 -> p1: a tenant came or left)
+ * until X stays within 5 % of the best, the climb rearmed with `first`;
+ * *up: whether the first move went up. */
+static unsigned tenant_change(const struct plant *p0, const struct plant *p1, double start, int first,
+			      bool *up)
 {
-	struct plant p = { .link = true, .lk = 62.5, .ag = 13.3 / 2, .agone = 15.6 / 2 };
 	struct run r;
 
-	run_start(&r, 0.5);
-	run_windows(&r, &p, 200, link_best(&p), 0); /* steady beside the tenant */
-	p.ag *= 2;
-	p.agone *= 2;
-	double best = link_best(&p);
+	run_start(&r, start);
+	run_windows(&r, p0, 200, link_best(p0), 0); /* steady */
+	double best = link_best(p1);
 	int32_t before = r.sa.c[3].ppm;
 	split_adapt_rearm(&r.sa, first);
 	*up = false;
 	unsigned good_from = 0;
+	bool moved = false;
 	for (unsigned w = 0; w < 200; w++) {
-		unsigned ch = r.changes;
-		if (run_windows(&r, &p, 1, best, 0) < 1)
+		if (run_windows(&r, p1, 1, best, 0) < 1)
 			good_from = w + 1;
-		if (r.changes > ch && !*up && r.sa.c[3].ppm != before && w < 10)
+		if (!moved && r.sa.c[3].ppm != before) {
+			moved = true;
 			*up = r.sa.c[3].ppm > before;
+		}
 	}
 	return good_from;
 }
 
-/* The aggregators' tenants changed: a job that left leaves more of the
- * aggregator to this one, and the climb tries up first (the tenant count
- * going down says so); down first it loses a trial before going up
- * (20 windows against 29 here). */
-static void adapt_tenant_left(void **state)
+/* The aggregators' tenants changed. A job that left leaves more of the
+ * aggregator to this one (link plant, the aggregator's share doubles: the
+ * best split 0.15 -> 0.29): the climb tries up first (the tenant count
+ * going down says so), at once and two steps, then one when two are too
+ * far: within 5 % from window 6 against 29 down first (20 before the
+ * hinted trial went at once). A job that came where the balance says
+ * nothing (both paths bound by the node links, the best split 0.6 ->
+ * 0.4): two steps down at once, within 5 % from window 10 against 16
+ * without the hint. */
+static void adapt_tenant_change(void **state)
 {
-	bool up_hint, up_none;
+	const struct plant left0 = { .link = true, .lk = 62.5, .ag = 13.3 / 2, .agone = 15.6 / 2 };
+	const struct plant left1 = { .link = true, .lk = 62.5, .ag = 13.3, .agone = 15.6 };
+	const struct plant came0 = { .tent = 0.6 }, came1 = { .tent = 0.4 };
+	bool up_hint, up_none, up_came, up_came_none;
 	(void)state;
-	unsigned w_hint = tenant_left(1, &up_hint), w_none = tenant_left(0, &up_none);
+	unsigned w_hint = tenant_change(&left0, &left1, 0.5, 1, &up_hint);
+	unsigned w_none = tenant_change(&left0, &left1, 0.5, 0, &up_none);
+	unsigned w_came = tenant_change(&came0, &came1, 0.6, -1, &up_came);
+	unsigned w_came_none = tenant_change(&came0, &came1, 0.6, 0, &up_came_none);
 	if (getenv("TEST_SPLIT_VERBOSE"))
-		printf("tenant left: within 5 %% from window %u (up first), %u (down first)\n", w_hint,
-		       w_none);
+		printf("tenant left: within 5 %% from window %u (up first), %u (down first); came: %u "
+		       "(hinted), %u (not)\n", w_hint, w_none, w_came, w_came_none);
 	assert_true(up_hint);
 	assert_false(up_none);
 	assert_true(w_hint + 4 <= w_none);
-	assert_true(w_hint <= 24);
+	assert_true(w_hint <= 10);
+	assert_false(up_came);
+	assert_true(w_came + 4 <= w_came_none);
 }
 
 /* A trial the tenants' change points to is kept when no slower: on a
@@ -528,7 +545,7 @@ int main(void)
 		cmocka_unit_test(adapt_to_ring),
 		cmocka_unit_test(adapt_meas),
 		cmocka_unit_test(adapt_shared_host),
-		cmocka_unit_test(adapt_tenant_left),
+		cmocka_unit_test(adapt_tenant_change),
 		cmocka_unit_test(adapt_hint_margin),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
