@@ -498,7 +498,10 @@ def cmd_scenario(a):
     fixed split (null: never). With --traces that time is auto's own (the time it had
     requests in flight: the other modes' samples run in between), and converge_req_s is the
     same until the throughput of its last 16 requests stays within 5% (sample boundaries,
-    where the pipeline drains and refills, included). Without, wall time. Rows on stdout, a
+    where the pipeline drains and refills, included). Without, wall time. In second-tenant
+    with the second job traced, converge_traffic_s is converge_s counted from the second
+    job's first request instead of its launch (traffic_s later: its start, connecting and
+    joining load nothing), over the auto samples that ended after it. Rows on stdout, a
     table on stderr."""
     rows = [r for r in load_rows(a.results) if r.get("bench") == "timeline"]
     try:
@@ -587,6 +590,7 @@ def cmd_scenario(a):
             t_ph = {"during": marks[0], "after": marks[-1]}.get(ph)
             ph_i = {"during": 0, "after": len(marks) - 1}.get(ph)
             conv_req = None
+            row_t = None
             au = sorted((r for r in pr if r["mode"] == "auto"), key=lambda r: r["t"])
             first_good = next((i for i in range(len(au))
                                if all(x["algbw_gbps"] >= 0.95 * best for x in au[i:])), None)
@@ -598,15 +602,29 @@ def cmd_scenario(a):
                 ph_rows = [r for r in trace if r["start_ns"] >= lo and
                            r["start_ns"] + r["time_us"] * 1e3 <= hi]
 
-                def busy_until(t_mono):
-                    return union((max(r["start_ns"], lo),
+                def busy_until(t_mono, frm=lo):
+                    return union((max(r["start_ns"], frm),
                                   min(r["start_ns"] + r["time_us"] * 1e3, t_mono))
                                  for r in trace)
+
+                def wall2mono(t):
+                    return mono[0] + (t - marks[0]) * 1e9
                 # converge_s: until the first 64 MiB sample from which on every auto sample
                 # is within 5 % (the unit of the best fixed split's figure)
                 if first_good is not None:
-                    t_mono = mono[0] + (start(au[first_good]) - marks[0]) * 1e9
-                    conv = round(busy_until(t_mono) / 1e9, 3)
+                    conv = round(busy_until(wall2mono(start(au[first_good]))) / 1e9, 3)
+                # the second job's traffic starts seconds after its launch (the mark:
+                # process start, connecting, joining): converge_traffic_s counts from its
+                # first request, over the auto samples that ran with it
+                if ph == "during" and t2rows:
+                    t2_first = min(r["start_ns"] for r in t2rows)
+                    au_t = [r for r in au if wall2mono(r["t"]) > t2_first]
+                    fg = next((i for i in range(len(au_t))
+                               if all(x["algbw_gbps"] >= 0.95 * best for x in au_t[i:])), None)
+                    if fg is not None:
+                        row_t = {"traffic_s": round((t2_first - lo) / 1e9, 3),
+                                 "converge_traffic_s": round(busy_until(
+                                     max(t2_first, wall2mono(start(au_t[fg]))), t2_first) / 1e9, 3)}
                 # converge_req_s: until the throughput of its last 16 requests (32 MiB,
                 # sample boundaries included) stays within 5 %
                 roll = trace_rolling(ph_rows)
@@ -618,6 +636,8 @@ def cmd_scenario(a):
                 conv = round(max(0.0, start(au[first_good]) - t_ph), 3)
             row = next(o for o in out if o["mode"] == "auto" and o["phase"] == ph)
             row["ratio_best_fixed"] = round(med["auto"] / best, 4)
+            if row_t:
+                row.update(row_t)
             if t_ph is not None:
                 row["converge_s"] = conv
                 if trace:
@@ -638,6 +658,9 @@ def cmd_scenario(a):
                 extra += f", converge_s {o['converge_s']}"
             if "converge_req_s" in o:
                 extra += f" (per request {o['converge_req_s']})"
+            if "converge_traffic_s" in o:
+                extra += (f"; from the second job's first request ({o['traffic_s']} s after"
+                          f" its launch) {o['converge_traffic_s']}")
         if "share" in o:
             extra += f"  share {o['share']:.3f}"
         if "agg_share" in o:
