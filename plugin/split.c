@@ -352,11 +352,18 @@ unsigned split_adapt_decide(struct split_adapt *sa, const struct split_meas *mea
 				arm(cl, 0);
 			cl->steady_x = mm->x_bps;
 		}
-		/* interior, both paths measured at the split in use (not a window
-		 * of an earlier one): their balance */
-		bool balanced = !sa->ends_only && mm->ppm == cl->ppm && cl->ppm > 0 && cl->ppm < SPLIT_PPM &&
-				mm->agg_bps > 0 && mm->ring_bps > 0;
+		/* interior, both paths measured: their balance. A window of an
+		 * earlier split counts only when it asks to go on past the split in
+		 * use the way from there to here: a change landed within the window
+		 * that made the last step, which was then too short (when the node
+		 * links bound both paths the balance of a window is its own split,
+		 * which always points back) */
+		bool balanced = !sa->ends_only && cl->ppm > 0 && cl->ppm < SPLIT_PPM && mm->agg_bps > 0 &&
+				mm->ring_bps > 0;
 		bal = balanced ? (double)mm->agg_bps / (double)(mm->agg_bps + mm->ring_bps) : s;
+		if (balanced && mm->ppm != cl->ppm &&
+		    (mm->ppm < cl->ppm ? bal <= s : bal >= s))
+			balanced = false, bal = s;
 		d = fmax(-SPLIT_ADAPT_MAX_STEP, fmin(SPLIT_ADAPT_MAX_STEP, bal - s));
 		/* the tenants changed (split_adapt_rearm with a way): the trial
 		 * that way at the first settled window, before a small balance
