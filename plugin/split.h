@@ -110,7 +110,10 @@ bool split_hosts_local(const char *aggs);
  *    together, differs from the split, and the split steps towards it (at
  *    most SPLIT_ADAPT_MAX_STEP a window, nothing below SPLIT_ADAPT_HYST);
  *    the climb below then goes on that way only (the other way is where
- *    the held-up path was).
+ *    the held-up path was). A window that ran at an earlier split counts
+ *    only when its balance lies past the split in use, the way from its
+ *    split to this one (a change within the window that made the last
+ *    step left that step short).
  *  - When the node links bound both (the paths share them), both paths
  *    are busy all the time and that balance is the split itself: it says
  *    nothing. Then X decides: once steady, the split tries a neighbour
