@@ -366,14 +366,14 @@ unsigned split_adapt_decide(struct split_adapt *sa, const struct split_meas *mea
 			balanced = false, bal = s;
 		d = fmax(-SPLIT_ADAPT_MAX_STEP, fmin(SPLIT_ADAPT_MAX_STEP, bal - s));
 		/* the tenants changed (split_adapt_rearm with a way): the trial
-		 * that way at the first settled window, before a small balance
-		 * step (one of a trial's size or more goes first: it climbs on
-		 * its own way) */
-		if (settled && cl->hinted && cl->armed && fabs(d) < SPLIT_ADAPT_TRY_STEP - 1e-9) {
-			if (climb(cl, mm->x_bps, sa->ends_only))
+		 * that way at the first settled window; small balance steps wait
+		 * for it (each would unsettle the windows again: one a window
+		 * kept it off for a whole 64 MiB sample). A step of a trial's
+		 * size or more goes first: it climbs on its own way. */
+		if (cl->hinted && cl->armed && fabs(d) < SPLIT_ADAPT_TRY_STEP - 1e-9) {
+			if (settled && climb(cl, mm->x_bps, sa->ends_only))
 				snprintf(why[c], sizeof(why[c]), "tenants changed: trying %.3f (%.1f MB/s at %.3f)",
 					 cl->ppm / (double)SPLIT_PPM, cl->ref_x / 1e6, s);
-			cl->prev_x = 0;
 			goto next;
 		}
 		/* step towards the balance */

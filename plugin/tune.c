@@ -86,9 +86,9 @@ static void tune_decide(struct coll_comm *cc)
 	if (jobs > 0 && t->jobs > 0 && jobs != t->jobs) {
 		split_adapt_rearm(&t->sa, jobs < t->jobs ? 1 : -1);
 		SC_LOG_AT(cc->rank == 0 ? SC_LOG_INFO : SC_LOG_DEBUG,
-			  "collnet job 0x%016llx: the aggregators serve %lld jobs (were %lld): the split "
-			  "climbs again, %s first", (unsigned long long)cc->job_id, (long long)jobs,
-			  (long long)t->jobs, jobs < t->jobs ? "up" : "down");
+			  "collnet job 0x%016llx: the aggregators serve %lld jobs (were %lld) at window %" PRIu64
+			  ": the split climbs again, %s first", (unsigned long long)cc->job_id, (long long)jobs,
+			  (long long)t->jobs, n, jobs < t->jobs ? "up" : "down");
 	}
 	if (jobs > 0)
 		t->jobs = jobs;
