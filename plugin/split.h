@@ -170,7 +170,8 @@ struct split_class {
 	int64_t steady_x;  /* the throughput when the last climb step ended, or of the
 			    * first settled window after a balance step; 0: none yet */
 	uint32_t stable;   /* settled windows since the last change */
-	uint8_t trial;     /* a trial is running */
+	uint8_t trial;     /* a trial is running: 1 a step, 2 a hinted rearm's two steps,
+			    * 3 one step after two lost (the step beyond is lost if it wins) */
 	bool armed;        /* climbing */
 	int8_t dir;        /* the way the last kept trial went: -1, +1; 0 none */
 	int8_t first;      /* a rearm's hint: the way a climb tries first when dir is 0
