@@ -302,32 +302,24 @@ unsigned split_adapt_decide(struct split_adapt *sa, const struct split_meas *mea
 					cl->dir = 0;
 					cl->lost |= (uint8_t)(1u << (dir > 0));
 				}
-			} else if (cl->trial == 2) {
-				/* two steps were too far: one, that way, at once */
-				cl->ppm = cl->ref_ppm;
-				cl->dir = 0;
-				cl->steady_x = cl->ref_x;
 			} else {
 				cl->ppm = cl->ref_ppm;
 				cl->dir = 0;
-				cl->first = 0; /* the other way is judged as usual */
-				cl->lost |= (uint8_t)(1u << (dir > 0));
 				cl->steady_x = cl->ref_x;
+				if (cl->trial != 2) { /* two steps too far: one, that way, below */
+					cl->first = 0; /* the other way is judged as usual */
+					cl->lost |= (uint8_t)(1u << (dir > 0));
+				}
 			}
 			bool halve = !better && cl->trial == 2;
 			cl->trial = 0;
 			cl->stable = 0;
 			changed |= 1u << c; /* a trial's end is always told */
-			if (halve && climb(cl, cl->ref_x, sa->ends_only)) {
-				cl->trial = 3;
-				size_t l = strlen(why[c]);
-				snprintf(why[c] + l, sizeof(why[c]) - l, "; trying %.3f",
-					 cl->ppm / (double)SPLIT_PPM);
-				continue;
-			}
 			/* a kept trial was measured settled: the next step that way
-			 * starts now */
-			if (better && climb(cl, xt, sa->ends_only)) {
+			 * starts now; after two steps lost, one step that way */
+			if ((better || halve) && climb(cl, better ? xt : cl->ref_x, sa->ends_only)) {
+				if (halve)
+					cl->trial = 3;
 				size_t l = strlen(why[c]);
 				snprintf(why[c] + l, sizeof(why[c]) - l, "; trying %.3f",
 					 cl->ppm / (double)SPLIT_PPM);
@@ -370,7 +362,8 @@ unsigned split_adapt_decide(struct split_adapt *sa, const struct split_meas *mea
 		 * for it (each would unsettle the windows again: one a window
 		 * kept it off for a whole 64 MiB sample). A step of a trial's
 		 * size or more goes first: it climbs on its own way. */
-		if (cl->hinted && cl->armed && fabs(d) < SPLIT_ADAPT_TRY_STEP - 1e-9) {
+		bool big = fabs(d) >= SPLIT_ADAPT_TRY_STEP - 1e-9; /* a trial's size or more */
+		if (cl->hinted && cl->armed && !big) {
 			if (settled && climb(cl, mm->x_bps, sa->ends_only))
 				snprintf(why[c], sizeof(why[c]), "tenants changed: trying %.3f (%.1f MB/s at %.3f)",
 					 cl->ppm / (double)SPLIT_PPM, cl->ref_x / 1e6, s);
@@ -392,7 +385,7 @@ unsigned split_adapt_decide(struct split_adapt *sa, const struct split_meas *mea
 				 * path that was held up. Smaller steps only follow the
 				 * balance (two adaptive jobs on the aggregators nudge each
 				 * other's: a trial after each cost 10-20 % for 2 windows) */
-				if (fabs(d) >= SPLIT_ADAPT_TRY_STEP - 1e-9) {
+				if (big) {
 					arm(cl, 0);
 					cl->dir = d < 0 ? -1 : 1;
 					cl->lost = d < 0 ? 2 : 1;
