@@ -592,8 +592,11 @@ def cmd_scenario(a):
             conv_req = None
             row_t = None
             au = sorted((r for r in pr if r["mode"] == "auto"), key=lambda r: r["t"])
-            first_good = next((i for i in range(len(au))
-                               if all(x["algbw_gbps"] >= 0.95 * best for x in au[i:])), None)
+            def first_good_of(samples):
+                """the first sample from which on every one is within 5 % of best"""
+                return next((i for i in range(len(samples))
+                             if all(x["algbw_gbps"] >= 0.95 * best for x in samples[i:])), None)
+            first_good = first_good_of(au)
             if t_ph is not None and trace and ph_i < len(mono):
                 # auto's own time: from the change, the time auto had requests in flight
                 # (the fixed splits' samples in between do not count)
@@ -619,8 +622,7 @@ def cmd_scenario(a):
                 if ph == "during" and t2rows:
                     t2_first = min(r["start_ns"] for r in t2rows)
                     au_t = [r for r in au if wall2mono(r["t"]) > t2_first]
-                    fg = next((i for i in range(len(au_t))
-                               if all(x["algbw_gbps"] >= 0.95 * best for x in au_t[i:])), None)
+                    fg = first_good_of(au_t)
                     if fg is not None:
                         row_t = {"traffic_s": round((t2_first - lo) / 1e9, 3),
                                  "converge_traffic_s": round(busy_until(
