@@ -32,8 +32,9 @@ static void queue_cb(evutil_socket_t fd, short what, void *arg)
 		switch (ev->type) {
 		case DCMD_ADD_JOB:
 			if (ev->rc && j->state != JOB_ENDING)
-				job_abort(d, j, WIRE_E_INTERNAL, "registering %zu bytes for job 0x%" PRIx64 " failed: %s",
-					  j->region_bytes, j->id, fi_strerror(-ev->rc));
+				job_abort(d, j, WIRE_E_INTERNAL,
+					  "setting up job 0x%" PRIx64 " (its endpoint, registering %zu bytes) failed: %s",
+					  j->id, j->region_bytes, fi_strerror(-ev->rc));
 			break;
 		case DCMD_ADD_RANK:
 			admit_rank_added(d, ev);

@@ -196,8 +196,9 @@ void admit_rank_added(struct daemon *d, struct dcmd *ev)
 	m.u.join_ok.timeout_ms = j->timeout_ms;
 	if (c->ver >= 4)
 		m.u.join_ok.weight = j->weight;
-	m.u.join_ok.addr_len = (uint16_t)j->thread->fabric->addrlen;
-	memcpy(m.u.join_ok.addr, j->thread->fabric->addr, j->thread->fabric->addrlen);
+	/* the job's endpoint (its own on shm), set by ADD_JOB before this */
+	m.u.join_ok.addr_len = (uint16_t)j->fab->addrlen;
+	memcpy(m.u.join_ok.addr, j->fab->addr, j->fab->addrlen);
 	conn_send(c, &m);
 	c->state = CONN_JOINED;
 	SC_DBG("job 0x%" PRIx64 ": rank %u joined from %s (%u of %u)", j->id, ev->rank, c->peer, j->acked,

@@ -53,6 +53,11 @@ struct dthread {
 	 * fi_info rx_attr->size; UINT64_MAX: unknown). Set at start. */
 	uint64_t rx_queue;
 	unsigned spin_us, sleep_us;
+	/* Each job gets an endpoint of its own (sibling of this one, own AV and
+	 * CQ): on providers where one peer that never takes a message stalls
+	 * every later send of the sender's endpoint (shm; dp_thread.c). */
+	bool isolate;
+	size_t cq_size; /* of the thread's CQ and of the jobs' own */
 	int wake_fd; /* eventfd: a command is queued (wakes a thread blocked in fabric_wait) */
 	char mc_iface[64]; /* multicast jobs: the sending interface's address */
 

@@ -1,7 +1,7 @@
 /* A job on its data thread, from ADD_JOB to the answer to REMOVE_JOB (the
- * whole path, both threads: job.h): registration, its ranks' addresses
- * and receives, failure, removal, reaping, the release of a job whose sends
- * are stuck, and the job timeout. */
+ * whole path, both threads: job.h): its endpoint and registration, its
+ * ranks' addresses and receives, failure, removal, reaping, the release of
+ * a job whose sends are stuck, and the job timeout. */
 #include <inttypes.h>
 #include <rdma/fi_errno.h>
 #include <stdarg.h>
@@ -14,7 +14,7 @@
 #include "log.h"
 #include "result.h"
 
-static void rslot_cancel(struct dthread *t, struct rslot *rs);
+static void rslot_cancel(struct job *j, struct rslot *rs);
 
 const struct slot_ops dp_slot_ops = {
 	.post_recv = dp_recv_post,
@@ -23,27 +23,52 @@ const struct slot_ops dp_slot_ops = {
 
 /* ---- setup (commands) ---- */
 
+/* The job's own endpoint closed (a no-op for the thread's): its operations
+ * and its AV go with it, nothing posted on it touches memory again. */
+static void job_ep_close(struct job *j)
+{
+	if (j->own_ep)
+		fabric_close(j->fab);
+	j->fab = NULL;
+}
+
 int dp_job_add(struct dthread *t, struct job *j)
 {
-	int rc = fabric_mr_reg(t->fabric, j->region, j->region_bytes, &j->mr);
+	int rc = 0;
 
-	if (rc)
-		return rc;
-	rc = t->result->init(t, j);
-	if (rc) {
-		fabric_mr_dereg(&j->mr);
-		return rc;
+	j->fab = t->fabric;
+	if (t->isolate) {
+		rc = fabric_open_sibling(t->fabric, t->cq_size, &j->fab);
+		if (rc) {
+			j->fab = NULL;
+			return rc;
+		}
+		j->own_ep = true;
 	}
+	/* registered on the thread's domain: its endpoints share it */
+	rc = fabric_mr_reg(t->fabric, j->region, j->region_bytes, &j->mr);
+	if (rc)
+		goto err_ep;
+	rc = t->result->init(t, j);
+	if (rc)
+		goto err_mr;
 	j->dnext = t->jobs;
 	t->jobs = j;
 	j->last_activity_ns = sc_now_ns();
 	return 0;
+
+err_mr:
+	fabric_mr_dereg(&j->mr);
+err_ep:
+	job_ep_close(j);
+	return rc;
 }
 
 int dp_rank_add(struct dthread *t, struct job *j, uint32_t r)
 {
 	struct job_rank *jr = &j->ranks[r];
-	int rc = dp_av_get(t, jr->addr, jr->addr_len, &jr->fi_addr);
+	int rc = j->own_ep ? fabric_av_insert(j->fab, jr->addr, jr->addr_len, &jr->fi_addr)
+			   : dp_av_get(t, jr->addr, jr->addr_len, &jr->fi_addr);
 
 	if (rc)
 		return rc;
@@ -65,7 +90,7 @@ void dp_rank_left(struct dthread *t, struct job *j, uint32_t r)
 	jr->left = true;
 	j->nleft++;
 	for (uint32_t s = 0; s < j->window; s++)
-		rslot_cancel(t, job_rslot(j, s, r));
+		rslot_cancel(j, job_rslot(j, s, r));
 	for (uint32_t s = 0; s < j->window; s++) {
 		const struct slot *sl = &j->slots[s];
 		if (sl->state == SLOT_FILLING && !job_rslot(j, s, r)->contributed) {
@@ -83,7 +108,7 @@ void dp_rank_left(struct dthread *t, struct job *j, uint32_t r)
 static void recv_post(struct dthread *t, struct job *j, uint32_t s, uint32_t r, void *buf, size_t len,
 		      uint64_t tag, struct fabric_op *op, uint8_t *st, const char *what)
 {
-	int rc = fabric_trecv(t->fabric, buf, len, j->mr.desc, FI_ADDR_UNSPEC, tag, 0, op);
+	int rc = fabric_trecv(j->fab, buf, len, j->mr.desc, FI_ADDR_UNSPEC, tag, 0, op);
 
 	if (rc == 0) {
 		*st = RS_POSTED;
@@ -124,23 +149,23 @@ void dp_nack_post(struct dthread *t, struct job *j, uint32_t s, uint32_t r)
 }
 
 /* The rank's receives in one slot (DATA, NACK) cancelled or forgotten. */
-static void rslot_cancel(struct dthread *t, struct rslot *rs)
+static void rslot_cancel(struct job *j, struct rslot *rs)
 {
 	if (rs->state == RS_POSTED)
-		fabric_cancel(t->fabric, &rs->rop.op);
+		fabric_cancel(j->fab, &rs->rop.op);
 	else if (rs->state == RS_REPOST)
 		rs->state = RS_IDLE;
 	if (rs->nstate == RS_POSTED)
-		fabric_cancel(t->fabric, &rs->nop.op);
+		fabric_cancel(j->fab, &rs->nop.op);
 	else if (rs->nstate == RS_REPOST)
 		rs->nstate = RS_IDLE;
 }
 
-static void job_cancel_recvs(struct dthread *t, struct job *j)
+static void job_cancel_recvs(struct job *j)
 {
 	for (uint32_t s = 0; s < j->window; s++)
 		for (uint32_t r = 0; r < j->nranks; r++)
-			rslot_cancel(t, job_rslot(j, s, r));
+			rslot_cancel(j, job_rslot(j, s, r));
 }
 
 /* ---- the end of a job ---- */
@@ -157,7 +182,7 @@ void dp_job_failv(struct dthread *t, struct job *j, enum wire_code code, const c
 	j->abort_ev.type = DEV_ABORT;
 	j->abort_ev.job = j;
 	evq_push(t->evq, &j->abort_ev);
-	job_cancel_recvs(t, j);
+	job_cancel_recvs(j);
 }
 
 void dp_job_fail(struct dthread *t, struct job *j, enum wire_code code, const char *fmt, ...)
@@ -175,7 +200,7 @@ void dp_job_remove(struct dthread *t, struct job *j)
 	j->removed_ns = sc_now_ns();
 	if (!j->dead) {
 		j->dead = true; /* the control thread decided; no event needed */
-		job_cancel_recvs(t, j);
+		job_cancel_recvs(j);
 	}
 	dp_job_reap(t, j);
 }
@@ -195,9 +220,11 @@ void dp_job_reap(struct dthread *t, struct job *j)
 	fabric_mr_dereg(&j->mr);
 	for (uint32_t r = 0; r < j->nranks; r++)
 		if (j->ranks[r].added) {
-			dp_av_put(t, j->ranks[r].fi_addr);
+			if (!j->own_ep)
+				dp_av_put(t, j->ranks[r].fi_addr);
 			j->ranks[r].added = false;
 		}
+	job_ep_close(j);
 	munmap(j->region, j->region_bytes);
 	j->region = NULL;
 	j->cmd_remove.rc = 0;
@@ -214,6 +241,18 @@ void dp_job_release_stuck(struct dthread *t, struct job *j, uint64_t now)
 	if (j->stuck_reported || now - j->removed_ns < (uint64_t)j->stuck_grace_ms * 1000000ull)
 		return;
 	j->stuck_reported = true;
+	if (j->own_ep) {
+		/* Its own endpoint: closed, the sends go with it (and the
+		 * stall they put on every later send of that endpoint), and
+		 * the job is reaped now. */
+		SC_WARN("job 0x%" PRIx64 " (handle %u): %u operation(s) outstanding %llu ms after it ended; "
+			"closed its endpoint",
+			j->id, j->handle, j->ops_out, (unsigned long long)((now - j->removed_ns) / 1000000ull));
+		job_ep_close(j);
+		j->ops_out = 0;
+		dp_job_reap(t, j);
+		return;
+	}
 	/* Drop this job's AV references; an address no other job uses is
 	 * removed, and rxm then closes the connection and fails the sends. */
 	uint32_t removed = 0, shared = 0;

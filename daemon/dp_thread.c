@@ -140,7 +140,7 @@ static void on_nack(struct dthread *t, const struct fabric_cqe *e, struct dop *d
 		dp_nack_post(t, j, d->slot, d->rank); /* a stranger's, or the rank's own: see on_recv */
 		return;
 	}
-	if (t->fabric->has_source && e->src != j->ranks[d->rank].fi_addr) {
+	if (j->fab->has_source && e->src != j->ranks[d->rank].fi_addr) {
 		dp_count_err(t, ERR_FOREIGN_SOURCE);
 		dp_nack_post(t, j, d->slot, d->rank);
 		return;
@@ -209,7 +209,7 @@ static void on_recv(struct dthread *t, const struct fabric_cqe *e, struct dop *d
 			    fi_strerror(-e->err));
 		return;
 	}
-	if (t->fabric->has_source && e->src != j->ranks[d->rank].fi_addr) {
+	if (j->fab->has_source && e->src != j->ranks[d->rank].fi_addr) {
 		/* Someone else used the rank's tag: drop it, keep the buffer. */
 		dp_count_err(t, ERR_FOREIGN_SOURCE);
 		dp_recv_post(t, j, d->slot, d->rank);
@@ -272,7 +272,10 @@ static void on_send(struct dthread *t, const struct fabric_cqe *e, struct dop *d
 
 static void jobs_scan(struct dthread *t, uint64_t now)
 {
-	for (struct job *j = t->jobs; j; j = j->dnext) {
+	/* next read first: a stuck job with an endpoint of its own is reaped
+	 * here, and the control thread may free it at once */
+	for (struct job *j = t->jobs, *next; j; j = next) {
+		next = j->dnext;
 		atomic_store_explicit(&j->ops_seen, j->ops_out, memory_order_relaxed);
 		if (j->removing)
 			dp_job_release_stuck(t, j, now);
@@ -291,7 +294,7 @@ static void jobs_scan(struct dthread *t, uint64_t now)
  * unused daemon costs ~1% of a core, not ~6%). */
 static void idle_wait(struct dthread *t, uint64_t now, uint64_t idle)
 {
-	if (t->wake_fd >= 0 && !t->retry_head) {
+	if (t->wake_fd >= 0 && !t->retry_head && !t->isolate) {
 		uint64_t left = t->next_scan_ns > now ? t->next_scan_ns - now : 0;
 		int rc = fabric_wait(t->fabric, t->wake_fd, (int)(left / 1000000) + 1);
 		if (rc > 0) {
@@ -311,35 +314,51 @@ static void idle_wait(struct dthread *t, uint64_t now, uint64_t idle)
 	nanosleep(&ts, NULL);
 }
 
+/* One batch of completions of one CQ (the thread's, or a job's own),
+ * handled. f is not touched once they are: the last one can reap a job
+ * and close its endpoint. Returns how many. */
+static int cq_run(struct dthread *t, struct fabric *f)
+{
+	struct fabric_cqe cqe[CQ_BATCH];
+	int n = fabric_cq_poll(f, cqe, CQ_BATCH);
+
+	if (n < 0) {
+		dp_count_err(t, ERR_CQ);
+		SC_LOG_RATELIMIT(SC_LOG_ERROR, 1000, "data thread %u: CQ read failed: %s", t->index,
+				 fi_strerror(-n));
+		return 0;
+	}
+	for (int i = 0; i < n; i++) {
+		struct dop *d = (struct dop *)cqe[i].op;
+		if (!d)
+			continue;
+		if (d->kind == DOP_RECV)
+			on_recv(t, &cqe[i], d);
+		else if (d->kind == DOP_SEND)
+			on_send(t, &cqe[i], d);
+		else if (d->kind == DOP_NACK)
+			on_nack(t, &cqe[i], d);
+		else
+			dp_sweep_done(t, &cqe[i], sc_now_ns());
+	}
+	return n;
+}
+
 static void *dthread_main(void *arg)
 {
 	struct dthread *t = arg;
-	struct fabric_cqe cqe[CQ_BATCH];
 	uint64_t idle_since = 0, last = sc_now_ns();
 	char name[16];
 
 	snprintf(name, sizeof(name), "sumcastd-data%u", t->index);
 	pthread_setname_np(pthread_self(), name);
 	while (!atomic_load_explicit(&t->stop, memory_order_relaxed)) {
-		int n = fabric_cq_poll(t->fabric, cqe, CQ_BATCH);
-		if (n < 0) {
-			dp_count_err(t, ERR_CQ);
-			SC_LOG_RATELIMIT(SC_LOG_ERROR, 1000, "data thread %u: CQ read failed: %s",
-					 t->index, fi_strerror(-n));
-			n = 0;
-		}
-		for (int i = 0; i < n; i++) {
-			struct dop *d = (struct dop *)cqe[i].op;
-			if (!d)
-				continue;
-			if (d->kind == DOP_RECV)
-				on_recv(t, &cqe[i], d);
-			else if (d->kind == DOP_SEND)
-				on_send(t, &cqe[i], d);
-			else if (d->kind == DOP_NACK)
-				on_nack(t, &cqe[i], d);
-			else
-				dp_sweep_done(t, &cqe[i], sc_now_ns());
+		int n = cq_run(t, t->fabric);
+		/* next read first: the job's last completion may reap it */
+		for (struct job *j = t->jobs, *next; j; j = next) {
+			next = j->dnext;
+			if (j->own_ep && j->fab)
+				n += cq_run(t, j->fab);
 		}
 		if (atomic_load_explicit(&t->cmd_pending, memory_order_acquire))
 			cmds_run(t);
@@ -401,6 +420,17 @@ int dthread_start(struct dthread *t, unsigned index, int cpu, const struct setti
 	rc = fabric_open(&p, &t->fabric);
 	if (rc)
 		goto err_lock;
+	t->cq_size = p.cq_size;
+	/* libfabric 1.17's shm completes a sender's operations in the order
+	 * they were sent (smr_progress_resp stops at the oldest not yet taken):
+	 * one rank that never takes a result it was sent (killed, or sending
+	 * past its credit so that results find no receive) would stall every
+	 * later send of the endpoint, every other job's results with them.
+	 * So on shm each job gets an endpoint of its own, closed when the job
+	 * ends (dp_job.c): a stuck send stalls only its own job. */
+	t->isolate = !strcmp(fabric_provider(t->fabric), "shm");
+	if (t->isolate)
+		SC_INFO("data thread %u: provider shm: each job gets an endpoint of its own", index);
 	if (t->fabric->wait_fd >= 0) {
 		t->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 		if (t->wake_fd < 0) {
@@ -463,6 +493,9 @@ void dthread_stop(struct dthread *t)
 	for (struct job *j = t->jobs; j; j = j->dnext) {
 		t->result->fini(t, j);
 		fabric_mr_dereg(&j->mr);
+		if (j->own_ep)
+			fabric_close(j->fab);
+		j->fab = NULL;
 	}
 	fabric_close(t->fabric);
 	t->fabric = NULL;

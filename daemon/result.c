@@ -120,12 +120,12 @@ static int result_send(struct dthread *t, struct job *j, struct slot *s)
 			buf = tagbuf;
 			len = SC_SEAL_TAG;
 		}
-		bool inject = len <= t->fabric->inject_size;
+		bool inject = len <= j->fab->inject_size;
 		if (buf == tagbuf && !inject)
 			return -FI_EMSGSIZE; /* every provider injects more than a tag */
 		uint64_t tag = wire_tag_make(WIRE_TAG_RESULT, jr->result_key, r, s->index);
-		int rc = inject ? fabric_tinject(t->fabric, buf, len, jr->fi_addr, tag, s->imm)
-				: fabric_tsend(t->fabric, s->acc, len, j->mr.desc, jr->fi_addr, tag, s->imm,
+		int rc = inject ? fabric_tinject(j->fab, buf, len, jr->fi_addr, tag, s->imm)
+				: fabric_tsend(j->fab, s->acc, len, j->mr.desc, jr->fi_addr, tag, s->imm,
 					       &rs->sop.op);
 		if (rc == -FI_EAGAIN) {
 			ctr_add(&t->stats.eagain[EAGAIN_SEND], 1);

@@ -9,8 +9,12 @@
  *                  [--big] [--kill|--stop] [--unreachable] [--chunk B] [--window W]
  *
  * --jobs J runs J independent jobs at once on the same daemons.
- * --kill SIGKILLs the last rank mid-job: every other rank must see
- *   client_test() fail within the job timeout, never hang.
+ * --kill SIGKILLs the last rank mid-job: every other rank of its job must
+ *   see client_test() fail within the job timeout, never hang. With --jobs
+ *   J the last job's last rank is killed; the other jobs must run on,
+ *   every sum right, for BYSTANDER_MS past the kill (on shm a result the
+ *   killed rank never took stalled every later send of the daemon's
+ *   endpoint, until each job got one of its own).
  * --stop SIGSTOPs it instead (its sockets stay open: only the job timeout,
  *   1 s here, can find it). The ranks ask for the same 1 s, and must still
  *   see the daemon's reason (its ABORT naming the rank), not their own
@@ -42,6 +46,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -68,6 +73,8 @@
 #define SMALL_MAX_BYTES (65537 * 8 + 64) /* + room for a guard byte */
 #define BIG_COUNT ((16u << 20) - 3) /* 64 MiB of f32 less 3 elements: an odd tail */
 #define SUITE_DEADLINE_MS 150000
+#define BYSTANDER_MS 5000 /* --kill --jobs J: the other jobs run on this long past the kill */
+#define BYSTANDER_TAIL 20  /* ... and then this many batches, the same for each rank */
 #define TEST_KEY "sumcast-functional-test-key-0123456789"
 
 static struct {
@@ -78,6 +85,13 @@ static struct {
 	int mc_drop;  /* --multicast: per mille dropped; -1: no multicast */
 	int mc_out;   /* --mc-out: the rank that stays out of the group; -1: none */
 	char dir[256];
+	/* --kill --jobs J, shared with the ranks: when the parent killed (ms),
+	 * per job the batch its ranks first saw the kill at and the one they
+	 * stop after (the same for each rank of the job: batches are lockstep) */
+	struct kill_seen {
+		uint64_t kill_ms;
+		int at[MAX_PROCS], stop[MAX_PROCS];
+	} *kill_seen;
 	struct sc_daemon daemons[MAX_DAEMONS];
 	char agg_str[MAX_DAEMONS + 1][64];
 	const char *aggs[MAX_DAEMONS + 1];
@@ -360,6 +374,30 @@ static int run_big(struct rank_ctx *x, uint32_t nranks)
 	return 0;
 }
 
+/* A bystander (a rank of a job the kill is not in) after batch it: true
+ * once its job has run BYSTANDER_MS past the kill and then BYSTANDER_TAIL
+ * batches. The first rank of the job past that time sets the batch all of
+ * them stop after. */
+static bool bystander_done(uint32_t job, int it, uint64_t t0)
+{
+	struct kill_seen *k = g.kill_seen;
+	uint64_t killed = __atomic_load_n(&k->kill_ms, __ATOMIC_ACQUIRE);
+	int none = 0;
+
+	if (sc_now_ms() - t0 > 120000)
+		return true; /* never killed: the parent reports it */
+	if (!killed)
+		return false;
+	__atomic_compare_exchange_n(&k->at[job], &none, it + 1, false, __ATOMIC_ACQ_REL,
+				    __ATOMIC_ACQUIRE);
+	none = 0;
+	if (sc_now_ms() - killed >= BYSTANDER_MS)
+		__atomic_compare_exchange_n(&k->stop[job], &none, it + 1 + BYSTANDER_TAIL, false,
+					    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+	int stop = __atomic_load_n(&k->stop[job], __ATOMIC_ACQUIRE);
+	return stop && it + 1 >= stop;
+}
+
 /* Child: one rank of one job. Reports "job rank rc hash ms msg" on fd. */
 static int rank_main(uint32_t job, uint32_t rank, int fd, int ready_fd)
 {
@@ -422,8 +460,10 @@ static int rank_main(uint32_t job, uint32_t rank, int fd, int ready_fd)
 
 	if (g.kill) {
 		/* Every rank loops on f32 sums; the parent kills the last rank after
-		 * everyone reported progress. Survivors must see an error. */
-		bool told = false;
+		 * everyone reported progress. Survivors must see an error; ranks of
+		 * the other jobs (bystanders) must not: they run on, every sum
+		 * checked, until BYSTANDER_MS after their start. */
+		bool told = false, bystander = job != (uint32_t)g.njobs - 1;
 		for (int it = 0; it < 100000; it++) {
 			rc = run_batch(&x, SC_F32, 65537, (uint32_t)g.nranks);
 			if (rc)
@@ -431,6 +471,11 @@ static int rank_main(uint32_t job, uint32_t rank, int fd, int ready_fd)
 			if (it >= 3 && !told) {
 				(void)!write(ready_fd, "r", 1);
 				told = true;
+			}
+			if (bystander && bystander_done(job, it, t0)) {
+				snprintf(x.msg, sizeof(x.msg), "%d batches, %d after the kill", it + 1,
+					 it + 1 - __atomic_load_n(&g.kill_seen->at[job], __ATOMIC_ACQUIRE));
+				break;
 			}
 			if (sc_now_ms() - t0 > 60000) {
 				snprintf(x.msg, sizeof(x.msg), "no error 60 s into the kill test");
@@ -713,6 +758,10 @@ int main(int argc, char **argv)
 		die("pipe: %s", strerror(errno));
 	pid_t kids[MAX_PROCS];
 	int nk = g.njobs * g.nranks;
+	g.kill_seen = mmap(NULL, sizeof(*g.kill_seen), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+			   -1, 0);
+	if (g.kill_seen == MAP_FAILED)
+		die("mmap: %s", strerror(errno));
 	for (int k = 0; k < nk; k++) {
 		kids[k] = fork();
 		if (kids[k] < 0)
@@ -749,6 +798,7 @@ int main(int argc, char **argv)
 				kill(kids[nk - 1], g.stop ? SIGSTOP : SIGKILL);
 				killed = true;
 				kill_ms = sc_now_ms();
+				__atomic_store_n(&g.kill_seen->kill_ms, kill_ms, __ATOMIC_RELEASE);
 				printf("%s rank %d (pid %d)\n", g.stop ? "stopped" : "killed", nk - 1,
 				       (int)kids[nk - 1]);
 				fflush(stdout);
@@ -772,7 +822,14 @@ int main(int argc, char **argv)
 				   msg) < 5)
 				die("bad report \"%s\"", buf);
 			lines++;
-			if (g.kill) {
+			if (g.kill && job != (unsigned)g.njobs - 1) {
+				/* Bystanders: every batch right, on past the kill. */
+				uint64_t after = killed ? sc_now_ms() - kill_ms : 0;
+				bool ok = killed && rc == 0;
+				printf("job %u rank %u: %s, %llu ms after the kill: %s\n", job, rank,
+				       ok ? "ran on as it must" : "WRONG", (unsigned long long)after, msg);
+				failures += !ok;
+			} else if (g.kill) {
 				/* Survivors must fail, soon after the kill. */
 				uint64_t after = killed ? sc_now_ms() - kill_ms : 0;
 				bool ok = killed && rc != 0 && after < 15000 &&

@@ -102,7 +102,24 @@ int main(void)
 	join_init(&j, 0xdec0, 0, 2, atk);
 	int fd = ctl_join(&d, &j, key, KEYLEN, &ok);
 	CHECK(fd >= 0 && ok.type == WIRE_JOIN_OK, "decoy join");
-	CHECK(fabric_av_insert(atk, ok.u.join_ok.addr, ok.u.join_ok.addr_len, &daemon) == 0, "daemon address");
+	/* On shm each job has an endpoint of its own, the decoy's is not the
+	 * victim's; but shm names endpoints "fi_shm://<pid>:<uid>:<index>",
+	 * the index counting up in the daemon: the victim's (joined just
+	 * before) is the decoy's less one. */
+	char addr[WIRE_ADDR_MAX + 16];
+	size_t alen = ok.u.join_ok.addr_len;
+	memcpy(addr, ok.u.join_ok.addr, alen);
+	if (!strcmp(fp.provider, "shm")) {
+		addr[alen < WIRE_ADDR_MAX ? alen : WIRE_ADDR_MAX - 1] = 0;
+		char *idx = strrchr(addr, ':');
+		CHECK(idx && atoi(idx + 1) > 0, "shm address %s", addr);
+		if (idx && atoi(idx + 1) > 0) {
+			int n = atoi(idx + 1) - 1;
+			snprintf(idx + 1, sizeof(addr) - (size_t)(idx + 1 - addr), "%d", n);
+			alen = strlen(addr) + 1;
+		}
+	}
+	CHECK(fabric_av_insert(atk, addr, alen, &daemon) == 0, "daemon address");
 	const char *unsealed = "sumcast_errors_total{kind=\"unsealed\"}",
 		   *foreign = "sumcast_errors_total{kind=\"foreign_source\"}";
 	double u0 = sd_metric(&d, unsealed), f0 = sd_metric(&d, foreign);
