@@ -16,7 +16,8 @@
  * stopped or unreachable daemon from one that waits for a slow rank.
  *
  * Versions: 3 is 2 with the daemon's load in the PONG (the busiest data
- * thread's busy share, the jobs it serves). The daemon's HELLO (sent in
+ * thread's busy share, the jobs that share it: the asker's and those that
+ * moved data lately). The daemon's HELLO (sent in
  * version 2, so that a version 2 rank reads it) offers 2..3; a rank
  * answers in the highest it speaks, and the daemon answers each rank in
  * the version of its JOIN. A PONG without the load fields is valid in
@@ -206,7 +207,7 @@ struct wire_ping {
 	/* PONG, version 3: the daemon's load when it answered */
 	bool has_load;
 	uint16_t load_pm; /* the busiest data thread's busy share over the last second, per mille */
-	uint16_t jobs;    /* jobs the daemon serves */
+	uint16_t jobs;    /* the asker's job + other jobs that moved data lately */
 };
 
 struct wire_msg {

@@ -99,6 +99,28 @@ uint16_t daemon_load_pm(struct daemon *d)
 	return d->load_pm;
 }
 
+/* The jobs a PONG to a rank of self reports: self, and every other live job
+ * that moved a chunk within JOB_ACTIVE_MS. A job joined but idle (a
+ * communicator NCCL made and does not use now; a job that has not started
+ * sending yet, 6-8 s after its JOIN in the emulated cluster) takes nothing
+ * from the others, and self always counts, so that its own pauses change
+ * nothing it hears. Chunk counts are looked at here, at each PONG. */
+uint16_t daemon_jobs_for(struct daemon *d, const struct job *self)
+{
+	uint64_t now = sc_now_ms(), n = 1;
+
+	for (struct job *j = d->jobs; j; j = j->next) {
+		uint64_t c = atomic_load_explicit(&j->chunks, memory_order_relaxed);
+		if (c != j->chunks_seen) {
+			j->chunks_seen = c;
+			j->active_ms = now;
+		}
+		if (j != self && j->state != JOB_ENDING && j->active_ms && now - j->active_ms < JOB_ACTIVE_MS)
+			n++;
+	}
+	return n > 0xFFFF ? 0xFFFF : (uint16_t)n;
+}
+
 /* ---- sending ---- */
 
 int conn_send(struct conn *c, const struct wire_msg *m)
@@ -223,8 +245,7 @@ static void conn_read_cb(struct bufferevent *bev, void *arg)
 				if (c->ver >= 3) {
 					pong.u.ping.has_load = true;
 					pong.u.ping.load_pm = daemon_load_pm(c->d);
-					pong.u.ping.jobs = (uint16_t)(c->d->njobs_live > 0xFFFF
-								      ? 0xFFFF : c->d->njobs_live);
+					pong.u.ping.jobs = daemon_jobs_for(c->d, c->job);
 				}
 				conn_send(c, &pong);
 			}

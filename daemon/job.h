@@ -211,6 +211,9 @@ struct job {
 	/* control */
 	void *ctl; /* struct daemon */
 	int state;
+	/* chunks as of the last PONG's look, and when they last moved (ms, 0:
+	 * never): a tenant of the daemon is a job that moves data (ctl_conn.c) */
+	uint64_t chunks_seen, active_ms;
 	uint32_t joined, acked, gone;
 	uint64_t created_ms;
 	struct event *join_timer;

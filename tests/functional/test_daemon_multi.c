@@ -37,7 +37,11 @@
  *            it was sent on, A's own (on a shared endpoint B stopped after
  *            4 of its 100 chunks on a loaded host: dp_thread.c).
  *
- * Usage: test_daemon_multi [threads|eagain|burst|weights|overcredit]... (none: all). */
+ *   tenants  the jobs count in the PONG (the adaptive split's hint): A's
+ *            rank asks while B is joined but idle (1: B takes nothing),
+ *            after B ran (2) and after B left (1).
+ *
+ * Usage: test_daemon_multi [threads|eagain|burst|weights|overcredit|tenants]... (none: all). */
 #include <dirent.h>
 #include <errno.h>
 #include <sched.h>
@@ -543,13 +547,60 @@ static void mode_overcredit(void)
 	sd_cleanup(&d);
 }
 
+/* The jobs count in a PONG to rank 0 of j (wire version 3 and up), -1 if
+ * none came. */
+static int pong_jobs(struct tjob *j)
+{
+	struct wire_msg ping = { .type = WIRE_PING, .u.ping.token = 7 }, r;
+
+	if (ctl_send(j->rk[0].fd, &ping))
+		return -1;
+	for (int k = 0; k < 4; k++) {
+		if (ctl_recv(j->rk[0].fd, &r, 3000))
+			return -1;
+		if (r.type == WIRE_PONG && r.u.ping.token == 7)
+			return r.u.ping.has_load ? r.u.ping.jobs : -1;
+	}
+	return -1;
+}
+
+/* The tenants a PONG counts: A's rank asks while B is joined but idle (B
+ * not counted: it takes nothing from A), while B runs (counted), and after
+ * B left; A itself counts whether it sends or not. */
+static void mode_tenants(void)
+{
+	static struct tjob js[2];
+
+	if (sd_start(&d, "[job]\nmemory-budget = 256M\n")) {
+		CHECK(0, "sumcastd did not start");
+		return;
+	}
+	want_window = 2;
+	bool ok = job_join(&js[0], 0xf01, 1, 1, CHUNK) == 0 && job_join(&js[1], 0xf02, 2, 50, CHUNK) == 0;
+	CHECK(ok, "joining the two jobs failed");
+	if (!ok)
+		return;
+	int idle = pong_jobs(&js[0]);
+	CHECK(jobs_run(&js[1], 1) == 0, "B's 50 chunks");
+	int busy = pong_jobs(&js[0]);
+	job_leave(&js[1]);
+	int left = pong_jobs(&js[0]);
+	printf("  PONG to A: %d job(s) with B joined and idle, %d after B ran, %d after B left\n", idle, busy,
+	       left);
+	CHECK(idle == 1 && busy == 2 && left == 1, "jobs counted %d, %d, %d; want 1, 2, 1", idle, busy, left);
+	job_leave(&js[0]);
+	CHECK(sd_stop(&d, SIGTERM, 10000) == 0, "exit status after SIGTERM");
+	sd_cleanup(&d);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct {
 		const char *name;
 		void (*run)(void);
 	} modes[] = { { "threads", mode_threads }, { "eagain", mode_eagain },
-		      { "burst", mode_burst }, { "weights", mode_weights }, { "overcredit", mode_overcredit } };
+		      { "burst", mode_burst }, { "weights", mode_weights }, { "overcredit", mode_overcredit },
+		      { "tenants", mode_tenants } };
 	const size_t nm = sizeof(modes) / sizeof(modes[0]);
 
 	for (int i = 1; i < argc; i++) {
@@ -557,7 +608,7 @@ int main(int argc, char **argv)
 		while (k < nm && strcmp(argv[i], modes[k].name))
 			k++;
 		if (k == nm) {
-			fprintf(stderr, "usage: %s [threads|eagain|burst|weights|overcredit]... (none: all)\n", argv[0]);
+			fprintf(stderr, "usage: %s [threads|eagain|burst|weights|overcredit|tenants]... (none: all)\n", argv[0]);
 			return 2;
 		}
 	}
