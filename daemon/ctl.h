@@ -49,8 +49,6 @@ struct conn {
 /* The daemon's load for a PONG (version 3): the busiest data thread's busy
  * share over the last quarter second or more, per mille. */
 uint16_t daemon_load_pm(struct daemon *d);
-/* A job that moved no chunk for this long is no tenant in the PONG's count. */
-#define JOB_ACTIVE_MS 10000
 uint16_t daemon_jobs_for(struct daemon *d, const struct job *self);
 
 /* The control listener ([control] listen, port). */

@@ -100,11 +100,14 @@ uint16_t daemon_load_pm(struct daemon *d)
 }
 
 /* The jobs a PONG to a rank of self reports: self, and every other live job
- * that moved a chunk within JOB_ACTIVE_MS. A job joined but idle (a
- * communicator NCCL made and does not use now; a job that has not started
- * sending yet, 6-8 s after its JOIN in the emulated cluster) takes nothing
- * from the others, and self always counts, so that its own pauses change
- * nothing it hears. Chunk counts are looked at here, at each PONG. */
+ * that moved a chunk within [job] tenant-idle. A job joined but not sending
+ * (one whose ranks start 6-8 s after their JOIN in the emulated cluster; a
+ * communicator NCCL made and never uses) takes nothing from the others,
+ * and self always counts, so that its own pauses change nothing it hears.
+ * The default is long (60 s) because a process's communicators take turns:
+ * the cluster bench's six interleaved splits each ran every ~8 s, and with
+ * 10 s the count went up and down between them, each change a trial.
+ * Chunk counts are looked at here, at each PONG. */
 uint16_t daemon_jobs_for(struct daemon *d, const struct job *self)
 {
 	uint64_t now = sc_now_ms(), n = 1;
@@ -115,7 +118,8 @@ uint16_t daemon_jobs_for(struct daemon *d, const struct job *self)
 			j->chunks_seen = c;
 			j->active_ms = now;
 		}
-		if (j != self && j->state != JOB_ENDING && j->active_ms && now - j->active_ms < JOB_ACTIVE_MS)
+		if (j != self && j->state != JOB_ENDING && j->active_ms &&
+		    now - j->active_ms < (uint64_t)d->cfg.tenant_idle_ms)
 			n++;
 	}
 	return n > 0xFFFF ? 0xFFFF : (uint16_t)n;

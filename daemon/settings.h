@@ -53,6 +53,7 @@ struct settings {
 	int64_t timeout_ms;
 	int64_t join_timeout_ms;
 	int64_t stuck_grace_ms;
+	int64_t tenant_idle_ms;
 	int64_t max_window;
 	int64_t max_weight;
 	uint64_t max_chunk;

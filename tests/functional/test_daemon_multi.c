@@ -37,9 +37,10 @@
  *            it was sent on, A's own (on a shared endpoint B stopped after
  *            4 of its 100 chunks on a loaded host: dp_thread.c).
  *
- *   tenants  the jobs count in the PONG (the adaptive split's hint): A's
- *            rank asks while B is joined but idle (1: B takes nothing),
- *            after B ran (2) and after B left (1).
+ *   tenants  the jobs count in the PONG (the adaptive split's hint; [job]
+ *            tenant-idle = 1s): A's rank asks while B and C are joined but
+ *            have sent nothing (1), after both ran (3), after B left (2) and
+ *            when C has been idle past tenant-idle (1).
  *
  * Usage: test_daemon_multi [threads|eagain|burst|weights|overcredit|tenants]... (none: all). */
 #include <dirent.h>
@@ -564,30 +565,37 @@ static int pong_jobs(struct tjob *j)
 	return -1;
 }
 
-/* The tenants a PONG counts: A's rank asks while B is joined but idle (B
- * not counted: it takes nothing from A), while B runs (counted), and after
- * B left; A itself counts whether it sends or not. */
+/* The tenants a PONG counts ([job] tenant-idle = 1s here): A's rank asks
+ * while B and C are joined but have sent nothing (1: A alone), after both
+ * ran (3), after B left (2: C ran within the last second) and 1.5 s later
+ * (1: C idle past tenant-idle). A itself counts whether it sends or not. */
 static void mode_tenants(void)
 {
-	static struct tjob js[2];
+	static struct tjob js[3];
 
-	if (sd_start(&d, "[job]\nmemory-budget = 256M\n")) {
+	if (sd_start(&d, "[job]\nmemory-budget = 256M\ntenant-idle = 1s\n")) {
 		CHECK(0, "sumcastd did not start");
 		return;
 	}
 	want_window = 2;
-	bool ok = job_join(&js[0], 0xf01, 1, 1, CHUNK) == 0 && job_join(&js[1], 0xf02, 2, 50, CHUNK) == 0;
-	CHECK(ok, "joining the two jobs failed");
+	bool ok = job_join(&js[0], 0xf01, 1, 1, CHUNK) == 0 && job_join(&js[1], 0xf02, 2, 50, CHUNK) == 0 &&
+		  job_join(&js[2], 0xf03, 2, 50, CHUNK) == 0;
+	CHECK(ok, "joining the three jobs failed");
 	if (!ok)
 		return;
-	int idle = pong_jobs(&js[0]);
-	CHECK(jobs_run(&js[1], 1) == 0, "B's 50 chunks");
-	int busy = pong_jobs(&js[0]);
+	int n[4];
+	n[0] = pong_jobs(&js[0]);
+	CHECK(jobs_run(&js[1], 2) == 0, "B's and C's 50 chunks");
+	n[1] = pong_jobs(&js[0]);
 	job_leave(&js[1]);
-	int left = pong_jobs(&js[0]);
-	printf("  PONG to A: %d job(s) with B joined and idle, %d after B ran, %d after B left\n", idle, busy,
-	       left);
-	CHECK(idle == 1 && busy == 2 && left == 1, "jobs counted %d, %d, %d; want 1, 2, 1", idle, busy, left);
+	n[2] = pong_jobs(&js[0]);
+	th_sleep_ms(1500);
+	n[3] = pong_jobs(&js[0]);
+	printf("  PONG to A: %d job(s) with B and C joined and idle, %d after they ran, %d after B left, %d "
+	       "1.5 s later\n", n[0], n[1], n[2], n[3]);
+	CHECK(n[0] == 1 && n[1] == 3 && n[2] == 2 && n[3] == 1, "jobs counted %d, %d, %d, %d; want 1, 3, 2, 1",
+	      n[0], n[1], n[2], n[3]);
+	job_leave(&js[2]);
 	job_leave(&js[0]);
 	CHECK(sd_stop(&d, SIGTERM, 10000) == 0, "exit status after SIGTERM");
 	sd_cleanup(&d);
