@@ -49,6 +49,8 @@ struct conn {
 /* The daemon's load for a PONG (version 3): the busiest data thread's busy
  * share over the last quarter second or more, per mille. */
 uint16_t daemon_load_pm(struct daemon *d);
+/* The jobs for a PONG to a rank of self (version 3): self and the other
+ * live jobs that moved a chunk within [job] tenant-idle. */
 uint16_t daemon_jobs_for(struct daemon *d, const struct job *self);
 
 /* The control listener ([control] listen, port). */

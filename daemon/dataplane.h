@@ -2,9 +2,9 @@
  *
  * Data-plane threads: each owns one fabric endpoint (on shm one more per
  * job: dp_thread.c), the jobs assigned to it and their slots, and polls its
- * completion queues; it never runs inside the event loop. The control thread gives it commands (dthread_cmd) and hears
- * back through an event queue (struct evq) that wakes the event loop with an
- * eventfd. What the data-plane files share among themselves is in dp.h. */
+ * completion queues; it never runs inside the event loop. The control
+ * thread gives it commands (dthread_cmd) and hears back through an event
+ * queue (struct evq) that wakes the event loop with an eventfd. What the data-plane files share among themselves is in dp.h. */
 #ifndef SUMCASTD_DATAPLANE_H
 #define SUMCASTD_DATAPLANE_H
 
