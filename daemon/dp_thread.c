@@ -354,10 +354,11 @@ static void *dthread_main(void *arg)
 	pthread_setname_np(pthread_self(), name);
 	while (!atomic_load_explicit(&t->stop, memory_order_relaxed)) {
 		int n = cq_run(t, t->fabric);
-		/* next read first: the job's last completion may reap it */
-		for (struct job *j = t->jobs, *next; j; j = next) {
+		/* the jobs' own CQs (shm); next read first: the job's last
+		 * completion may reap it */
+		for (struct job *j = t->isolate ? t->jobs : NULL, *next; j; j = next) {
 			next = j->dnext;
-			if (j->own_ep && j->fab)
+			if (j->fab)
 				n += cq_run(t, j->fab);
 		}
 		if (atomic_load_explicit(&t->cmd_pending, memory_order_acquire))
