@@ -125,8 +125,12 @@ void slot_free(struct dthread *t, struct job *j, struct slot *sl);
 
 extern const struct slot_ops dp_slot_ops;
 
-/* ADD_JOB: registers the region, initialises the result backend. */
+/* ADD_JOB: its own endpoint (t->isolate), the region registered, the result
+ * backend initialised. */
 int dp_job_add(struct dthread *t, struct job *j);
+/* The job's own endpoint closed (t->isolate; a no-op on the thread's): its
+ * operations and AV go with it, nothing posted on it touches memory again. */
+void dp_job_ep_close(struct dthread *t, struct job *j);
 /* ADD_RANK: the rank's address into the AV, its receives posted. */
 int dp_rank_add(struct dthread *t, struct job *j, uint32_t r);
 /* RANK_LEFT: rank r left cleanly. Its receives are cancelled; a chunk in

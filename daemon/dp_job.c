@@ -23,11 +23,9 @@ const struct slot_ops dp_slot_ops = {
 
 /* ---- setup (commands) ---- */
 
-/* The job's own endpoint closed (a no-op for the thread's): its operations
- * and its AV go with it, nothing posted on it touches memory again. */
-static void job_ep_close(struct job *j)
+void dp_job_ep_close(struct dthread *t, struct job *j)
 {
-	if (j->own_ep)
+	if (t->isolate)
 		fabric_close(j->fab);
 	j->fab = NULL;
 }
@@ -43,7 +41,6 @@ int dp_job_add(struct dthread *t, struct job *j)
 			j->fab = NULL;
 			return rc;
 		}
-		j->own_ep = true;
 	}
 	/* registered on the thread's domain: its endpoints share it */
 	rc = fabric_mr_reg(t->fabric, j->region, j->region_bytes, &j->mr);
@@ -60,14 +57,14 @@ int dp_job_add(struct dthread *t, struct job *j)
 err_mr:
 	fabric_mr_dereg(&j->mr);
 err_ep:
-	job_ep_close(j);
+	dp_job_ep_close(t, j);
 	return rc;
 }
 
 int dp_rank_add(struct dthread *t, struct job *j, uint32_t r)
 {
 	struct job_rank *jr = &j->ranks[r];
-	int rc = j->own_ep ? fabric_av_insert(j->fab, jr->addr, jr->addr_len, &jr->fi_addr)
+	int rc = t->isolate ? fabric_av_insert(j->fab, jr->addr, jr->addr_len, &jr->fi_addr)
 			   : dp_av_get(t, jr->addr, jr->addr_len, &jr->fi_addr);
 
 	if (rc)
@@ -220,11 +217,11 @@ void dp_job_reap(struct dthread *t, struct job *j)
 	fabric_mr_dereg(&j->mr);
 	for (uint32_t r = 0; r < j->nranks; r++)
 		if (j->ranks[r].added) {
-			if (!j->own_ep)
+			if (!t->isolate)
 				dp_av_put(t, j->ranks[r].fi_addr);
 			j->ranks[r].added = false;
 		}
-	job_ep_close(j);
+	dp_job_ep_close(t, j);
 	munmap(j->region, j->region_bytes);
 	j->region = NULL;
 	j->cmd_remove.rc = 0;
@@ -241,14 +238,14 @@ void dp_job_release_stuck(struct dthread *t, struct job *j, uint64_t now)
 	if (j->stuck_reported || now - j->removed_ns < (uint64_t)j->stuck_grace_ms * 1000000ull)
 		return;
 	j->stuck_reported = true;
-	if (j->own_ep) {
+	if (t->isolate) {
 		/* Its own endpoint: closed, the sends go with it (and the
 		 * stall they put on every later send of that endpoint), and
 		 * the job is reaped now. */
 		SC_WARN("job 0x%" PRIx64 " (handle %u): %u operation(s) outstanding %llu ms after it ended; "
 			"closed its endpoint",
 			j->id, j->handle, j->ops_out, (unsigned long long)((now - j->removed_ns) / 1000000ull));
-		job_ep_close(j);
+		dp_job_ep_close(t, j);
 		j->ops_out = 0;
 		dp_job_reap(t, j);
 		return;

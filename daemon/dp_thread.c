@@ -494,9 +494,7 @@ void dthread_stop(struct dthread *t)
 	for (struct job *j = t->jobs; j; j = j->dnext) {
 		t->result->fini(t, j);
 		fabric_mr_dereg(&j->mr);
-		if (j->own_ep)
-			fabric_close(j->fab);
-		j->fab = NULL;
+		dp_job_ep_close(t, j);
 	}
 	fabric_close(t->fabric);
 	t->fabric = NULL;

@@ -227,10 +227,9 @@ struct job {
 	void *region;
 	struct fabric_mr mr;
 	/* The endpoint its ranks talk to: the thread's, or one of its own
-	 * (own_ep: dthread.isolate), set by ADD_JOB, read for JOIN_OK. NULL
-	 * once its own was closed (a stuck job's, dp_job_release_stuck). */
+	 * (where thread->isolate), set by ADD_JOB, read for JOIN_OK. NULL
+	 * once closed (dp_job_ep_close). */
 	struct fabric *fab;
-	bool own_ep;
 	struct sc_mc_sender *mc_tx; /* the job's multicast sender (mc jobs) */
 	struct slot *slots;
 	struct rslot *rslots; /* [slot * nranks + rank] */
