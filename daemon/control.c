@@ -204,7 +204,7 @@ int control_start(struct daemon *d)
 		SC_WARN("authentication is off (auth.key-file is empty): anyone who reaches the control port can join jobs");
 	d->next_handle = 1;
 	d->ev_queue = event_new(d->base, d->evq.efd, EV_READ | EV_PERSIST, queue_cb, d);
-	if (!d->ev_queue || event_add(d->ev_queue, NULL))
+	if (!d->ev_queue || event_add(d->ev_queue, NULL) || pacer_start(d))
 		return -ENOMEM;
 	return conn_listen_start(d);
 }
@@ -215,6 +215,7 @@ void control_stop(struct daemon *d)
 	while (d->jobs)
 		job_free(d, d->jobs);
 	conn_listen_stop(d);
+	pacer_stop(d);
 	if (d->ev_queue)
 		event_free(d->ev_queue);
 	if (d->ev_drain)

@@ -13,6 +13,7 @@
 
 #include "accept_backoff.h"
 #include "dataplane.h" /* struct evq */
+#include "pacer.h"
 #include "settings.h"
 #include "stats.h"
 
@@ -70,6 +71,7 @@ struct daemon {
 	uint32_t njobs_live;   /* jobs not ENDING */
 	uint32_t njobs_total;
 	uint64_t mem_used;
+	struct pacer pace;     /* weighted shares (pacer.c) */
 	uint32_t next_handle;
 	struct conn *conns;
 	uint32_t nconns;

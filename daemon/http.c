@@ -184,13 +184,15 @@ static void stats_cb(struct evhttp_request *req, void *arg)
 				    "%s{\"id\":\"0x%" PRIx64 "\",\"handle\":%u,\"nranks\":%u,\"joined\":%u,"
 				    "\"window\":%u,\"weight\":%u,\"chunk\":%u,\"types\":\"0x%x\",\"timeout_ms\":%u,"
 				    "\"memory\":%zu,\"buffer_bytes\":%zu,\"bookkeeping_bytes\":%zu,\"thread\":%u,\"state\":\"%s\",\"bytes_in\":%" PRIu64
-				    ",\"bytes_out\":%" PRIu64 ",\"chunks\":%" PRIu64 ",\"ops_outstanding\":%u,\"ranks\":[",
+				    ",\"bytes_out\":%" PRIu64 ",\"chunks\":%" PRIu64 ",\"ops_outstanding\":%u,"
+				    "\"rate_mbps\":%.1f,\"pace_mbps\":%.1f,\"ranks\":[",
 				    first ? "" : ",", j->id, j->handle, j->nranks, j->acked, j->window,
 				    j->weight, j->chunk, j->dtype_mask, j->timeout_ms, j->mem_bytes, j->region_bytes,
 				    j->mem_bytes - j->region_bytes, j->thread->index,
 				    job_state_name(j->state), ctr_get(&j->bytes_in), ctr_get(&j->bytes_out),
 				    ctr_get(&j->chunks),
-				    atomic_load_explicit((_Atomic uint32_t *)&j->ops_seen, memory_order_relaxed));
+				    atomic_load_explicit((_Atomic uint32_t *)&j->ops_seen, memory_order_relaxed),
+				    j->pace_rate * 8 / 1e6, j->pace_cap * 8 / 1e6);
 		first = false;
 		for (uint32_t r = 0; r < j->nranks; r++) {
 			const struct job_rank *jr = &j->ranks[r];

@@ -214,6 +214,10 @@ struct job {
 	/* chunks as of the last PONG's look, and when they last moved (ms, 0:
 	 * never): a tenant of the daemon is a job that moves data (ctl_conn.c) */
 	uint64_t chunks_seen, active_ms;
+	/* the pacer's (pacer.c): bytes_out at its last tick, the job's rate
+	 * (bytes/s, smoothed) and the rate it holds the job to (0: none) */
+	uint64_t pace_seen;
+	double pace_rate, pace_cap;
 	uint32_t joined, acked, gone;
 	uint64_t created_ms;
 	struct event *join_timer;
@@ -240,6 +244,10 @@ struct job {
 	uint64_t last_activity_ns;
 	bool dead, removing;
 	uint64_t removed_ns;   /* when REMOVE_JOB arrived */
+	/* result sends held to pace_bps (result.c): a token bucket, bytes
+	 * (negative: owed), refilled up to when */
+	int64_t pace_tokens;
+	uint64_t pace_ns;
 	bool stuck_reported;   /* ops outstanding past stuck_grace_ms: handled */
 	struct dcmd release_ev; /* DEV_RELEASED */
 	struct dcmd abort_ev;
@@ -250,6 +258,9 @@ struct job {
 	_Atomic uint32_t partial; /* slots with some but not all contributions */
 	_Atomic uint32_t ops_seen; /* ops_out as of the last scan (every 20 ms) */
 	_Atomic uint64_t bytes_in, bytes_out, chunks;
+	/* control writes, data reads: result bytes/s the job is held to
+	 * (pacer.h; 0: none) */
+	_Atomic uint64_t pace_bps;
 
 	struct job_rank ranks[];
 };

@@ -19,6 +19,7 @@
 #include <rdma/fi_errno.h>
 #include <stdlib.h>
 
+#include "clock.h"
 #include "dp.h"
 #include "log.h"
 #include "mcast_link.h"
@@ -86,6 +87,43 @@ static int result_plan(struct dthread *t, struct job *j, struct slot *s)
 	return 0;
 }
 
+/* Held to the job's pace (pacer.h): a token bucket of result bytes,
+ * refilled at pace_bps up to 50 ms of it; a result may go while the bucket
+ * is not in debt, and charges what it carries. A held slot waits on the
+ * retry list. True: hold it. */
+static bool result_paced(struct job *j)
+{
+	uint64_t bps = atomic_load_explicit(&j->pace_bps, memory_order_relaxed);
+	uint64_t now;
+
+	if (!bps) {
+		j->pace_ns = 0;
+		return false;
+	}
+	now = sc_now_ns();
+	if (!j->pace_ns) {
+		j->pace_ns = now;
+		j->pace_tokens = 0;
+	}
+	double add = (double)(now - j->pace_ns) * (double)bps / 1e9, depth = (double)bps / 20;
+	double tokens = (double)j->pace_tokens + add;
+	j->pace_tokens = (int64_t)(tokens < depth ? tokens : depth);
+	j->pace_ns = now;
+	return j->pace_tokens < 0;
+}
+
+/* What a planned result will carry, counted as bytes_out counts it. */
+static uint64_t result_bytes(struct job *j, const struct slot *s)
+{
+	uint64_t n = s->mc ? s->len : 0;
+
+	for (uint32_t r = 0; r < j->nranks; r++) {
+		const struct rslot *rs = job_rslot(j, s->index, r);
+		n += rs->uni && rs->wants ? s->len : 0;
+	}
+	return n;
+}
+
 /* A result the provider can inject (small ones: latency-bound collectives)
  * goes with fabric_tinject: copied at once, no send completion to reap, so
  * the data thread handles one message per rank instead of two. */
@@ -94,10 +132,16 @@ static int result_send(struct dthread *t, struct job *j, struct slot *s)
 	size_t full = s->len + (j->sealed ? SC_SEAL_TAG : 0);
 
 	if (!s->planned) {
+		if (result_paced(j)) {
+			dthread_retry_add(t, s);
+			return 0;
+		}
 		int rc = result_plan(t, j, s);
 		if (rc)
 			return rc;
 		s->planned = true;
+		if (j->pace_ns)
+			j->pace_tokens -= (int64_t)result_bytes(j, s);
 	}
 	while (s->send_next < j->nranks) {
 		uint32_t r = s->send_next;

@@ -56,6 +56,7 @@ struct settings {
 	int64_t tenant_idle_ms;
 	int64_t max_window;
 	int64_t max_weight;
+	bool pace;
 	uint64_t max_chunk;
 	double max_memory_share;
 	/* [auth] */

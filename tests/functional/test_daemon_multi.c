@@ -25,6 +25,13 @@
  *            x 2 = 4; B weight 1, window 2. A's share is about twice B's:
  *            B's 100 chunks complete when A has done 150-210 (check: at
  *            least 130, and B not starved: at most 2/3 of A's 1,500).
+ *   pace     weights with equal windows (A asks window 1 and weight 2, B
+ *            window 2 and weight 1: both granted 2), 12,000 and 3,000
+ *            chunks: only the pacer (daemon/pacer.h) makes A's share twice
+ *            B's. With [job] pace = false B's 3,000 complete when A has
+ *            done about as many (measured 3,029-3,486), with it on when A
+ *            has done 5,837-5,947 (check: at least 4,500, and the daemon
+ *            logged "pacing 2 jobs").
  *   overcredit  A's rank 1 sends chunks 2..7 at once, past its credit (window
  *            2; each with its true values), then goes on as it should, while B
  *            runs beside it. The credit holds: what is past it is discarded as
@@ -42,7 +49,7 @@
  *            have sent nothing (1), after both ran (3), after B left (2) and
  *            when C has been idle past tenant-idle (1).
  *
- * Usage: test_daemon_multi [threads|eagain|burst|weights|overcredit|tenants]... (none: all). */
+ * Usage: test_daemon_multi [threads|eagain|burst|weights|pace|overcredit|tenants]... (none: all). */
 #include <dirent.h>
 #include <errno.h>
 #include <sched.h>
@@ -431,17 +438,18 @@ static int stats_job_field(const char *st, uint32_t handle, const char *key)
 	return atoi(p + strlen(pat));
 }
 
-/* Two jobs of 2 ranks on one data thread under conf: A (1,500 chunks,
- * window win[0] and weight wt[0] asked; 0: none sent) and B (100 chunks,
+static bool pace_logged; /* the daemon of the last pair_run logged pacing */
+
+/* Two jobs of 2 ranks on one data thread under conf: A (nchunks[0] chunks,
+ * window win[0] and weight wt[0] asked; 0: none sent) and B (nchunks[1],
  * win[1], wt[1]). Checks what each was granted (JOIN_OK, /stats: window
  * gw[k], weight gwt[k]), runs both to the end (every sum checked) and
  * returns how many chunks A had done when B completed; -1: B did not. */
-static long pair_run(const char *conf, uint64_t id, const uint32_t win[2], const uint16_t wt[2],
-		     const uint32_t gw[2], const uint16_t gwt[2])
+static long pair_run_n(const char *conf, uint64_t id, const uint32_t nchunks[2], const uint32_t win[2],
+		       const uint16_t wt[2], const uint32_t gw[2], const uint16_t gwt[2])
 {
 	static struct tjob js[2];
 	static char st[1 << 16];
-	const uint32_t nchunks[2] = { 1500, 100 };
 	bool ok = true;
 
 	if (sd_start(&d, conf)) {
@@ -473,9 +481,18 @@ static long pair_run(const char *conf, uint64_t id, const uint32_t win[2], const
 	long a_at_b = js[1].done_at >= nchunks[1] ? (long)(js[1].done_at - nchunks[1]) : -1;
 	for (int k = 0; k < 2; k++)
 		job_leave(&js[k]);
+	pace_logged = sd_log_has(&d, "pacing 2 jobs of different weights");
 	CHECK(sd_stop(&d, SIGTERM, 10000) == 0, "exit status after SIGTERM");
 	sd_cleanup(&d);
 	return a_at_b;
+}
+
+static long pair_run(const char *conf, uint64_t id, const uint32_t win[2], const uint16_t wt[2],
+		     const uint32_t gw[2], const uint16_t gwt[2])
+{
+	const uint32_t nchunks[2] = { 1500, 100 };
+
+	return pair_run_n(conf, id, nchunks, win, wt, gw, gwt);
 }
 
 static void mode_burst(void)
@@ -498,6 +515,28 @@ static void mode_weights(void)
 	printf("  B (weight 1) completed its 100 chunks when A (weight 2) had %ld\n", a);
 	CHECK(a >= 100 * 13 / 10 && a <= 1500 * 2 / 3,
 	      "B completed when A had %ld of 1500 chunks: want about twice B's 100", a);
+}
+
+/* Weights where the windows are equal: A asks window 1 with weight 2, B
+ * window 2 with weight 1, both granted window 2, so only the pacer
+ * (daemon/pacer.h) can give A twice B's share of whatever bounds them
+ * (here the daemon and the ranks on a loaded host; on a TCP link the
+ * link). With [job] pace = false the same pair shares about equally. */
+static void mode_pace(void)
+{
+	const uint32_t n[2] = { 12000, 3000 }, win[2] = { 1, 2 }, gw[2] = { 2, 2 };
+	const uint16_t wt[2] = { 2, 1 }, gwt[2] = { 2, 1 };
+	long off = pair_run_n("[job]\nmemory-budget = 256M\nmax-weight = 2\npace = false\n", 0x1101, n, win,
+			      wt, gw, gwt);
+	bool off_logged = pace_logged;
+	long on = pair_run_n("[job]\nmemory-budget = 256M\nmax-weight = 2\n", 0x1103, n, win, wt, gw, gwt);
+
+	printf("  B (weight 1) completed its %u chunks when A (weight 2, same window) had %ld "
+	       "(pace = false: %ld)\n", n[1], on, off);
+	CHECK(!off_logged && pace_logged, "daemon log: pacing %s with pace = false, %s with pace on",
+	      off_logged ? "logged" : "not logged", pace_logged ? "logged" : "not logged");
+	CHECK(on >= (long)n[1] * 3 / 2 && on < (long)n[0], "B completed when A had %ld of %u chunks: "
+	      "want at least %u (weighted shares 2:1, the pacer's first ticks aside)", on, n[0], n[1] * 3 / 2);
 }
 
 /* A's rank 1 sends chunks 2..7 at once, past its credit (window 2), then
@@ -607,7 +646,8 @@ int main(int argc, char **argv)
 		const char *name;
 		void (*run)(void);
 	} modes[] = { { "threads", mode_threads }, { "eagain", mode_eagain },
-		      { "burst", mode_burst }, { "weights", mode_weights }, { "overcredit", mode_overcredit },
+		      { "burst", mode_burst }, { "weights", mode_weights }, { "pace", mode_pace },
+		      { "overcredit", mode_overcredit },
 		      { "tenants", mode_tenants } };
 	const size_t nm = sizeof(modes) / sizeof(modes[0]);
 
@@ -616,7 +656,7 @@ int main(int argc, char **argv)
 		while (k < nm && strcmp(argv[i], modes[k].name))
 			k++;
 		if (k == nm) {
-			fprintf(stderr, "usage: %s [threads|eagain|burst|weights|overcredit|tenants]... (none: all)\n", argv[0]);
+			fprintf(stderr, "usage: %s [threads|eagain|burst|weights|pace|overcredit|tenants]... (none: all)\n", argv[0]);
 			return 2;
 		}
 	}

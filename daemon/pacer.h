@@ -1,0 +1,62 @@
+/* Weighted shares of the daemon's capacity (docs/daemon.md, "Weights").
+ *
+ * A weight scales a job's window, and that alone gives a job its weighted
+ * share where the daemon's CPU is what the jobs wait for. Where the link is
+ * (TCP), the kernel shares it per connection, about equally whatever the
+ * windows (measured: weight 2 carried 0.60 of the bytes, not 0.67). So
+ * when jobs of different weights move data at once, the control thread
+ * measures every PACE_TICK_MS what each job's results carried (bytes_out),
+ * takes the daemon's capacity as the highest total of the last
+ * PACE_PEAK_TICKS ticks, divides it by weight among the jobs that want more
+ * than they get (pace_shares), and each job's data thread holds its result
+ * sends to that rate (a token bucket, result.c). The credit does the rest:
+ * a rank sends its next chunk only once it has a result, so the job's
+ * incoming bytes follow. Jobs of one weight are not paced: the kernel's
+ * per-connection sharing already gives them 0.49-0.51 each, and a pacer
+ * could only cost them headroom.
+ *
+ * The control thread writes job->pace_bps; the data thread reads it. */
+#ifndef SUMCASTD_PACER_H
+#define SUMCASTD_PACER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PACE_TICK_MS 100
+#define PACE_PEAK_TICKS 20
+#define PACE_MAX_JOBS 64
+
+struct daemon;
+struct event;
+
+/* The control thread's side (struct daemon's pace). */
+struct pacer {
+	struct event *ev;
+	uint64_t last_ns;
+	double total[PACE_PEAK_TICKS]; /* bytes/s of every job together, a tick each */
+	unsigned at;
+	uint32_t paced; /* jobs held to a rate at the last tick (for the log line) */
+};
+
+/* One job in pace_shares. rate: bytes/s it carried (smoothed); cap: in, the
+ * rate it was held to last time (0: not held); out, the rate to hold it to. */
+struct pace_share {
+	uint32_t weight;
+	double rate, cap;
+};
+
+/* Weighted max-min shares of capacity (bytes/s) among v[0..n), n at most
+ * PACE_MAX_JOBS (the rest keep their caps): a job held
+ * to its cap that used at least 90 % of it wants more (so does one not held
+ * yet); one that used less wants 1.25 times its rate and is charged its
+ * rate. The jobs that want more share what is left by weight, each capped
+ * at 1.05 times its share (room for the total to grow past a stale peak);
+ * no job's cap is below its weighted share of the whole capacity, so a job
+ * that slowed down can always come back to it. */
+void pace_shares(struct pace_share *v, size_t n, double capacity);
+
+/* The control thread's timer: starts ticking (0 or -ENOMEM); stops. */
+int pacer_start(struct daemon *d);
+void pacer_stop(struct daemon *d);
+
+#endif

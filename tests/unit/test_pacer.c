@@ -1,0 +1,103 @@
+/* The daemon's weighted shares (daemon/pacer.c, pace_shares): the caps it
+ * gives jobs of different weights for a measured capacity, from their
+ * rates and the caps they had. Figures in bytes/s, capacity 300. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "pacer.h"
+
+#define NEAR(a, b) assert_true((a) > (b) - 1e-6 && (a) < (b) + 1e-6)
+
+/* Not held yet: every job wants more; caps are the weighted shares, with
+ * room to grow. */
+static void test_first_tick(void **state)
+{
+	struct pace_share v[2] = { { .weight = 2, .rate = 150 }, { .weight = 1, .rate = 150 } };
+
+	(void)state;
+	pace_shares(v, 2, 300);
+	NEAR(v[0].cap, 210);
+	NEAR(v[1].cap, 105);
+}
+
+/* Held, both using their caps: the same caps again (a steady state). */
+static void test_steady(void **state)
+{
+	struct pace_share v[2] = { { .weight = 2, .rate = 195, .cap = 210 },
+				   { .weight = 1, .rate = 104, .cap = 105 } };
+
+	(void)state;
+	pace_shares(v, 2, 300);
+	NEAR(v[0].cap, 210);
+	NEAR(v[1].cap, 105);
+}
+
+/* The heavy job wants less than its share (its split moved to the ring):
+ * the light one gets the rest; the heavy one keeps its share to come back
+ * to. */
+static void test_demand_limited(void **state)
+{
+	struct pace_share v[2] = { { .weight = 2, .rate = 50, .cap = 210 },
+				   { .weight = 1, .rate = 104, .cap = 105 } };
+
+	(void)state;
+	pace_shares(v, 2, 300);
+	NEAR(v[0].cap, 200);
+	NEAR(v[1].cap, 250 * 1.05);
+}
+
+/* A job under its cap but over its share is not left alone: the kernel
+ * gave it that, not its demand. */
+static void test_over_share_held(void **state)
+{
+	struct pace_share v[2] = { { .weight = 2, .rate = 180, .cap = 0 },
+				   { .weight = 1, .rate = 120, .cap = 200 } };
+
+	(void)state;
+	pace_shares(v, 2, 300);
+	NEAR(v[0].cap, 210);
+	NEAR(v[1].cap, 105);
+}
+
+/* A job that wants no more is charged its rate, not its room to grow, so
+ * the others' caps never fall below what they carry now: no spiral down
+ * of the measured capacity. */
+static void test_no_spiral(void **state)
+{
+	struct pace_share v[2] = { { .weight = 2, .rate = 150, .cap = 210 },
+				   { .weight = 1, .rate = 150, .cap = 157.5 } };
+
+	(void)state;
+	pace_shares(v, 2, 300);
+	NEAR(v[0].cap, 200);
+	assert_true(v[1].cap >= 150);
+	NEAR(v[1].cap, 157.5);
+}
+
+/* Three jobs, weights 1, 1, 2, all wanting more; and none at all. */
+static void test_three_and_none(void **state)
+{
+	struct pace_share v[3] = { { .weight = 1, .rate = 100 }, { .weight = 1, .rate = 100 },
+				   { .weight = 2, .rate = 200 } };
+
+	(void)state;
+	pace_shares(v, 3, 400);
+	NEAR(v[0].cap, 105);
+	NEAR(v[1].cap, 105);
+	NEAR(v[2].cap, 210);
+	pace_shares(v, 0, 400);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_first_tick),      cmocka_unit_test(test_steady),
+		cmocka_unit_test(test_demand_limited),  cmocka_unit_test(test_over_share_held),
+		cmocka_unit_test(test_no_spiral),       cmocka_unit_test(test_three_and_none),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
