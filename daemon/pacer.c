@@ -15,9 +15,8 @@
 
 #define PACE_WANTS 0.85   /* a held job that used this much of its cap wants more */
 #define PACE_GROW 1.25    /* a job that wants no more: room to grow, times its rate */
-#define PACE_ROOM 1.05    /* a job that wants more: its share times this */
 #define PACE_IDLE 0.01    /* a job under this share of the capacity is not a tenant */
-#define PACE_SMOOTH 0.5   /* weight of the newest tick in a job's rate */
+#define PACE_SMOOTH 0.3   /* weight of the newest tick in a job's rate */
 
 void pace_shares(struct pace_share *v, size_t n, double capacity)
 {

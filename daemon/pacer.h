@@ -25,6 +25,10 @@
 #define PACE_TICK_MS 100
 #define PACE_PEAK_TICKS 20
 #define PACE_MAX_JOBS 64
+/* A job that wants more is held to its share times this: room for the
+ * total to grow past a stale capacity, 2 % a tick. On a full link it is
+ * also all that the light job gets above its share. */
+#define PACE_ROOM 1.02
 
 struct daemon;
 struct event;
@@ -50,7 +54,7 @@ struct pace_share {
  * to its cap that used at least 90 % of it wants more (so does one not held
  * yet); one that used less wants 1.25 times its rate and is charged its
  * rate. The jobs that want more share what is left by weight, each capped
- * at 1.05 times its share (room for the total to grow past a stale peak);
+ * at PACE_ROOM times its share;
  * no job's cap is below its weighted share of the whole capacity, so a job
  * that slowed down can always come back to it. */
 void pace_shares(struct pace_share *v, size_t n, double capacity);

@@ -427,8 +427,9 @@ ${SC_MC:+multicast = ${SC_MC_VIA:-ip}}
 ${SC_MC:+multicast-groups = 239.194.$j.0/24}
 ${SC_MC:+multicast-mtu = ${SC_MTU:-1500}}
 
-${SC_MAX_WEIGHT:+[job]}
+[job]
 ${SC_MAX_WEIGHT:+max-weight = $SC_MAX_WEIGHT}
+${SC_PACE:+pace = $SC_PACE}
 
 [log]
 level = info

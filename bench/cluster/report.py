@@ -429,33 +429,43 @@ def trace_rolling(rows, n=16):
     return out
 
 
+def merged_busy(iv):
+    """Disjoint sorted [start, end] lists covering the intervals iv."""
+    out = []
+    for x, y in sorted(iv):
+        if out and x <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], y)
+        else:
+            out.append([x, y])
+    return out
+
+
 def agg_shares(auto, other, lo, hi):
     """Two adaptive jobs on the same aggregators: each one's share of what the aggregators
-    carried for the two while auto had requests in flight between lo and hi (ns; the
-    fixed splits' samples in between left out): auto's aggregator bytes (a rank's
-    agg_bytes per request) against the other job's, pro-rated by how much of each of its
-    requests overlapped auto's. Returns (auto's share, auto's and the other's aggregator
-    MB/s over that time), or None."""
-    iv = [(r["start_ns"], r["start_ns"] + r["time_us"] * 1e3) for r in auto
-          if r["start_ns"] >= lo and r["start_ns"] + r["time_us"] * 1e3 <= hi]
-    if not iv:
-        return None
-    a_bytes = sum(r["agg_bytes"] for r in auto
-                  if r["start_ns"] >= lo and r["start_ns"] + r["time_us"] * 1e3 <= hi)
-    busy = union(iv)
-    merged = []  # auto's busy intervals, disjoint and sorted
-    for x, y in sorted(iv):
-        if merged and x <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], y)
-        else:
-            merged.append([x, y])
-    o_bytes = 0.0
-    for r in other:
-        x, y = r["start_ns"], r["start_ns"] + r["time_us"] * 1e3
-        if y <= x:
-            continue
-        ov = sum(max(0.0, min(y, e) - max(x, s)) for s, e in merged)
-        o_bytes += r["agg_bytes"] * ov / (y - x)
+    carried for the two while both had requests in flight between lo and hi (ns): each
+    request's aggregator bytes (a rank's agg_bytes) pro-rated by how much of it overlapped
+    the time both jobs were busy, so that neither job's time alone (the second job's
+    start-up, gaps between the first one's samples) counts as a share taken from the
+    other. Returns (auto's share, auto's and the other's aggregator MB/s over that time),
+    or None."""
+    def ivs(rows):
+        return [(r["start_ns"], r["start_ns"] + r["time_us"] * 1e3, r["agg_bytes"]) for r in rows
+                if r["start_ns"] < hi and r["start_ns"] + r["time_us"] * 1e3 > lo
+                and r["time_us"] > 0]
+    ia, io = ivs(auto), ivs(other)
+    ma, mo = merged_busy([(x, y) for x, y, _ in ia]), merged_busy([(x, y) for x, y, _ in io])
+    both = []
+    for x, y in ma:  # the intersection of the two jobs' busy time, clipped to [lo, hi]
+        for s, e in mo:
+            a, b = max(x, s, lo), min(y, e, hi)
+            if a < b:
+                both.append((a, b))
+    busy = sum(b - a for a, b in both)
+
+    def share(iv):
+        return sum(n * sum(max(0.0, min(y, b) - max(x, a)) for a, b in both) / (y - x)
+                   for x, y, n in iv)
+    a_bytes, o_bytes = share(ia), share(io)
     if a_bytes + o_bytes <= 0 or busy <= 0:
         return None
     return a_bytes / (a_bytes + o_bytes), a_bytes / busy * 1e3, o_bytes / busy * 1e3

@@ -19,20 +19,20 @@ static void test_first_tick(void **state)
 
 	(void)state;
 	pace_shares(v, 2, 300);
-	NEAR(v[0].cap, 210);
-	NEAR(v[1].cap, 105);
+	NEAR(v[0].cap, 200 * PACE_ROOM);
+	NEAR(v[1].cap, 100 * PACE_ROOM);
 }
 
 /* Held, both using their caps: the same caps again (a steady state). */
 static void test_steady(void **state)
 {
-	struct pace_share v[2] = { { .weight = 2, .rate = 195, .cap = 210 },
-				   { .weight = 1, .rate = 104, .cap = 105 } };
+	struct pace_share v[2] = { { .weight = 2, .rate = 195, .cap = 200 * PACE_ROOM },
+				   { .weight = 1, .rate = 104, .cap = 100 * PACE_ROOM } };
 
 	(void)state;
 	pace_shares(v, 2, 300);
-	NEAR(v[0].cap, 210);
-	NEAR(v[1].cap, 105);
+	NEAR(v[0].cap, 200 * PACE_ROOM);
+	NEAR(v[1].cap, 100 * PACE_ROOM);
 }
 
 /* The heavy job wants less than its share (its split moved to the ring):
@@ -40,13 +40,13 @@ static void test_steady(void **state)
  * to. */
 static void test_demand_limited(void **state)
 {
-	struct pace_share v[2] = { { .weight = 2, .rate = 50, .cap = 210 },
-				   { .weight = 1, .rate = 104, .cap = 105 } };
+	struct pace_share v[2] = { { .weight = 2, .rate = 50, .cap = 200 * PACE_ROOM },
+				   { .weight = 1, .rate = 104, .cap = 100 * PACE_ROOM } };
 
 	(void)state;
 	pace_shares(v, 2, 300);
 	NEAR(v[0].cap, 200);
-	NEAR(v[1].cap, 250 * 1.05);
+	NEAR(v[1].cap, 250 * PACE_ROOM);
 }
 
 /* A job under its cap but over its share is not left alone: the kernel
@@ -58,8 +58,8 @@ static void test_over_share_held(void **state)
 
 	(void)state;
 	pace_shares(v, 2, 300);
-	NEAR(v[0].cap, 210);
-	NEAR(v[1].cap, 105);
+	NEAR(v[0].cap, 200 * PACE_ROOM);
+	NEAR(v[1].cap, 100 * PACE_ROOM);
 }
 
 /* A job that wants no more is charged its rate, not its room to grow, so
@@ -67,14 +67,14 @@ static void test_over_share_held(void **state)
  * of the measured capacity. */
 static void test_no_spiral(void **state)
 {
-	struct pace_share v[2] = { { .weight = 2, .rate = 150, .cap = 210 },
-				   { .weight = 1, .rate = 150, .cap = 157.5 } };
+	struct pace_share v[2] = { { .weight = 2, .rate = 150, .cap = 200 * PACE_ROOM },
+				   { .weight = 1, .rate = 150, .cap = 150 * PACE_ROOM } };
 
 	(void)state;
 	pace_shares(v, 2, 300);
 	NEAR(v[0].cap, 200);
 	assert_true(v[1].cap >= 150);
-	NEAR(v[1].cap, 157.5);
+	NEAR(v[1].cap, 150 * PACE_ROOM);
 }
 
 /* Three jobs, weights 1, 1, 2, all wanting more; and none at all. */
@@ -85,9 +85,9 @@ static void test_three_and_none(void **state)
 
 	(void)state;
 	pace_shares(v, 3, 400);
-	NEAR(v[0].cap, 105);
-	NEAR(v[1].cap, 105);
-	NEAR(v[2].cap, 210);
+	NEAR(v[0].cap, 100 * PACE_ROOM);
+	NEAR(v[1].cap, 100 * PACE_ROOM);
+	NEAR(v[2].cap, 200 * PACE_ROOM);
 	pace_shares(v, 0, 400);
 }
 
