@@ -29,8 +29,8 @@
  *            window 2 and weight 1: both granted 2), 12,000 and 3,000
  *            chunks: only the pacer (daemon/pacer.h) makes A's share twice
  *            B's. With [job] pace = false B's 3,000 complete when A has
- *            done about as many (measured 3,029-3,486), with it on when A
- *            has done 5,837-5,947 (check: at least 4,500, and the daemon
+ *            done about as many (measured 2,948-3,486), with it on when A
+ *            has done 5,738-5,947 (check: at least 4,500, and the daemon
  *            logged "pacing 2 jobs").
  *   overcredit  A's rank 1 sends chunks 2..7 at once, past its credit (window
  *            2; each with its true values), then goes on as it should, while B
