@@ -458,6 +458,30 @@ int cfg_load(const struct cfg_entry *table, void *obj, const char *path, const c
 	return rc;
 }
 
+/* A comment wrapped at word boundaries to lines of at most 78 characters:
+ * inih reads lines of up to 200 bytes, and the rest of a longer one as a
+ * line of its own (a syntax error in the file the dump is meant to be). */
+static void dump_comment(FILE *out, const char *text)
+{
+	const size_t width = 76;
+
+	while (*text) {
+		size_t n = strlen(text);
+		if (n > width) {
+			size_t cut = width;
+			while (cut && text[cut] != ' ')
+				cut--;
+			if (!cut) /* one word wider than the line: whole */
+				cut = strcspn(text, " ");
+			n = cut;
+		}
+		fprintf(out, "# %.*s\n", (int)n, text);
+		text += n;
+		while (*text == ' ')
+			text++;
+	}
+}
+
 void cfg_dump(const struct cfg_entry *table, const void *obj, const char *prefix,
 	      const enum cfg_source *src, FILE *out)
 {
@@ -471,7 +495,7 @@ void cfg_dump(const struct cfg_entry *table, const void *obj, const char *prefix
 				fprintf(out, "%s[%s]\n", e == table ? "" : "\n", section);
 		}
 		cfg_format(e, obj, val, sizeof(val));
-		fprintf(out, "# %s\n", e->help);
+		dump_comment(out, e->help);
 		if (prefix) {
 			cfg_env_name(e, prefix, env, sizeof(env));
 			fprintf(out, "# default: %s; env: %s%s%s\n", e->def, env,

@@ -32,6 +32,10 @@
  *            done about as many (measured 2,948-3,486), with it on when A
  *            has done 5,738-5,947 (check: at least 4,500, and the daemon
  *            logged "pacing 2 jobs").
+ *   pacelink the same on a shaped link (alone, root; ctest
+ *            functional/test_daemon_pace_link): a network namespace whose
+ *            loopback is tc tbf 800 Mbit/s, 16 KiB chunks, 6,000 and 1,500:
+ *            measured 2,892-2,948 with the pacer, 1,500-1,501 without.
  *   overcredit  A's rank 1 sends chunks 2..7 at once, past its credit (window
  *            2; each with its true values), then goes on as it should, while B
  *            runs beside it. The credit holds: what is past it is discarded as
@@ -49,7 +53,8 @@
  *            have sent nothing (1), after both ran (3), after B left (2) and
  *            when C has been idle past tenant-idle (1).
  *
- * Usage: test_daemon_multi [threads|eagain|burst|weights|pace|overcredit|tenants]... (none: all). */
+ * Usage: test_daemon_multi [threads|eagain|burst|weights|pace|overcredit|tenants|pacelink]...
+ * (none: all but pacelink). */
 #include <dirent.h>
 #include <errno.h>
 #include <sched.h>
@@ -439,6 +444,7 @@ static int stats_job_field(const char *st, uint32_t handle, const char *key)
 }
 
 static bool pace_logged; /* the daemon of the last pair_run logged pacing */
+static size_t pair_len = CHUNK; /* bytes of each chunk pair_run_n's jobs send */
 
 /* Two jobs of 2 ranks on one data thread under conf: A (nchunks[0] chunks,
  * window win[0] and weight wt[0] asked; 0: none sent) and B (nchunks[1],
@@ -459,7 +465,7 @@ static long pair_run_n(const char *conf, uint64_t id, const uint32_t nchunks[2],
 	for (int k = 0; k < 2; k++) {
 		want_window = win[k];
 		want_weight = wt[k];
-		ok &= job_join(&js[k], id + (uint64_t)k, 2, nchunks[k], CHUNK) == 0;
+		ok &= job_join(&js[k], id + (uint64_t)k, 2, nchunks[k], pair_len) == 0;
 	}
 	want_weight = 0;
 	CHECK(ok, "joining the two jobs failed");
@@ -522,21 +528,41 @@ static void mode_weights(void)
  * (daemon/pacer.h) can give A twice B's share of whatever bounds them
  * (here the daemon and the ranks on a loaded host; on a TCP link the
  * link). With [job] pace = false the same pair shares about equally. */
-static void mode_pace(void)
+static void pace_pair(uint32_t heavy, uint32_t light)
 {
-	const uint32_t n[2] = { 12000, 3000 }, win[2] = { 1, 2 }, gw[2] = { 2, 2 };
+	const uint32_t n[2] = { heavy, light }, win[2] = { 1, 2 }, gw[2] = { 2, 2 };
 	const uint16_t wt[2] = { 2, 1 }, gwt[2] = { 2, 1 };
 	long off = pair_run_n("[job]\nmemory-budget = 256M\nmax-weight = 2\npace = false\n", 0x1101, n, win,
 			      wt, gw, gwt);
 	bool off_logged = pace_logged;
 	long on = pair_run_n("[job]\nmemory-budget = 256M\nmax-weight = 2\n", 0x1103, n, win, wt, gw, gwt);
 
-	printf("  B (weight 1) completed its %u chunks when A (weight 2, same window) had %ld "
-	       "(pace = false: %ld)\n", n[1], on, off);
+	printf("  B (weight 1) completed its %u chunks of %zu bytes when A (weight 2, same window) had %ld "
+	       "(pace = false: %ld)\n", n[1], pair_len, on, off);
 	CHECK(!off_logged && pace_logged, "daemon log: pacing %s with pace = false, %s with pace on",
 	      off_logged ? "logged" : "not logged", pace_logged ? "logged" : "not logged");
 	CHECK(on >= (long)n[1] * 3 / 2 && on < (long)n[0], "B completed when A had %ld of %u chunks: "
 	      "want at least %u (weighted shares 2:1, the pacer's first ticks aside)", on, n[0], n[1] * 3 / 2);
+}
+
+static void mode_pace(void)
+{
+	pace_pair(12000, 3000);
+}
+
+/* The same on a link: a network namespace of our own whose loopback is
+ * shaped to 800 Mbit/s (tc tbf), chunks of 16 KiB, so the link is what
+ * the two jobs share (the kernel, per connection: about equally without
+ * the pacer), 6,000 and 1,500 chunks. Leaves the process in that namespace: run it alone or last. */
+static void mode_pacelink(void)
+{
+	if (unshare(CLONE_NEWNET))
+		th_skip("unshare(CLONE_NEWNET) failed (needs root)");
+	if (system("ip link set lo up && tc qdisc add dev lo root tbf rate 800mbit burst 256kb latency 20ms"))
+		th_skip("cannot shape the namespace's loopback (ip, tc tbf)");
+	pair_len = 16u << 10;
+	pace_pair(6000, 1500);
+	pair_len = CHUNK;
 }
 
 /* A's rank 1 sends chunks 2..7 at once, past its credit (window 2), then
@@ -648,7 +674,7 @@ int main(int argc, char **argv)
 	} modes[] = { { "threads", mode_threads }, { "eagain", mode_eagain },
 		      { "burst", mode_burst }, { "weights", mode_weights }, { "pace", mode_pace },
 		      { "overcredit", mode_overcredit },
-		      { "tenants", mode_tenants } };
+		      { "tenants", mode_tenants }, { "pacelink", mode_pacelink } };
 	const size_t nm = sizeof(modes) / sizeof(modes[0]);
 
 	for (int i = 1; i < argc; i++) {
@@ -656,14 +682,15 @@ int main(int argc, char **argv)
 		while (k < nm && strcmp(argv[i], modes[k].name))
 			k++;
 		if (k == nm) {
-			fprintf(stderr, "usage: %s [threads|eagain|burst|weights|pace|overcredit|tenants]... (none: all)\n", argv[0]);
+			fprintf(stderr, "usage: %s [threads|eagain|burst|weights|pace|overcredit|tenants|pacelink]... (none: all)\n", argv[0]);
 			return 2;
 		}
 	}
-	/* in this order, each as often as it is named (none named: each once) */
+	/* in this order, each as often as it is named (none named: each once,
+	 * but pacelink, which leaves the process in a namespace of its own) */
 	for (size_t k = 0; k < nm; k++)
 		for (int i = argc < 2 ? 0 : 1; i < (argc < 2 ? 1 : argc); i++)
-			if (argc < 2 || !strcmp(argv[i], modes[k].name)) {
+			if (argc < 2 ? modes[k].run != mode_pacelink : !strcmp(argv[i], modes[k].name)) {
 				printf("%s:\n", modes[k].name);
 				modes[k].run();
 			}
