@@ -217,6 +217,9 @@ struct job {
 	/* the pacer's (pacer.c): bytes_out at its last tick, the job's rate
 	 * (bytes/s, smoothed) and the rate it holds the job to (0: none) */
 	uint64_t pace_seen;
+	uint32_t pace_ticks; /* ticks its rate was measured moving data, up to PACE_WARM_TICKS */
+	uint32_t pace_backoff; /* ticks before it may count as held by the link again */
+	bool pace_link;        /* counted as held by the link at the last tick */
 	double pace_rate, pace_cap;
 	uint32_t joined, acked, gone;
 	uint64_t created_ms;

@@ -17,6 +17,8 @@
 #define PACE_GROW 1.25    /* a job that wants no more: room to grow, times its rate */
 #define PACE_IDLE 0.01    /* a job under this share of the capacity is not a tenant */
 #define PACE_SMOOTH 0.3   /* weight of the newest tick in a job's rate */
+#define PACE_FULL 0.95    /* carried this much of the capacity: the link is full */
+#define PACE_BACKOFF 20   /* ticks a job found to ask less stays judged by its rate */
 
 void pace_shares(struct pace_share *v, size_t n, double capacity)
 {
@@ -41,7 +43,7 @@ void pace_shares(struct pace_share *v, size_t n, double capacity)
 		level = left / wsum;
 		bool more = false;
 		for (size_t i = 0; i < n; i++) {
-			bool wants = v[i].cap <= 0 || v[i].rate >= PACE_WANTS * v[i].cap;
+			bool wants = v[i].link || v[i].cap <= 0 || v[i].rate >= PACE_WANTS * v[i].cap;
 			if (fixed[i] || wants || v[i].rate > level * v[i].weight)
 				continue;
 			fixed[i] = true;
@@ -68,12 +70,17 @@ static bool job_paceable(const struct job *j)
 	return j->state == JOB_READY && j->thread;
 }
 
-/* Each job's rate over the last tick, smoothed; the daemon's capacity: the
- * highest total of the last PACE_PEAK_TICKS ticks. */
+/* Each job's rate over the last tick, smoothed (as it is while warming up);
+ * the daemon's capacity: the highest total it carried, decaying by
+ * PACE_DECAY a tick while data moves. Overestimated, it only leaves the
+ * weights to the windows for a while; underestimated, it would hold every
+ * job below what the link gives (it grows 2 % a tick): so it never decays
+ * while the jobs are idle, and a job is held only once its rate has been
+ * measured PACE_WARM_TICKS times. */
 static double pace_measure(struct daemon *d, uint64_t now)
 {
 	struct pacer *p = &d->pace;
-	double dt = (double)(now - p->last_ns) / 1e9, total = 0, peak = 0;
+	double dt = (double)(now - p->last_ns) / 1e9, total = 0;
 
 	for (struct job *j = d->jobs; j; j = j->next) {
 		uint64_t b = atomic_load_explicit(&j->bytes_out, memory_order_relaxed);
@@ -81,13 +88,18 @@ static double pace_measure(struct daemon *d, uint64_t now)
 		j->pace_seen = b;
 		if (!job_paceable(j))
 			continue;
-		j->pace_rate = PACE_SMOOTH * r + (1 - PACE_SMOOTH) * j->pace_rate;
+		if (j->pace_ticks < PACE_WARM_TICKS && r > 0) {
+			j->pace_rate = r; /* as it is until it is held: a job starts mid-tick */
+			j->pace_ticks++;
+		} else {
+			j->pace_rate = PACE_SMOOTH * r + (1 - PACE_SMOOTH) * j->pace_rate;
+		}
 		total += j->pace_rate;
 	}
-	p->total[p->at++ % PACE_PEAK_TICKS] = total;
-	for (unsigned i = 0; i < PACE_PEAK_TICKS; i++)
-		peak = p->total[i] > peak ? p->total[i] : peak;
-	return peak;
+	if (total > 0)
+		p->capacity = total > p->capacity * PACE_DECAY ? total : p->capacity * PACE_DECAY;
+	p->total = total;
+	return p->capacity;
 }
 
 static void pace_tick(struct daemon *d, uint64_t now)
@@ -98,22 +110,44 @@ static void pace_tick(struct daemon *d, uint64_t now)
 	struct job *js[PACE_MAX_JOBS];
 	size_t n = 0;
 	bool mixed = false;
+	double wsum = 0;
 
 	/* the tenants: jobs moving data (past PACE_MAX_JOBS: the kernel shares) */
 	for (struct job *j = d->jobs; j && n < PACE_MAX_JOBS && d->cfg.pace; j = j->next) {
-		if (!job_paceable(j) || j->pace_rate < PACE_IDLE * capacity || j->pace_rate <= 0)
+		if (!job_paceable(j) || j->pace_ticks < PACE_WARM_TICKS ||
+		    j->pace_rate < PACE_IDLE * capacity || j->pace_rate <= 0)
 			continue;
 		mixed |= n && j->weight != js[0]->weight;
 		js[n] = j;
 		v[n++] = (struct pace_share){ .weight = j->weight, .rate = j->pace_rate, .cap = j->pace_cap };
+		wsum += j->weight;
+	}
+	/* A job under its cap is not always one that asks no more: on a full
+	 * link the kernel shares per connection, so the light job at its cap
+	 * keeps the heavy one under its own (the very case the pacer is for).
+	 * On a full link a job under its weighted share counts as wanting more;
+	 * should the link then not stay full while the job still uses less than
+	 * its cap, it was its own demand: not again for PACE_BACKOFF ticks. */
+	bool full = p->total >= PACE_FULL * capacity;
+	for (size_t i = 0; i < n; i++) {
+		struct job *j = js[i];
+		if (j->pace_backoff)
+			j->pace_backoff--;
+		if (j->pace_link && !full && j->pace_rate < PACE_WANTS * j->pace_cap)
+			j->pace_backoff = PACE_BACKOFF;
+		v[i].link = j->pace_link = full && !j->pace_backoff &&
+					   j->pace_rate < PACE_FULL * capacity * j->weight / wsum;
 	}
 	if (n < 2 || !mixed)
 		n = 0;
 	pace_shares(v, n, capacity);
 	for (struct job *j = d->jobs; j; j = j->next)
 		j->pace_cap = 0;
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		js[i]->pace_cap = v[i].cap;
+		SC_DBG("pace: job 0x%" PRIx64 " weight %u: %.0f Mbit/s, held to %.0f (capacity %.0f)",
+			 js[i]->id, js[i]->weight, v[i].rate * 8 / 1e6, v[i].cap * 8 / 1e6, capacity * 8 / 1e6);
+	}
 	for (struct job *j = d->jobs; j; j = j->next)
 		atomic_store_explicit(&j->pace_bps, (uint64_t)j->pace_cap, memory_order_relaxed);
 	if ((n > 0) != (p->paced > 0)) {

@@ -6,8 +6,10 @@
  * windows (measured: weight 2 carried 0.60 of the bytes, not 0.67). So
  * when jobs of different weights move data at once, the control thread
  * measures every PACE_TICK_MS what each job's results carried (bytes_out),
- * takes the daemon's capacity as the highest total of the last
- * PACE_PEAK_TICKS ticks, divides it by weight among the jobs that want more
+ * takes the daemon's capacity as the highest total it carried (decaying by
+ * PACE_DECAY a tick while data moves: never while the jobs are idle, so a
+ * pause between steps does not make the pacer start from nothing), divides
+ * it by weight among the jobs that want more
  * than they get (pace_shares), and each job's data thread holds its result
  * sends to that rate (a token bucket, result.c). The credit does the rest:
  * a rank sends its next chunk only once it has a result, so the job's
@@ -19,11 +21,13 @@
 #ifndef SUMCASTD_PACER_H
 #define SUMCASTD_PACER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #define PACE_TICK_MS 100
-#define PACE_PEAK_TICKS 20
+#define PACE_DECAY 0.995
+#define PACE_WARM_TICKS 3 /* a job's rate measured this often before it is held */
 #define PACE_MAX_JOBS 64
 /* A job that wants more is held to its share times this: room for the
  * total to grow past a stale capacity, 2 % a tick. On a full link it is
@@ -37,8 +41,8 @@ struct event;
 struct pacer {
 	struct event *ev;
 	uint64_t last_ns;
-	double total[PACE_PEAK_TICKS]; /* bytes/s of every job together, a tick each */
-	unsigned at;
+	double capacity; /* bytes/s (see above) */
+	double total;    /* bytes/s carried at the last tick */
 	uint32_t paced; /* jobs held to a rate at the last tick (for the log line) */
 };
 
@@ -47,13 +51,14 @@ struct pacer {
 struct pace_share {
 	uint32_t weight;
 	double rate, cap;
+	bool link; /* under its share of a full link: counted as wanting more */
 };
 
 /* Weighted max-min shares of capacity (bytes/s) among v[0..n), n at most
  * PACE_MAX_JOBS (the rest keep their caps): a job held
  * to its cap that used at least 90 % of it wants more (so does one not held
- * yet); one that used less wants 1.25 times its rate and is charged its
- * rate. The jobs that want more share what is left by weight, each capped
+ * yet, and one marked link); one that used less wants 1.25 times its rate
+ * and is charged its rate. The jobs that want more share what is left by weight, each capped
  * at PACE_ROOM times its share;
  * no job's cap is below its weighted share of the whole capacity, so a job
  * that slowed down can always come back to it. */

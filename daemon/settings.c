@@ -109,7 +109,7 @@ const struct cfg_entry settings_table[] = {
 	  "Largest weight granted to a job (SUMCAST_WEIGHT on its nodes: its window, hence its share of this daemon against other jobs', times the weight); 1: every job the same",
 	  S(max_weight), 1, 64, false },
 	{ "job", "pace", CFG_BOOL, "true",
-	  "While jobs of different weights move data at once, hold each job's result sends to its weighted share of what this daemon carried at most in the last 2 s (on a TCP link the kernel shares per connection, whatever the weights); jobs of one weight are never held",
+	  "While jobs of different weights move data at once, hold each job's result sends to its weighted share of the most this daemon carried (on a TCP link the kernel shares per connection, whatever the weights); jobs of one weight are never held",
 	  S(pace), 0, 0, true },
 	{ "job", "max-chunk", CFG_SIZE, "4M", "Largest chunk size granted (bytes, multiple of 8)",
 	  S(max_chunk), 8, 67108864, false },

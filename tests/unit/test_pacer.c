@@ -62,6 +62,24 @@ static void test_over_share_held(void **state)
 	NEAR(v[1].cap, 100 * PACE_ROOM);
 }
 
+/* The heavy job under its cap on a full link (the kernel gave the light
+ * one as much): marked link, it counts as wanting more, and the light job
+ * goes back to its share. Unmarked, the light one would keep 190. */
+static void test_full_link(void **state)
+{
+	struct pace_share v[2] = { { .weight = 2, .rate = 208, .cap = 265, .link = true },
+				   { .weight = 1, .rate = 190, .cap = 190 } };
+
+	(void)state;
+	pace_shares(v, 2, 398);
+	NEAR(v[0].cap, 398.0 * 2 / 3 * PACE_ROOM);
+	NEAR(v[1].cap, 398.0 / 3 * PACE_ROOM);
+	v[0] = (struct pace_share){ .weight = 2, .rate = 208, .cap = 265 };
+	v[1] = (struct pace_share){ .weight = 1, .rate = 190, .cap = 190 };
+	pace_shares(v, 2, 398);
+	NEAR(v[1].cap, 190 * PACE_ROOM);
+}
+
 /* A job that wants no more is charged its rate, not its room to grow, so
  * the others' caps never fall below what they carry now: no spiral down
  * of the measured capacity. */
@@ -97,6 +115,7 @@ int main(void)
 		cmocka_unit_test(test_first_tick),      cmocka_unit_test(test_steady),
 		cmocka_unit_test(test_demand_limited),  cmocka_unit_test(test_over_share_held),
 		cmocka_unit_test(test_no_spiral),       cmocka_unit_test(test_three_and_none),
+		cmocka_unit_test(test_full_link),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
