@@ -71,16 +71,18 @@ static bool job_paceable(const struct job *j)
 }
 
 /* Each job's rate over the last tick, smoothed (as it is while warming up);
- * the daemon's capacity: the highest total it carried, decaying by
- * PACE_DECAY a tick while data moves. Overestimated, it only leaves the
- * weights to the windows for a while; underestimated, it would hold every
- * job below what the link gives (it grows 2 % a tick): so it never decays
- * while the jobs are idle, and a job is held only once its rate has been
- * measured PACE_WARM_TICKS times. */
+ * the daemon's total over the last PACE_WINDOW ticks (one 100 ms tick is
+ * too noisy to take a maximum of: a result completes in bursts), and its
+ * capacity: the highest such total, decaying by PACE_DECAY a tick while
+ * data moves. Overestimated, it only leaves the weights to the windows for
+ * a while; underestimated, it would hold every job below what the link
+ * gives (it grows 2 % a tick): so it never decays while the jobs are idle,
+ * and a job is held only once its rate has been measured PACE_WARM_TICKS
+ * times. */
 static double pace_measure(struct daemon *d, uint64_t now)
 {
 	struct pacer *p = &d->pace;
-	double dt = (double)(now - p->last_ns) / 1e9, total = 0;
+	double dt = (double)(now - p->last_ns) / 1e9, bytes = 0, wb = 0, wt = 0;
 
 	for (struct job *j = d->jobs; j; j = j->next) {
 		uint64_t b = atomic_load_explicit(&j->bytes_out, memory_order_relaxed);
@@ -88,17 +90,23 @@ static double pace_measure(struct daemon *d, uint64_t now)
 		j->pace_seen = b;
 		if (!job_paceable(j))
 			continue;
+		bytes += r * dt;
 		if (j->pace_ticks < PACE_WARM_TICKS && r > 0) {
 			j->pace_rate = r; /* as it is until it is held: a job starts mid-tick */
 			j->pace_ticks++;
 		} else {
 			j->pace_rate = PACE_SMOOTH * r + (1 - PACE_SMOOTH) * j->pace_rate;
 		}
-		total += j->pace_rate;
 	}
-	if (total > 0)
-		p->capacity = total > p->capacity * PACE_DECAY ? total : p->capacity * PACE_DECAY;
-	p->total = total;
+	p->win_bytes[p->at % PACE_WINDOW] = bytes;
+	p->win_s[p->at++ % PACE_WINDOW] = dt;
+	for (unsigned i = 0; i < PACE_WINDOW; i++) {
+		wb += p->win_bytes[i];
+		wt += p->win_s[i];
+	}
+	p->total = wt > 0 ? wb / wt : 0;
+	if (bytes > 0 && p->at >= PACE_WINDOW)
+		p->capacity = p->total > p->capacity * PACE_DECAY ? p->total : p->capacity * PACE_DECAY;
 	return p->capacity;
 }
 

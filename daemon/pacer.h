@@ -6,7 +6,8 @@
  * windows (measured: weight 2 carried 0.60 of the bytes, not 0.67). So
  * when jobs of different weights move data at once, the control thread
  * measures every PACE_TICK_MS what each job's results carried (bytes_out),
- * takes the daemon's capacity as the highest total it carried (decaying by
+ * takes the daemon's capacity as the highest total it carried over
+ * PACE_WINDOW ticks (decaying by
  * PACE_DECAY a tick while data moves: never while the jobs are idle, so a
  * pause between steps does not make the pacer start from nothing), divides
  * it by weight among the jobs that want more
@@ -27,6 +28,7 @@
 
 #define PACE_TICK_MS 100
 #define PACE_DECAY 0.995
+#define PACE_WINDOW 5 /* ticks the daemon's total is taken over */
 #define PACE_WARM_TICKS 3 /* a job's rate measured this often before it is held */
 #define PACE_MAX_JOBS 64
 /* A job that wants more is held to its share times this: room for the
@@ -42,7 +44,9 @@ struct pacer {
 	struct event *ev;
 	uint64_t last_ns;
 	double capacity; /* bytes/s (see above) */
-	double total;    /* bytes/s carried at the last tick */
+	double total;    /* bytes/s carried over the last PACE_WINDOW ticks */
+	double win_bytes[PACE_WINDOW], win_s[PACE_WINDOW];
+	unsigned at;
 	uint32_t paced; /* jobs held to a rate at the last tick (for the log line) */
 };
 
