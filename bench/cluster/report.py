@@ -395,6 +395,69 @@ def trace_load(pattern):
     return sorted(best, key=lambda r: r["start_ns"])
 
 
+def trace_load_fixed(pattern):
+    """Rank 0's SUMCAST_TRACE rows of each fixed-split communicator among the files matching
+    pattern, by split ({0.25: rows in issue order}); the adaptive one is left out."""
+    import glob
+    out = {}
+    for fn in glob.glob(pattern):
+        with open(fn) as f:
+            rows = []
+            for line in f:
+                try:
+                    r = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if r.get("status") == "ok":
+                    rows.append(r)
+        big = [r for r in rows if r["bytes"] >= TRACE_MIN_BYTES]
+        if big and not any(r.get("adaptive") for r in big):
+            out[round(big[0]["split"], 4)] = sorted(rows, key=lambda r: r["start_ns"])
+    return out
+
+
+# requests smaller than this in a trace are not the sample's own (the harness's 4-byte
+# allreduce before each sample)
+TRACE_MIN_BYTES = 1 << 18
+# the controller's window (plugin/split.h SPLIT_ADAPT_WINDOW): the grain of converge_s
+ADAPT_WINDOW = 8
+
+
+def trace_samples(rows):
+    """A trace's samples: runs of requests with no gap of nothing in flight between them
+    (the other modes' samples run in the gaps), each the list of its requests of
+    TRACE_MIN_BYTES or more in completion order."""
+    out, cur, end = [], [], None
+    for r in sorted(rows, key=lambda r: r["start_ns"]):
+        e = r["start_ns"] + r["time_us"] * 1e3
+        if cur and r["start_ns"] > end:
+            out.append(cur)
+            cur, end = [], None
+        cur.append(r)
+        end = e if end is None else max(end, e)
+    if cur:
+        out.append(cur)
+    key = lambda r: r["start_ns"] + r["time_us"] * 1e3  # noqa: E731
+    return [sorted((r for r in s if r["bytes"] >= TRACE_MIN_BYTES), key=key) for s in out
+            if any(r["bytes"] >= TRACE_MIN_BYTES for r in s)]
+
+
+def suffix_rates(sample):
+    """[(t_k, bytes/s of the sample's requests from the k-th on)] for k = 0, 8, 16, ...
+    in completion order: time from the completion of the (k-1)-th (the sample's first
+    start for k = 0) to the sample's last completion. The same positions of two samples
+    of one size compare like with like: the pipeline fills at a sample's start and drains
+    at its end at any split."""
+    ends = [r["start_ns"] + r["time_us"] * 1e3 for r in sample]
+    t_start = min(r["start_ns"] for r in sample)
+    out = []
+    for k in range(0, len(sample), ADAPT_WINDOW):
+        t_k = t_start if k == 0 else ends[k - 1]
+        if ends[-1] > t_k:
+            out.append((t_k, sum(r["bytes"] for r in sample[k:]) / (ends[-1] - t_k) * 1e9))
+    return out
+
+
 def union(iv):
     """The length of the union of intervals (start, end); empty ones count nothing."""
     u, e = 0.0, 0.0
@@ -503,16 +566,20 @@ def plot_adapt(path, marks, t0, scenario):
 def cmd_scenario(a):
     """Per mode and phase of a scenario run (bench/cluster/run --scenario): the median algbw
     of the samples wholly before / wholly after the change, the best fixed split of each
-    phase, auto / best fixed, and auto's converge_s: the time from the change to the start of
-    the first 64 MiB sample from which on every auto sample is within 5% of the phase's best
-    fixed split (null: never). With --traces that time is auto's own (the time it had
-    requests in flight: the other modes' samples run in between), and converge_req_s is the
-    same until the throughput of its last 16 requests stays within 5% (sample boundaries,
-    where the pipeline drains and refills, included). Without, wall time. In second-tenant
-    with the second job traced, converge_traffic_s is converge_s counted from the second
-    job's first request instead of its launch (traffic_s later: its start, connecting and
-    joining load nothing), over the auto samples that ended after it. Rows on stdout, a
-    table on stderr."""
+    phase, auto / best fixed, and auto's converge_s: the time from the change until auto
+    stays within 5% of the phase's best fixed split (null: never). With --traces that time
+    is auto's own (the time it had requests in flight: the other modes' samples run in
+    between) and counts at the grain of the controller's windows (8 requests): to the
+    first window of a sample from which on the rest of that sample is within 5% of the
+    best fixed split's rest from the same position (the median over its samples in the
+    phase), every later sample whole within 5%; converge_sample_s counts to the start of
+    the first 64 MiB sample from which on every one is within 5%, and converge_req_s until
+    the throughput of auto's last 16 requests stays within 5% (sample boundaries, where
+    the pipeline drains and refills, included). Without traces, wall time at the sample
+    grain. In second-tenant with the second job traced, "during" counts from the second
+    job's first request (traffic_s after its launch: its start, connecting and joining
+    load nothing), over the auto samples that ended after it; converge_launch_s counts
+    from its launch. Rows on stdout, a table on stderr."""
     rows = [r for r in load_rows(a.results) if r.get("bench") == "timeline"]
     try:
         with open(a.change) as f:
@@ -528,8 +595,10 @@ def cmd_scenario(a):
     if a.change_mono and os.path.exists(a.change_mono):
         with open(a.change_mono) as f:
             mono = [int(x) for x in f.read().split()]
+    fixed_traces = {}
     if a.traces:
         trace = trace_load(a.traces)
+        fixed_traces = trace_load_fixed(a.traces)
     if trace and mono and a.timeline_out:
         # split and throughput over time, for the plots: wall time from the first change
         t0 = None
@@ -599,7 +668,7 @@ def cmd_scenario(a):
             conv = None
             t_ph = {"during": marks[0], "after": marks[-1]}.get(ph)
             ph_i = {"during": 0, "after": len(marks) - 1}.get(ph)
-            conv_req = None
+            conv_req = conv_sample = None
             row_t = None
             au = sorted((r for r in pr if r["mode"] == "auto"), key=lambda r: r["t"])
             def first_good_of(samples):
@@ -622,21 +691,57 @@ def cmd_scenario(a):
 
                 def wall2mono(t):
                     return mono[0] + (t - marks[0]) * 1e9
-                # converge_s: until the first 64 MiB sample from which on every auto sample
-                # is within 5 % (the unit of the best fixed split's figure)
-                if first_good is not None:
-                    conv = round(busy_until(wall2mono(start(au[first_good]))) / 1e9, 3)
-                # the second job's traffic starts seconds after its launch (the mark:
-                # process start, connecting, joining): converge_traffic_s counts from its
-                # first request, over the auto samples that ran with it
-                if ph == "during" and t2rows:
+                # the best fixed split's samples in this phase, by trace: its throughput
+                # from each window of a sample on, the median at each position
+                au_ts = trace_samples(ph_rows)
+                bf = fixed_traces.get(round(float(bm.lstrip("x")), 4), []) if bm.startswith("x") else []
+                bf_ts = trace_samples([r for r in bf if r["start_ns"] >= lo and
+                                               r["start_ns"] + r["time_us"] * 1e3 <= hi])
+                ref = [statistics.median(v) for v in zip(*[[q for _, q in suffix_rates(x)]
+                                                           for x in bf_ts])] if bf_ts else []
+
+                def converge_at(samples):
+                    """(the sample grain, the window grain) as monotonic times: the start
+                    of the first sample from which on every one is within 5 % (the unit of
+                    the best fixed split's figure); and the first window of the sample
+                    before it from which on the rest of that sample is within 5 % of the
+                    best fixed split's rest from the same position (a decision applies two
+                    windows on: a sample that begins with the change cannot be within 5 %
+                    as a whole), else the former. None: never."""
+                    fg = first_good_of(samples)
+                    if fg is None:
+                        return None, None
+                    at = wall2mono(start(samples[fg]))
+                    if fg == 0 or not ref:
+                        return at, at
+                    prev = samples[fg - 1]
+                    p0, p1 = wall2mono(start(prev)), wall2mono(prev["t"])
+                    ts = max(au_ts, default=None, key=lambda x: min(p1, x[-1]["start_ns"] + x[-1]["time_us"] * 1e3)
+                             - max(p0, min(r["start_ns"] for r in x)))
+                    if ts and len(ts) == len(bf_ts[0]):
+                        for (t_k, q), q_ref in list(zip(suffix_rates(ts), ref))[1:]:
+                            if q >= 0.95 * q_ref:
+                                return at, t_k
+                    return at, at
+                # converge_s: until auto stays within 5 %, at the controller's window
+                # grain; converge_sample_s: at the sample grain (a sample's start)
+                at_sample, at = converge_at(au)
+                if at is not None:
+                    conv = round(busy_until(at) / 1e9, 3)
+                    conv_sample = round(busy_until(at_sample) / 1e9, 3)
+                # second-tenant, during: the change is the second job's first request; its
+                # launch (the mark) comes seconds before (process start, connecting and
+                # joining its ranks load nothing but the 2 cores): converge_launch_s
+                # counts from the launch, over every auto sample of the phase
+                if ph == "during" and t2rows and conv is not None:
                     t2_first = min(r["start_ns"] for r in t2rows)
                     au_t = [r for r in au if wall2mono(r["t"]) > t2_first]
-                    fg = first_good_of(au_t)
-                    if fg is not None:
-                        row_t = {"traffic_s": round((t2_first - lo) / 1e9, 3),
-                                 "converge_traffic_s": round(busy_until(
-                                     max(t2_first, wall2mono(start(au_t[fg]))), t2_first) / 1e9, 3)}
+                    ts_at, t_at = converge_at(au_t)
+                    row_t = {"traffic_s": round((t2_first - lo) / 1e9, 3), "converge_launch_s": conv}
+                    conv = conv_sample = None
+                    if t_at is not None:
+                        conv = round(busy_until(max(t2_first, t_at), t2_first) / 1e9, 3)
+                        conv_sample = round(busy_until(max(t2_first, ts_at), t2_first) / 1e9, 3)
                 # converge_req_s: until the throughput of its last 16 requests (32 MiB,
                 # sample boundaries included) stays within 5 %
                 roll = trace_rolling(ph_rows)
@@ -653,6 +758,7 @@ def cmd_scenario(a):
             if t_ph is not None:
                 row["converge_s"] = conv
                 if trace:
+                    row["converge_sample_s"] = conv_sample
                     row["converge_req_s"] = conv_req
             shares(ph, med)
     for o in out:
@@ -668,11 +774,11 @@ def cmd_scenario(a):
             extra = f"  auto/best-fixed {o['ratio_best_fixed']:.3f}"
             if "converge_s" in o:
                 extra += f", converge_s {o['converge_s']}"
-            if "converge_req_s" in o:
-                extra += f" (per request {o['converge_req_s']})"
-            if "converge_traffic_s" in o:
-                extra += (f"; from the second job's first request ({o['traffic_s']} s after"
-                          f" its launch) {o['converge_traffic_s']}")
+            if "converge_sample_s" in o:
+                extra += f" (sample grain {o['converge_sample_s']}, per request {o['converge_req_s']})"
+            if "converge_launch_s" in o:
+                extra += (f"; counted from the second job's launch ({o['traffic_s']} s before"
+                          f" its first request) {o['converge_launch_s']}")
         if "share" in o:
             extra += f"  share {o['share']:.3f}"
         if "agg_share" in o:
