@@ -177,8 +177,10 @@ struct split_class {
 	int8_t first;      /* a rearm's hint: the way a climb tries first when dir is 0
 			    * (+1 up, -1 down; 0: none, down first), judged without a
 			    * margin until it loses */
-	bool hinted;       /* that hint's first trial not tried yet: it goes at the next
-			    * settled window, two SPLIT_ADAPT_TRY_STEPs */
+	bool hinted;       /* that hint's first trial not tried yet: it goes at the class's
+			    * first window after the hint (fresh), else at the next
+			    * settled one, two SPLIT_ADAPT_TRY_STEPs */
+	bool fresh;        /* a hint came and this class has not had a window since */
 	uint8_t lost;      /* bit 0: the way down lost, bit 1: up */
 	uint8_t moved;     /* settled windows in a row off steady_x the same way */
 	int8_t moved_sign;
@@ -196,9 +198,13 @@ void split_adapt_init(struct split_adapt *sa, const struct split_model *m);
 /* Every class climbs again (the aggregators' tenants changed: what the
  * last climb found may no longer hold), trying `first` first: +1 (fewer
  * tenants: more of the aggregators for this job) up, -1 (more) down, 0
- * down (the ring's way, as at the start). With a way (+1, -1) the first
- * trial goes at the next settled window, without waiting to be steady,
- * two SPLIT_ADAPT_TRY_STEPs that way (a tenant more or less moves the
+ * down (the ring's way, as at the start). Called before the
+ * split_adapt_decide of the window that brought the news. With a way (+1,
+ * -1) the first trial goes at the class's first window from then, settled
+ * or not (a step just made would hold it off two windows more: the
+ * tenant's first 64 MiB sample then ran at the old split whole), without
+ * waiting to be steady, its reference that window's throughput, two
+ * SPLIT_ADAPT_TRY_STEPs that way (a tenant more or less moves the
  * best split further than a step; a balance step of a trial's size or
  * more goes first), and one step that way at once should two lose. A
  * trial that way is kept when it is no slower (the change says the
