@@ -187,6 +187,7 @@ static void arm(struct split_class *cl, int first)
 	cl->dir = 0;
 	cl->first = (int8_t)(first > 0 ? 1 : first < 0 ? -1 : 0);
 	cl->hinted = false;
+	cl->fine = false;
 	cl->stable = 0;
 }
 
@@ -226,7 +227,8 @@ static int32_t neighbour(int32_t ppm, int dir, double step, bool ends_only)
 /* The next trial of a steady class (armed): on in the direction the last
  * kept trial went, else the way not yet lost (cl->first's first, the
  * ring's when none). The first trial after a hinted rearm goes twice as
- * far (a tenant more or less moves the best split more than a step).
+ * far (a tenant more or less moves the best split more than a step), and
+ * once that one is kept the climb goes on in half steps.
  * Disarms when both ways lost. */
 static bool climb(struct split_class *cl, int64_t x, bool ends_only)
 {
@@ -235,7 +237,8 @@ static bool climb(struct split_class *cl, int64_t x, bool ends_only)
 
 	for (int i = 0; i < 2; i++) {
 		int d = order[i];
-		double step = cl->hinted && d == cl->first ? 2 * SPLIT_ADAPT_TRY_STEP : SPLIT_ADAPT_TRY_STEP;
+		double step = cl->hinted && d == cl->first ? 2 * SPLIT_ADAPT_TRY_STEP
+			      : cl->fine ? SPLIT_ADAPT_TRY_STEP / 2 : SPLIT_ADAPT_TRY_STEP;
 		int32_t to;
 		if (!d || (cl->lost >> (d > 0) & 1) || (to = neighbour(cl->ppm, d, step, ends_only)) < 0)
 			continue;
@@ -314,6 +317,12 @@ unsigned split_adapt_decide(struct split_adapt *sa, const struct split_meas *mea
 				}
 			}
 			bool halve = !better && cl->trial == 2;
+			/* a hinted jump kept: the optimum is about there, and
+			 * a step past it costs ~10 % for the trial's five
+			 * windows (the second tenant's scenario); the climb
+			 * goes on in half steps */
+			if (better && cl->trial == 2)
+				cl->fine = true;
 			cl->trial = 0;
 			cl->stable = 0;
 			changed |= 1u << c; /* a trial's end is always told */
