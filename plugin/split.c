@@ -198,11 +198,8 @@ void split_adapt_rearm(struct split_adapt *sa, int first)
 		if (cl->trial) /* a trial ends, and climbs on, by itself */
 			continue;
 		arm(cl, first);
-		/* with a way to go, at once: the next settled window is the
-		 * reference (not one from before the change) */
-		cl->hinted = cl->fresh = first != 0;
-		if (cl->hinted)
-			cl->prev_x = 0;
+		/* with a way to go, at once: at the class's next window */
+		cl->hinted = first != 0;
 	}
 }
 
@@ -269,8 +266,6 @@ unsigned split_adapt_decide(struct split_adapt *sa, const struct split_meas *mea
 
 		if (mm->n < (int64_t)SPLIT_ADAPT_MIN_N)
 			continue;
-		bool fresh = cl->fresh;
-		cl->fresh = false;
 		settled = mm->ppm == cl->ppm && cl->last_meas_ppm == cl->ppm;
 		cl->last_meas_ppm = mm->ppm;
 		if (cl->trial) {
@@ -370,14 +365,15 @@ unsigned split_adapt_decide(struct split_adapt *sa, const struct split_meas *mea
 		d = fmax(-SPLIT_ADAPT_MAX_STEP, fmin(SPLIT_ADAPT_MAX_STEP, bal - s));
 		/* the tenants changed (split_adapt_rearm with a way): the trial
 		 * that way at this class's first window since, settled or not (a
-		 * step just made would hold it off two more windows), else at
-		 * the first settled one; small balance steps wait for it (each
-		 * would unsettle the windows again: one a window kept it off for
-		 * a whole 64 MiB sample). A step of a trial's size or more goes
-		 * first: it climbs on its own way. */
+		 * step just made would hold it off two more windows), its
+		 * reference this window's throughput; no small balance step
+		 * before it (each would unsettle the windows again: one a window
+		 * kept it off for a whole 64 MiB sample). A step of a trial's
+		 * size or more goes first: it climbs on its own way. Either way
+		 * the hint is spent at this window (climb and arm clear it). */
 		bool big = fabs(d) >= SPLIT_ADAPT_TRY_STEP - 1e-9; /* a trial's size or more */
 		if (cl->hinted && cl->armed && !big) {
-			if ((settled || fresh) && climb(cl, mm->x_bps, sa->ends_only))
+			if (climb(cl, mm->x_bps, sa->ends_only))
 				snprintf(why[c], sizeof(why[c]), "tenants changed: trying %.3f (%.1f MB/s at %.3f)",
 					 cl->ppm / (double)SPLIT_PPM, cl->ref_x / 1e6, s);
 			goto next;

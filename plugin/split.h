@@ -178,9 +178,7 @@ struct split_class {
 			    * (+1 up, -1 down; 0: none, down first), judged without a
 			    * margin until it loses */
 	bool hinted;       /* that hint's first trial not tried yet: it goes at the class's
-			    * first window after the hint (fresh), else at the next
-			    * settled one, two SPLIT_ADAPT_TRY_STEPs */
-	bool fresh;        /* a hint came and this class has not had a window since */
+			    * first window after the hint, two SPLIT_ADAPT_TRY_STEPs */
 	bool fine;         /* the hinted jump was kept: this climb goes on in half steps */
 	uint8_t lost;      /* bit 0: the way down lost, bit 1: up */
 	uint8_t moved;     /* settled windows in a row off steady_x the same way */
