@@ -375,11 +375,10 @@ def cmd_final(a):
     print("\n".join(lines))
 
 
-def trace_load(pattern):
-    """Rank 0's SUMCAST_TRACE rows of the adaptive communicator among the files matching
-    pattern (<prefix>.<job>.0.jsonl): its adaptive allreduces in issue order."""
+def trace_files(pattern):
+    """Each rank-0 SUMCAST_TRACE file matching pattern: its completed requests (status ok),
+    as they were written."""
     import glob
-    best = []
     for fn in glob.glob(pattern):
         rows = []
         with open(fn) as f:
@@ -388,8 +387,22 @@ def trace_load(pattern):
                     r = json.loads(line)
                 except json.JSONDecodeError:
                     continue
-                if r.get("adaptive") and r.get("status") == "ok":
+                if r.get("status") == "ok":
                     rows.append(r)
+        yield rows
+
+
+def req_end(r):
+    """A traced request's completion (ns, the trace's clock)."""
+    return r["start_ns"] + r["time_us"] * 1e3
+
+
+def trace_load(pattern):
+    """Rank 0's SUMCAST_TRACE rows of the adaptive communicator among the files matching
+    pattern (<prefix>.<job>.0.jsonl): its adaptive allreduces in issue order."""
+    best = []
+    for rows in trace_files(pattern):
+        rows = [r for r in rows if r.get("adaptive")]
         if len(rows) > len(best):
             best = rows
     return sorted(best, key=lambda r: r["start_ns"])
@@ -398,18 +411,8 @@ def trace_load(pattern):
 def trace_load_fixed(pattern):
     """Rank 0's SUMCAST_TRACE rows of each fixed-split communicator among the files matching
     pattern, by split ({0.25: rows in issue order}); the adaptive one is left out."""
-    import glob
     out = {}
-    for fn in glob.glob(pattern):
-        with open(fn) as f:
-            rows = []
-            for line in f:
-                try:
-                    r = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if r.get("status") == "ok":
-                    rows.append(r)
+    for rows in trace_files(pattern):
         big = [r for r in rows if r["bytes"] >= TRACE_MIN_BYTES]
         if big and not any(r.get("adaptive") for r in big):
             out[round(big[0]["split"], 4)] = sorted(rows, key=lambda r: r["start_ns"])
@@ -429,7 +432,7 @@ def trace_samples(rows):
     TRACE_MIN_BYTES or more in completion order."""
     out, cur, end = [], [], None
     for r in sorted(rows, key=lambda r: r["start_ns"]):
-        e = r["start_ns"] + r["time_us"] * 1e3
+        e = req_end(r)
         if cur and r["start_ns"] > end:
             out.append(cur)
             cur, end = [], None
@@ -437,8 +440,7 @@ def trace_samples(rows):
         end = e if end is None else max(end, e)
     if cur:
         out.append(cur)
-    key = lambda r: r["start_ns"] + r["time_us"] * 1e3  # noqa: E731
-    return [sorted((r for r in s if r["bytes"] >= TRACE_MIN_BYTES), key=key) for s in out
+    return [sorted((r for r in s if r["bytes"] >= TRACE_MIN_BYTES), key=req_end) for s in out
             if any(r["bytes"] >= TRACE_MIN_BYTES for r in s)]
 
 
@@ -448,7 +450,7 @@ def suffix_rates(sample):
     start for k = 0) to the sample's last completion. The same positions of two samples
     of one size compare like with like: the pipeline fills at a sample's start and drains
     at its end at any split."""
-    ends = [r["start_ns"] + r["time_us"] * 1e3 for r in sample]
+    ends = [req_end(r) for r in sample]
     t_start = min(r["start_ns"] for r in sample)
     out = []
     for k in range(0, len(sample), ADAPT_WINDOW):
@@ -477,7 +479,7 @@ def trace_rolling(rows, n=16):
     the last n requests to complete in bytes/s, split). X counts time from the completion
     before those n on (their first ones were issued while earlier ones were in flight), and
     neither X nor busy time counts gaps with nothing in flight (the other modes' samples)."""
-    iv = sorted((r["start_ns"], r["start_ns"] + r["time_us"] * 1e3, r["bytes"], r["split"])
+    iv = sorted((r["start_ns"], req_end(r), r["bytes"], r["split"])
                 for r in rows)
     # busy time so far at each completion: the union of the intervals that ended by then
     by_end = sorted(iv, key=lambda v: v[1])
@@ -512,8 +514,8 @@ def agg_shares(auto, other, lo, hi):
     other. Returns (auto's share, auto's and the other's aggregator MB/s over that time),
     or None."""
     def ivs(rows):
-        return [(r["start_ns"], r["start_ns"] + r["time_us"] * 1e3, r["agg_bytes"]) for r in rows
-                if r["start_ns"] < hi and r["start_ns"] + r["time_us"] * 1e3 > lo
+        return [(r["start_ns"], req_end(r), r["agg_bytes"]) for r in rows
+                if r["start_ns"] < hi and req_end(r) > lo
                 and r["time_us"] > 0]
     ia, io = ivs(auto), ivs(other)
     ma, mo = merged_busy([(x, y) for x, y, _ in ia]), merged_busy([(x, y) for x, y, _ in io])
@@ -681,12 +683,11 @@ def cmd_scenario(a):
                 # (the fixed splits' samples in between do not count)
                 lo = mono[ph_i]
                 hi = mono[ph_i + 1] if ph == "during" and ph_i + 1 < len(mono) else float("inf")
-                ph_rows = [r for r in trace if r["start_ns"] >= lo and
-                           r["start_ns"] + r["time_us"] * 1e3 <= hi]
+                ph_rows = [r for r in trace if r["start_ns"] >= lo and req_end(r) <= hi]
 
                 def busy_until(t_mono, frm=lo):
                     return union((max(r["start_ns"], frm),
-                                  min(r["start_ns"] + r["time_us"] * 1e3, t_mono))
+                                  min(req_end(r), t_mono))
                                  for r in trace)
 
                 def wall2mono(t):
@@ -695,8 +696,7 @@ def cmd_scenario(a):
                 # from each window of a sample on, the median at each position
                 au_ts = trace_samples(ph_rows)
                 bf = fixed_traces.get(round(float(bm.lstrip("x")), 4), []) if bm.startswith("x") else []
-                bf_ts = trace_samples([r for r in bf if r["start_ns"] >= lo and
-                                               r["start_ns"] + r["time_us"] * 1e3 <= hi])
+                bf_ts = trace_samples([r for r in bf if r["start_ns"] >= lo and req_end(r) <= hi])
                 ref = [statistics.median(v) for v in zip(*[[q for _, q in suffix_rates(x)]
                                                            for x in bf_ts])] if bf_ts else []
 
@@ -716,7 +716,7 @@ def cmd_scenario(a):
                         return at, at
                     prev = samples[fg - 1]
                     p0, p1 = wall2mono(start(prev)), wall2mono(prev["t"])
-                    ts = max(au_ts, default=None, key=lambda x: min(p1, x[-1]["start_ns"] + x[-1]["time_us"] * 1e3)
+                    ts = max(au_ts, default=None, key=lambda x: min(p1, req_end(x[-1]))
                              - max(p0, min(r["start_ns"] for r in x)))
                     if ts and len(ts) == len(bf_ts[0]):
                         # from the second and third window (the rest at least two
