@@ -1,6 +1,8 @@
 #include "fabric.h"
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <poll.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>
@@ -269,6 +271,102 @@ double fabric_link_gbps(const struct fabric *f)
 	if (!nic || !nic->link_attr || !nic->link_attr->speed)
 		return 0;
 	return (double)nic->link_attr->speed / 1e9; /* bits per second */
+}
+
+/* An IPv4 or IPv6 socket address of family fam, len bytes (sizes
+ * checked by the caller). */
+static int addr_check_ip(const void *addr, size_t len, int fam, const char **why)
+{
+	struct sockaddr_storage ss;
+
+	memcpy(&ss, addr, len);
+	if (ss.ss_family != fam) {
+		*why = fam == AF_INET ? "not an IPv4 socket address (AF_INET)" : "not an IPv6 socket address (AF_INET6)";
+		return -EINVAL;
+	}
+	if (fam == AF_INET) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+		uint32_t ip = ntohl(a->sin_addr.s_addr);
+		if (!a->sin_port) {
+			*why = "port 0";
+			return -EINVAL;
+		}
+		if (ip == INADDR_ANY || ip == INADDR_BROADCAST || IN_MULTICAST(ip)) {
+			*why = "a wildcard, broadcast or multicast IPv4 address";
+			return -EINVAL;
+		}
+		return 0;
+	}
+	const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+	if (!a->sin6_port) {
+		*why = "port 0";
+		return -EINVAL;
+	}
+	if (IN6_IS_ADDR_UNSPECIFIED(&a->sin6_addr) || IN6_IS_ADDR_MULTICAST(&a->sin6_addr)) {
+		*why = "a wildcard or multicast IPv6 address";
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* A printable name with own's scheme ("fi_shm://..."). */
+static int addr_check_str(const char *own, size_t own_len, const char *addr, size_t len, const char **why)
+{
+	const char *nul = memchr(addr, '\0', len), *sep;
+	size_t scheme;
+
+	if (!nul || nul == addr) {
+		*why = "not a NUL-terminated name";
+		return -EINVAL;
+	}
+	sep = memchr(own, '\0', own_len) ? strstr(own, "://") : NULL;
+	scheme = sep ? (size_t)(sep - own) + 3 : 0;
+	if (scheme && ((size_t)(nul - addr) <= scheme || memcmp(addr, own, scheme))) {
+		*why = "a name of another scheme than this endpoint's";
+		return -EINVAL;
+	}
+	for (const char *p = addr + scheme; p < nul; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+		      *p == '.' || *p == '_' || *p == '-' || *p == ':')) {
+			*why = "a name with characters outside [A-Za-z0-9._:-]";
+			return -EINVAL;
+		}
+	return 0;
+}
+
+int fabric_addr_check_fmt(uint32_t fmt, const void *own, size_t own_len, const void *addr, size_t len,
+			  const char **why)
+{
+	const char *w = NULL;
+	int rc = 0;
+
+	if (!len || len > FABRIC_ADDR_MAX) {
+		w = "empty or longer than any fabric address";
+		rc = -EINVAL;
+	} else if (fmt == FI_ADDR_STR) {
+		rc = addr_check_str(own, own_len, addr, len, &w);
+	} else if (len != own_len) {
+		w = "not the length of this endpoint's addresses";
+		rc = -EINVAL;
+	} else if (fmt == FI_SOCKADDR_IN || fmt == FI_SOCKADDR_IN6 || fmt == FI_SOCKADDR) {
+		struct sockaddr_storage o = { 0 };
+		memcpy(&o, own, own_len);
+		if ((o.ss_family == AF_INET && len == sizeof(struct sockaddr_in)) ||
+		    (o.ss_family == AF_INET6 && len == sizeof(struct sockaddr_in6))) {
+			rc = addr_check_ip(addr, len, o.ss_family, &w);
+		} else {
+			w = "not an IP socket address of this endpoint's family";
+			rc = -EINVAL;
+		}
+	}
+	if (rc && why)
+		*why = w;
+	return rc;
+}
+
+int fabric_addr_check(const struct fabric *f, const void *addr, size_t len, const char **why)
+{
+	return fabric_addr_check_fmt(f->info->addr_format, f->addr, f->addrlen, addr, len, why);
 }
 
 int fabric_av_insert(struct fabric *f, const void *addr, size_t len, fi_addr_t *out)

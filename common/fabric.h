@@ -109,6 +109,24 @@ const char *fabric_provider(const struct fabric *f);
 /* Link speed in Gb/s from the provider's NIC attributes, 0 if unknown. */
 double fabric_link_gbps(const struct fabric *f);
 
+/* Whether addr (len bytes), as a peer hands it over, is an address of the
+ * same kind as own (own_len bytes, an endpoint's own name) in libfabric's
+ * address format fmt (FI_SOCKADDR_IN, FI_ADDR_STR, ...), one that the
+ * address vector can take without harm:
+ *   IP formats   own's family and length, a port, not the wildcard, a
+ *                multicast or the broadcast address (libfabric 1.17's
+ *                util AV takes its entry length from each inserted
+ *                address's family: one of an unknown family left it
+ *                refusing every later insert);
+ *   FI_ADDR_STR  (shm) a NUL-terminated name within len, own's scheme
+ *                ("fi_shm://"), then only [A-Za-z0-9._:-];
+ *   other        (efa, verbs, ib) own's length.
+ * 0, or -EINVAL with what is wrong in *why (a static string). A pure
+ * function of its arguments: the fuzzer's and the unit tests' subject. */
+int fabric_addr_check_fmt(uint32_t fmt, const void *own, size_t own_len, const void *addr, size_t len,
+			  const char **why);
+/* The same against f's own address and format. */
+int fabric_addr_check(const struct fabric *f, const void *addr, size_t len, const char **why);
 int fabric_av_insert(struct fabric *f, const void *addr, size_t len, fi_addr_t *out);
 int fabric_av_remove(struct fabric *f, fi_addr_t a);
 /* Printable form of an address of this fabric's format. */

@@ -42,6 +42,16 @@ void admit_join(struct conn *c, const struct wire_join *w)
 			    d->provider, w->provider);
 		return;
 	}
+	/* Before anything is inserted anywhere: every data thread's endpoint
+	 * has the same provider and address format. */
+	const struct fabric *f0 = d->threads[0].fabric;
+	const char *why = NULL;
+	if (fabric_addr_check(f0, w->addr, w->addr_len, &why)) {
+		conn_refuse(c, WIRE_E_MALFORMED, "rank %u's fabric address (%u bytes) was refused: %s "
+			    "(this daemon's %s endpoints take %zu-byte addresses)",
+			    w->rank, w->addr_len, why, fabric_provider(f0), f0->addrlen);
+		return;
+	}
 	j = job_find(d, w->job_id);
 	uint32_t asked = w->weight ? w->weight : 1; /* none sent (version < 4): 1 */
 	if (!j) {

@@ -20,13 +20,6 @@
 
 static struct sd d;
 
-static float val(uint32_t r, uint32_t c, size_t i, enum sc_dtype t)
-{
-	/* Small integers: exact in f32 and bf16, sums exact too. */
-	unsigned m = t == SC_BF16 ? 5 : 13;
-	return (float)((r + 1) * ((i + c) % m));
-}
-
 static bool deterministic;
 static void tweak_det(struct wire_join *j)
 {
@@ -38,81 +31,10 @@ static void tweak_det(struct wire_join *j)
  * or -1 if the run did not complete. */
 static long run(struct trank *rk, uint32_t n, enum sc_dtype t, uint32_t nchunks, size_t len)
 {
-	struct top sops[MAXR][WINDOW], rops[MAXR][WINDOW];
-	uint32_t next[MAXR] = { 0 }, got[MAXR] = { 0 };
-	size_t esz = sc_dtype_size(t), ne = len / esz;
-	long wrong = 0;
-	uint64_t deadline = sc_now_ms() + 30000;
-	struct trank *all[MAXR];
+	struct trun p = { .t = t, .window = WINDOW, .stride = CHUNK, .len = len, .count = nchunks,
+			  .timeout_ms = 30000 };
 
-	for (uint32_t r = 0; r < n; r++)
-		all[r] = &rk[r];
-	/* Fill the window: post result receives, send chunks 0..W-1. */
-	for (uint32_t r = 0; r < n; r++)
-		for (uint32_t c = 0; c < WINDOW && c < nchunks; c++) {
-			uint8_t *sb = rk[r].buf + (size_t)c * CHUNK;
-			for (size_t i = 0; i < ne; i++) {
-				float v = val(r, c, i, t);
-				if (t == SC_BF16)
-					((uint16_t *)sb)[i] = sc_f32_to_bf16(v);
-				else
-					((float *)sb)[i] = v;
-			}
-			if (trank_post_result(&rk[r], c, (size_t)c * CHUNK, CHUNK, &rops[r][c]) ||
-			    trank_send_chunk(&rk[r], c, c, t, SC_OP_SUM, (size_t)c * CHUNK, len, &sops[r][c]))
-				return -1;
-			next[r] = c + 1;
-		}
-	while (sc_now_ms() < deadline) {
-		bool all_done = true;
-		tranks_poll(all, n, 0);
-		for (uint32_t r = 0; r < n; r++) {
-			if (got[r] < nchunks)
-				all_done = false;
-			if (got[r] >= nchunks)
-				continue;
-			uint32_t c = got[r], s = c % WINDOW;
-			struct top *ro = &rops[r][s];
-			if (!ro->done || !sops[r][s].done)
-				continue;
-			if (ro->err || ro->len != len || wire_imm_seq(ro->data) != c) {
-				fprintf(stderr, "rank %u chunk %u: err %d len %zu seq %u\n", r, c, ro->err,
-					ro->len, wire_imm_seq(ro->data));
-				return -1;
-			}
-			const uint8_t *rb = rk[r].buf + rk[r].cap / 2 + (size_t)s * CHUNK;
-			for (size_t i = 0; i < ne; i++) {
-				float want = 0;
-				for (uint32_t q = 0; q < n; q++)
-					want += val(q, c, i, t);
-				float have = t == SC_BF16 ? sc_bf16_to_f32(((const uint16_t *)rb)[i])
-							  : ((const float *)rb)[i];
-				wrong += have != want;
-			}
-			got[r]++;
-			/* Credit: result c is here, send c + W in the same slot. */
-			uint32_t nc = next[r];
-			if (nc < nchunks) {
-				uint8_t *sb = rk[r].buf + (size_t)s * CHUNK;
-				for (size_t i = 0; i < ne; i++) {
-					float v = val(r, nc, i, t);
-					if (t == SC_BF16)
-						((uint16_t *)sb)[i] = sc_f32_to_bf16(v);
-					else
-						((float *)sb)[i] = v;
-				}
-				if (trank_post_result(&rk[r], s, (size_t)s * CHUNK, CHUNK, &rops[r][s]) ||
-				    trank_send_chunk(&rk[r], s, nc & WIRE_SEQ_MASK, t, SC_OP_SUM,
-						     (size_t)s * CHUNK, len, &sops[r][s]))
-					return -1;
-				next[r]++;
-			}
-		}
-		if (all_done)
-			return wrong;
-	}
-	fprintf(stderr, "allreduce timed out: rank 0 has %u of %u results\n", got[0], nchunks);
-	return -1;
+	return tranks_allreduce(rk, n, &p);
 }
 
 static int count_str(const char *text, const char *s)

@@ -43,72 +43,14 @@
 static struct sd d;
 static uint32_t window = 4;
 
-static float val(uint32_t r, uint32_t c, size_t i)
-{
-	return (float)((r + 1) * ((i + c) % 13));
-}
-
-/* Chunks [first, first + n) of f32 sums through window-credited slots (as
- * the client does); returns the number of wrong elements, or -1 if it did
- * not complete. */
+/* Chunks [first, first + n) of the 2-rank job; the number of wrong
+ * elements, or -1 if it did not complete. */
 static long run(struct trank *rk, uint32_t first, uint32_t n)
 {
-	uint32_t nchunks = first + n;
-	struct top sops[2][WMAX], rops[2][WMAX];
-	uint32_t next[2] = { first, first }, got[2] = { first, first };
-	size_t ne = CHUNK / 4;
-	long wrong = 0;
-	uint64_t deadline = sc_now_ms() + 60000;
-	struct trank *all[2] = { &rk[0], &rk[1] };
+	struct trun p = { .window = window, .stride = CHUNK, .len = CHUNK, .first = first, .count = n,
+			  .timeout_ms = 60000 };
 
-	for (uint32_t r = 0; r < 2; r++)
-		for (uint32_t c = first; c < first + window && c < nchunks; c++) {
-			uint32_t s = c % window;
-			float *sb = (float *)(rk[r].buf + (size_t)s * CHUNK);
-			for (size_t i = 0; i < ne; i++)
-				sb[i] = val(r, c, i);
-			if (trank_post_result(&rk[r], s, (size_t)s * CHUNK, CHUNK, &rops[r][s]) ||
-			    trank_send_chunk(&rk[r], s, c, SC_F32, SC_OP_SUM, (size_t)s * CHUNK, CHUNK,
-					     &sops[r][s]))
-				return -1;
-			next[r] = c + 1;
-		}
-	while (sc_now_ms() < deadline) {
-		bool done = true;
-		tranks_poll(all, 2, 0);
-		for (uint32_t r = 0; r < 2; r++) {
-			if (got[r] >= nchunks)
-				continue;
-			done = false;
-			uint32_t c = got[r], s = c % window;
-			if (!rops[r][s].done || !sops[r][s].done)
-				continue;
-			if (rops[r][s].err || rops[r][s].len != CHUNK || wire_imm_seq(rops[r][s].data) != c) {
-				fprintf(stderr, "rank %u chunk %u: err %d len %zu\n", r, c, rops[r][s].err,
-					rops[r][s].len);
-				return -1;
-			}
-			const float *rb = (const float *)(rk[r].buf + rk[r].cap / 2 + (size_t)s * CHUNK);
-			for (size_t i = 0; i < ne; i++)
-				wrong += rb[i] != val(0, c, i) + val(1, c, i);
-			got[r]++;
-			uint32_t nc = next[r];
-			if (nc < nchunks) {
-				float *sb = (float *)(rk[r].buf + (size_t)s * CHUNK);
-				for (size_t i = 0; i < ne; i++)
-					sb[i] = val(r, nc, i);
-				if (trank_post_result(&rk[r], s, (size_t)s * CHUNK, CHUNK, &rops[r][s]) ||
-				    trank_send_chunk(&rk[r], s, nc, SC_F32, SC_OP_SUM, (size_t)s * CHUNK, CHUNK,
-						     &sops[r][s]))
-					return -1;
-				next[r]++;
-			}
-		}
-		if (done)
-			return wrong;
-	}
-	fprintf(stderr, "job timed out: rank 0 has %u of %u results\n", got[0], nchunks);
-	return -1;
+	return tranks_allreduce(rk, 2, &p);
 }
 
 /* The child: its own endpoint, the daemon's data address, and tags of a

@@ -153,4 +153,21 @@ int tranks_wait(struct trank **rs, size_t n, struct top **ops, size_t nops, unsi
 /* Polls CQs for a while (lets the provider progress). */
 void tranks_poll(struct trank **rs, size_t n, unsigned ms);
 
+/* Chunks [first, first + count) of an allreduce (sum, f32 or bf16) by n
+ * ranks, pipelined as the client does: rank r sends chunk c into slot
+ * c % window once the result of c - window is in. Slot s sends from
+ * buf + s * stride and takes its result at buf + cap/2 + s * stride; rank
+ * r contributes tranks_val(r, c, i, t) to element i of chunk c. Returns
+ * the number of wrong elements, or -1 (why on stderr) if the run did not
+ * complete within timeout_ms (scaled like every harness wait). */
+struct trun {
+	enum sc_dtype t; /* SC_F32 (0) or SC_BF16 */
+	uint32_t window;
+	size_t stride, len;
+	uint32_t first, count;
+	unsigned timeout_ms;
+};
+float tranks_val(uint32_t r, uint32_t c, size_t i, enum sc_dtype t);
+long tranks_allreduce(struct trank *rk, uint32_t n, const struct trun *p);
+
 #endif
