@@ -35,7 +35,7 @@ uint32_t client_eager_default(const char *provider)
 		if (!*end && v <= (64ull << 20))
 			return (uint32_t)v;
 	}
-	return 16384;
+	return FABRIC_RXM_EAGER_DEFAULT;
 }
 
 /* ---- errors ---- */

@@ -295,6 +295,11 @@ static int addr_check_ip(const void *addr, size_t len, int fam, const char **why
 			*why = "a wildcard, broadcast or multicast IPv4 address";
 			return -EINVAL;
 		}
+		for (size_t i = 0; i < sizeof(a->sin_zero); i++)
+			if (a->sin_zero[i]) {
+				*why = "padding (sin_zero) not zero";
+				return -EINVAL;
+			}
 		return 0;
 	}
 	const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
@@ -452,35 +457,55 @@ int fabric_cancel(struct fabric *f, struct fabric_op *op)
 	return (int)fi_cancel(&f->ep->fid, &op->fi);
 }
 
-int fabric_cq_poll(struct fabric *f, struct fabric_cqe *out, size_t n)
+/* Error completions at the head of the CQ, into out (at most n). Read
+ * back to back with fi_cq_readerr, which does not progress the endpoint
+ * (a fi_cq_read does, and on rxm takes in up to 32 more messages: one per
+ * error entry let a flood of unexpected messages outrun their discards).
+ * The number read, or a negative FI_E*. */
+static int cq_read_errors(struct fabric *f, struct fabric_cqe *out, size_t n)
 {
-	struct fi_cq_tagged_entry ent[16];
-	fi_addr_t src[16];
 	size_t got = 0;
 
 	while (got < n) {
-		size_t want = n - got < 16 ? n - got : 16;
+		struct fi_cq_err_entry e = { 0 };
+		ssize_t rc = fi_cq_readerr(f->cq, &e, 0);
+		if (rc == -FI_EAGAIN)
+			break;
+		if (rc < 0)
+			return got ? (int)got : (int)rc;
+		struct fabric_cqe *c = &out[got++];
+		c->op = e.op_context;
+		c->flags = e.flags;
+		c->len = e.len;
+		c->tag = e.tag;
+		c->data = (uint32_t)e.data;
+		c->src = FI_ADDR_NOTAVAIL;
+		/* Providers disagree on the sign of err (shm: negative). */
+		c->err = e.err ? -abs(e.err) : -FI_EOTHER;
+		c->olen = e.olen;
+	}
+	return (int)got;
+}
+
+int fabric_cq_poll(struct fabric *f, struct fabric_cqe *out, size_t n)
+{
+	struct fi_cq_tagged_entry ent[FABRIC_CQ_READ_MAX];
+	fi_addr_t src[FABRIC_CQ_READ_MAX];
+	size_t got = 0;
+
+	while (got < n) {
+		size_t want = n - got < FABRIC_CQ_READ_MAX ? n - got : FABRIC_CQ_READ_MAX;
 		ssize_t rc = f->has_source ? fi_cq_readfrom(f->cq, ent, want, src)
 					   : fi_cq_read(f->cq, ent, want);
 		if (rc == -FI_EAGAIN)
 			break;
 		if (rc == -FI_EAVAIL) {
-			struct fi_cq_err_entry e = { 0 };
-			rc = fi_cq_readerr(f->cq, &e, 0);
-			if (rc == -FI_EAGAIN)
+			int k = cq_read_errors(f, out + got, n - got);
+			if (k < 0)
+				return k;
+			if (k == 0)
 				break;
-			if (rc < 0)
-				return (int)rc;
-			struct fabric_cqe *c = &out[got++];
-			c->op = e.op_context;
-			c->flags = e.flags;
-			c->len = e.len;
-			c->tag = e.tag;
-			c->data = (uint32_t)e.data;
-			c->src = FI_ADDR_NOTAVAIL;
-			/* Providers disagree on the sign of err (shm: negative). */
-			c->err = e.err ? -abs(e.err) : -FI_EOTHER;
-			c->olen = e.olen;
+			got += (size_t)k;
 			continue;
 		}
 		if (rc < 0)

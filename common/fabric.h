@@ -22,6 +22,9 @@
 
 #define FABRIC_ADDR_MAX 64
 #define FABRIC_PROV_DEFAULT "tcp;ofi_rxm"
+/* rxm's default eager limit (FI_OFI_RXM_EAGER_LIMIT): larger messages go
+ * by rendezvous. */
+#define FABRIC_RXM_EAGER_DEFAULT 16384
 
 #ifndef container_of
 #define container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
@@ -54,7 +57,7 @@ struct fabric {
 	uint8_t addr[FABRIC_ADDR_MAX];
 	size_t addrlen;
 	bool mr_local;   /* descriptors required on local buffers */
-	bool has_source; /* completions carry the sender's fi_addr */
+	bool has_source; /* completions carry the sender's fi_addr, and receives can name it (FI_SOURCE + FI_DIRECTED_RECV) */
 	size_t inject_size; /* largest fabric_tinject message (tx_attr->inject_size) */
 	int wait_fd;        /* the CQ's wait object (fabric_params.wait), -1: none */
 	char prov_name[64];
@@ -114,7 +117,8 @@ double fabric_link_gbps(const struct fabric *f);
  * address format fmt (FI_SOCKADDR_IN, FI_ADDR_STR, ...), one that the
  * address vector can take without harm:
  *   IP formats   own's family and length, a port, not the wildcard, a
- *                multicast or the broadcast address (libfabric 1.17's
+ *                multicast or the broadcast address, IPv4's padding
+ *                zero (libfabric 1.17's
  *                util AV takes its entry length from each inserted
  *                address's family: one of an unknown family left it
  *                refusing every later insert);
@@ -149,6 +153,9 @@ int fabric_tinject(struct fabric *f, const void *buf, size_t len, fi_addr_t dest
 /* Cancel a posted receive; its completion arrives with -FI_ECANCELED. */
 int fabric_cancel(struct fabric *f, struct fabric_op *op);
 
+/* Completions fabric_cq_poll asks the provider for in one call (each call
+ * progresses the endpoint once). */
+#define FABRIC_CQ_READ_MAX 64
 /* Reads up to n completions, errors included, never blocks. Returns the
  * number read (0 if none) or a negative FI_E* on a CQ failure. */
 int fabric_cq_poll(struct fabric *f, struct fabric_cqe *out, size_t n);

@@ -48,8 +48,9 @@ void admit_join(struct conn *c, const struct wire_join *w)
 	const char *why = NULL;
 	if (fabric_addr_check(f0, w->addr, w->addr_len, &why)) {
 		conn_refuse(c, WIRE_E_MALFORMED, "rank %u's fabric address (%u bytes) was refused: %s "
-			    "(this daemon's %s endpoints take %zu-byte addresses)",
-			    w->rank, w->addr_len, why, fabric_provider(f0), f0->addrlen);
+			    "(this daemon's %s endpoints take %s addresses)",
+			    w->rank, w->addr_len, why, fabric_provider(f0),
+			    fi_tostr(&f0->info->addr_format, FI_TYPE_ADDR_FORMAT));
 		return;
 	}
 	j = job_find(d, w->job_id);

@@ -49,8 +49,9 @@ struct dthread {
 	pthread_t tid;
 	bool started;
 	_Atomic bool stop;
-	/* Receives the provider takes posted at once (its receive queue,
-	 * fi_info rx_attr->size; UINT64_MAX: unknown). Set at start. */
+	/* Receives the jobs may have posted at once: the provider's receive
+	 * queue (fi_info rx_attr->size; UINT64_MAX: unknown) less the sweep's
+	 * (dp_sweep.c). Set at start. */
 	uint64_t rx_queue;
 	unsigned spin_us, sleep_us;
 	/* Each job gets an endpoint of its own (sibling of this one, own AV and

@@ -47,13 +47,15 @@ void dthread_retry_purge(struct dthread *t, struct job *j);
 /* ---- dp_sweep.c: unexpected messages ---- */
 
 struct dp_sweep {
-	struct dop op;       /* context of every peek (kind DOP_SWEEP) */
-	bool on;             /* the provider discards (rxm) */
-	bool found_empty;    /* a peek of this burst found nothing */
-	uint32_t inflight;   /* peeks whose completion has not been read */
-	uint32_t burst;      /* peeks to post next time */
-	uint32_t burst_max;
-	uint64_t next_ns;    /* when to peek next */
+	struct dop *ops;     /* burst_max receive contexts (kind DOP_SWEEP, slot: index) */
+	uint32_t *free;      /* indices of ops not posted */
+	uint32_t nfree, burst_max;
+	uint8_t *scratch;    /* where discarded messages land (never read) */
+	struct fabric_mr mr;
+	bool registered;
+	bool on;             /* the provider keeps unexpected messages (rxm) */
+	bool found;          /* the last pass took something: take a whole burst next */
+	uint64_t next_ns;    /* when to look next */
 	uint64_t discarded;  /* since the last log line */
 	uint64_t last_tag, last_log_ns;
 };
@@ -61,13 +63,14 @@ struct dp_sweep {
 /* t->sweep, on for rxm providers. 0 or -ENOMEM. */
 int dp_sweep_init(struct dthread *t, size_t cq_size);
 void dp_sweep_fini(struct dthread *t);
-/* Once per loop pass: peeks (discarding) when due. */
+/* Once per loop pass: discards unexpected messages when due. */
 void dp_sweep_run(struct dthread *t, uint64_t now);
 /* Something arrived while the thread was blocked: sweep at the next pass
  * (a foreign message wakes the thread but completes nothing). */
 void dp_sweep_kick(struct dthread *t);
-/* A completion of a peek: counted, and the next burst sized. */
-void dp_sweep_done(struct dthread *t, const struct fabric_cqe *e, uint64_t now);
+/* A completion of one of its receives: true when it discarded a message
+ * (counted), false when it found none. */
+bool dp_sweep_done(struct dthread *t, const struct fabric_cqe *e, uint64_t now);
 
 /* ---- dp_av.c: rank addresses, one AV entry per distinct address ---- */
 

@@ -101,11 +101,16 @@ void dp_rank_left(struct dthread *t, struct job *j, uint32_t r)
 /* ---- receives ---- */
 
 /* One of rank r's receives in slot s (its data, or its NACK), whose state
- * *st follows: posted, queued for a retry, or the job fails. */
+ * *st follows: posted, queued for a retry, or the job fails. Where the
+ * provider matches on the sender (FI_DIRECTED_RECV, with FI_SOURCE:
+ * has_source), the receive takes only the rank's own messages: another
+ * endpoint sending under the rank's tag cannot take its buffer, and what
+ * it sent stays unexpected until the sweep drops it (dp_sweep.c). */
 static void recv_post(struct dthread *t, struct job *j, uint32_t s, uint32_t r, void *buf, size_t len,
 		      uint64_t tag, struct fabric_op *op, uint8_t *st, const char *what)
 {
-	int rc = fabric_trecv(j->fab, buf, len, j->mr.desc, FI_ADDR_UNSPEC, tag, 0, op);
+	fi_addr_t src = j->fab->has_source ? j->ranks[r].fi_addr : FI_ADDR_UNSPEC;
+	int rc = fabric_trecv(j->fab, buf, len, j->mr.desc, src, tag, 0, op);
 
 	if (rc == 0) {
 		*st = RS_POSTED;

@@ -1,10 +1,10 @@
 /* Unexpected messages: tagged messages that match no posted receive.
  *
  * libfabric 1.17's rxm (tcp;ofi_rxm, verbs;ofi_rxm) keeps each one in its
- * unexpected queue, in a receive buffer from a pool that grows without
- * limit and is never given back, until a receive matching it is posted.
- * A sender that guesses no tag at all (60,000 x 16 KB) took the daemon
- * from 77 MB to 1,068 MB for good, and matching then walked that queue.
+ * unexpected queue, in a receive buffer (16 KiB + header) from a pool that
+ * grows without limit and is never given back, until a receive matching it
+ * is posted. A sender that guesses no tag at all (60,000 x 4 KiB in about a
+ * second) took the daemon from 77 MB to 1,068 MB for good.
  *
  * A legitimate message always finds its receive posted: a rank sends chunk
  * c only after it has the result of chunk c - window (client_data.c), and
@@ -14,29 +14,44 @@
  * after the rank's first receives are posted. A NACK (multicast jobs) has a
  * receive of its own per (slot, rank), posted with the rank's first
  * receives and again before the NACK is acted on; a rank sends one for
- * chunk c only before it sends c + window. The one exception is a
- * receive the provider refused with -FI_EAGAIN (RS_REPOST: its message may
- * be waiting until the repost). So while no receive of this thread waits
- * for a repost, whatever sits in the unexpected queue is foreign (or late:
- * a job that ended) and is discarded.
+ * chunk c only before it sends c + window. Receives name their rank's
+ * address (dp_job.c), so another endpoint's message under a rank's tag
+ * never takes them. The one exception is a receive the provider refused
+ * with -FI_EAGAIN (RS_REPOST: its message may be waiting until the
+ * repost). So while no receive of this thread waits for a repost, whatever
+ * sits in the unexpected queue is foreign (or late: a job that ended) and
+ * is discarded.
  *
- * How: a tagged "peek" for any tag with FI_DISCARD (fi_trecvmsg with
- * FI_PEEK | FI_DISCARD) drops the oldest unexpected message and writes a
- * completion carrying its tag, or an error completion -FI_ENOMSG when
- * there is none; rxm frees the buffer (for a rendezvous message nothing
- * is read from the sender). Every peek first progresses the endpoint, so
- * an idle thread peeks once a millisecond, and one that found something
- * peeks again at once, doubling up to SWEEP_BURST_MAX per pass, until it is
- * empty. Each discard is counted (errors{kind="unexpected"}) and reported
- * at most once a second.
+ * How: a receive for any tag from anyone into a 64-byte scratch buffer,
+ * cancelled at once. Posting it takes the oldest unexpected message if
+ * there is one (eager: the first 64 bytes are copied, the rest dropped;
+ * rendezvous: 64 bytes are read from the sender, which then completes) and
+ * completes it truncated; otherwise the cancel removes it. Nothing can
+ * arrive in between: no receive is posted between the two calls, and a
+ * message that did arrive would match an older (earlier-posted) receive
+ * first. Neither call progresses the endpoint, nor does reading the error
+ * completions they leave (fabric_cq_poll reads errors with fi_cq_readerr):
+ * a whole burst costs one progress at the next CQ read, which takes in at
+ * most rxm's 32 messages, so a burst of SWEEP_BURST_MAX empties the queue
+ * faster than any sender fills it. (The earlier FI_PEEK | FI_DISCARD
+ * progressed once per message discarded, and each progress took in up to
+ * 32 more: a flood of small messages outran it 32 to 1.)
+ *
+ * When: a thread sweeps every SWEEP_INTERVAL_NS (100 us: one receive and
+ * its cancel, well under 1 % of a core), and at once again, with a
+ * full burst, while the last one found something; a thread woken from its
+ * idle wait sweeps at once (a foreign message wakes it but completes
+ * nothing). What the daemon holds is then rxm's shared receive buffers
+ * ([fabric] rx-buffers, FI_OFI_RXM_MSG_RX_SIZE) plus what arrives between
+ * two sweeps: docs/daemon.md, "Threat model". Each discard is counted
+ * (errors{kind="unexpected"}) and reported at most once a second.
  *
  * A receive refused with -FI_EAGAIN cannot happen on rxm: admission keeps
  * the receives a data thread posts within the provider's receive queue
  * (ctl_job.c). Should one still wait for its repost, sweeping pauses
  * until it is posted: its rank's message may be the one in the queue.
  *
- * Only rxm is known to do this: other providers (shm, efa) are left alone
- * (shm 1.17 would take FI_PEEK as an ordinary receive). */
+ * Only rxm is known to do this: other providers (shm, efa) are left alone. */
 #include <inttypes.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
@@ -46,33 +61,74 @@
 #include "dp.h"
 #include "log.h"
 
-#define SWEEP_IDLE_NS 1000000ull     /* an empty queue is looked at again after 1 ms */
-#define SWEEP_BURST_MAX 128u         /* peeks posted in one pass (and a quarter of the CQ) */
+#define SWEEP_INTERVAL_NS 100000ull /* an empty queue is looked at again after 100 us */
+#define SWEEP_BURST_MAX 256u        /* receives posted in one pass (and a quarter of the CQ) */
+#define SWEEP_SCRATCH 64u           /* bytes kept of a discarded message (never read) */
 #define SWEEP_LOG_NS 1000000000ull
 
 int dp_sweep_init(struct dthread *t, size_t cq_size)
 {
 	struct dp_sweep *w = calloc(1, sizeof(*w));
+	int rc;
 
 	if (!w)
 		return -ENOMEM;
-	w->op.kind = DOP_SWEEP;
-	w->burst = 1;
-	/* Each peek writes one completion: leave the CQ room for the rest. */
-	w->burst_max = cq_size / 4 < SWEEP_BURST_MAX ? (uint32_t)(cq_size / 4) : SWEEP_BURST_MAX;
+	w->on = strstr(fabric_provider(t->fabric), "ofi_rxm") != NULL;
+	/* Each receive writes one completion, and takes an entry of the
+	 * provider's receive queue while posted: a quarter of either at most,
+	 * the rest for the jobs (t->rx_queue). */
+	uint64_t room = t->rx_queue < cq_size ? t->rx_queue : cq_size;
+	w->burst_max = room / 4 < SWEEP_BURST_MAX ? (uint32_t)(room / 4) : SWEEP_BURST_MAX;
 	if (!w->burst_max)
 		w->burst_max = 1;
-	w->on = strstr(fabric_provider(t->fabric), "ofi_rxm") != NULL;
-	t->sweep = w;
-	if (!w->on)
+	w->ops = calloc(w->burst_max, sizeof(*w->ops));
+	w->free = calloc(w->burst_max, sizeof(*w->free));
+	w->scratch = aligned_alloc(64, SWEEP_SCRATCH);
+	if (!w->ops || !w->free || !w->scratch) {
+		rc = -ENOMEM;
+		goto err;
+	}
+	for (uint32_t i = 0; i < w->burst_max; i++) {
+		w->ops[i].kind = DOP_SWEEP;
+		w->ops[i].slot = i;
+		w->free[i] = i;
+	}
+	w->nfree = w->burst_max;
+	if (w->on) {
+		rc = fabric_mr_reg(t->fabric, w->scratch, SWEEP_SCRATCH, &w->mr);
+		if (rc) {
+			SC_ERR("data thread %u: registering the sweep's buffer failed: %s", t->index,
+			       fi_strerror(-rc));
+			goto err;
+		}
+		w->registered = true;
+	} else {
 		SC_INFO("data thread %u: provider %s: unexpected messages are left to the provider (no discard)",
 			t->index, fabric_provider(t->fabric));
+	}
+	t->sweep = w;
 	return 0;
+
+err:
+	free(w->scratch);
+	free(w->free);
+	free(w->ops);
+	free(w);
+	return rc;
 }
 
 void dp_sweep_fini(struct dthread *t)
 {
-	free(t->sweep);
+	struct dp_sweep *w = t->sweep;
+
+	if (!w)
+		return;
+	if (w->registered)
+		fabric_mr_dereg(&w->mr);
+	free(w->scratch);
+	free(w->free);
+	free(w->ops);
+	free(w);
 	t->sweep = NULL;
 }
 
@@ -88,31 +144,16 @@ static bool sweep_recv_waiting(const struct dthread *t)
 	return false;
 }
 
-/* Drops the oldest unexpected message, whatever its tag. */
-static int sweep_peek(struct dthread *t, struct dp_sweep *w)
+/* Takes the oldest unexpected message, whatever its tag and sender, or
+ * nothing: 0 (one completion will come), or a negative FI_E*. */
+static int sweep_take(struct dthread *t, struct dp_sweep *w, struct dop *o)
 {
-	struct fi_msg_tagged msg = {
-		.addr = FI_ADDR_UNSPEC,
-		.tag = 0,
-		.ignore = ~0ull,
-		.context = &w->op.op.fi,
-	};
+	int rc = fabric_trecv(t->fabric, w->scratch, SWEEP_SCRATCH, w->mr.desc, FI_ADDR_UNSPEC, 0, ~0ull,
+			      &o->op);
 
-	return (int)fi_trecvmsg(t->fabric->ep, &msg, FI_PEEK | FI_DISCARD);
-}
-
-static bool sweep_posted(struct dthread *t, struct dp_sweep *w, int rc)
-{
-	if (rc == 0) {
-		w->inflight++;
-		return true;
-	}
-	if (rc != -FI_EAGAIN) {
-		w->on = false;
-		SC_ERR("data thread %u: peeking at unexpected messages failed: %s; they are no longer discarded",
-		       t->index, fi_strerror(-rc));
-	}
-	return false;
+	if (rc == 0)
+		fabric_cancel(t->fabric, &o->op);
+	return rc;
 }
 
 void dp_sweep_kick(struct dthread *t)
@@ -124,53 +165,51 @@ void dp_sweep_run(struct dthread *t, uint64_t now)
 {
 	struct dp_sweep *w = t->sweep;
 
-	if (!w->on || w->inflight || now < w->next_ns)
+	if (!w->on || now < w->next_ns || !w->nfree)
 		return;
-	w->found_empty = false;
-	w->next_ns = now + SWEEP_IDLE_NS;
+	w->next_ns = now + SWEEP_INTERVAL_NS;
 	if (sweep_recv_waiting(t)) {
 		SC_LOG_RATELIMIT(SC_LOG_WARN, 1000, "data thread %u: a receive waits for its repost (provider queue full): unexpected messages are kept until it is posted",
 				 t->index);
 		return;
 	}
-	for (uint32_t i = 0; i < w->burst; i++)
-		if (!sweep_posted(t, w, sweep_peek(t, w)))
+	uint32_t n = w->found ? w->nfree : 1;
+	w->found = false;
+	for (uint32_t i = 0; i < n; i++) {
+		struct dop *o = &w->ops[w->free[w->nfree - 1]];
+		int rc = sweep_take(t, w, o);
+		if (rc == -FI_EAGAIN)
 			break;
+		if (rc) {
+			w->on = false;
+			SC_ERR("data thread %u: discarding unexpected messages failed: %s; they are no longer discarded",
+			       t->index, fi_strerror(-rc));
+			break;
+		}
+		w->nfree--;
+	}
 }
 
-static void sweep_discarded(struct dthread *t, struct dp_sweep *w, uint64_t tag)
-{
-	dp_count_err(t, ERR_UNEXPECTED);
-	w->discarded++;
-	w->last_tag = tag;
-}
-
-void dp_sweep_done(struct dthread *t, const struct fabric_cqe *e, uint64_t now)
+bool dp_sweep_done(struct dthread *t, const struct fabric_cqe *e, uint64_t now)
 {
 	struct dp_sweep *w = t->sweep;
+	struct dop *o = (struct dop *)e->op;
 
-	if (w->inflight)
-		w->inflight--;
-	if (e->err == -FI_ENOMSG) {
-		w->found_empty = true;
-	} else if (e->err) {
-		w->found_empty = true;
-		SC_LOG_RATELIMIT(SC_LOG_WARN, 1000, "data thread %u: peek at unexpected messages: %s",
+	w->free[w->nfree++] = o->slot;
+	if (e->err == -FI_ECANCELED)
+		return false; /* the queue was empty */
+	if (e->err && e->err != -FI_ETRUNC) {
+		SC_LOG_RATELIMIT(SC_LOG_WARN, 1000, "data thread %u: discarding an unexpected message: %s",
 				 t->index, fi_strerror(-e->err));
-	} else {
-		sweep_discarded(t, w, e->tag);
+		return false;
 	}
-	if (w->inflight)
-		return;
-	/* The burst is over: all found something, so look again at once
-	 * with more; or the queue is empty. */
-	if (w->found_empty) {
-		w->burst = 1;
-	} else {
-		w->burst = w->burst * 2 > w->burst_max ? w->burst_max : w->burst * 2;
-		w->next_ns = now;
-	}
-	if (w->discarded && now - w->last_log_ns >= SWEEP_LOG_NS) {
+	dp_count_err(t, ERR_UNEXPECTED);
+	w->discarded++;
+	w->last_tag = e->tag;
+	/* There may be more: the next pass takes a whole burst. */
+	w->found = true;
+	w->next_ns = 0;
+	if (now - w->last_log_ns >= SWEEP_LOG_NS) {
 		uint64_t tag = w->last_tag;
 		SC_WARN("data thread %u: discarded %" PRIu64 " unexpected message(s) that matched no receive (last: tag 0x%016" PRIx64 ", kind 0x%x job handle %u rank %u slot %u)",
 			t->index, w->discarded, tag, wire_tag_kind(tag), wire_tag_job(tag), wire_tag_rank(tag),
@@ -178,4 +217,5 @@ void dp_sweep_done(struct dthread *t, const struct fabric_cqe *e, uint64_t now)
 		w->discarded = 0;
 		w->last_log_ns = now;
 	}
+	return true;
 }

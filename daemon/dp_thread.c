@@ -19,7 +19,7 @@
 #include "result.h"
 #include "settings.h"
 
-#define CQ_BATCH 32
+#define CQ_BATCH 64
 #define SCAN_INTERVAL_NS 20000000ull /* timeouts, retries of stuck jobs */
 #define DEEP_IDLE_NS 100000000ull
 #define DEEP_IDLE_SLEEP_US 1000
@@ -316,7 +316,8 @@ static void idle_wait(struct dthread *t, uint64_t now, uint64_t idle)
 
 /* One batch of completions of one CQ (the thread's, or a job's own),
  * handled. f is not touched once they are: the last one can reap a job
- * and close its endpoint. Returns how many. */
+ * and close its endpoint. Returns how many were work: a sweep's receive
+ * that found nothing is not (an idle thread would never block). */
 static int cq_run(struct dthread *t, struct fabric *f)
 {
 	struct fabric_cqe cqe[CQ_BATCH];
@@ -328,6 +329,7 @@ static int cq_run(struct dthread *t, struct fabric *f)
 				 fi_strerror(-n));
 		return 0;
 	}
+	int work = n;
 	for (int i = 0; i < n; i++) {
 		struct dop *d = (struct dop *)cqe[i].op;
 		if (!d)
@@ -338,10 +340,10 @@ static int cq_run(struct dthread *t, struct fabric *f)
 			on_send(t, &cqe[i], d);
 		else if (d->kind == DOP_NACK)
 			on_nack(t, &cqe[i], d);
-		else
-			dp_sweep_done(t, &cqe[i], sc_now_ns());
+		else if (!dp_sweep_done(t, &cqe[i], sc_now_ns()))
+			work--;
 	}
-	return n;
+	return work;
 }
 
 static void *dthread_main(void *arg)
@@ -449,6 +451,8 @@ int dthread_start(struct dthread *t, unsigned index, int cpu, const struct setti
 	rc = dp_sweep_init(t, p.cq_size);
 	if (rc)
 		goto err_fabric;
+	if (t->sweep->on && t->rx_queue != UINT64_MAX)
+		t->rx_queue -= t->sweep->burst_max; /* the sweep's receives (dp_sweep.c) */
 	rc = -pthread_create(&t->tid, NULL, dthread_main, t);
 	if (rc) {
 		SC_ERR("data thread %u: pthread_create: %s", index, strerror(-rc));
@@ -496,9 +500,9 @@ void dthread_stop(struct dthread *t)
 		fabric_mr_dereg(&j->mr);
 		dp_job_ep_close(t, j);
 	}
+	dp_sweep_fini(t); /* its registration goes before the domain */
 	fabric_close(t->fabric);
 	t->fabric = NULL;
-	dp_sweep_fini(t);
 	for (struct job *j = t->jobs; j; j = j->dnext) {
 		munmap(j->region, j->region_bytes);
 		j->region = NULL;

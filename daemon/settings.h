@@ -35,6 +35,8 @@ struct settings {
 	char provider[CFG_STR_MAX];
 	char node[CFG_STR_MAX];
 	int64_t cq_size;
+	int64_t rx_buffers;
+	uint64_t rx_buffer_size;
 	bool source_check;
 	char multicast[CFG_STR_MAX];        /* off | ip | auto | ib */
 	char multicast_groups[CFG_STR_MAX]; /* IPv4 prefix, e.g. 239.194.0.0/16 */

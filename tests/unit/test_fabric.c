@@ -1,6 +1,7 @@
 /* Fabric wrapper against real libfabric providers on this host: two
  * endpoints in one process exchange tagged messages with immediate data;
  * truncation is reported as an error completion, not a crash. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,7 +10,10 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <rdma/fi_errno.h>
+#include <sys/socket.h>
 
 #include "fabric.h"
 
@@ -155,12 +159,126 @@ static void test_unknown_provider(void **state)
 	assert_null(f);
 }
 
+/* fabric_addr_check_fmt: what a JOIN's address must be, per format. */
+static size_t sin4(uint8_t *out, sa_family_t fam, const char *ip, uint16_t port)
+{
+	struct sockaddr_in a = { .sin_family = fam, .sin_port = htons(port) };
+
+	inet_pton(AF_INET, ip, &a.sin_addr);
+	memcpy(out, &a, sizeof(a));
+	return sizeof(a);
+}
+
+static size_t sin6(uint8_t *out, const char *ip, uint16_t port)
+{
+	struct sockaddr_in6 a = { .sin6_family = AF_INET6, .sin6_port = htons(port) };
+
+	inet_pton(AF_INET6, ip, &a.sin6_addr);
+	memcpy(out, &a, sizeof(a));
+	return sizeof(a);
+}
+
+static void test_addr_check(void **state)
+{
+	uint8_t own4[FABRIC_ADDR_MAX], own6[FABRIC_ADDR_MAX], a[FABRIC_ADDR_MAX + 8];
+	size_t l4 = sin4(own4, AF_INET, "10.0.0.1", 7000), l6 = sin6(own6, "fd00::1", 7000), n;
+	const char *why = NULL;
+	const char shm[] = "fi_shm://4242";
+
+	(void)state;
+	/* IPv4 */
+	n = sin4(a, AF_INET, "10.0.0.2", 7001);
+	assert_int_equal(fabric_addr_check_fmt(FI_SOCKADDR_IN, own4, l4, a, n, &why), 0);
+	n = sin4(a, AF_INET, "127.0.0.1", 7001);
+	assert_int_equal(fabric_addr_check_fmt(FI_SOCKADDR_IN, own4, l4, a, n, &why), 0);
+	n = sin4(a, AF_INET, "10.0.0.2", 0);
+	assert_int_equal(fabric_addr_check_fmt(FI_SOCKADDR_IN, own4, l4, a, n, &why), -EINVAL);
+	assert_string_equal(why, "port 0");
+	const char *bad4[] = { "0.0.0.0", "255.255.255.255", "224.0.0.1", "239.255.0.1" };
+	for (size_t i = 0; i < 4; i++) {
+		n = sin4(a, AF_INET, bad4[i], 7001);
+		why = NULL;
+		assert_int_equal(fabric_addr_check_fmt(FI_SOCKADDR_IN, own4, l4, a, n, &why), -EINVAL);
+		assert_non_null(why);
+	}
+	n = sin4(a, AF_UNIX, "10.0.0.2", 7001);
+	assert_int_equal(fabric_addr_check_fmt(FI_SOCKADDR_IN, own4, l4, a, n, &why), -EINVAL);
+	memset(a, 0xff, l4);
+	assert_int_equal(fabric_addr_check_fmt(FI_SOCKADDR_IN, own4, l4, a, l4, &why), -EINVAL);
+	n = sin4(a, AF_INET, "10.0.0.2", 7001);
+	a[12] = 1; /* sin_zero: libfabric refuses it */
+	assert_int_equal(fabric_addr_check_fmt(FI_SOCKADDR_IN, own4, l4, a, n, &why), -EINVAL);
+	n = sin4(a, AF_INET, "10.0.0.2", 7001);
+	assert_int_equal(fabric_addr_check_fmt(FI_SOCKADDR_IN, own4, l4, a, n - 1, &why), -EINVAL);
+	assert_int_equal(fabric_addr_check_fmt(FI_SOCKADDR_IN, own4, l4, a, 0, &why), -EINVAL);
+	assert_int_equal(fabric_addr_check_fmt(FI_SOCKADDR_IN, own4, l4, a, FABRIC_ADDR_MAX + 1, &why), -EINVAL);
+	/* an IPv6 address to an IPv4 endpoint, also under FI_SOCKADDR */
+	n = sin6(a, "fd00::2", 7001);
+	assert_int_equal(fabric_addr_check_fmt(FI_SOCKADDR_IN, own4, l4, a, n, &why), -EINVAL);
+	assert_int_equal(fabric_addr_check_fmt(FI_SOCKADDR, own4, l4, a, n, &why), -EINVAL);
+	/* IPv6 */
+	assert_int_equal(fabric_addr_check_fmt(FI_SOCKADDR_IN6, own6, l6, a, n, &why), 0);
+	assert_int_equal(fabric_addr_check_fmt(FI_SOCKADDR, own6, l6, a, n, &why), 0);
+	const char *bad6[] = { "::", "ff02::1" };
+	for (size_t i = 0; i < 2; i++) {
+		n = sin6(a, bad6[i], 7001);
+		assert_int_equal(fabric_addr_check_fmt(FI_SOCKADDR_IN6, own6, l6, a, n, &why), -EINVAL);
+	}
+	n = sin6(a, "fd00::2", 0);
+	assert_int_equal(fabric_addr_check_fmt(FI_SOCKADDR_IN6, own6, l6, a, n, &why), -EINVAL);
+	n = sin4(a, AF_INET, "10.0.0.2", 7001);
+	assert_int_equal(fabric_addr_check_fmt(FI_SOCKADDR_IN6, own6, l6, a, n, &why), -EINVAL);
+	/* shm names */
+	const struct {
+		const char *s;
+		size_t len;
+		int rc;
+	} names[] = {
+		{ "fi_shm://99", 12, 0 },
+		{ "fi_shm://a.b_c-d:1", 19, 0 },
+		{ "fi_shm://99\0junk", 17, 0 }, /* ends at the NUL */
+		{ "fi_shm://99", 11, -EINVAL },  /* no NUL within len */
+		{ "fi_shm://", 10, -EINVAL },
+		{ "fi_shm://../x", 14, -EINVAL },
+		{ "fi_shm://a b", 13, -EINVAL },
+		{ "fi_sockets://1", 15, -EINVAL },
+		{ "fi_shm:/x", 10, -EINVAL },
+		{ "", 1, -EINVAL },
+	};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		assert_int_equal(fabric_addr_check_fmt(FI_ADDR_STR, shm, sizeof(shm), names[i].s, names[i].len, &why),
+				 names[i].rc);
+	/* other formats: the endpoint's own length */
+	memset(a, 0x5a, 32);
+	assert_int_equal(fabric_addr_check_fmt(FI_ADDR_EFA, own4, 32, a, 32, &why), 0);
+	assert_int_equal(fabric_addr_check_fmt(FI_ADDR_EFA, own4, 32, a, 31, &why), -EINVAL);
+}
+
+/* Against a real endpoint: its own address passes, and so does a peer's. */
+static void test_addr_check_real(void **state)
+{
+	struct fabric_params p = { .provider = "tcp", .node = "127.0.0.1" };
+	struct fabric *a, *b;
+	const char *why = NULL;
+
+	(void)state;
+	if (fabric_open(&p, &a))
+		skip();
+	assert_int_equal(fabric_open(&p, &b), 0);
+	assert_int_equal(fabric_addr_check(a, b->addr, b->addrlen, &why), 0);
+	assert_int_equal(fabric_addr_check(a, a->addr, a->addrlen, &why), 0);
+	fabric_close(b);
+	fabric_close(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_tcp),
 		cmocka_unit_test(test_shm),
 		cmocka_unit_test(test_unknown_provider),
+		cmocka_unit_test(test_addr_check),
+		cmocka_unit_test(test_addr_check_real),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
