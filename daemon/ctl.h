@@ -62,6 +62,12 @@ int conn_send(struct conn *c, const struct wire_msg *m);
  * after the write. */
 void conn_refuse(struct conn *c, enum wire_code code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* The same for a sentence that names another job's settings (its ranks,
+ * chunk, window, ...): a daemon without a key, which anyone who reaches
+ * the port can ask, sends only `reason` (which names no value of the job);
+ * the daemon's log has the whole sentence either way. */
+void conn_refuse_job(struct conn *c, enum wire_code code, const char *reason, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 /* ABORT(handle, code, text), then closed after the write. */
 void conn_abort(struct conn *c, uint32_t handle, enum wire_code code, const char *text);
 /* Every way a connection closes goes through conn_free or

@@ -124,23 +124,24 @@ void admit_join(struct conn *c, const struct wire_join *w)
 			j->timeout_ms, j->mem_bytes, j->thread->index);
 	} else {
 		if (w->nranks != j->nranks) {
-			conn_refuse(c, WIRE_E_NRANKS, "job 0x%" PRIx64 " has %u ranks, request says %u", j->id,
-				    j->nranks, w->nranks);
+			conn_refuse_job(c, WIRE_E_NRANKS, "the job has another number of ranks",
+					"job 0x%" PRIx64 " has %u ranks, request says %u", j->id, j->nranks,
+					w->nranks);
 			return;
 		}
 		if (w->chunk_bytes != j->req_chunk || w->window != j->req_window ||
 		    w->dtype_mask != j->dtype_mask || w->flags != j->flags ||
 		    w->timeout_ms != j->req_timeout_ms || asked != j->req_weight) {
-			conn_refuse(c, WIRE_E_PARAMS,
-				    "job 0x%" PRIx64 " was joined with chunk %u window %u types 0x%x flags 0x%x timeout %u ms weight %u, request says chunk %u window %u types 0x%x flags 0x%x timeout %u ms weight %u",
-				    j->id, j->req_chunk, j->req_window, j->dtype_mask, j->flags,
-				    j->req_timeout_ms, j->req_weight, w->chunk_bytes, w->window, w->dtype_mask,
-				    w->flags, w->timeout_ms, asked);
+			conn_refuse_job(c, WIRE_E_PARAMS, "the job was joined with other parameters",
+					"job 0x%" PRIx64 " was joined with chunk %u window %u types 0x%x flags 0x%x timeout %u ms weight %u, request says chunk %u window %u types 0x%x flags 0x%x timeout %u ms weight %u",
+					j->id, j->req_chunk, j->req_window, j->dtype_mask, j->flags,
+					j->req_timeout_ms, j->req_weight, w->chunk_bytes, w->window, w->dtype_mask,
+					w->flags, w->timeout_ms, asked);
 			return;
 		}
 		if (j->state != JOB_JOINING || j->joined == j->nranks) {
-			conn_refuse(c, WIRE_E_JOB_FULL, "job 0x%" PRIx64 " already has all %u ranks", j->id,
-				    j->nranks);
+			conn_refuse_job(c, WIRE_E_JOB_FULL, "the job has all its ranks",
+					"job 0x%" PRIx64 " already has all %u ranks", j->id, j->nranks);
 			return;
 		}
 		if (j->ranks[w->rank].state != RANK_NONE) {

@@ -156,6 +156,14 @@ static void text_msg(struct wire_msg *m, uint16_t type, uint32_t handle, enum wi
 			*p = '?';
 }
 
+static void refuse_send(struct conn *c, enum wire_code code, struct wire_msg *m, const char *logged)
+{
+	ctr_add(&c->d->stats.errors[code], 1);
+	SC_INFO("%s: join refused (%s): %s", c->peer, wire_code_name(code), logged);
+	conn_send(c, m);
+	conn_close_after_flush(c);
+}
+
 void conn_refuse(struct conn *c, enum wire_code code, const char *fmt, ...)
 {
 	struct wire_msg m;
@@ -164,10 +172,22 @@ void conn_refuse(struct conn *c, enum wire_code code, const char *fmt, ...)
 	va_start(ap, fmt);
 	text_msg(&m, WIRE_REFUSE, 0, code, fmt, ap);
 	va_end(ap);
-	ctr_add(&c->d->stats.errors[code], 1);
-	SC_INFO("%s: join refused (%s): %s", c->peer, wire_code_name(code), m.u.refuse.text);
-	conn_send(c, &m);
-	conn_close_after_flush(c);
+	refuse_send(c, code, &m, m.u.refuse.text);
+}
+
+void conn_refuse_job(struct conn *c, enum wire_code code, const char *reason, const char *fmt, ...)
+{
+	struct wire_msg m;
+	char full[sizeof(m.u.refuse.text)];
+	va_list ap;
+
+	va_start(ap, fmt);
+	text_msg(&m, WIRE_REFUSE, 0, code, fmt, ap);
+	va_end(ap);
+	snprintf(full, sizeof(full), "%s", m.u.refuse.text);
+	if (!c->d->key_len)
+		snprintf(m.u.refuse.text, sizeof(m.u.refuse.text), "%s", reason);
+	refuse_send(c, code, &m, full);
 }
 
 void conn_abort(struct conn *c, uint32_t handle, enum wire_code code, const char *text)

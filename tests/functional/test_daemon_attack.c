@@ -9,7 +9,10 @@
  *  - one JOIN asking for window 2^20 and 64 MB chunks: capped to
  *    max-window x max-chunk it still took 768 MiB of the 1 GiB budget,
  *    prefaulted for the join timeout, and could be repeated; now refused
- *    (memory) above [job] max-memory-share of the budget. */
+ *    (memory) above [job] max-memory-share of the budget.
+ *  - JOINs that differ from a job in ranks or parameters, or come when it
+ *    is full: the refusal named the job's ranks and exact parameters to
+ *    anyone; now only the reason (the log has the values). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,6 +212,49 @@ int main(void)
 		      sd_metric(&d, "sumcast_memory_used_bytes"));
 		if (fd >= 0)
 			close(fd);
+	}
+	/* 5. Without a key, a refusal names no value of another job: a JOIN
+	 * that differs from a forming job in ranks, in parameters, or comes
+	 * when it is full, is told only the reason; the log has the values. */
+	{
+		join_init(&j, 0xe0, 0, 2, fab);
+		int fd0 = join_ok(&j, &m);
+		const struct {
+			const char *what, *reason, *logged;
+			uint16_t code;
+			uint32_t nranks, chunk;
+		} asks[] = {
+			{ "other ranks", "the job has another number of ranks", "has 2 ranks, request says 3",
+			  WIRE_E_NRANKS, 3, 64u << 10 },
+			{ "other params", "the job was joined with other parameters", "was joined with chunk 65536",
+			  WIRE_E_PARAMS, 2, 32u << 10 },
+		};
+		for (size_t i = 0; i < 2; i++) {
+			join_init(&j, 0xe0, 1, asks[i].nranks, fab);
+			j.chunk_bytes = asks[i].chunk;
+			int fd = ctl_join(&d, &j, NULL, 0, &m);
+			CHECK(fd >= 0 && m.type == WIRE_REFUSE && m.u.refuse.code == asks[i].code &&
+				      !strcmp(m.u.refuse.text, asks[i].reason),
+			      "%s: %s \"%s\", want only \"%s\"", asks[i].what, fd < 0 ? "no reply" : wire_type_name(m.type),
+			      fd >= 0 && m.type == WIRE_REFUSE ? m.u.refuse.text : "", asks[i].reason);
+			CHECK(sd_log_has(&d, asks[i].logged), "%s: the log lacks \"%s\"", asks[i].what, asks[i].logged);
+			if (fd >= 0 && m.type == WIRE_REFUSE)
+				printf("  %-22s -> REFUSE %s: %s\n", asks[i].what, wire_code_name(m.u.refuse.code),
+				       m.u.refuse.text);
+			if (fd >= 0)
+				close(fd);
+		}
+		join_init(&j, 0xe0, 1, 2, fab);
+		int fd1 = join_ok(&j, &m);
+		join_init(&j, 0xe0, 1, 2, fab);
+		int fd = ctl_join(&d, &j, NULL, 0, &m);
+		CHECK(fd >= 0 && m.type == WIRE_REFUSE && m.u.refuse.code == WIRE_E_JOB_FULL &&
+			      !strcmp(m.u.refuse.text, "the job has all its ranks"),
+		      "full job: %s", fd >= 0 && m.type == WIRE_REFUSE ? m.u.refuse.text : "no REFUSE");
+		CHECK(sd_log_has(&d, "already has all 2 ranks"), "full job: not in the log");
+		for (int *f = (int[]){ fd, fd0, fd1 }, k = 0; k < 3; k++)
+			if (f[k] >= 0)
+				close(f[k]);
 	}
 	/* The daemon still serves a legitimate job, and every attacked job's
 	 * memory came back. */

@@ -1,6 +1,7 @@
 #include "test_daemon_harness.h"
 
 #include "sumcastd_proc.h"
+#include "client.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -729,4 +730,111 @@ out:
 	free(got);
 	free(all);
 	return wrong;
+}
+
+int tpair_up(struct tpair *p, const struct sd *d, const struct client_params *base)
+{
+	char agg[64];
+	const char *aggs[] = { agg };
+	int rc[2] = { -EAGAIN, -EAGAIN };
+
+	memset(p, 0, sizeof(*p));
+	snprintf(agg, sizeof(agg), "127.0.0.1:%u", d->ctl);
+	for (uint32_t r = 0; r < 2; r++) {
+		struct client_params cp = *base;
+		cp.rank = r;
+		cp.nranks = 2;
+		cp.naggs = 1;
+		cp.aggs = aggs;
+		if (client_create(&cp, &p->c[r])) {
+			fprintf(stderr, "tpair: client %u not created\n", r);
+			return -1;
+		}
+	}
+	for (uint64_t end = sc_now_ms() + 10000 * slow_factor();
+	     (rc[0] == -EAGAIN || rc[1] == -EAGAIN) && sc_now_ms() < end;)
+		for (int r = 0; r < 2; r++)
+			if (rc[r] == -EAGAIN)
+				rc[r] = client_connect_poll(p->c[r]);
+	if (rc[0] || rc[1]) {
+		fprintf(stderr, "tpair: connect %d %d: %s\n", rc[0], rc[1], client_error(p->c[rc[0] ? 0 : 1]));
+		return -1;
+	}
+	return 0;
+}
+
+long tpair_allreduce(struct tpair *p, size_t count, enum sc_dtype t)
+{
+	size_t esz = sc_dtype_size(t);
+	uint8_t *buf = calloc(4, count * esz);
+	uint8_t *in[2] = { buf, buf + count * esz }, *out[2] = { buf + 2 * count * esz, buf + 3 * count * esz };
+	struct client_req *q[2];
+	int done[2] = { 0 }, err[2] = { 0 };
+	long bad = 0;
+
+	if (!buf)
+		return -1;
+	for (size_t i = 0; i < count; i++)
+		for (int r = 0; r < 2; r++)
+			th_put(t, in[r], i, (int)r + 1);
+	for (int r = 0; r < 2; r++)
+		if (client_allreduce(p->c[r], in[r], out[r], count, t, SC_OP_SUM, NULL, NULL, &q[r])) {
+			free(buf);
+			return -1;
+		}
+	for (uint64_t end = sc_now_ms() + 10000 * slow_factor(); (!done[0] || !done[1]) && sc_now_ms() < end;)
+		for (int r = 0; r < 2; r++)
+			if (!done[r])
+				err[r] = client_test(p->c[r], q[r], &done[r]);
+	if (!done[0] || !done[1] || err[0] || err[1]) {
+		free(buf);
+		return -1;
+	}
+	for (size_t i = 0; i < count; i++)
+		for (int r = 0; r < 2; r++)
+			bad += th_get(t, out[r], i) != 3.0;
+	free(buf);
+	return bad;
+}
+
+void tpair_down(struct tpair *p)
+{
+	for (int r = 0; r < 2; r++)
+		if (p->c[r])
+			client_destroy(p->c[r]);
+	memset(p, 0, sizeof(*p));
+}
+
+void th_put(enum sc_dtype t, void *p, size_t i, int v)
+{
+	switch (t) {
+	case SC_F32: ((float *)p)[i] = (float)v; break;
+	case SC_F16: ((uint16_t *)p)[i] = sc_f32_to_f16((float)v); break;
+	case SC_BF16: ((uint16_t *)p)[i] = sc_f32_to_bf16((float)v); break;
+	case SC_F64: ((double *)p)[i] = v; break;
+	case SC_I32: ((int32_t *)p)[i] = v; break;
+	case SC_U32: ((uint32_t *)p)[i] = (uint32_t)v; break;
+	case SC_I64: ((int64_t *)p)[i] = v; break;
+	case SC_U64: ((uint64_t *)p)[i] = (uint64_t)v; break;
+	case SC_I8: ((int8_t *)p)[i] = (int8_t)v; break;
+	case SC_U8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+	default: break;
+	}
+}
+
+double th_get(enum sc_dtype t, const void *p, size_t i)
+{
+	switch (t) {
+	case SC_F32: return ((const float *)p)[i];
+	case SC_F16: return sc_f16_to_f32(((const uint16_t *)p)[i]);
+	case SC_BF16: return sc_bf16_to_f32(((const uint16_t *)p)[i]);
+	case SC_F64: return ((const double *)p)[i];
+	case SC_I32: return ((const int32_t *)p)[i];
+	case SC_U32: return ((const uint32_t *)p)[i];
+	case SC_I64: return (double)((const int64_t *)p)[i];
+	case SC_U64: return (double)((const uint64_t *)p)[i];
+	case SC_I8: return ((const int8_t *)p)[i];
+	case SC_U8: return ((const uint8_t *)p)[i];
+	default: return NAN;
+	}
 }

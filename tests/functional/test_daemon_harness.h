@@ -170,4 +170,24 @@ struct trun {
 float tranks_val(uint32_t r, uint32_t c, size_t i, enum sc_dtype t);
 long tranks_allreduce(struct trank *rk, uint32_t n, const struct trun *p);
 
+/* Element i of an array of t: written from a small integer, read as a double. */
+void th_put(enum sc_dtype t, void *p, size_t i, int v);
+double th_get(enum sc_dtype t, const void *p, size_t i);
+
+/* Two ranks of one job through the client library (common/client.h), as
+ * the plugin drives it: sealing where the daemon has a key, multicast
+ * where it offers it. */
+struct client;
+struct client_params;
+struct tpair {
+	struct client *c[2];
+};
+/* Both ranks joined to d (base: everything but rank, nranks and the
+ * aggregator list). 0, or -1 after printing why. */
+int tpair_up(struct tpair *p, const struct sd *d, const struct client_params *base);
+/* One allreduce of count elements of t (rank 0 gives 1, rank 1 gives 2):
+ * the number of elements that are not 3, or -1 if it failed. */
+long tpair_allreduce(struct tpair *p, size_t count, enum sc_dtype t);
+void tpair_down(struct tpair *p);
+
 #endif

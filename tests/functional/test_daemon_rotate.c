@@ -63,39 +63,6 @@ static int val(uint32_t r, uint32_t c, size_t i)
 	return (int)((r + 1) * ((i + 5 * c + r) % 11));
 }
 
-static void put(enum sc_dtype t, void *p, size_t i, int v)
-{
-	switch (t) {
-	case SC_F32: ((float *)p)[i] = (float)v; break;
-	case SC_F16: ((uint16_t *)p)[i] = sc_f32_to_f16((float)v); break;
-	case SC_BF16: ((uint16_t *)p)[i] = sc_f32_to_bf16((float)v); break;
-	case SC_F64: ((double *)p)[i] = v; break;
-	case SC_I32: ((int32_t *)p)[i] = v; break;
-	case SC_U32: ((uint32_t *)p)[i] = (uint32_t)v; break;
-	case SC_I64: ((int64_t *)p)[i] = v; break;
-	case SC_U64: ((uint64_t *)p)[i] = (uint64_t)v; break;
-	case SC_I8: ((int8_t *)p)[i] = (int8_t)v; break;
-	case SC_U8: ((uint8_t *)p)[i] = (uint8_t)v; break;
-	default: break;
-	}
-}
-
-static double get(enum sc_dtype t, const void *p, size_t i)
-{
-	switch (t) {
-	case SC_F32: return ((const float *)p)[i];
-	case SC_F16: return sc_f16_to_f32(((const uint16_t *)p)[i]);
-	case SC_BF16: return sc_bf16_to_f32(((const uint16_t *)p)[i]);
-	case SC_F64: return ((const double *)p)[i];
-	case SC_I32: return ((const int32_t *)p)[i];
-	case SC_U32: return ((const uint32_t *)p)[i];
-	case SC_I64: return (double)((const int64_t *)p)[i];
-	case SC_U64: return (double)((const uint64_t *)p)[i];
-	case SC_I8: return ((const int8_t *)p)[i];
-	case SC_U8: return ((const uint8_t *)p)[i];
-	default: return NAN;
-	}
-}
 
 static void fill_send(struct trank *rk, uint32_t r, uint32_t c)
 {
@@ -104,7 +71,7 @@ static void fill_send(struct trank *rk, uint32_t r, uint32_t c)
 	size_t len = clen(c), n = len / sc_dtype_size(t);
 	uint8_t *sb = rk->buf + (size_t)s * CHUNK;
 	for (size_t i = 0; i < n; i++)
-		put(t, sb, i, val(r, c, i));
+		th_put(t, sb, i, val(r, c, i));
 	/* Garbage past the end: a wrong length would show. */
 	memset(rk->buf + rk->cap / 2 + (size_t)s * CHUNK, 0xa5, CHUNK);
 }
@@ -162,7 +129,7 @@ static long run(struct trank *rk, uint32_t n, uint32_t nchunks)
 					       : o == SC_OP_MAX ? (v > want ? v : want)
 								: (v < want ? v : want);
 				}
-				bad += get(t, rb, i) != (double)want;
+				bad += th_get(t, rb, i) != (double)want;
 			}
 			if (bad)
 				fprintf(stderr, "rank %u chunk %u (%s %s, %zu bytes): %ld wrong\n", r, c,
