@@ -1,4 +1,4 @@
-/* How to send multicast results (issue 12): the sender's cost of putting
+/* How to send multicast results: the sender's cost of putting
  * results on an IP multicast group, by the ways a transport could do it.
  *
  * The bench moves itself into a network namespace of its own (root: with

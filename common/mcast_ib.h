@@ -1,4 +1,4 @@
-/* The InfiniBand/RoCE transport of multicast results (issue 12): a UD QP
+/* The InfiniBand/RoCE transport of multicast results: a UD QP
  * joined to the job's group through librdmacm (rdma_join_multicast: the
  * IPv4 group maps to an MGID the subnet manager, or RoCE, knows), one
  * MTU-sized packet per datagram. Everything above the packet (header,

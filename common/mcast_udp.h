@@ -1,4 +1,4 @@
-/* The IP multicast transport of multicast results (issue 12): a UDP socket
+/* The IP multicast transport of multicast results: a UDP socket
  * that sends each result to the job's group with generic segmentation
  * offload (bench/mcast: half the CPU per byte of one send per datagram),
  * and the receiving socket of a rank, whose datagrams go to the shared

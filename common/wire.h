@@ -1,4 +1,5 @@
-/* Sumcast wire protocol, version 2 (1 had no mode bits: its seq was 26 bits).
+/* Sumcast wire protocol, version 4 (WIRE_VERSION), speaking 2 and 3 too
+ * (WIRE_VERSION_MIN; 1 had no mode bits: its seq was 26 bits).
  *
  * Control plane: TCP to the daemon's control port. Every message is a
  * 16-byte header followed by a body of at most WIRE_BODY_MAX bytes, all

@@ -1,6 +1,6 @@
 /* How much of an allreduce goes to the aggregators.
  *
- * Bandwidth model (docs/plugin.md, DESIGN.md): with a the aggregator share,
+ * Bandwidth model (docs/plugin.md, docs/design.md): with a the aggregator share,
  * a node's link carries a + (1-a)*2(N-1)/N of the data, an aggregator
  * carries a*N/M. Time is the slower of the two.
  *  - a = 1 (aggregators only): one pipeline, node and aggregator links

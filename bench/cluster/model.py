@@ -9,7 +9,7 @@ every aggregator link `agg_link` (default: the same). S bytes are reduced; f = 2
               aggregator link carries W*S/A each way (unicast results)
                                                                 algbw = min(link, agg_link*A/W)
   split       a fraction x of S goes to the aggregators, the rest around the ring:
-              worker link: x + (1-x)*f,  aggregator link: x*W/A   (DESIGN.md)
+              worker link: x + (1-x)*f,  aggregator link: x*W/A   (docs/design.md)
               time = max((x + (1-x) f)/link, x W/(A agg_link)); the best x balances the two,
               x = f / (f - 1 + W link/(A agg_link)), or x = 1 when aggregators are not the
               bottleneck (W link <= A agg_link).
