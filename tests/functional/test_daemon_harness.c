@@ -838,3 +838,18 @@ double th_get(enum sc_dtype t, const void *p, size_t i)
 	default: return NAN;
 	}
 }
+
+bool th_sanitized(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+	return true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+	return true;
+#else
+	return false;
+#endif
+#else
+	return false;
+#endif
+}

@@ -38,6 +38,8 @@ int th_summary(const char *name);
 void th_skip(const char *why) __attribute__((noreturn));
 
 void th_sleep_ms(unsigned ms);
+/* Whether this build (and so the daemon's) runs under AddressSanitizer. */
+bool th_sanitized(void);
 
 struct sd {
 	pid_t pid;
