@@ -16,6 +16,7 @@
 #include "control.h"
 #include "daemon.h"
 #include "fabric.h"
+#include "fabric_env.h"
 #include "http.h"
 #include "log.h"
 #include "notify.h"
@@ -115,32 +116,17 @@ static void threads_stop(struct daemon *d)
 		dthread_stop(&d->threads[i]);
 }
 
-/* rxm's receive buffers, before libfabric reads its environment (the
- * first fabric_open): one pool of [fabric] rx-buffers buffers of
- * rx-buffer-size bytes, shared by every connection of an endpoint.
- * Unexpected messages are held in them (larger ones in memory of their
- * own), then in buffers rxm adds without limit; the sweep (dp_sweep.c)
- * keeps that second part small. The eager limit stays rxm's default, which
- * otherwise follows the buffer size. A value set in the environment stays. */
+/* rxm's receive buffers (fabric_env.h) before the first endpoint opens:
+ * [fabric] rx-buffers of rx-buffer-size. Unexpected messages wait in them
+ * (larger ones in memory of their own), then in buffers rxm adds without
+ * limit; the sweep (dp_sweep.c) keeps that second part small. */
 static void rxm_env_set(const struct settings *s)
 {
-	static const char *const names[] = { "FI_OFI_RXM_USE_SRX", "FI_OFI_RXM_MSG_RX_SIZE",
-					     "FI_OFI_RXM_BUFFER_SIZE", "FI_OFI_RXM_EAGER_LIMIT" };
-	char vals[4][32], line[256];
-	size_t n = 0;
+	struct fabric_env e = { .rx_buffers = (size_t)s->rx_buffers, .rx_buffer_size = s->rx_buffer_size };
+	char line[256];
 
-	snprintf(vals[0], sizeof(vals[0]), "1");
-	snprintf(vals[1], sizeof(vals[1]), "%lld", (long long)s->rx_buffers);
-	snprintf(vals[2], sizeof(vals[2]), "%llu", (unsigned long long)s->rx_buffer_size);
-	snprintf(vals[3], sizeof(vals[3]), "%u", FABRIC_RXM_EAGER_DEFAULT);
-	for (size_t i = 0; i < 4; i++) {
-		bool mine = !getenv(names[i]);
-		if (mine)
-			setenv(names[i], vals[i], 1);
-		n += (size_t)snprintf(line + n, n < sizeof(line) ? sizeof(line) - n : 0, " %s=%s%s", names[i],
-				      getenv(names[i]), mine ? "" : " (environment)");
-	}
-	SC_INFO("rxm receive buffers:%s", line);
+	fabric_env_defaults(&e, line, sizeof(line));
+	SC_INFO("rxm receive buffers: %s", line);
 }
 
 int main(int argc, char **argv)

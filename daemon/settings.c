@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "fabric.h"
+#include "fabric_env.h"
 #include "log.h"
 
 #define S(f) offsetof(struct settings, f)
@@ -51,12 +52,12 @@ const struct cfg_entry settings_table[] = {
 	  "Local address the data endpoints bind to (an interface's IP)", S(node), 0, 0, false },
 	{ "fabric", "cq-size", CFG_INT, "4096", "Completion queue entries per data endpoint",
 	  S(cq_size), 64, 1048576, false },
-	{ "fabric", "rx-buffers", CFG_INT, "256",
+	{ "fabric", "rx-buffers", CFG_INT, FABRIC_ENV_STR(FABRIC_ENV_RX_BUFFERS),
 	  "Receive buffers of an rxm data endpoint (tcp;ofi_rxm, verbs;ofi_rxm), shared by all its "
 	  "connections (FI_OFI_RXM_USE_SRX=1, FI_OFI_RXM_MSG_RX_SIZE; values set in the environment win): "
 	  "with the discard of unexpected messages they bound what any sender can make the daemon hold",
 	  S(rx_buffers), 16, 65536, false },
-	{ "fabric", "rx-buffer-size", CFG_SIZE, "1K",
+	{ "fabric", "rx-buffer-size", CFG_SIZE, FABRIC_ENV_STR(FABRIC_ENV_RX_BUFFER_SIZE),
 	  "Bytes of each of those buffers (FI_OFI_RXM_BUFFER_SIZE; the eager limit stays 16K, "
 	  "FI_OFI_RXM_EAGER_LIMIT): a larger message that matches no receive is held in memory of "
 	  "its own size until it is discarded",

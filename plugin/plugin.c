@@ -1,6 +1,8 @@
 /* Process-wide plugin state: NCCL's logger as our log sink, the SUMCAST_*
  * settings table, error mapping, device properties, type mapping. */
 #include "plugin.h"
+
+#include "fabric_env.h"
 #include "split.h"
 
 #include <errno.h>
@@ -145,6 +147,16 @@ int plugin_init(ncclDebugLogger_t logger)
 		SC_WARN("SUMCAST_LOG_LEVEL=%s: not a level, using info", plugin_cfg.log_level);
 	SC_INFO("sumcast %s, settings:", SUMCAST_VERSION);
 	plugin_settings_log(src);
+	{
+		/* Before the first endpoint (fabric_env.h): the rank opens one per
+		 * aggregator of every communicator, and rxm's defaults held 67 MB
+		 * and ~100 ms of set-up each. */
+		struct fabric_env e = { .rx_buffers = FABRIC_ENV_RX_BUFFERS,
+					.rx_buffer_size = FABRIC_ENV_RX_BUFFER_SIZE };
+		char line[256];
+		fabric_env_defaults(&e, line, sizeof(line));
+		SC_INFO("rxm receive buffers: %s", line);
+	}
 	rc = sc_reduce_init();
 	if (rc) {
 		SC_WARN("reduce kernels: SUMCAST_ISA=%s is %s", getenv("SUMCAST_ISA"),

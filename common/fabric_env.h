@@ -1,0 +1,35 @@
+/* libfabric's rxm provider (tcp;ofi_rxm, verbs;ofi_rxm) takes its buffer
+ * settings from the environment, read once, when libfabric first looks at
+ * its providers (the first fi_getinfo). Its defaults give every endpoint
+ * 4,096 receive buffers of 16 KiB, touched at once: 67 MB and ~100 ms per
+ * endpoint, whatever the load. A rank opens several endpoints (one per
+ * aggregator, the ncclNet one, the ring's), a daemon one per data thread.
+ * Both set smaller ones before their first endpoint. */
+#ifndef SUMCAST_FABRIC_ENV_H
+#define SUMCAST_FABRIC_ENV_H
+
+#include <stddef.h>
+
+struct fabric_env {
+	size_t rx_buffers;     /* receive buffers of an endpoint, shared by its connections */
+	size_t rx_buffer_size; /* bytes each; a larger message that matches no receive
+				  gets memory of its own size while it waits */
+};
+
+/* The defaults of both: 256 buffers of 1 KiB (as strings for settings
+ * tables too). */
+#define FABRIC_ENV_RX_BUFFERS 256
+#define FABRIC_ENV_RX_BUFFER_SIZE 1024
+#define FABRIC_ENV_STR_(x) #x
+#define FABRIC_ENV_STR(x) FABRIC_ENV_STR_(x)
+
+/* Sets FI_OFI_RXM_USE_SRX=1 (one pool per endpoint, shared by all its
+ * connections), FI_OFI_RXM_MSG_RX_SIZE and FI_OFI_RXM_BUFFER_SIZE from e,
+ * and FI_OFI_RXM_EAGER_LIMIT to rxm's default eager limit (it follows the
+ * buffer size otherwise), each only where the environment has no value of
+ * its own. Writes what is in force ("FI_OFI_RXM_USE_SRX=1 ...", an
+ * operator's value marked "(environment)") into line for the log. Call
+ * before the first fabric_open; later it changes nothing libfabric sees. */
+void fabric_env_defaults(const struct fabric_env *e, char *line, size_t cap);
+
+#endif
