@@ -1,7 +1,7 @@
 /* Harness for the protocol-level sumcastd tests: starts the real daemon
  * binary with a temporary config (ports 0 + port-file), waits for /healthz,
  * talks the control protocol over raw TCP (wire.h) and the data plane with
- * fabric.h. Independent of common/client.c on purpose. Every wait is bounded
+ * fabric.h. Independent of client/client.c on purpose. Every wait is bounded
  * in time. */
 #ifndef TEST_DAEMON_HARNESS_H
 #define TEST_DAEMON_HARNESS_H
@@ -176,7 +176,7 @@ long tranks_allreduce(struct trank *rk, uint32_t n, const struct trun *p);
 void th_put(enum sc_dtype t, void *p, size_t i, int v);
 double th_get(enum sc_dtype t, const void *p, size_t i);
 
-/* Two ranks of one job through the client library (common/client.h), as
+/* Two ranks of one job through the client library (client/client.h), as
  * the plugin drives it: sealing where the daemon has a key, multicast
  * where it offers it. */
 struct client;
