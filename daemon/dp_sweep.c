@@ -7,7 +7,7 @@
  * second) took the daemon from 77 MB to 1,068 MB for good.
  *
  * A legitimate message always finds its receive posted: a rank sends chunk
- * c only after it has the result of chunk c - window (client_data.c), and
+ * c only after it has the result of chunk c - window (client/client_slot.c), and
  * the daemon posts rank r's receive for the slot of chunk c as soon as r's
  * contribution to c - window is reduced (deterministic jobs: once the slot
  * completes), before any result of c - window is sent; JOIN_OK goes out
