@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 
 #include "client.h"
+#include "hostport.h"
 #include "mcast_link.h"
 #include "seal.h"
 #include "wire.h"
@@ -30,7 +31,7 @@
  * the rank) arrives first and is what the user sees. */
 #define CLIENT_SILENCE_GRACE_MS 2000u
 #define CLIENT_DRAIN_MS 2000u             /* bounded wait for cancelled receives */
-#define CLIENT_NAME_MAX 280
+#define CLIENT_NAME_MAX HOSTPORT_TEXT_MAX
 #define CLIENT_ERR_MAX 512
 #define CLIENT_NO_CHUNK UINT64_MAX
 
@@ -278,6 +279,8 @@ void client_ctl_poll(struct client *c);
 void client_ctl_liveness(struct client *c, uint64_t now);
 /* Best-effort LEAVE on a joined aggregator's socket. */
 void client_ctl_leave(struct client *c, struct client_agg *a);
+/* a->name and a->sa from "host:port" (hostport.h), the host resolved.
+ * 0, -EINVAL (not host:port) or -EHOSTUNREACH, with a sentence in why. */
 int client_parse_endpoint(const char *s, struct client_agg *a, char *why, size_t whylen);
 
 /* client_req.c */

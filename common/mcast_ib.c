@@ -82,6 +82,8 @@ void sc_mc_ib_rx_close(struct sc_mc_ib_rx *r) { (void)r; }
 #include <stdlib.h>
 #include <time.h>
 
+#include "hostport.h"
+
 bool sc_mc_ib_built(void) { return true; }
 
 /* What a sender and a receiver both hold: the CM id bound to the
@@ -149,7 +151,7 @@ static int ep_bind(struct ib_ep *e, const char *iface, char *why, size_t whylen)
 		return -EINVAL;
 	}
 	/* (the CM binds a loopback address to any device: not what was meant) */
-	if ((ntohl(a.sin_addr.s_addr) >> 24) == 127)
+	if (hostport_is_loopback(iface))
 		return ep_fail(-ENODEV, why, whylen, iface, "a loopback address is on no RDMA device");
 	e->ch = rdma_create_event_channel();
 	if (!e->ch)

@@ -24,6 +24,7 @@
 
 #include "client.h"
 #include "clock.h"
+#include "hostport.h"
 
 #define MAX_RANKS 64
 
@@ -139,8 +140,10 @@ int main(int argc, char **argv)
 		{ "slow-us", required_argument, NULL, 'u' }, { "job-id", required_argument, NULL, 'j' },
 		{ NULL, 0, NULL, 0 },
 	};
+	static struct hostport agg_list[CLIENT_AGGS_MAX];
 	pid_t pids[MAX_RANKS];
-	char *aggs = NULL;
+	char why[300];
+	const char *aggs = NULL;
 	int opt, fail = 0, skip = 0;
 
 	while ((opt = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -180,9 +183,12 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	for (char *save = NULL, *a = aggs ? strtok_r(aggs, ",", &save) : NULL;
-	     a && g.naggs < CLIENT_AGGS_MAX; a = strtok_r(NULL, ",", &save))
-		g.aggs[g.naggs++] = a;
+	if (hostport_list_parse(aggs, agg_list, CLIENT_AGGS_MAX, &g.naggs, why, sizeof(why))) {
+		fprintf(stderr, "sc_jobgen: --aggs: %s\n", why);
+		return 2;
+	}
+	for (size_t i = 0; i < g.naggs; i++)
+		g.aggs[i] = agg_list[i].text;
 	if (!g.naggs || g.nranks < 1 || g.nranks > MAX_RANKS || g.count < 2 || g.seconds < 0) {
 		fprintf(stderr, "sc_jobgen: need --aggs, 1..%d ranks, --count >= 2\n", MAX_RANKS);
 		return 2;

@@ -8,6 +8,7 @@
 
 #include "clock.h"
 #include "fabric.h"
+#include "hostport.h"
 #include "sumcastd_proc.h"
 #include "../../plugin/split.h"
 
@@ -203,16 +204,13 @@ static bool aggm_on;
 static bool aggm_read(struct aggm *out)
 {
 	static char body[1 << 16];
-	char list[1024];
-	const char *env = getenv("SUMCAST_AGGREGATORS");
+	const char *list = getenv("SUMCAST_AGGREGATORS");
+	struct hostport hp;
+	int rc;
 
 	memset(out, 0, sizeof(*out));
-	snprintf(list, sizeof(list), "%s", env ? env : "");
-	for (char *save = NULL, *e = strtok_r(list, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
-		char *colon = strrchr(e, ':');
-		if (colon)
-			*colon = 0;
-		if (sc_http_get_at(e, 7801, "/metrics", NULL, 0, body, sizeof(body), 2000) != 200)
+	while ((rc = hostport_list_next(&list, &hp, NULL, 0)) > 0) {
+		if (sc_http_get_at(hp.host, 7801, "/metrics", NULL, 0, body, sizeof(body), 2000) != 200)
 			return false;
 		double v[3] = { sc_metric_value(body, "sumcast_sent_bytes_total"),
 				sc_metric_value(body, "process_cpu_seconds_total"),
@@ -221,7 +219,7 @@ static bool aggm_read(struct aggm *out)
 		out->cpu += v[1] > 0 ? v[1] : 0;
 		out->repairs += v[2] > 0 ? v[2] : 0;
 	}
-	return true;
+	return rc == 0;
 }
 
 /* A read: what came since the last one goes to mode `last`; the next to m
