@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "mcast_udp.h"
 
 #define PAYLOAD 1432
@@ -40,13 +41,6 @@ static int fails;
 			return -1;                                                       \
 		}                                                                        \
 	} while (0)
-
-static double now_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec / 1e9;
-}
 
 /* Result k's bytes: the same on both sides without sending them twice. */
 static uint32_t result_len(uint64_t k)
@@ -96,12 +90,12 @@ static int receive_all(const struct sockaddr_in *group, unsigned drop_permille, 
 			      "expect %llu", (unsigned long long)c);
 		if (ready_fd >= 0)
 			(void)!write(ready_fd, "r", 1); /* the sender may send this window */
-		double quiet = now_s();
-		while (now_s() - quiet < 0.1) {
+		double quiet = sc_now_s();
+		while (sc_now_s() - quiet < 0.1) {
 			int n = sc_mc_udp_poll(&r, &rx, 256, on_done, &d);
 			CHECK(n >= 0, "poll: %s", strerror(-n));
 			if (n > 0)
-				quiet = now_s();
+				quiet = sc_now_s();
 			else
 				usleep(200);
 		}
@@ -186,12 +180,12 @@ static int run(unsigned drop_permille, bool gso)
 			int n = sc_mc_udp_poll(&r, &rx, 1 << 20, on_done, &d);
 			CHECK(n >= 0, "poll");
 		}
-		double quiet = now_s();
-		while (now_s() - quiet < 0.05) {
+		double quiet = sc_now_s();
+		while (sc_now_s() - quiet < 0.05) {
 			int n = sc_mc_udp_poll(&r, &rx, 1 << 20, on_done, &d);
 			CHECK(n >= 0, "poll");
 			if (n > 0)
-				quiet = now_s();
+				quiet = sc_now_s();
 		}
 		for (uint64_t c = c0; c < c0 + WINDOW && c < RESULTS; c++) {
 			struct sc_mc_range mr[SC_MC_NACK_RANGES];

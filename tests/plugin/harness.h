@@ -157,7 +157,6 @@ void rv_all_sum(const char *name, uint64_t *v, size_t n);
 int rv_first_differing(const char *name, uint64_t v);
 /* tx/rx byte counters of SUMCAST_HARNESS_NETDEV; false when unset. */
 bool netdev_bytes(uint64_t *tx, uint64_t *rx);
-double wall_s(void);
 
 /* ---- NCCL's side of the plugin (harness_nccl.c) ---- */
 

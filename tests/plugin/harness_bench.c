@@ -106,7 +106,7 @@ static void rtt_post(struct rtt *x, bool send, uint64_t tag, struct fabric_op *o
 			  : fabric_trecv(x->f, x->buf + 64, 8, x->mr.desc, FI_ADDR_UNSPEC, tag, 0, op);
 		if (rc != -FI_EAGAIN)
 			break;
-		CHECK(fabric_cq_poll(x->f, &cqe, 0) >= 0 && sc_now_ns() / 1e9 < end,
+		CHECK(fabric_cq_poll(x->f, &cqe, 0) >= 0 && sc_now_s() < end,
 		      "fabric_rtt: queue full");
 	}
 	CHECK(rc == 0, "fabric_rtt: post: %d", rc);
@@ -122,7 +122,7 @@ static void rtt_wait(struct rtt *x, int n, double end)
 		CHECK(k >= 0 && (k == 0 || cqe.err == 0), "fabric_rtt: completion error %d / %d", k,
 		      k > 0 ? cqe.err : 0);
 		n -= k;
-		CHECK(sc_now_ns() / 1e9 < end, "fabric_rtt: no completion in 30 s");
+		CHECK(sc_now_s() < end, "fabric_rtt: no completion in 30 s");
 		/* no yield: the provider's raw round trip, as fi_pingpong
 		 * measures it (the other ranks sleep meanwhile) */
 	}
@@ -132,7 +132,7 @@ static void rtt_wait(struct rtt *x, int n, double end)
  * Rank 0 posts its receive before its send, rank 1 answers each ping. */
 static double rtt_sample(struct rtt *x)
 {
-	double end = sc_now_ns() / 1e9 + 30;
+	double end = sc_now_s() + 30;
 	struct fabric_op sop, rop;
 	uint64_t t0 = sc_now_ns();
 
@@ -457,13 +457,13 @@ void run_bench(void)
 				if (memcmp(recv + i * es, want, es))
 					wrong[m]++;
 		}
-		double tstart = (sc_now_ns() / 1e9), t_start = wall_s();
+		double tstart = sc_now_s(), t_start = sc_wall_s();
 		for (;;) {
 			/* round barrier + agreement to go on */
 			P = inst[0].p;
 			memset(tx, 0, 8 * sizeof(double));
 			tx[0] = nr >= bench_rounds || nr >= BENCH_ROUNDS_MAX ||
-				(nr >= min_rounds && (sc_now_ns() / 1e9) - tstart > bench_time_per_size);
+				(nr >= min_rounds && sc_now_s() - tstart > bench_time_per_size);
 			if (nr > 0)
 				for (int m = 0; m < BENCH_MODES + with_rtt; m++)
 					tx[1 + m] = samples[m][nr - 1];
@@ -503,12 +503,12 @@ void run_bench(void)
 				uint64_t tx0 = 0, rx0 = 0, tx1 = 0, rx1 = 0;
 				if (have_netdev)
 					netdev_bytes(&tx0, &rx0);
-				double t0 = (sc_now_ns() / 1e9);
+				double t0 = sc_now_s();
 				for (int i = 0; i < k; i++)
 					bench_op(&inst[m], send, recv, bytes, t);
-				double t1 = (sc_now_ns() / 1e9);
+				double t1 = sc_now_s();
 				samples[m][nr] = (t1 - t0) / k * 1e6;
-				sample_end[m][nr] = wall_s();
+				sample_end[m][nr] = sc_wall_s();
 				if (have_netdev && netdev_bytes(&tx1, &rx1)) {
 					ltx[m] += tx1 - tx0;
 					lrx[m] += rx1 - rx0;
@@ -518,7 +518,7 @@ void run_bench(void)
 			aggm_mark(am, &am_last, &am_prev, -1);
 			nr++;
 		}
-		double t_end = wall_s();
+		double t_end = sc_wall_s();
 		/* Per mode: this rank's link rates over its timed samples (Mbit/s);
 		 * max and sum over ranks, and the wrong elements of every rank. */
 		P = inst[0].p;

@@ -360,7 +360,7 @@ static void inject(enum fkind k, int which)
 		break;
 	}
 	fprintf(stderr, "[rank %d] fault %d injected on aggregator %d at %.3f s\n", my_rank, (int)k, a,
-		sc_now_ns() / 1e9);
+		sc_now_s());
 }
 
 /* $HARNESS_FAULT_CMD, from the rank's network namespace. */
@@ -370,7 +370,7 @@ static void run_cmd(void)
 
 	CHECK(cmd && *cmd, "--fault cmd without HARNESS_FAULT_CMD");
 	CHECK(system(cmd) == 0, "HARNESS_FAULT_CMD failed: %s", cmd);
-	fprintf(stderr, "[rank %d] ran \"%s\" at %.3f s\n", my_rank, cmd, sc_now_ns() / 1e9);
+	fprintf(stderr, "[rank %d] ran \"%s\" at %.3f s\n", my_rank, cmd, sc_now_s());
 }
 
 /* The sums over all nodes of a few counters, by rendezvous. */
@@ -447,10 +447,10 @@ void run_fault(void)
 		jobs[q].active = false;
 	}
 	uint64_t next = 0, completed = 0, issued_pieces = 0;
-	double end = sc_now_ns() / 1e9 + opt.timeout_s, last_done = sc_now_ns() / 1e9;
+	double end = sc_now_s() + opt.timeout_s, last_done = sc_now_s();
 	uint64_t completed_seen = 0;
 	while (completed < ops && !got_error) {
-		double now = sc_now_ns() / 1e9;
+		double now = sc_now_s();
 		CHECK(now < end, "%" PRIu64 " of %" PRIu64 " allreduces after %d s", completed, ops,
 		      opt.timeout_s);
 		/* A request that never completes is a hang, said here (with the

@@ -60,7 +60,7 @@ static void hlog(ncclDebugLogLevel level, unsigned long flags, const char *file,
 		const char *a = strstr(buf, "; agreed ");
 		double ms = 0;
 		if (a && sscanf(a, "; agreed %lf ms", &ms) == 1 && !fb_t_first) {
-			fb_t_decided = sc_now_ns() / 1e9;
+			fb_t_decided = sc_now_s();
 			fb_t_first = fb_t_decided - ms / 1e3;
 		}
 		__atomic_fetch_add(&saw_fault, 1, __ATOMIC_RELAXED);
@@ -203,9 +203,9 @@ int net_test(void *req, int *sizes)
 /* Tests until done, bounded. */
 void net_wait(void *req, int *sizes, const char *what)
 {
-	double end = (sc_now_ns() / 1e9) + 60;
+	double end = sc_now_s() + 60;
 	while (!net_test(req, sizes))
-		CHECK((sc_now_ns() / 1e9) < end, "%s: not complete after 60 s", what);
+		CHECK(sc_now_s() < end, "%s: not complete after 60 s", what);
 }
 
 /* ---------------- collnet: connect on NCCL's proxy thread, requests from its progress loop ---------------- */
@@ -386,12 +386,12 @@ void allreduce_chunked(void *cc, uint8_t *send, uint8_t *recv, size_t count, ncc
 	size_t es = type_size(t), per = (2u << 20) / es, nchunks = (count + per - 1) / per;
 	void *reqs[8];
 	size_t issued = 0, done = 0;
-	double end = (sc_now_ns() / 1e9) + 120;
+	double end = sc_now_s() + 120;
 
 	if (count == 0)
 		return;
 	while (done < nchunks) {
-		CHECK((sc_now_ns() / 1e9) < end, "allreduce of %zu x %s %s: %zu/%zu chunks after 120 s", count,
+		CHECK(sc_now_s() < end, "allreduce of %zu x %s %s: %zu/%zu chunks after 120 s", count,
 		      type_name(t), op_name(op), done, nchunks);
 		if (issued < nchunks && issued - done < 8) {
 			size_t off = issued * per, n = count - off < per ? count - off : per;

@@ -36,7 +36,7 @@ void rv_put(const char *name, int rank, const void *buf, size_t len)
 void rv_get(const char *name, int rank, void *buf, size_t len)
 {
 	char p[PATH_MAX + 64];
-	double end = (sc_now_ns() / 1e9) + 60;
+	double end = sc_now_s() + 60;
 	snprintf(p, sizeof(p), "%s/%d.%s.%d", rv_dir, run_gen, name, rank);
 	for (;;) {
 		FILE *f = fopen(p, "rb");
@@ -46,7 +46,7 @@ void rv_get(const char *name, int rank, void *buf, size_t len)
 			CHECK(n == len, "rv_get %s: %zu of %zu bytes", p, n, len);
 			return;
 		}
-		CHECK((sc_now_ns() / 1e9) < end, "rendezvous: %s did not appear in 60 s", p);
+		CHECK(sc_now_s() < end, "rendezvous: %s did not appear in 60 s", p);
 		usleep(1000);
 	}
 }
@@ -168,13 +168,6 @@ bool netdev_bytes(uint64_t *tx, uint64_t *rx)
 	return false;
 }
 
-double wall_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* ---------------- the rank processes ---------------- */
 
 void rm_dir(void)
@@ -222,7 +215,7 @@ int run_ranks(void (*fn)(void))
 			_exit(0);
 		}
 	}
-	double end = (sc_now_ns() / 1e9) + opt.timeout_s;
+	double end = sc_now_s() + opt.timeout_s;
 	int left = opt.nranks;
 	while (left) {
 		int st;
@@ -240,7 +233,7 @@ int run_ranks(void (*fn)(void))
 				}
 			continue;
 		}
-		if ((sc_now_ns() / 1e9) > end) {
+		if (sc_now_s() > end) {
 			fprintf(stderr, "timeout after %d s: killing %d ranks\n", opt.timeout_s, left);
 			rc = 1;
 			break;

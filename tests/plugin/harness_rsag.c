@@ -266,12 +266,12 @@ static uint64_t run_case(const struct wcase *c, void *cc, void *mh, uint8_t *reg
 	bool paused = false;
 
 	CHECK(!(c->windows && c->ub), "case %s: explicit windows want staging slices", c->name);
-	double end = sc_now_ns() / 1e9 + 120;
+	double end = sc_now_s() + 120;
 
 	if (c->late && my_rank == opt.nranks - 1)
 		usleep(200000); /* the others issue and wait for this node */
 	while (done < nw) {
-		CHECK(sc_now_ns() / 1e9 < end, "case %s: %zu of %zu requests done after 120 s (%llu NULL "
+		CHECK(sc_now_s() < end, "case %s: %zu of %zu requests done after 120 s (%llu NULL "
 		      "returns)", c->name, done, nw, (unsigned long long)nulls);
 		if (next < nw) {
 			const struct win *w = &wins[next];
@@ -619,10 +619,10 @@ void window_chunked(void *cc, int kind, uint8_t *send, uint8_t *recv, size_t bpr
 	size_t es = kind == 2 ? 1 : type_size(t), total = bpr * (size_t)opt.nranks;
 	size_t w = wmax / es * es, nwin = (total + w - 1) / w, issued = 0, done = 0;
 	void *reqs[STEPS];
-	double end = sc_now_ns() / 1e9 + 120;
+	double end = sc_now_s() + 120;
 
 	while (done < nwin) {
-		CHECK(sc_now_ns() / 1e9 < end, "%s of %zu bytes: %zu/%zu windows after 120 s",
+		CHECK(sc_now_s() < end, "%s of %zu bytes: %zu/%zu windows after 120 s",
 		      kind == 2 ? "allgather" : "reduce-scatter", total, done, nwin);
 		if (issued < nwin && issued - done < STEPS) {
 			size_t wo = issued * w, wb = total - wo < w ? total - wo : w;
