@@ -237,7 +237,7 @@ int client_create(const struct client_params *p, struct client **out)
 		struct client_agg *a = &c->aggs[ai];
 		a->fd = -1;
 		a->st = AGG_CONNECTING;
-		a->q_head = a->q_tail = -1;
+		STAILQ_INIT(&a->queue);
 		a->pending_slot = -1;
 		a->slots = &c->slot_mem[ai * c->window];
 		for (uint32_t si = 0; si < c->window; si++) {
@@ -264,6 +264,8 @@ int client_create(const struct client_params *p, struct client **out)
 	for (uint32_t i = 0; i < c->max_requests; i++) {
 		c->reqs[i].idx = i;
 		c->reqs[i].ra = &c->ra_mem[(size_t)i * c->naggs];
+		for (size_t ai = 0; ai < c->naggs; ai++)
+			c->reqs[i].ra[ai].req = &c->reqs[i];
 		c->free_reqs[i] = c->max_requests - 1 - i;
 	}
 	c->nfree = c->max_requests;
@@ -387,7 +389,7 @@ int client_progress(struct client *c)
 			return c->err;
 	if (!c->broken)
 		for (size_t ai = 0; ai < c->naggs; ai++)
-			if (c->aggs[ai].q_head >= 0 || c->aggs[ai].pending_slot >= 0)
+			if (!STAILQ_EMPTY(&c->aggs[ai].queue) || c->aggs[ai].pending_slot >= 0)
 				client_slot_issue(c, ai);
 
 	uint64_t t = sc_now_ns();

@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 
 #include "client.h"
@@ -95,7 +96,7 @@ struct client_agg {
 	uint64_t hi;               /* 1 + the highest chunk number whose result arrived */
 	uint32_t inflight;         /* busy slots */
 	int32_t pending_slot;      /* slot whose send got -FI_EAGAIN, -1: none */
-	int32_t q_head, q_tail;    /* requests with chunks not yet issued here */
+	STAILQ_HEAD(, req_agg) queue; /* requests with chunks not yet issued here (FIFO) */
 	uint64_t last_ns;          /* last completion, or first post after idle */
 	uint64_t heard_ns;         /* last control message (PONG included) */
 	uint64_t ping_ns;          /* last PING sent */
@@ -137,7 +138,8 @@ struct req_agg {
 	size_t chunk;      /* chunk bytes for this request here (client_chunk_for) */
 	uint64_t c0;       /* chunk number of the shard's first chunk */
 	uint64_t nchunks;
-	int32_t next;      /* next request in this aggregator's queue */
+	struct client_req *req;     /* whose shard this is */
+	STAILQ_ENTRY(req_agg) link; /* in this aggregator's queue */
 };
 
 struct client_req {
@@ -241,26 +243,6 @@ static inline size_t client_slot_send_len(const struct client_slot *s)
 static inline size_t client_slot_result_len(const struct client_slot *s)
 {
 	return client_role_gives_only(s->role) ? 0 : s->len;
-}
-
-/* Aggregator ai's queue of requests with chunks not yet issued there (FIFO). */
-static inline void client_agg_queue_push(struct client *c, struct client_agg *a,
-					 struct client_req *r, size_t ai)
-{
-	r->ra[ai].next = -1;
-	if (a->q_tail >= 0)
-		c->reqs[a->q_tail].ra[ai].next = (int32_t)r->idx;
-	else
-		a->q_head = (int32_t)r->idx;
-	a->q_tail = (int32_t)r->idx;
-}
-
-static inline void client_agg_queue_pop(struct client *c, struct client_agg *a, size_t ai)
-{
-	struct client_req *r = &c->reqs[a->q_head];
-	a->q_head = r->ra[ai].next;
-	if (a->q_head < 0)
-		a->q_tail = -1;
 }
 
 /* client.c */

@@ -106,7 +106,6 @@ int client_start(struct client *c, const struct client_blocks *b, const void *se
 			client_shard(count, r->esize, m, k++, &first, &n);
 		ra->first = ra->off = first * r->esize;
 		ra->end = (first + n) * r->esize;
-		ra->next = -1;
 		ra->c0 = a->next_assign;
 		ra->nchunks = 0;
 		ra->chunk = 0;
@@ -130,7 +129,7 @@ int client_start(struct client *c, const struct client_blocks *b, const void *se
 			ra->off = ra->end; /* failover: the caller repairs these */
 			continue;
 		}
-		client_agg_queue_push(c, a, r, ai);
+		STAILQ_INSERT_TAIL(&a->queue, ra, link);
 	}
 	for (size_t ai = 0; ai < c->naggs && !c->broken; ai++)
 		if (r->ra[ai].off != r->ra[ai].end)

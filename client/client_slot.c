@@ -59,7 +59,7 @@ void client_slot_fail_all(struct client *c)
 	}
 	for (size_t ai = 0; ai < c->naggs; ai++) {
 		struct client_agg *a = &c->aggs[ai];
-		a->q_head = a->q_tail = -1;
+		STAILQ_INIT(&a->queue);
 		a->pending_slot = -1;
 		for (uint32_t si = 0; si < c->window; si++) {
 			struct client_slot *s = &a->slots[si];
@@ -99,7 +99,7 @@ void client_slot_fence(struct client *c, size_t ai)
 		s->mc_exp = 0;
 		client_slot_release_if_done(c, a, s);
 	}
-	a->q_head = a->q_tail = -1;
+	STAILQ_INIT(&a->queue);
 	a->pending_slot = -1;
 }
 
@@ -175,14 +175,14 @@ int client_slot_post_result(struct client *c, size_t ai, uint32_t si, struct cli
 void client_slot_issue(struct client *c, size_t ai)
 {
 	struct client_agg *a = &c->aggs[ai];
+	struct req_agg *ra;
 
 	if (a->st != AGG_READY)
 		return;
 	if (a->pending_slot >= 0 && slot_send(c, a, ai, (uint32_t)a->pending_slot))
 		return;
-	while (a->q_head >= 0) {
-		struct client_req *r = &c->reqs[a->q_head];
-		struct req_agg *ra = &r->ra[ai];
+	while ((ra = STAILQ_FIRST(&a->queue))) {
+		struct client_req *r = ra->req;
 		uint32_t si = (uint32_t)(a->next_c % a->window);
 		struct client_slot *s = &a->slots[si];
 		if (s->req >= 0)
@@ -223,7 +223,7 @@ void client_slot_issue(struct client *c, size_t ai)
 		a->next_c++;
 		ra->off += len;
 		if (ra->off == ra->end)
-			client_agg_queue_pop(c, a, ai);
+			STAILQ_REMOVE_HEAD(&a->queue, link);
 		if (slot_send(c, a, ai, si))
 			return; /* -FI_EAGAIN: retried on the next progress; or dead */
 	}
@@ -358,11 +358,13 @@ int client_slot_poll(struct client *c, size_t ai)
 void client_agg_dump(const struct client *c, size_t agg, int level)
 {
 	const struct client_agg *a = &c->aggs[agg];
+	const struct req_agg *head = STAILQ_FIRST(&a->queue);
 	uint64_t now = sc_now_ns();
 
 	SC_LOG_AT(level, "%s: state %d, next chunk %" PRIu64 " (assigned %" PRIu64 "), hi %" PRIu64
 		  ", %u busy, pending slot %d, queue head %d, last completion %.1f s ago", a->name,
-		  (int)a->st, a->next_c, a->next_assign, a->hi, a->inflight, a->pending_slot, a->q_head,
+		  (int)a->st, a->next_c, a->next_assign, a->hi, a->inflight, a->pending_slot,
+		  head ? (int)head->req->idx : -1,
 		  (now - a->last_ns) / 1e9);
 	for (uint32_t si = 0; si < a->window; si++) {
 		const struct client_slot *s = &a->slots[si];

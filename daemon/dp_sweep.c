@@ -136,7 +136,7 @@ void dp_sweep_fini(struct dthread *t)
  * be in the unexpected queue, waiting for the repost. */
 static bool sweep_recv_waiting(const struct dthread *t)
 {
-	for (const struct slot *s = t->retry_head; s; s = s->retry_next)
+	for (const struct slot *s = SLIST_FIRST(&t->retry); s; s = SLIST_NEXT(s, retry_link))
 		for (uint32_t r = 0; r < s->job->nranks; r++)
 			if (job_rslot(s->job, s->index, r)->state == RS_REPOST ||
 			    job_rslot(s->job, s->index, r)->nstate == RS_REPOST)
