@@ -90,10 +90,7 @@ static void one_job(uint64_t id, uint32_t n, enum sc_dtype t, uint32_t nchunks, 
 		foreign->rank = 0;
 		memset(foreign->buf, 0x7f, CHUNK);
 		CHECK(trank_send_chunk(foreign, 0, 0, t, SC_OP_SUM, 0, len, &op) == 0, "foreign send");
-		for (uint64_t end = sc_now_ms() + 5000; u < u0 + 1 && sc_now_ms() < end;) {
-			tranks_poll(&foreign, 1, 20);
-			u = sd_metric(&d, un);
-		}
+		u = tranks_wait_metric(&foreign, 1, &d, un, TH_GE, u0 + 1, 5000);
 		CHECK(u == u0 + 1, "the foreign chunk was not dropped as unexpected: %g -> %g", u0, u);
 	}
 	long wrong = run(rk, n, t, nchunks, len);

@@ -22,11 +22,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "client.h"
 #include "clock.h"
 #include "hostport.h"
+#include "ranks.h"
 
-#define MAX_RANKS 64
+#define MAX_RANKS SC_RANKS_MAX
 
 static struct {
 	const char *provider;
@@ -41,8 +43,10 @@ static struct {
 	uint64_t job_id;
 } g = { "tcp;ofi_rxm", { 0 }, 0, 2, 5, 1u << 20, 0, 0, -1, 0, 0x0b5 };
 
-static int rank_main(unsigned rank)
+static int rank_main(int k, void *arg)
 {
+	unsigned rank = (unsigned)k;
+
 	struct client_params p = {
 		.provider = g.provider,
 		.node = "127.0.0.1",
@@ -57,6 +61,8 @@ static int rank_main(unsigned rank)
 	};
 	struct fabric_mr smr = { 0 }, rmr = { 0 };
 	struct client *c;
+
+	(void)arg;
 	uint64_t t0 = sc_now_ms(), deadline = t0 + (uint64_t)(g.seconds * 1000);
 	float *sb = NULL, *rb = NULL;
 	const float want = (float)g.nranks * (float)(g.nranks + 1) / 2;
@@ -141,10 +147,10 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	static struct hostport agg_list[CLIENT_AGGS_MAX];
-	pid_t pids[MAX_RANKS];
+	struct sc_ranks ranks;
 	char why[300];
 	const char *aggs = NULL;
-	int opt, fail = 0, skip = 0;
+	int opt, skip = 0;
 
 	while ((opt = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (opt) {
@@ -194,24 +200,19 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	for (unsigned r = 0; r < g.nranks; r++) {
-		pids[r] = fork();
-		if (pids[r] == 0)
-			_exit(rank_main(r));
-		if (pids[r] < 0) {
-			perror("fork");
-			return 1;
-		}
+	int rc = sc_ranks_start(&ranks, (int)g.nranks, rank_main, NULL, false);
+	if (rc) {
+		fprintf(stderr, "fork: %s\n", strerror(-rc));
+		return 1;
 	}
+	sc_ranks_wait(&ranks, 0, false, NULL, NULL, NULL); /* each rank bounds its own time */
 	for (unsigned r = 0; r < g.nranks; r++) {
-		int st;
-		if (waitpid(pids[r], &st, 0) != pids[r] || !WIFEXITED(st) ||
-		    (WEXITSTATUS(st) && WEXITSTATUS(st) != 77))
-			fail++;
-		else if (WEXITSTATUS(st) == 77)
-			skip++;
+		int st = ranks.status[r];
+		CHECK(WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 77),
+		      "rank %u ended with status 0x%x", r, st);
+		skip += WIFEXITED(st) && WEXITSTATUS(st) == 77;
 	}
-	if (fail)
-		fprintf(stderr, "sc_jobgen: %d of %u ranks failed\n", fail, g.nranks);
-	return fail ? 1 : skip ? 77 : 0;
+	if (th_failed)
+		fprintf(stderr, "sc_jobgen: %d of %u ranks failed\n", th_failed, g.nranks);
+	return th_failed ? 1 : skip ? 77 : 0;
 }

@@ -63,15 +63,15 @@ static void rtt_open(struct rtt *x)
 	const char *iface = getenv("SUMCAST_IFACE");
 	struct fabric_params p = { .provider = getenv("SUMCAST_PROVIDER"),
 				   .node = iface && *iface ? iface : NULL };
-	CHECK(fabric_open(&p, &x->f) == 0, "fabric_rtt: fabric_open(%s) failed", p.provider);
+	REQUIRE(fabric_open(&p, &x->f) == 0, "fabric_rtt: fabric_open(%s) failed", p.provider);
 	x->buf = aligned_alloc(4096, 4096);
-	CHECK(x->buf && fabric_mr_reg(x->f, x->buf, 4096, &x->mr) == 0, "fabric_rtt: memory");
+	REQUIRE(x->buf && fabric_mr_reg(x->f, x->buf, 4096, &x->mr) == 0, "fabric_rtt: memory");
 	memset(x->buf, 0, 4096);
 	memset(addr, 0, sizeof(addr));
 	memcpy(addr, x->f->addr, x->f->addrlen);
 	rv_put("rtt-addr", my_rank, addr, sizeof(addr));
 	rv_get("rtt-addr", 1 - my_rank, addr, sizeof(addr));
-	CHECK(fabric_av_insert(x->f, addr, x->f->addrlen, &x->peer) == 0, "fabric_rtt: av insert");
+	REQUIRE(fabric_av_insert(x->f, addr, x->f->addrlen, &x->peer) == 0, "fabric_rtt: av insert");
 	x->on = true;
 }
 
@@ -106,10 +106,10 @@ static void rtt_post(struct rtt *x, bool send, uint64_t tag, struct fabric_op *o
 			  : fabric_trecv(x->f, x->buf + 64, 8, x->mr.desc, FI_ADDR_UNSPEC, tag, 0, op);
 		if (rc != -FI_EAGAIN)
 			break;
-		CHECK(fabric_cq_poll(x->f, &cqe, 0) >= 0 && sc_now_s() < end,
+		REQUIRE(fabric_cq_poll(x->f, &cqe, 0) >= 0 && sc_now_s() < end,
 		      "fabric_rtt: queue full");
 	}
-	CHECK(rc == 0, "fabric_rtt: post: %d", rc);
+	REQUIRE(rc == 0, "fabric_rtt: post: %d", rc);
 }
 
 /* Polls until n operations completed (each of ours exactly once). */
@@ -119,10 +119,10 @@ static void rtt_wait(struct rtt *x, int n, double end)
 
 	while (n > 0) {
 		int k = fabric_cq_poll(x->f, &cqe, 1);
-		CHECK(k >= 0 && (k == 0 || cqe.err == 0), "fabric_rtt: completion error %d / %d", k,
+		REQUIRE(k >= 0 && (k == 0 || cqe.err == 0), "fabric_rtt: completion error %d / %d", k,
 		      k > 0 ? cqe.err : 0);
 		n -= k;
-		CHECK(sc_now_s() < end, "fabric_rtt: no completion in 30 s");
+		REQUIRE(sc_now_s() < end, "fabric_rtt: no completion in 30 s");
 		/* no yield: the provider's raw round trip, as fi_pingpong
 		 * measures it (the other ranks sleep meanwhile) */
 	}
@@ -347,7 +347,7 @@ static double bench_auto_split(int mode, size_t bytes, int speed_mbps)
 void run_bench(void)
 {
 	ncclDataType_t t = ncclFloat32;
-	CHECK(parse_type(opt.type, &t) == 0, "--type %s: one of i8 u8 i32 u32 i64 u64 f16 f32 f64 bf16", opt.type);
+	REQUIRE(parse_type(opt.type, &t) == 0, "--type %s: one of i8 u8 i32 u32 i64 u64 f16 f32 f64 bf16", opt.type);
 	size_t es = type_size(t), half = opt.max_bytes < 64 ? 64 : opt.max_bytes;
 	half = (half + 4095) & ~(size_t)4095;
 	size_t region_len = 2 * half + 4096; /* + the round barrier's buffers */
@@ -356,7 +356,7 @@ void run_bench(void)
 	int N = opt.nranks, speed = 0;
 	bool have_aggs = getenv("SUMCAST_AGGREGATORS") && *getenv("SUMCAST_AGGREGATORS");
 
-	CHECK(region, "malloc %zu", region_len);
+	REQUIRE(region, "malloc %zu", region_len);
 	memset(region, 0, region_len);
 	memset(inst, 0, sizeof(inst));
 	for (int m = 0; m < BENCH_MODES; m++) {

@@ -71,7 +71,7 @@ static void fb_open(const char *name)
 	snprintf(so, sizeof(so), "%s/plugin-%s.so", rv_dir, name);
 	if (my_rank == 0) {
 		snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", orig, so);
-		CHECK(system(cmd) == 0, "%s", cmd);
+		REQUIRE(system(cmd) == 0, "%s", cmd);
 	}
 	char bar[64];
 	snprintf(bar, sizeof(bar), "so-%s", name);
@@ -159,7 +159,7 @@ static void fb_inject(void)
 	static const int sig[] = { SIGKILL, SIGSTOP, SIGTERM, SIGKILL };
 
 	fb_t_inject = sc_now_s();
-	CHECK(daemon_signal(fb_agg, sig[fb_kind]) == 0, "signal to aggregator %d", fb_agg);
+	REQUIRE(daemon_signal(fb_agg, sig[fb_kind]) == 0, "signal to aggregator %d", fb_agg);
 }
 
 /* The failed aggregator serves again (for the next kind). */
@@ -233,9 +233,9 @@ void run_faultbench(void)
 	static const char *const kind_names[] = { "kill", "stop", "term", "restart" };
 	char aggs_all[1024];
 
-	CHECK(!opt.type || faultbench_option('t', opt.type) == 0, "--type %s: unknown", opt.type);
+	REQUIRE(!opt.type || faultbench_option('t', opt.type) == 0, "--type %s: unknown", opt.type);
 	count = fb_bytes / type_size(fb_type);
-	CHECK(region && s && count, "malloc");
+	REQUIRE(region && s && count, "malloc");
 	memset(region, 0, 2 * half);
 	for (size_t i = 0; i < count; i++)
 		put(fb_type, region, i, in_val(fb_type, ncclSum, my_rank, i));
@@ -256,7 +256,7 @@ void run_faultbench(void)
 		for (int i = 0; i < 4; i++)
 			if (strlen(kind_names[i]) == len && !strncmp(k, kind_names[i], len))
 				fb_kind = i;
-		CHECK(fb_kind >= 0, "--kinds: unknown kind %.*s", (int)len, k);
+		REQUIRE(fb_kind >= 0, "--kinds: unknown kind %.*s", (int)len, k);
 		k += len + (k[len] == ',');
 		fb_agg = round % opt.naggs;
 		char name[32];
