@@ -43,6 +43,7 @@
 #include "client.h"
 #include "fabric.h"
 #include "log.h"
+#include "ranks.h"
 #include "sumcastd_proc.h"
 #include "clock.h"
 
@@ -238,33 +239,49 @@ static int rank_main(const char *prov, uint16_t port, uint32_t rank, int go_fd, 
 	return 0;
 }
 
-/* The ingest side: the daemon and its ranks, up for the whole run. */
+/* The ingest side: the daemon and its ranks, up for the whole run. Rank
+ * r waits for a byte on go[r] (from gp[r]) before each repetition and
+ * writes its time to res[r] (from rp[r]). */
 struct ingest {
 	struct sc_daemon daemon;
-	pid_t kids[MAX_RANKS];
+	struct sc_ranks ranks;
+	const char *prov;
+	int gp[MAX_RANKS][2], rp[MAX_RANKS][2];
 	int go[MAX_RANKS], res[MAX_RANKS];
 };
+
+/* A forked rank keeps its own two pipe ends only. */
+static int ingest_rank(int r, void *arg)
+{
+	struct ingest *in = arg;
+
+	for (int k = 0; k < g.ranks; k++) {
+		close(in->gp[k][1]);
+		close(in->rp[k][0]);
+		if (k != r) {
+			close(in->gp[k][0]);
+			close(in->rp[k][1]);
+		}
+	}
+	pin_self(g.pin_r);
+	return rank_main(in->prov, in->daemon.ctl, (uint32_t)r, in->gp[r][0], in->rp[r][1]);
+}
 
 static void ingest_start(struct ingest *in, const char *prov)
 {
 	daemon_start(&in->daemon, prov);
-	uint16_t port = in->daemon.ctl;
-	for (int r = 0; r < g.ranks; r++) {
-		int gp[2], rp[2];
-		if (pipe(gp) || pipe(rp))
+	in->prov = prov;
+	for (int r = 0; r < g.ranks; r++)
+		if (pipe(in->gp[r]) || pipe(in->rp[r]))
 			die("pipe: %s", strerror(errno));
-		in->kids[r] = fork();
-		if (in->kids[r] == 0) {
-			prctl(PR_SET_PDEATHSIG, SIGKILL);
-			close(gp[1]);
-			close(rp[0]);
-			pin_self(g.pin_r);
-			_exit(rank_main(prov, port, (uint32_t)r, gp[0], rp[1]));
-		}
-		close(gp[0]);
-		close(rp[1]);
-		in->go[r] = gp[1];
-		in->res[r] = rp[0];
+	int rc = sc_ranks_start(&in->ranks, g.ranks, ingest_rank, in, true);
+	if (rc)
+		die("fork: %s", strerror(-rc));
+	for (int r = 0; r < g.ranks; r++) {
+		close(in->gp[r][0]);
+		close(in->rp[r][1]);
+		in->go[r] = in->gp[r][1];
+		in->res[r] = in->rp[r][0];
 	}
 }
 
@@ -290,13 +307,13 @@ static double ingest_rep(struct ingest *in, const char *prov)
 static void ingest_stop(struct ingest *in, bool failed)
 {
 	for (int r = 0; r < g.ranks; r++) {
-		int st;
 		close(in->go[r]);
 		close(in->res[r]);
-		if (failed)
-			kill(in->kids[r], SIGKILL);
-		waitpid(in->kids[r], &st, 0);
 	}
+	if (failed)
+		sc_ranks_kill(&in->ranks);
+	else
+		sc_ranks_wait(&in->ranks, 0, false, NULL, NULL, NULL);
 	daemon_stop(&in->daemon);
 }
 

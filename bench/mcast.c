@@ -47,6 +47,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "mcast.h"
 #include "mcast_udp.h"
 
@@ -64,13 +65,6 @@ struct counts { /* shared with the receivers */
 	uint64_t dgrams[8], bytes[8];
 	double cpu[8];
 };
-
-static double now_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec / 1e9;
-}
 
 static double cpu_s(void)
 {
@@ -392,7 +386,7 @@ int main(int argc, char **argv)
 		for (int w = 0; w < W_COUNT; w++) {
 			if (w == W_FI && !fi_ok)
 				continue;
-			double t0 = now_s(), c0 = cpu_s();
+			double t0 = sc_now_s(), c0 = cpu_s();
 			for (uint64_t k = 0; k < results; k++) {
 				s.chunk = k;
 				if (w == W_SENDMSG)
@@ -404,7 +398,7 @@ int main(int argc, char **argv)
 				else
 					send_result_fi(&s);
 			}
-			double t = now_s() - t0, cs = cpu_s() - c0;
+			double t = sc_now_s() - t0, cs = cpu_s() - c0;
 			usleep(200000);
 			for (int e = 0; e < 3; e++) /* end marks (one may drop) */
 				sendto(s.fd, "e", 1, 0, (struct sockaddr *)&s.to, sizeof(s.to));

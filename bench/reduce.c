@@ -225,12 +225,12 @@ static double job_time(const struct job *j)
 	int reps = 0;
 
 	job_run(j); /* warm caches and TLB */
-	start = (sc_now_ns() / 1e9);
+	start = sc_now_s();
 	do {
-		t0 = (sc_now_ns() / 1e9);
+		t0 = sc_now_s();
 		for (size_t b = 0; b < batch; b++)
 			job_run(j);
-		t1 = (sc_now_ns() / 1e9);
+		t1 = sc_now_s();
 		if ((t1 - t0) / (double)batch < best)
 			best = (t1 - t0) / (double)batch;
 		reps++;

@@ -2,7 +2,7 @@
  * shares (IP multicast over UDP, InfiniBand/RoCE UD multicast), so that the
  * logic is exercised where tests can run it (docs/daemon.md, "Multicast
  * results"). The daemon sends with it (result.c), the client receives
- * (client_data.c).
+ * (client/client_mcast.c).
  *
  * The aggregator sends each result once to the job's group, cut into
  * datagrams of at most an MTU. Every datagram carries a header (below):

@@ -82,6 +82,9 @@ void sc_mc_ib_rx_close(struct sc_mc_ib_rx *r) { (void)r; }
 #include <stdlib.h>
 #include <time.h>
 
+#include "clock.h"
+#include "hostport.h"
+
 bool sc_mc_ib_built(void) { return true; }
 
 /* What a sender and a receiver both hold: the CM id bound to the
@@ -149,7 +152,7 @@ static int ep_bind(struct ib_ep *e, const char *iface, char *why, size_t whylen)
 		return -EINVAL;
 	}
 	/* (the CM binds a loopback address to any device: not what was meant) */
-	if ((ntohl(a.sin_addr.s_addr) >> 24) == 127)
+	if (hostport_is_loopback(iface))
 		return ep_fail(-ENODEV, why, whylen, iface, "a loopback address is on no RDMA device");
 	e->ch = rdma_create_event_channel();
 	if (!e->ch)
@@ -216,20 +219,13 @@ static int ep_setup(struct ib_ep *e, const char *iface, size_t slot, int n, bool
 	return 0;
 }
 
-static uint64_t ms_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* Joins the group (attaching the QP) and waits, bounded, for the answer. */
 static int ep_join(struct ib_ep *e, const char *iface, const struct sockaddr_in *group, char *why,
 		   size_t whylen)
 {
 	char g[INET_ADDRSTRLEN] = "?";
 	char what[96];
-	uint64_t end = ms_now() + SC_MC_IB_JOIN_MS;
+	uint64_t end = sc_now_ms() + SC_MC_IB_JOIN_MS;
 
 	inet_ntop(AF_INET, &group->sin_addr, g, sizeof(g));
 	e->group = *group;
@@ -255,7 +251,7 @@ static int ep_join(struct ib_ep *e, const char *iface, const struct sockaddr_in 
 		}
 		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
 			return ep_fail(-errno, why, whylen, iface, "rdma_get_cm_event");
-		uint64_t now = ms_now();
+		uint64_t now = sc_now_ms();
 		if (now >= end) {
 			snprintf(what, sizeof(what), "joining %s: no answer in %d ms", g, SC_MC_IB_JOIN_MS);
 			return ep_fail(-ETIMEDOUT, why, whylen, iface, what);
@@ -348,8 +344,8 @@ void sc_mc_ib_tx_close(struct sc_mc_ib_tx *t)
 	if (!t)
 		return;
 	/* the sends before the last signalled one, a second at most */
-	uint64_t end = ms_now() + 1000, want = t->head - t->head % SC_MC_IB_SIGNAL;
-	while (t->e.cq && t->tail < want && ms_now() < end && tx_reap(t) >= 0)
+	uint64_t end = sc_now_ms() + 1000, want = t->head - t->head % SC_MC_IB_SIGNAL;
+	while (t->e.cq && t->tail < want && sc_now_ms() < end && tx_reap(t) >= 0)
 		;
 	if (t->ah)
 		ibv_destroy_ah(t->ah);

@@ -22,12 +22,14 @@
 static void queue_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct daemon *d = arg;
-	struct dcmd *ev = evq_take(&d->evq);
+	struct dcmd_list evs;
+	struct dcmd *ev, *next;
 
 	(void)fd;
 	(void)what;
-	while (ev) {
-		struct dcmd *next = ev->next;
+	evq_take(&d->evq, &evs);
+	for (ev = STAILQ_FIRST(&evs); ev; ev = next) {
+		next = STAILQ_NEXT(ev, link);
 		struct job *j = ev->job;
 		switch (ev->type) {
 		case DCMD_ADD_JOB:
@@ -53,7 +55,6 @@ static void queue_cb(evutil_socket_t fd, short what, void *arg)
 			job_free(d, j);
 			break;
 		}
-		ev = next;
 	}
 }
 
@@ -61,7 +62,7 @@ static void queue_cb(evutil_socket_t fd, short what, void *arg)
 
 static bool jobs_in_flight(const struct daemon *d)
 {
-	for (const struct job *j = d->jobs; j; j = j->next)
+	for (const struct job *j = SLIST_FIRST(&d->jobs); j; j = SLIST_NEXT(j, link))
 		if (j->state != JOB_ENDING &&
 		    atomic_load_explicit((_Atomic uint32_t *)&j->partial, memory_order_relaxed))
 			return true;
@@ -80,16 +81,16 @@ static void drain_cb(evutil_socket_t fd, short what, void *arg)
 			return;
 		d->stopping = true;
 		d->drain_start_ms = sc_now_ms();
-		for (struct job *j = d->jobs; j; j = j->next)
+		for (struct job *j = SLIST_FIRST(&d->jobs); j; j = SLIST_NEXT(j, link))
 			job_abort(d, j, WIRE_E_SHUTDOWN, "daemon is shutting down");
 		daemon_notify("STATUS=Stopping: waiting for ABORTs to be written");
 	}
 	/* Wait (bounded) for ABORTs to be written and jobs to release memory. */
 	bool busy = false;
-	for (struct conn *c = d->conns; c; c = c->next)
+	for (struct conn *c = LIST_FIRST(&d->conns); c; c = LIST_NEXT(c, link))
 		if (c->state == CONN_CLOSING)
 			busy = true;
-	if (d->jobs)
+	if (!SLIST_EMPTY(&d->jobs))
 		busy = true;
 	if (!busy || sc_now_ms() - d->drain_start_ms > 2000)
 		event_base_loopexit(d->base, NULL);
@@ -126,7 +127,7 @@ uint32_t control_ranks(const struct daemon *d)
 {
 	uint32_t n = 0;
 
-	for (const struct job *j = d->jobs; j; j = j->next)
+	for (const struct job *j = SLIST_FIRST(&d->jobs); j; j = SLIST_NEXT(j, link))
 		if (j->state != JOB_ENDING)
 			for (uint32_t r = 0; r < j->nranks; r++)
 				n += j->ranks[r].state == RANK_JOINED;
@@ -212,8 +213,8 @@ int control_start(struct daemon *d)
 void control_stop(struct daemon *d)
 {
 	conn_free_all(d);
-	while (d->jobs)
-		job_free(d, d->jobs);
+	while (!SLIST_EMPTY(&d->jobs))
+		job_free(d, SLIST_FIRST(&d->jobs));
 	conn_listen_stop(d);
 	pacer_stop(d);
 	if (d->ev_queue)

@@ -43,7 +43,7 @@ struct conn {
 	uint32_t rank;
 	uint16_t ver; /* wire version: WIRE_VERSION_MIN until the rank's JOIN says */
 	char peer[64];
-	struct conn *prev, *next;
+	LIST_ENTRY(conn) link; /* the daemon's conns */
 };
 
 /* The daemon's load for a PONG (version 3): the busiest data thread's busy

@@ -35,12 +35,7 @@ void conn_free(struct conn *c)
 	struct daemon *d = c->d;
 
 	conn_detach(c);
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		d->conns = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
+	LIST_REMOVE(c, link);
 	d->nconns--;
 	bufferevent_free(c->bev);
 	free(c);
@@ -72,10 +67,10 @@ void conn_close_after_flush(struct conn *c)
 
 void conn_free_all(struct daemon *d)
 {
-	for (struct conn *c = d->conns; c; c = c->next)
+	for (struct conn *c = LIST_FIRST(&d->conns); c; c = LIST_NEXT(c, link))
 		c->job = NULL; /* the jobs are freed after this, nobody is told */
-	while (d->conns)
-		conn_free(d->conns);
+	while (!LIST_EMPTY(&d->conns))
+		conn_free(LIST_FIRST(&d->conns));
 }
 
 /* The busiest data thread's share of busy time since the last sample, per
@@ -112,7 +107,7 @@ uint16_t daemon_jobs_for(struct daemon *d, const struct job *self)
 {
 	uint64_t now = sc_now_ms(), n = 1;
 
-	for (struct job *j = d->jobs; j; j = j->next) {
+	for (struct job *j = SLIST_FIRST(&d->jobs); j; j = SLIST_NEXT(j, link)) {
 		uint64_t c = atomic_load_explicit(&j->chunks, memory_order_relaxed);
 		if (c != j->chunks_seen) {
 			j->chunks_seen = c;
@@ -352,10 +347,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 		free(c);
 		return;
 	}
-	c->next = d->conns;
-	if (d->conns)
-		d->conns->prev = c;
-	d->conns = c;
+	LIST_INSERT_HEAD(&d->conns, c, link);
 	d->nconns++;
 	bufferevent_setcb(c->bev, conn_read_cb, NULL, conn_event_cb, c);
 	struct timeval tv = { d->cfg.handshake_timeout_ms / 1000,

@@ -22,7 +22,7 @@
 
 struct job *job_find(struct daemon *d, uint64_t id)
 {
-	for (struct job *j = d->jobs; j; j = j->next)
+	for (struct job *j = SLIST_FIRST(&d->jobs); j; j = SLIST_NEXT(j, link))
 		if (j->id == id && j->state != JOB_ENDING)
 			return j;
 	return NULL;
@@ -30,7 +30,7 @@ struct job *job_find(struct daemon *d, uint64_t id)
 
 static struct job *job_by_handle(struct daemon *d, uint32_t h)
 {
-	for (struct job *j = d->jobs; j; j = j->next)
+	for (struct job *j = SLIST_FIRST(&d->jobs); j; j = SLIST_NEXT(j, link))
 		if (j->handle == h)
 			return j;
 	return NULL;
@@ -150,8 +150,7 @@ struct job *job_create(struct daemon *d, const struct wire_join *w, struct dthre
 	j->thread = t;
 	j->thread->njobs++;
 	j->thread->rx_reserved += job_recvs(window, w->nranks, mc);
-	j->next = d->jobs;
-	d->jobs = j;
+	SLIST_INSERT_HEAD(&d->jobs, j, link);
 	d->njobs_live++;
 	d->njobs_total++;
 	d->mem_used += mem;
@@ -246,12 +245,7 @@ void job_region_released(struct daemon *d, struct job *j)
 
 void job_free(struct daemon *d, struct job *j)
 {
-	struct job **pp = &d->jobs;
-
-	while (*pp && *pp != j)
-		pp = &(*pp)->next;
-	if (*pp)
-		*pp = j->next;
+	SC_SLIST_UNLINK(&d->jobs, j, job, link);
 	d->njobs_total--;
 	if (j->join_timer)
 		event_free(j->join_timer);

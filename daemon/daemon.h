@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 
 #include "accept_backoff.h"
 #include "dataplane.h" /* struct evq */
@@ -45,7 +46,7 @@ struct daemon {
 	struct accept_backoff ctl_backoff, http_backoff;
 	uint32_t http_conns;     /* HTTP connections open (http.c) */
 	bool http_capped;        /* listener off: http.max-connections reached */
-	struct http_pending *http_pending; /* accepted, close callback not set yet */
+	SLIST_HEAD(, http_pending) http_pending; /* accepted, close callback not set yet */
 	struct event *ev_http_pending;
 	uint16_t control_port, http_port;
 
@@ -67,13 +68,14 @@ struct daemon {
 	uint16_t mc_payload; /* result bytes per datagram, from the path's MTU */
 	uint32_t mc_first, mc_count;
 
-	struct job *jobs;      /* every job until its memory is back, ENDING ones too */
+	struct job_list jobs;  /* by link, the newest first; every job until its
+				* memory is back, ENDING ones too */
 	uint32_t njobs_live;   /* jobs not ENDING */
 	uint32_t njobs_total;
 	uint64_t mem_used;
 	struct pacer pace;     /* weighted shares (pacer.c) */
 	uint32_t next_handle;
-	struct conn *conns;
+	LIST_HEAD(, conn) conns; /* the newest first */
 	uint32_t nconns;
 
 	bool ready, draining, stopping;

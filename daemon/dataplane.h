@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 
 #include "stats.h"
 
@@ -26,18 +27,25 @@ struct settings;
 struct slot;
 struct slot_ops;
 
+/* The lists of job.h's objects (sys/queue.h), named here, where the
+ * threads and the daemon that hold them are. */
+SLIST_HEAD(job_list, job);     /* struct job, by link or dlink */
+STAILQ_HEAD(dcmd_list, dcmd);  /* struct dcmd, by link: FIFO */
+SLIST_HEAD(slot_list, slot);   /* struct slot, by retry_link */
+
 /* Events back to the control thread (multi-producer, one consumer). */
 struct evq {
 	pthread_mutex_t lock;
-	struct dcmd *head, *tail;
+	struct dcmd_list q;
 	int efd; /* eventfd, readable when events are queued */
 };
 
 int evq_init(struct evq *q);
 void evq_fini(struct evq *q);
 void evq_push(struct evq *q, struct dcmd *ev);
-/* Takes every queued event (FIFO list), clears the eventfd. */
-struct dcmd *evq_take(struct evq *q);
+/* Moves every queued event into out (FIFO, out initialised here), clears
+ * the eventfd. */
+void evq_take(struct evq *q, struct dcmd_list *out);
 
 struct dthread {
 	unsigned index;
@@ -64,12 +72,12 @@ struct dthread {
 
 	/* command queue */
 	pthread_mutex_t cmd_lock;
-	struct dcmd *cmd_head, *cmd_tail;
+	struct dcmd_list cmds;
 	_Atomic int cmd_pending;
 
 	/* owned by the data thread */
-	struct job *jobs;
-	struct slot *retry_head;
+	struct job_list jobs;    /* by dlink, the newest first */
+	struct slot_list retry;  /* slots with a post to retry, the newest first */
 	struct addr_ref *addrs; /* address cache (dp_av.c) */
 	struct dp_sweep *sweep; /* unexpected messages (dp_sweep.c) */
 	size_t naddrs, addrs_cap;

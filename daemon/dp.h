@@ -32,8 +32,8 @@ static inline void dp_count_err(struct dthread *t, unsigned kind)
 
 /* ---- dp_queue.c ---- */
 
-/* Takes every queued command (FIFO list). */
-struct dcmd *dp_cmds_take(struct dthread *t);
+/* Moves every queued command into out (FIFO, out initialised here). */
+void dp_cmds_take(struct dthread *t, struct dcmd_list *out);
 
 /* ---- dp_thread.c ---- */
 

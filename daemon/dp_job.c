@@ -49,8 +49,7 @@ int dp_job_add(struct dthread *t, struct job *j)
 	rc = t->result->init(t, j);
 	if (rc)
 		goto err_mr;
-	j->dnext = t->jobs;
-	t->jobs = j;
+	SLIST_INSERT_HEAD(&t->jobs, j, dlink);
 	j->last_activity_ns = sc_now_ns();
 	return 0;
 
@@ -209,14 +208,9 @@ void dp_job_remove(struct dthread *t, struct job *j)
 
 void dp_job_reap(struct dthread *t, struct job *j)
 {
-	struct job **pp = &t->jobs;
-
 	if (!j->removing || j->ops_out != 0)
 		return;
-	while (*pp && *pp != j)
-		pp = &(*pp)->dnext;
-	if (*pp)
-		*pp = j->dnext;
+	SC_SLIST_UNLINK(&t->jobs, j, job, dlink);
 	dthread_retry_purge(t, j);
 	t->result->fini(t, j);
 	fabric_mr_dereg(&j->mr);

@@ -16,6 +16,7 @@
 int evq_init(struct evq *q)
 {
 	memset(q, 0, sizeof(*q));
+	STAILQ_INIT(&q->q);
 	q->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (q->efd < 0)
 		return -errno;
@@ -35,43 +36,31 @@ void evq_push(struct evq *q, struct dcmd *ev)
 {
 	uint64_t one = 1;
 
-	ev->next = NULL;
 	pthread_mutex_lock(&q->lock);
-	if (q->tail)
-		q->tail->next = ev;
-	else
-		q->head = ev;
-	q->tail = ev;
+	STAILQ_INSERT_TAIL(&q->q, ev, link);
 	pthread_mutex_unlock(&q->lock);
 	if (write(q->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 		SC_LOG_RATELIMIT(SC_LOG_WARN, 1000, "eventfd write: %s", strerror(errno));
 }
 
-struct dcmd *evq_take(struct evq *q)
+void evq_take(struct evq *q, struct dcmd_list *out)
 {
 	uint64_t v;
-	struct dcmd *h;
 
 	if (read(q->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		SC_LOG_RATELIMIT(SC_LOG_WARN, 1000, "eventfd read: %s", strerror(errno));
+	STAILQ_INIT(out);
 	pthread_mutex_lock(&q->lock);
-	h = q->head;
-	q->head = q->tail = NULL;
+	STAILQ_CONCAT(out, &q->q);
 	pthread_mutex_unlock(&q->lock);
-	return h;
 }
 
 /* ---- commands: control thread -> one data thread ---- */
 
 void dthread_cmd(struct dthread *t, struct dcmd *c)
 {
-	c->next = NULL;
 	pthread_mutex_lock(&t->cmd_lock);
-	if (t->cmd_tail)
-		t->cmd_tail->next = c;
-	else
-		t->cmd_head = c;
-	t->cmd_tail = c;
+	STAILQ_INSERT_TAIL(&t->cmds, c, link);
 	atomic_store_explicit(&t->cmd_pending, 1, memory_order_release);
 	pthread_mutex_unlock(&t->cmd_lock);
 	if (t->wake_fd >= 0) {
@@ -80,14 +69,11 @@ void dthread_cmd(struct dthread *t, struct dcmd *c)
 	}
 }
 
-struct dcmd *dp_cmds_take(struct dthread *t)
+void dp_cmds_take(struct dthread *t, struct dcmd_list *out)
 {
-	struct dcmd *c;
-
+	STAILQ_INIT(out);
 	pthread_mutex_lock(&t->cmd_lock);
-	c = t->cmd_head;
-	t->cmd_head = t->cmd_tail = NULL;
+	STAILQ_CONCAT(out, &t->cmds);
 	atomic_store_explicit(&t->cmd_pending, 0, memory_order_relaxed);
 	pthread_mutex_unlock(&t->cmd_lock);
-	return c;
 }

@@ -7,7 +7,7 @@
  * second) took the daemon from 77 MB to 1,068 MB for good.
  *
  * A legitimate message always finds its receive posted: a rank sends chunk
- * c only after it has the result of chunk c - window (client_data.c), and
+ * c only after it has the result of chunk c - window (client/client_slot.c), and
  * the daemon posts rank r's receive for the slot of chunk c as soon as r's
  * contribution to c - window is reduced (deterministic jobs: once the slot
  * completes), before any result of c - window is sent; JOIN_OK goes out
@@ -136,7 +136,7 @@ void dp_sweep_fini(struct dthread *t)
  * be in the unexpected queue, waiting for the repost. */
 static bool sweep_recv_waiting(const struct dthread *t)
 {
-	for (const struct slot *s = t->retry_head; s; s = s->retry_next)
+	for (const struct slot *s = SLIST_FIRST(&t->retry); s; s = SLIST_NEXT(s, retry_link))
 		for (uint32_t r = 0; r < s->job->nranks; r++)
 			if (job_rslot(s->job, s->index, r)->state == RS_REPOST ||
 			    job_rslot(s->job, s->index, r)->nstate == RS_REPOST)

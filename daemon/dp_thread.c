@@ -31,31 +31,33 @@ void dthread_retry_add(struct dthread *t, struct slot *s)
 	if (s->in_retry)
 		return;
 	s->in_retry = true;
-	s->retry_next = t->retry_head;
-	t->retry_head = s;
+	SLIST_INSERT_HEAD(&t->retry, s, retry_link);
 }
 
 void dthread_retry_purge(struct dthread *t, struct job *j)
 {
-	struct slot **pp = &t->retry_head;
+	/* every slot of j in one pass (glibc has no SLIST_REMOVE_AFTER) */
+	struct slot **pp = &SLIST_FIRST(&t->retry);
 
 	while (*pp) {
 		if ((*pp)->job == j) {
 			(*pp)->in_retry = false;
-			*pp = (*pp)->retry_next;
+			*pp = SLIST_NEXT(*pp, retry_link);
 		} else {
-			pp = &(*pp)->retry_next;
+			pp = &SLIST_NEXT(*pp, retry_link);
 		}
 	}
 }
 
 static void retries_run(struct dthread *t)
 {
-	struct slot *s = t->retry_head;
+	/* The list as it is now: a slot that fails again goes on the new one,
+	 * for the next pass. */
+	struct slot *s = SLIST_FIRST(&t->retry);
 
-	t->retry_head = NULL;
+	SLIST_INIT(&t->retry);
 	while (s) {
-		struct slot *next = s->retry_next;
+		struct slot *next = SLIST_NEXT(s, retry_link);
 		struct job *j = s->job;
 		s->in_retry = false;
 		for (uint32_t r = 0; r < j->nranks && !j->dead; r++)
@@ -79,10 +81,12 @@ static void retries_run(struct dthread *t)
 
 static void cmds_run(struct dthread *t)
 {
-	struct dcmd *c = dp_cmds_take(t);
+	struct dcmd_list cmds;
+	struct dcmd *c, *next;
 
-	while (c) {
-		struct dcmd *next = c->next;
+	dp_cmds_take(t, &cmds);
+	for (c = STAILQ_FIRST(&cmds); c; c = next) {
+		next = STAILQ_NEXT(c, link); /* an answer reuses c's link */
 		switch (c->type) {
 		case DCMD_ADD_JOB:
 			c->rc = dp_job_add(t, c->job);
@@ -101,7 +105,6 @@ static void cmds_run(struct dthread *t)
 		default:
 			SC_ERR("data thread %u: unknown command %d", t->index, c->type);
 		}
-		c = next;
 	}
 }
 
@@ -274,8 +277,8 @@ static void jobs_scan(struct dthread *t, uint64_t now)
 {
 	/* next read first: a stuck job with an endpoint of its own is reaped
 	 * here, and the control thread may free it at once */
-	for (struct job *j = t->jobs, *next; j; j = next) {
-		next = j->dnext;
+	for (struct job *j = SLIST_FIRST(&t->jobs), *next; j; j = next) {
+		next = SLIST_NEXT(j, dlink);
 		atomic_store_explicit(&j->ops_seen, j->ops_out, memory_order_relaxed);
 		if (j->removing)
 			dp_job_release_stuck(t, j, now);
@@ -294,7 +297,7 @@ static void jobs_scan(struct dthread *t, uint64_t now)
  * unused daemon costs ~1% of a core, not ~6%). */
 static void idle_wait(struct dthread *t, uint64_t now, uint64_t idle)
 {
-	if (t->wake_fd >= 0 && !t->retry_head && !t->isolate) {
+	if (t->wake_fd >= 0 && SLIST_EMPTY(&t->retry) && !t->isolate) {
 		uint64_t left = t->next_scan_ns > now ? t->next_scan_ns - now : 0;
 		int rc = fabric_wait(t->fabric, t->wake_fd, (int)(left / 1000000) + 1);
 		if (rc > 0) {
@@ -358,14 +361,14 @@ static void *dthread_main(void *arg)
 		int n = cq_run(t, t->fabric);
 		/* the jobs' own CQs (shm); next read first: the job's last
 		 * completion may reap it */
-		for (struct job *j = t->isolate ? t->jobs : NULL, *next; j; j = next) {
-			next = j->dnext;
+		for (struct job *j = t->isolate ? SLIST_FIRST(&t->jobs) : NULL, *next; j; j = next) {
+			next = SLIST_NEXT(j, dlink);
 			if (j->fab)
 				n += cq_run(t, j->fab);
 		}
 		if (atomic_load_explicit(&t->cmd_pending, memory_order_acquire))
 			cmds_run(t);
-		if (t->retry_head)
+		if (!SLIST_EMPTY(&t->retry))
 			retries_run(t);
 
 		uint64_t now = sc_now_ns();
@@ -409,6 +412,9 @@ int dthread_start(struct dthread *t, unsigned index, int cpu, const struct setti
 	int rc;
 
 	memset(t, 0, sizeof(*t));
+	STAILQ_INIT(&t->cmds);
+	SLIST_INIT(&t->jobs);
+	SLIST_INIT(&t->retry);
 	t->wake_fd = -1;
 	t->index = index;
 	t->cpu = cpu;
@@ -484,6 +490,8 @@ err_lock:
 
 void dthread_stop(struct dthread *t)
 {
+	struct job *j;
+
 	if (!t->fabric)
 		return;
 	if (t->started) {
@@ -492,10 +500,10 @@ void dthread_stop(struct dthread *t)
 		t->started = false;
 	}
 	/* Commands never run are dropped; they live in their jobs. */
-	t->cmd_head = t->cmd_tail = NULL;
+	STAILQ_INIT(&t->cmds);
 	/* Registrations go before the domain; buffers after the endpoint is
 	 * closed (nothing may still write into them). */
-	for (struct job *j = t->jobs; j; j = j->dnext) {
+	SLIST_FOREACH(j, &t->jobs, dlink) {
 		t->result->fini(t, j);
 		fabric_mr_dereg(&j->mr);
 		dp_job_ep_close(t, j);
@@ -503,11 +511,11 @@ void dthread_stop(struct dthread *t)
 	dp_sweep_fini(t); /* its registration goes before the domain */
 	fabric_close(t->fabric);
 	t->fabric = NULL;
-	for (struct job *j = t->jobs; j; j = j->dnext) {
+	SLIST_FOREACH(j, &t->jobs, dlink) {
 		munmap(j->region, j->region_bytes);
 		j->region = NULL;
 	}
-	t->jobs = NULL;
+	SLIST_INIT(&t->jobs);
 	dp_av_fini(t);
 	pthread_mutex_destroy(&t->cmd_lock);
 	if (t->wake_fd >= 0)

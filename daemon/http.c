@@ -73,7 +73,7 @@ static void metrics_cb(struct evhttp_request *req, void *arg)
 	uint32_t jobs = 0, ending = 0, groups = 0;
 
 	stats_sum(d, &s);
-	for (const struct job *j = d->jobs; j; j = j->next) {
+	for (const struct job *j = SLIST_FIRST(&d->jobs); j; j = SLIST_NEXT(j, link)) {
 		jobs += j->state != JOB_ENDING;
 		ending += j->state == JOB_ENDING;
 		groups += j->state != JOB_ENDING && j->mc;
@@ -179,7 +179,7 @@ static void stats_cb(struct evhttp_request *req, void *arg)
 			    d->mem_used, (uint64_t)d->cfg.memory_budget, (long long)d->cfg.timeout_ms,
 			    ctr_get(&s.rx_bytes), ctr_get(&s.tx_bytes), ctr_get(&s.chunks));
 	bool first = true;
-	for (const struct job *j = d->jobs; j; j = j->next) {
+	for (const struct job *j = SLIST_FIRST(&d->jobs); j; j = SLIST_NEXT(j, link)) {
 		evbuffer_add_printf(b,
 				    "%s{\"id\":\"0x%" PRIx64 "\",\"handle\":%u,\"nranks\":%u,\"joined\":%u,"
 				    "\"window\":%u,\"weight\":%u,\"chunk\":%u,\"types\":\"0x%x\",\"timeout_ms\":%u,"
@@ -291,7 +291,7 @@ static void config_cb(struct evhttp_request *req, void *arg)
 
 struct http_pending {
 	struct bufferevent *bev;
-	struct http_pending *next;
+	SLIST_ENTRY(http_pending) link;
 };
 
 static bool http_may_accept(void *arg)
@@ -346,8 +346,7 @@ static struct bufferevent *http_bev_cb(struct event_base *base, void *arg)
 	}
 	bufferevent_incref(bev);
 	p->bev = bev;
-	p->next = d->http_pending;
-	d->http_pending = p;
+	SLIST_INSERT_HEAD(&d->http_pending, p, link);
 	event_active(d->ev_http_pending, EV_TIMEOUT, 0);
 	http_listener_update(d);
 	return bev;
@@ -358,13 +357,13 @@ static struct bufferevent *http_bev_cb(struct event_base *base, void *arg)
 static void http_pending_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct daemon *d = arg;
-	struct http_pending *p = d->http_pending;
+	struct http_pending *p = SLIST_FIRST(&d->http_pending), *next;
 
 	(void)fd;
 	(void)what;
-	d->http_pending = NULL;
-	while (p) {
-		struct http_pending *next = p->next;
+	SLIST_INIT(&d->http_pending);
+	for (; p; p = next) {
+		next = SLIST_NEXT(p, link);
 		bufferevent_event_cb eventcb = NULL;
 		void *cbarg = NULL;
 		bufferevent_getcb(p->bev, NULL, NULL, &eventcb, &cbarg);
@@ -374,15 +373,14 @@ static void http_pending_cb(evutil_socket_t fd, short what, void *arg)
 			http_conn_closed(NULL, d); /* evhttp already freed it */
 		bufferevent_decref(p->bev);
 		free(p);
-		p = next;
 	}
 }
 
 static void http_pending_free(struct daemon *d)
 {
-	while (d->http_pending) {
-		struct http_pending *p = d->http_pending;
-		d->http_pending = p->next;
+	while (!SLIST_EMPTY(&d->http_pending)) {
+		struct http_pending *p = SLIST_FIRST(&d->http_pending);
+		SLIST_REMOVE_HEAD(&d->http_pending, link);
 		bufferevent_decref(p->bev);
 		free(p);
 	}

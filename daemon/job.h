@@ -69,10 +69,23 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 
 #include "fabric.h"
 #include "seal.h"
 #include "wire.h"
+
+/* SLIST_REMOVE for an element that may not be in the list, where glibc's
+ * would walk off its end: a job whose ADD_JOB failed was never on its data
+ * thread's list. One pass from the head, as SLIST_REMOVE. */
+#define SC_SLIST_UNLINK(head, elm, type, field)                                  \
+	do {                                                                     \
+		struct type **pp_ = &SLIST_FIRST(head);                          \
+		while (*pp_ && *pp_ != (elm))                                    \
+			pp_ = &SLIST_NEXT(*pp_, field);                          \
+		if (*pp_)                                                        \
+			*pp_ = SLIST_NEXT(elm, field);                           \
+	} while (0)
 
 struct conn;
 struct dthread;
@@ -133,7 +146,7 @@ struct slot {
 	uint32_t last_rank;
 	uint64_t first_ns, last_ns, reduce_ns;
 	uint8_t *acc;        /* chunk bytes; f16/bf16: + job_acc_hi() (see above) */
-	struct slot *retry_next;
+	SLIST_ENTRY(slot) retry_link; /* the thread's retry list, while in_retry */
 };
 
 /* A command to a data thread, answered (the same struct) as an event. */
@@ -153,7 +166,7 @@ struct dcmd {
 	int rc;
 	struct job *job;
 	uint32_t rank;
-	struct dcmd *next;
+	STAILQ_ENTRY(dcmd) link; /* in a command or an event queue */
 };
 
 enum rank_state { RANK_NONE = 0, RANK_ADDING, RANK_JOINED, RANK_LEFT, RANK_GONE };
@@ -224,7 +237,7 @@ struct job {
 	uint32_t joined, acked, gone;
 	uint64_t created_ms;
 	struct event *join_timer;
-	struct job *next;
+	SLIST_ENTRY(job) link;   /* the daemon's jobs (control thread) */
 	bool abort_sent;
 	uint32_t stuck_grace_ms; /* set before REMOVE_JOB, read by the data thread */
 	bool region_released;    /* DEV_RELEASED seen: region_bytes not charged */
@@ -240,7 +253,7 @@ struct job {
 	struct sc_mc_sender *mc_tx; /* the job's multicast sender (mc jobs) */
 	struct slot *slots;
 	struct rslot *rslots; /* [slot * nranks + rank] */
-	struct job *dnext;
+	SLIST_ENTRY(job) dlink; /* its data thread's jobs */
 	uint32_t ops_out;      /* posted receives + sends not completed */
 	uint32_t nleft;        /* ranks with left set */
 	uint32_t trunc_drops;  /* oversize messages dropped (source unknown) */

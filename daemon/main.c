@@ -221,11 +221,7 @@ int main(int argc, char **argv)
 
 	signal(SIGPIPE, SIG_IGN);
 	d->start_ms = sc_now_ms();
-	{
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		d->start_unix = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-	}
+	d->start_unix = sc_wall_s();
 	d->base = event_base_new();
 	if (!d->base || evq_init(&d->evq)) {
 		SC_ERR("event loop setup failed");

@@ -84,7 +84,7 @@ static double pace_measure(struct daemon *d, uint64_t now)
 	struct pacer *p = &d->pace;
 	double dt = (double)(now - p->last_ns) / 1e9, bytes = 0, wb = 0, wt = 0;
 
-	for (struct job *j = d->jobs; j; j = j->next) {
+	for (struct job *j = SLIST_FIRST(&d->jobs); j; j = SLIST_NEXT(j, link)) {
 		uint64_t b = atomic_load_explicit(&j->bytes_out, memory_order_relaxed);
 		double r = (double)(b - j->pace_seen) / dt;
 		j->pace_seen = b;
@@ -121,7 +121,7 @@ static void pace_tick(struct daemon *d, uint64_t now)
 	double wsum = 0;
 
 	/* the tenants: jobs moving data (past PACE_MAX_JOBS: the kernel shares) */
-	for (struct job *j = d->jobs; j && n < PACE_MAX_JOBS && d->cfg.pace; j = j->next) {
+	for (struct job *j = SLIST_FIRST(&d->jobs); j && n < PACE_MAX_JOBS && d->cfg.pace; j = SLIST_NEXT(j, link)) {
 		if (!job_paceable(j) || j->pace_ticks < PACE_WARM_TICKS ||
 		    j->pace_rate < PACE_IDLE * capacity || j->pace_rate <= 0)
 			continue;
@@ -149,14 +149,14 @@ static void pace_tick(struct daemon *d, uint64_t now)
 	if (n < 2 || !mixed)
 		n = 0;
 	pace_shares(v, n, capacity);
-	for (struct job *j = d->jobs; j; j = j->next)
+	for (struct job *j = SLIST_FIRST(&d->jobs); j; j = SLIST_NEXT(j, link))
 		j->pace_cap = 0;
 	for (size_t i = 0; i < n; i++) {
 		js[i]->pace_cap = v[i].cap;
 		SC_DBG("pace: job 0x%" PRIx64 " weight %u: %.0f Mbit/s, held to %.0f (capacity %.0f)",
 			 js[i]->id, js[i]->weight, v[i].rate * 8 / 1e6, v[i].cap * 8 / 1e6, capacity * 8 / 1e6);
 	}
-	for (struct job *j = d->jobs; j; j = j->next)
+	for (struct job *j = SLIST_FIRST(&d->jobs); j; j = SLIST_NEXT(j, link))
 		atomic_store_explicit(&j->pace_bps, (uint64_t)j->pace_cap, memory_order_relaxed);
 	if ((n > 0) != (p->paced > 0)) {
 		if (n)

@@ -4,7 +4,7 @@
  *
  * Multicast (docs/daemon.md, "Multicast results"). A result goes to the
  * group when at least two ranks take it (mode all or take: a rule the ranks
- * apply too, client_data.c, so they know whether to post a receive); every
+ * apply too, client/client_mcast.c, so they know whether to post a receive); every
  * other rank gets its unicast RESULT as before (a give rank's empty one; a
  * rank that sent a NACK, the whole result). Datagrams may be lost, so the slot keeps the result until every
  * rank has it: a rank sends chunk seq + window only once it has seq's result

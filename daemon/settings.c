@@ -9,6 +9,7 @@
 
 #include "fabric.h"
 #include "fabric_env.h"
+#include "hostport.h"
 #include "log.h"
 
 #define S(f) offsetof(struct settings, f)
@@ -176,19 +177,10 @@ int settings_parse_cpus(const char *s, int *cpus, int max)
 
 int settings_addr_kind(const char *s)
 {
-	struct in_addr a4;
-	struct in6_addr a6;
-
-	if (inet_pton(AF_INET, s, &a4) == 1)
-		return (ntohl(a4.s_addr) >> 24) == 127 ? SETTINGS_ADDR_LOOPBACK : SETTINGS_ADDR_OTHER;
-	if (inet_pton(AF_INET6, s, &a6) == 1) {
-		if (IN6_IS_ADDR_LOOPBACK(&a6))
-			return SETTINGS_ADDR_LOOPBACK;
-		if (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127)
-			return SETTINGS_ADDR_LOOPBACK;
-		return SETTINGS_ADDR_OTHER;
-	}
-	return SETTINGS_ADDR_INVALID;
+	/* IP literals only: the listeners bind what is written (no resolver) */
+	if (!hostport_family(s))
+		return SETTINGS_ADDR_INVALID;
+	return hostport_is_loopback(s) ? SETTINGS_ADDR_LOOPBACK : SETTINGS_ADDR_OTHER;
 }
 
 int settings_parse_groups(const char *s, uint32_t *first, uint32_t *count)

@@ -78,9 +78,10 @@ int settings_load(struct settings *s, const char *path, enum cfg_source *src,
  * listen addresses (IP literals), a key or auth.allow-anonymous when
  * control.listen is not loopback. */
 int settings_check(const struct settings *s, struct cfg_error *err);
-/* What a listen address is: SETTINGS_ADDR_LOOPBACK (127.0.0.0/8, ::1,
- * ::ffff:127.x.y.z), SETTINGS_ADDR_OTHER (any other IP literal, 0.0.0.0 and
- * :: included), SETTINGS_ADDR_INVALID (not an IP literal). */
+/* What a listen address is: SETTINGS_ADDR_LOOPBACK (the loopback rule of
+ * common/hostport.h: 127.0.0.0/8, ::1, ::ffff:127.x.y.z), SETTINGS_ADDR_OTHER
+ * (any other IP literal, 0.0.0.0 and :: included), SETTINGS_ADDR_INVALID
+ * (not an IP literal: localhost too). */
 enum { SETTINGS_ADDR_INVALID = -1, SETTINGS_ADDR_OTHER = 0, SETTINGS_ADDR_LOOPBACK = 1 };
 int settings_addr_kind(const char *s);
 /* Parses "a.b.c.d/n" (inside 224.0.0.0/4, n 4..32) into its first group

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "hostport.h"
+
 int split_parse(const char *s, double *out)
 {
 	char *end;
@@ -104,36 +106,15 @@ bool split_window_agg(const struct split_model *m, size_t bytes, bool gather)
 bool split_hosts_local(const char *aggs)
 {
 	const char *p = aggs;
-	int n = 0;
+	struct hostport hp;
+	int n = 0, rc;
 
-	if (!p)
-		return false;
-	while (*p) {
-		size_t len = strcspn(p, ", ");
-		if (len) {
-			char host[256];
-			const char *colon;
-			if (len >= sizeof(host))
-				return false;
-			memcpy(host, p, len);
-			host[len] = 0;
-			if (host[0] == '[') { /* [::1]:port */
-				char *e = strchr(host, ']');
-				if (!e)
-					return false;
-				*e = 0;
-				memmove(host, host + 1, strlen(host + 1) + 1);
-			} else if ((colon = strrchr(host, ':')) && strchr(host, ':') == colon) {
-				host[colon - host] = 0;
-			}
-			if (strncmp(host, "127.", 4) && strcmp(host, "::1") && strcasecmp(host, "localhost"))
-				return false;
-			n++;
-		}
-		p += len;
-		p += strspn(p, ", ");
+	while ((rc = hostport_list_next(&p, &hp, NULL, 0)) > 0) {
+		if (!hostport_is_loopback(hp.host))
+			return false;
+		n++;
 	}
-	return n > 0;
+	return rc == 0 && n > 0;
 }
 
 size_t split_count(double frac, size_t count, size_t elem_size)

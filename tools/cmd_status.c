@@ -20,7 +20,7 @@ void status_collect(struct status_view *s, const json_t *prev, double prev_t)
 	snprintf(s->health, sizeof(s->health), "%.*s", (int)strcspn(b.p, "\r\n"), b.p);
 	free(b.p);
 	s->stats = get_json("/stats");
-	t = (sc_now_ns() / 1e9);
+	t = sc_now_s();
 	metrics_fetch(&s->m);
 	s->ranks = metric_sum(&s->m, "sumcast_ranks");
 	if (isnan(s->ranks)) {
@@ -177,7 +177,7 @@ int cmd_status(void)
 
 	if (o.interval_s > 0) {
 		prev = get_json("/stats");
-		t0 = (sc_now_ns() / 1e9);
+		t0 = sc_now_s();
 		sleep_s(o.interval_s);
 	}
 	status_collect(&s, prev, t0);

@@ -32,10 +32,10 @@ static void on_signal(int sig)
 /* Waits up to s seconds for 'q' on a terminal stdin; true if the user quit. */
 static bool top_wait(double s)
 {
-	double end = (sc_now_ns() / 1e9) + s;
+	double end = sc_now_s() + s;
 
 	while (!quit_flag) {
-		double left = end - (sc_now_ns() / 1e9);
+		double left = end - sc_now_s();
 		if (left <= 0)
 			return false;
 		if (!tty_raw) {
@@ -79,7 +79,7 @@ int cmd_top(void)
 		if (!prev) {
 			/* First frame: a baseline, so even frame 1 shows current rates. */
 			prev = get_json("/stats");
-			prev_t = (sc_now_ns() / 1e9);
+			prev_t = sc_now_s();
 			if (top_wait(o.interval_s))
 				break;
 		}
@@ -107,7 +107,7 @@ int cmd_top(void)
 		fflush(stdout);
 		json_decref(prev);
 		prev = json_incref(s.stats);
-		prev_t = (sc_now_ns() / 1e9);
+		prev_t = sc_now_s();
 		status_free(&s);
 		if (o.iterations && it + 1 >= o.iterations)
 			break;

@@ -370,7 +370,8 @@ sc_mpi_bin() {
   done
   command -v mpicc >/dev/null || return 1
   [[ -n $SC_RUN_DIR ]] || SC_RUN_DIR=$(mktemp -d "/tmp/${SC_PREFIX}.XXXXXX")
-  mpicc -O2 -o "$SC_RUN_DIR/mpi_allreduce" "$SC_LIB_DIR/mpi_allreduce.c" -lm >&2 || return 1
+  mpicc -O2 -I "$SC_LIB_DIR/../../common" -o "$SC_RUN_DIR/mpi_allreduce" "$SC_LIB_DIR/mpi_allreduce.c" \
+    -lm >&2 || return 1
   echo "$SC_RUN_DIR/mpi_allreduce"
 }
 

@@ -26,6 +26,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h" /* common/: the project's one clock */
+
 struct opts {
   uint64_t min_bytes, max_bytes;
   unsigned step;
@@ -37,18 +39,6 @@ struct opts {
   const char *netdev;
   const char *mode;
 };
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static double wall_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static uint64_t parse_size(const char *s) {
   char *end = NULL;
@@ -182,14 +172,14 @@ int main(int argc, char **argv) {
   for (uint64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= o.step) {
     size_t count = (size_t)(bytes / sizeof(float));
     if (count == 0) count = 1;
-    double size_t0 = now_s();
+    double size_t0 = sc_now_s();
 
     /* Warmup (also the correctness check), bounded by count and time. */
     long wrong = 0;
     int wdone = 0;
     for (int i = 0; i < o.warmup || (i == 0 && o.check); i++) {
       int go = 1;
-      if (rank == 0) go = (i == 0) || (now_s() - size_t0 < o.max_seconds / 4);
+      if (rank == 0) go = (i == 0) || (sc_now_s() - size_t0 < o.max_seconds / 4);
       MPI_Bcast(&go, 1, MPI_INT, 0, MPI_COMM_WORLD);
       if (!go) break;
       MPI_Allreduce(send, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
@@ -211,13 +201,13 @@ int main(int argc, char **argv) {
       read_counter(o.netdev, "tx_bytes", &tx0);
       read_counter(o.netdev, "rx_bytes", &rx0);
     }
-    double wall0 = wall_s();
-    double t0 = now_s();
+    double wall0 = sc_wall_s();
+    double t0 = sc_now_s();
     MPI_Allreduce(send, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    double first = now_s() - t0;
+    double first = sc_now_s() - t0;
     int reps = 1;
     if (rank == 0) {
-      double left = o.max_seconds - (now_s() - size_t0);
+      double left = o.max_seconds - (sc_now_s() - size_t0);
       double fit = first > 0 ? left / first : o.iters;
       reps = fit < 1 ? 1 : (fit > o.iters ? o.iters : (int)fit);
       if (reps < 1) reps = 1;
@@ -225,8 +215,8 @@ int main(int argc, char **argv) {
     MPI_Bcast(&reps, 1, MPI_INT, 0, MPI_COMM_WORLD);
     for (int i = 1; i < reps; i++)
       MPI_Allreduce(send, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    double mine = now_s() - t0;
-    double wall1 = wall_s();
+    double mine = sc_now_s() - t0;
+    double wall1 = sc_wall_s();
     if (have_dev) {
       read_counter(o.netdev, "tx_bytes", &tx1);
       read_counter(o.netdev, "rx_bytes", &rx1);

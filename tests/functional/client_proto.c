@@ -25,6 +25,7 @@
 #include "client.h"
 #include "wire.h"
 #include "clock.h"
+#include "wait.h"
 
 enum fake_mode {
 	FAKE_ECHO,    /* HELLO, JOIN_OK, READY, then echo every chunk back */
@@ -35,7 +36,8 @@ enum fake_mode {
 	FAKE_BADSEQ,  /* ECHO, but the 3rd result carries seq + 1 */
 	FAKE_BADLEN,  /* ECHO, but the 2nd result is 8 bytes short */
 	FAKE_ABORT,   /* READY, then ABORT when the first chunk arrives */
-	FAKE_CLOSE,   /* READY, then close the control connection */
+	FAKE_CLOSE,   /* READY, then close the control connection when the first chunk
+		       * arrives (the client is ready then: no race with its join) */
 };
 
 #define FAKE_WINDOW 4
@@ -215,11 +217,6 @@ static void *fake_main(void *arg)
 	send_msg(fd, &ok, dribble);
 	struct wire_msg rd = { .type = WIRE_READY, .u.ready = { handle, j.u.join.nranks } };
 	send_msg(fd, &rd, dribble);
-	if (f->mode == FAKE_CLOSE) {
-		usleep(100000);
-		close(fd);
-		fd = -1;
-	}
 
 	struct echo_slot *slots = calloc(window, sizeof(*slots));
 	uint32_t expect_c = 0;
@@ -290,6 +287,11 @@ static void *fake_main(void *arg)
 			e->len = ev[i].len;
 			e->imm = ev[i].data;
 			e->state = 2;
+			if (f->mode == FAKE_CLOSE) {
+				close(fd); /* the loop ends with it; nothing is answered */
+				fd = -1;
+				break;
+			}
 			if (f->mode == FAKE_ABORT) {
 				struct wire_msg a = { .type = WIRE_ABORT };
 				a.u.abort.job_handle = handle;
@@ -319,6 +321,14 @@ static void *fake_main(void *arg)
 	if (fd >= 0)
 		close(fd);
 	return NULL;
+}
+
+/* f[0] and f[1] both got the client's LEAVE. */
+static bool both_left(void *arg)
+{
+	const struct fake *f = arg;
+
+	return f[0].got_leave && f[1].got_leave;
 }
 
 static void fake_start(struct fake *f, enum fake_mode mode, const uint8_t *key)
@@ -619,8 +629,7 @@ static void test_echo(void **state)
 	fabric_mr_dereg(&rmr);
 	client_destroy(c);
 	/* The LEAVE reached both. */
-	for (int k = 0; k < 200 && !(f[0].got_leave && f[1].got_leave); k++)
-		usleep(5000);
+	th_wait_until(both_left, f, 1000, 5);
 	fake_stop(&f[0]);
 	fake_stop(&f[1]);
 	assert_true(f[0].got_leave);

@@ -47,29 +47,28 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "client.h"
+#include "clock.h"
 #include "log.h"
+#include "ranks.h"
 #include "sumcastd_proc.h"
 #include "wire.h"
-#include "clock.h"
 
 #ifndef SUMCASTD_PATH
 #define SUMCASTD_PATH "sumcastd"
 #endif
 
 #define MAX_DAEMONS 8
-#define MAX_PROCS 64
+#define MAX_PROCS SC_RANKS_MAX
 #define SMALL_MAX_BYTES (65537 * 8 + 64) /* + room for a guard byte */
 #define BIG_COUNT ((16u << 20) - 3) /* 64 MiB of f32 less 3 elements: an odd tail */
 #define SUITE_DEADLINE_MS 150000
@@ -97,17 +96,6 @@ static struct {
 	const char *aggs[MAX_DAEMONS + 1];
 	size_t naggs;
 } g = { .ndaemons = 1, .nranks = 2, .njobs = 1, .provider = "tcp", .mc_drop = -1, .mc_out = -1 };
-
-__attribute__((format(printf, 1, 2))) static void die(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fprintf(stderr, "test_allreduce: ");
-	vfprintf(stderr, fmt, ap);
-	fprintf(stderr, "\n");
-	va_end(ap);
-	exit(1);
-}
 
 /* ---- daemons ---- */
 
@@ -138,10 +126,10 @@ static void daemon_start(int i, const char *job_timeout)
 		.pdeathsig = true, /* dies with the driver, even when ctest kills it on a timeout */
 		.timeout_ms = 10000,
 	};
-	if (sc_daemon_start(&g.daemons[i], &o)) {
+	bool up = sc_daemon_start(&g.daemons[i], &o) == 0;
+	if (!up)
 		daemons_stop();
-		die("sumcastd %d did not start", i);
-	}
+	REQUIRE(up, "sumcastd %d did not start", i);
 	snprintf(g.agg_str[i], sizeof(g.agg_str[i]), "127.0.0.1:%u", g.daemons[i].ctl);
 	g.aggs[i] = g.agg_str[i];
 }
@@ -528,6 +516,17 @@ out:;
 	return rc ? 1 : 0;
 }
 
+/* A forked rank: fds are the report and readiness pipes (read, write
+ * each); the parent keeps the read ends. */
+static int rank_proc(int k, void *arg)
+{
+	const int *fds = arg;
+
+	close(fds[0]);
+	close(fds[2]);
+	return rank_main((uint32_t)(k / g.nranks), (uint32_t)(k % g.nranks), fds[1], fds[3]);
+}
+
 /* ---- multicast ---- */
 
 /* A rank's "mc ..." report: in the group and results from it (with NACKs
@@ -560,39 +559,36 @@ static int mc_netns(void)
 }
 
 /* The daemons' multicast counters: every daemon sent results to its group. */
-static int mc_daemon_check(void)
+static void mc_daemon_check(void)
 {
 	static char body[1 << 16];
-	int bad = 0;
 	for (int i = 0; i < g.ndaemons; i++) {
-		if (sc_http_get(g.daemons[i].http, "/metrics", NULL, 0, body, sizeof(body), 5000) != 200) {
-			printf("daemon %d: /metrics did not answer\n", i);
-			bad++;
+		int st = sc_http_get(g.daemons[i].http, "/metrics", NULL, 0, body, sizeof(body), 5000);
+		CHECK(st == 200, "daemon %d: /metrics did not answer (%d)", i, st);
+		if (st != 200)
 			continue;
-		}
 		double res = sc_metric_value(body, "sumcast_multicast_results_total");
 		double dg = sc_metric_value(body, "sumcast_multicast_datagrams_total");
 		double nk = sc_metric_value(body, "sumcast_multicast_nacks_total");
 		double rp = sc_metric_value(body, "sumcast_multicast_repairs_total");
 		printf("daemon %d: %.0f results in %.0f datagrams to its group, %.0f NACKs, %.0f repairs\n",
 		       i, res, dg, nk, rp);
-		if (!(res > 0) || !(dg >= res) || (g.mc_drop > 0 && !(nk > 0)))
-			bad++;
+		CHECK(res > 0 && dg >= res && (g.mc_drop == 0 || nk > 0),
+		      "daemon %d: no results to its group, or no NACKs while ranks dropped", i);
 	}
-	return bad;
 }
 
 /* ---- driver ---- */
 
-static int test_unreachable(void)
+static void test_unreachable(void)
 {
 	/* A port nobody listens on: bind, read the number, close. */
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t l = sizeof(sa);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
-	    getsockname(fd, (struct sockaddr *)&sa, &l))
-		die("socket: %s", strerror(errno));
+	REQUIRE(fd >= 0 && !bind(fd, (struct sockaddr *)&sa, sizeof(sa)) &&
+			!getsockname(fd, (struct sockaddr *)&sa, &l),
+		"socket: %s", strerror(errno));
 	close(fd);
 	snprintf(g.agg_str[g.naggs], sizeof(g.agg_str[0]), "127.0.0.1:%u", ntohs(sa.sin_port));
 	g.aggs[g.naggs] = g.agg_str[g.naggs];
@@ -603,8 +599,7 @@ static int test_unreachable(void)
 	};
 	struct client *c;
 	int rc = client_create(&p, &c);
-	if (rc)
-		die("client_create: %s", strerror(-rc));
+	REQUIRE(rc == 0, "client_create: %s", strerror(-rc));
 	uint64_t t0 = sc_now_ms();
 	while ((rc = client_connect_poll(c)) == -EAGAIN && sc_now_ms() - t0 < 10000)
 		usleep(100);
@@ -612,15 +607,15 @@ static int test_unreachable(void)
 	char want[128];
 	snprintf(want, sizeof(want), "%s unreachable: Connection refused", g.aggs[g.naggs - 1]);
 	/* refused: at once, not after the join timeout (5 s) */
-	int ok = rc == -ECONNREFUSED && dt < 4000 && !strcmp(client_error(c), want);
-	printf("unreachable aggregator: rc %d after %llu ms: \"%s\" -> %s\n", rc,
-	       (unsigned long long)dt, client_error(c), ok ? "ok" : "FAIL");
+	printf("unreachable aggregator: rc %d after %llu ms: \"%s\"\n", rc, (unsigned long long)dt,
+	       client_error(c));
+	CHECK(rc == -ECONNREFUSED && dt < 4000 && !strcmp(client_error(c), want),
+	      "an unreachable aggregator fails at once with \"%s\"", want);
 	client_destroy(c);
-	return ok ? 0 : 1;
 }
 
 /* A rank with another key must be refused, with the daemon's reason. */
-static int test_wrong_key(void)
+static void test_wrong_key(void)
 {
 	static const char bad[] = "not-the-key-of-these-daemons";
 	struct client_params p = {
@@ -630,15 +625,14 @@ static int test_wrong_key(void)
 	};
 	struct client *c;
 	int rc = client_create(&p, &c);
-	if (rc)
-		die("client_create: %s", strerror(-rc));
+	REQUIRE(rc == 0, "client_create: %s", strerror(-rc));
 	uint64_t t0 = sc_now_ms();
 	while ((rc = client_connect_poll(c)) == -EAGAIN && sc_now_ms() - t0 < 10000)
 		usleep(100);
-	int ok = rc == -EACCES && strstr(client_error(c), "refused join: auth");
-	printf("wrong key: rc %d: \"%s\" -> %s\n", rc, client_error(c), ok ? "ok" : "FAIL");
+	printf("wrong key: rc %d: \"%s\"\n", rc, client_error(c));
+	CHECK(rc == -EACCES && strstr(client_error(c), "refused join: auth"),
+	      "a rank with another key is refused with auth");
 	client_destroy(c);
-	return ok ? 0 : 1;
 }
 
 static void usage(void)
@@ -720,15 +714,14 @@ int main(int argc, char **argv)
 		return 77;
 	}
 	snprintf(g.dir, sizeof(g.dir), "/tmp/sumcast-ar-XXXXXX");
-	if (!mkdtemp(g.dir))
-		die("mkdtemp: %s", strerror(errno));
+	REQUIRE(mkdtemp(g.dir), "mkdtemp: %s", strerror(errno));
 	signal(SIGPIPE, SIG_IGN);
 	if (g.auth) {
 		char kp[300];
 		snprintf(kp, sizeof(kp), "%s/key", g.dir);
 		int kfd = open(kp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-		if (kfd < 0 || write(kfd, TEST_KEY "\n", strlen(TEST_KEY) + 1) < 0)
-			die("%s: %s", kp, strerror(errno));
+		REQUIRE(kfd >= 0 && write(kfd, TEST_KEY "\n", strlen(TEST_KEY) + 1) >= 0, "%s: %s", kp,
+			strerror(errno));
 		close(kfd);
 	}
 	for (int i = 0; i < g.ndaemons; i++)
@@ -741,39 +734,25 @@ int main(int argc, char **argv)
 	       g.kill ? ", killing the last rank" : "");
 	fflush(stdout);
 
-	if (g.auth && test_wrong_key()) {
+	if (g.auth)
+		test_wrong_key();
+	if (g.unreachable)
+		test_unreachable();
+	if (th_failed || g.unreachable) {
 		run_cleanup();
-		printf("FAIL\n");
-		return 1;
-	}
-	if (g.unreachable) {
-		int rc = test_unreachable();
-		run_cleanup();
-		printf("%s\n", rc ? "FAIL" : "PASS");
-		return rc;
+		return th_summary("test_allreduce");
 	}
 
-	int pfd[2], rfd[2];
-	if (pipe(pfd) || pipe(rfd))
-		die("pipe: %s", strerror(errno));
-	pid_t kids[MAX_PROCS];
+	int fds[4]; /* reports: read, write; readiness: read, write */
+	REQUIRE(!pipe(fds) && !pipe(fds + 2), "pipe: %s", strerror(errno));
+	struct sc_ranks ranks;
 	int nk = g.njobs * g.nranks;
 	g.kill_seen = mmap(NULL, sizeof(*g.kill_seen), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
 			   -1, 0);
-	if (g.kill_seen == MAP_FAILED)
-		die("mmap: %s", strerror(errno));
-	for (int k = 0; k < nk; k++) {
-		kids[k] = fork();
-		if (kids[k] < 0)
-			die("fork: %s", strerror(errno));
-		if (kids[k] == 0) {
-			prctl(PR_SET_PDEATHSIG, SIGKILL);
-			close(pfd[0]);
-			close(rfd[0]);
-			_exit(rank_main((uint32_t)(k / g.nranks), (uint32_t)(k % g.nranks), pfd[1],
-					rfd[1]));
-		}
-	}
+	REQUIRE(g.kill_seen != MAP_FAILED, "mmap: %s", strerror(errno));
+	int started = sc_ranks_start(&ranks, nk, rank_proc, fds, true);
+	REQUIRE(started == 0, "fork: %s", strerror(-started));
+	int pfd[2] = { fds[0], fds[1] }, rfd[2] = { fds[2], fds[3] };
 	close(pfd[1]);
 	close(rfd[1]);
 
@@ -781,7 +760,7 @@ int main(int argc, char **argv)
 	uint64_t deadline = sc_now_ms() + SUITE_DEADLINE_MS;
 	char buf[16384];
 	size_t len = 0;
-	int lines = 0, failures = 0, expected = nk - (g.kill ? 1 : 0);
+	int lines = 0, expected = nk - (g.kill ? 1 : 0);
 	int readies = 0;
 	bool killed = false;
 	uint64_t kill_ms = 0;
@@ -795,12 +774,12 @@ int main(int argc, char **argv)
 			if (n > 0)
 				readies += (int)n;
 			if (g.kill && !killed && readies >= nk) {
-				kill(kids[nk - 1], g.stop ? SIGSTOP : SIGKILL);
+				kill(ranks.pid[nk - 1], g.stop ? SIGSTOP : SIGKILL);
 				killed = true;
 				kill_ms = sc_now_ms();
 				__atomic_store_n(&g.kill_seen->kill_ms, kill_ms, __ATOMIC_RELEASE);
 				printf("%s rank %d (pid %d)\n", g.stop ? "stopped" : "killed", nk - 1,
-				       (int)kids[nk - 1]);
+				       (int)ranks.pid[nk - 1]);
 				fflush(stdout);
 			}
 		}
@@ -818,9 +797,9 @@ int main(int argc, char **argv)
 			int rc;
 			unsigned long long hash, ms;
 			char msg[700] = "";
-			if (sscanf(buf, "%u %u %d %llx %llu %699[^\n]", &job, &rank, &rc, &hash, &ms,
-				   msg) < 5)
-				die("bad report \"%s\"", buf);
+			REQUIRE(sscanf(buf, "%u %u %d %llx %llu %699[^\n]", &job, &rank, &rc, &hash, &ms,
+				       msg) >= 5,
+				"bad report \"%s\"", buf);
 			lines++;
 			if (g.kill && job != (unsigned)g.njobs - 1) {
 				/* Bystanders: every batch right, on past the kill. */
@@ -828,7 +807,7 @@ int main(int argc, char **argv)
 				bool ok = killed && rc == 0;
 				printf("job %u rank %u: %s, %llu ms after the kill: %s\n", job, rank,
 				       ok ? "ran on as it must" : "WRONG", (unsigned long long)after, msg);
-				failures += !ok;
+				CHECK(ok, "job %u rank %u, beside the killed job, did not run on", job, rank);
 			} else if (g.kill) {
 				/* Survivors must fail, soon after the kill. */
 				uint64_t after = killed ? sc_now_ms() - kill_ms : 0;
@@ -836,25 +815,22 @@ int main(int argc, char **argv)
 					  (!g.stop || strstr(msg, "aborted the job"));
 				printf("job %u rank %u: %s after %llu ms from the kill: %s\n", job, rank,
 				       ok ? "failed as it must" : "WRONG", (unsigned long long)after, msg);
-				failures += !ok;
+				CHECK(ok, "job %u rank %u did not fail soon after the kill%s", job, rank,
+				      g.stop ? " with the daemon's ABORT" : "");
 			} else {
 				static unsigned long long hashes[MAX_PROCS];
 				static bool seen[MAX_PROCS];
 				printf("job %u rank %u: rc %d hash %016llx %llu ms %s\n", job, rank, rc,
 				       hash, ms, msg);
-				if (rc)
-					failures++;
-				if (!rc && g.mc_drop >= 0 && !mc_report_ok((int)rank, msg)) {
-					printf("job %u rank %u: multicast was not used as it must be\n", job, rank);
-					failures++;
-				}
+				CHECK(rc == 0, "job %u rank %u failed: %s", job, rank, msg);
+				CHECK(rc || g.mc_drop < 0 || mc_report_ok((int)rank, msg),
+				      "job %u rank %u: multicast was not used as it must be", job, rank);
 				if (!seen[job]) {
 					seen[job] = true;
 					hashes[job] = hash;
-				} else if (hashes[job] != hash && !rc) {
-					printf("job %u rank %u: result hash differs from another rank's\n",
-					       job, rank);
-					failures++;
+				} else {
+					CHECK(rc || hashes[job] == hash,
+					      "job %u rank %u: result hash differs from another rank's", job, rank);
 				}
 			}
 			size_t rest = len - (size_t)(nl + 1 - buf);
@@ -863,21 +839,11 @@ int main(int argc, char **argv)
 		}
 	}
 	fflush(stdout);
-	if (lines < expected) {
-		printf("FAIL: %d of %d ranks reported within %d s; killing the rest\n", lines,
-		       expected, SUITE_DEADLINE_MS / 1000);
-		failures++;
-	}
-	for (int k = 0; k < nk; k++)
-		kill(kids[k], SIGKILL);
-	for (int k = 0; k < nk; k++) {
-		int st;
-		waitpid(kids[k], &st, 0);
-		sc_shm_sweep(kids[k]);
-	}
-	if (g.mc_drop >= 0 && !failures)
-		failures += mc_daemon_check();
+	CHECK(lines >= expected, "%d of %d ranks reported within %d s; killing the rest", lines, expected,
+	      SUITE_DEADLINE_MS / 1000);
+	sc_ranks_kill(&ranks);
+	if (g.mc_drop >= 0 && !th_failed)
+		mc_daemon_check();
 	run_cleanup();
-	printf("%s\n", failures ? "FAIL" : "PASS");
-	return failures ? 1 : 0;
+	return th_summary("test_allreduce");
 }

@@ -54,9 +54,9 @@ static int recv_polling(struct trank *rk, uint32_t n, uint32_t r, struct wire_ms
 	return ctl_recv(rk[r].fd, m, 1000);
 }
 
-/* Both ranks must get ABORT(code) and no result. */
+/* Both ranks must get ABORT(code). */
 static void expect_abort(struct trank *rk, uint32_t n, uint16_t code, const char *want,
-			 struct top *rops, const char *what)
+			 const char *what)
 {
 	for (uint32_t r = 0; r < n; r++) {
 		struct wire_msg m;
@@ -75,12 +75,6 @@ static void expect_abort(struct trank *rk, uint32_t n, uint16_t code, const char
 			       m.u.abort.text);
 		CHECK(ctl_wait_closed(rk[r].fd, 3000) == 0, "%s: rank %u still connected", what, r);
 	}
-	if (rops) {
-		struct trank *all[2] = { &rk[0], &rk[1] };
-		tranks_poll(all, 2, 300);
-		for (uint32_t r = 0; r < n; r++)
-			CHECK(!rops[r].done || rops[r].err, "%s: rank %u received a result", what, r);
-	}
 }
 
 static void close_pair(struct trank *rk)
@@ -91,11 +85,40 @@ static void close_pair(struct trank *rk)
 
 static void wait_memory_free(const char *what)
 {
-	uint64_t end = sc_now_ms() + 5000;
-	while (sd_metric(&d, "sumcast_memory_used_bytes") != 0 && sc_now_ms() < end)
-		th_sleep_ms(20);
-	CHECK(sd_metric(&d, "sumcast_memory_used_bytes") == 0, "%s: memory not returned (%g)", what,
-	      sd_metric(&d, "sumcast_memory_used_bytes"));
+	double m = sd_wait_metric(&d, "sumcast_memory_used_bytes", TH_EQ, 0, 5000);
+
+	CHECK(m == 0, "%s: memory not returned (%g)", what, m);
+}
+
+/* No rank of an aborted job got a result, proven without a pause: the
+ * daemon counts a result's bytes (sumcast_sent_bytes_total) when its send
+ * is done, and gives a job's memory back only once every send is; so with
+ * the memory back and the count where it was before the job (tx0), no
+ * result left the daemon, and one CQ pass shows none arrived. */
+static void expect_no_result(struct trank *rk, struct top *rops, double tx0, const char *what)
+{
+	struct trank *all[2] = { &rk[0], &rk[1] };
+
+	wait_memory_free(what);
+	CHECK(sd_metric(&d, "sumcast_sent_bytes_total") == tx0, "%s: the daemon sent %g result bytes",
+	      what, sd_metric(&d, "sumcast_sent_bytes_total") - tx0);
+	tranks_poll(all, 2, 0);
+	for (uint32_t r = 0; r < 2; r++)
+		CHECK(!rops[r].done || rops[r].err, "%s: rank %u received a result", what, r);
+}
+
+/* Waits until the daemon has taken rank 0's chunk (its received bytes
+ * reach rx0 + len), polling rank 0's endpoint so that its provider sends
+ * it: what comes next then finds the chunk there, however loaded the
+ * host. */
+static void wait_chunk_in(struct trank *rk, double rx0, size_t len, const char *what)
+{
+	struct trank *p0 = &rk[0];
+	double rx = tranks_wait_metric(&p0, 1, &d, "sumcast_received_bytes_total", TH_GE, rx0 + (double)len,
+				       5000);
+
+	CHECK(rx >= rx0 + (double)len, "%s: rank 0's chunk not taken by the daemon (%g bytes)", what,
+	      rx - rx0);
 }
 
 /* Rank 0 sends (t0, op0, len0, seq0) into slot s0, rank 1 (t1, op1, len1, seq1). */
@@ -106,21 +129,21 @@ static void mismatch(uint64_t id, const char *what, enum sc_op op1, size_t len1,
 	struct top rops[2], sops[2];
 
 	CHECK(pair(rk, id, 0) == 0, "%s: setup", what);
+	double rx0 = sd_metric(&d, "sumcast_received_bytes_total"),
+	       tx0 = sd_metric(&d, "sumcast_sent_bytes_total");
 	for (uint32_t r = 0; r < 2; r++) {
 		float *f = (float *)rk[r].buf;
 		for (size_t i = 0; i < CHUNK / 4; i++)
 			f[i] = 1.0f;
 		trank_post_result(&rk[r], 0, 0, CHUNK, &rops[r]);
 	}
+	/* rank 0's chunk first: the slot takes its type, op, length and seq */
 	trank_send_chunk(&rk[0], 0, 0, SC_F32, SC_OP_SUM, 0, CHUNK, &sops[0]);
-	struct trank *p0 = &rk[0];
-	tranks_poll(&p0, 1, 100);
+	wait_chunk_in(rk, rx0, CHUNK, what);
 	trank_send_chunk(&rk[1], seq1 % 4, seq1, SC_F32, op1, 0, len1, &sops[1]);
-	struct trank *all[2] = { &rk[0], &rk[1] };
-	tranks_poll(all, 2, 100);
-	expect_abort(rk, 2, WIRE_E_DATA, want, rops, what);
+	expect_abort(rk, 2, WIRE_E_DATA, want, what); /* it polls both ranks meanwhile */
+	expect_no_result(rk, rops, tx0, what);
 	close_pair(rk);
-	wait_memory_free(what);
 }
 
 int main(void)
@@ -153,11 +176,8 @@ int main(void)
 		}
 		trank_send_chunk(&rk[0], 0, 0, SC_F32, SC_OP_SUM, 0, 2 * CHUNK, &sops[0]);
 		struct trank *all[2] = { &rk[0], &rk[1] };
-		uint64_t end = sc_now_ms() + 5000;
-		while (sd_metric(&d, "sumcast_errors_total{kind=\"truncated\"}") < t0 + 1 &&
-		       sc_now_ms() < end)
-			tranks_poll(all, 2, 20);
-		CHECK(sd_metric(&d, "sumcast_errors_total{kind=\"truncated\"}") == t0 + 1,
+		CHECK(tranks_wait_metric(all, 2, &d, "sumcast_errors_total{kind=\"truncated\"}", TH_GE, t0 + 1,
+					 5000) == t0 + 1,
 		      "truncated not counted");
 		trank_send_chunk(&rk[0], 0, 0, SC_F32, SC_OP_SUM, 0, CHUNK, &sops2[0]);
 		trank_send_chunk(&rk[1], 0, 0, SC_F32, SC_OP_SUM, 0, CHUNK, &sops2[1]);
@@ -180,9 +200,7 @@ int main(void)
 		CHECK(pair(rk, 0x206, 1000) == 0, "oversize-timeout: setup");
 		trank_send_chunk(&rk[0], 0, 0, SC_F32, SC_OP_SUM, 0, 2 * CHUNK, &sops[0]);
 		trank_send_chunk(&rk[1], 0, 0, SC_F32, SC_OP_SUM, 0, CHUNK, &sops[1]);
-		tranks_poll(all, 2, 100);
-		expect_abort(rk, 2, WIRE_E_TIMEOUT, "1 oversize messages were dropped", NULL,
-			     "oversize-timeout");
+		expect_abort(rk, 2, WIRE_E_TIMEOUT, "1 oversize messages were dropped", "oversize-timeout");
 		close_pair(rk);
 		wait_memory_free("oversize-timeout");
 	}
@@ -192,20 +210,28 @@ int main(void)
 	CHECK(sd_metric(&d, "sumcast_chunks_reduced_total") == 1, "chunks completed: %g",
 	      sd_metric(&d, "sumcast_chunks_reduced_total"));
 
-	/* Idle READY job with a 500 ms timeout: never timed out. */
+	/* An idle READY job with a 500 ms timeout is never timed out; a job
+	 * whose rank 1 stays silent with chunk 0 half in is, after 500 ms.
+	 * The second is the witness of the first, not a pause: the scan that
+	 * times it out (every 20 ms, over every job of the one data thread)
+	 * found the idle job, READY before the other's chunk, idle for longer
+	 * than its timeout in that scan or an earlier one, so a wrong timeout
+	 * of the idle job would be counted by then. */
 	{
 		struct wire_msg m;
-		CHECK(pair(rk, 0x205, 500) == 0, "idle: setup");
-		CHECK(rk[0].ok.timeout_ms == 500, "granted timeout %u, asked 500", rk[0].ok.timeout_ms);
-		CHECK(ctl_recv(rk[0].fd, &m, 1500) == -ETIMEDOUT, "idle READY job got %s",
-		      wire_type_name(m.type));
-		/* Now rank 0 sends chunk 0 and rank 1 stays silent. */
+		struct trank idle[2];
+		const char *timeouts = "sumcast_errors_total{kind=\"timeout\"}";
+		CHECK(pair(idle, 0x205, 500) == 0, "idle: setup");
+		CHECK(idle[0].ok.timeout_ms == 500, "granted timeout %u, asked 500", idle[0].ok.timeout_ms);
+		double to0 = sd_metric(&d, timeouts);
+		CHECK(pair(rk, 0x20a, 500) == 0, "silent rank: setup");
+		double rx0 = sd_metric(&d, "sumcast_received_bytes_total"),
+		       tx0 = sd_metric(&d, "sumcast_sent_bytes_total");
 		trank_post_result(&rk[0], 0, 0, CHUNK, &rops[0]);
 		trank_post_result(&rk[1], 0, 0, CHUNK, &rops[1]);
 		uint64_t t0 = sc_now_ms();
 		trank_send_chunk(&rk[0], 0, 0, SC_F32, SC_OP_SUM, 0, CHUNK, &sops[0]);
-		struct trank *all[2] = { &rk[0], &rk[1] };
-		tranks_poll(all, 2, 50);
+		wait_chunk_in(rk, rx0, CHUNK, "silent rank");
 		int rc = ctl_recv(rk[1].fd, &m, 5000);
 		uint64_t dt = sc_now_ms() - t0;
 		CHECK(rc == 0 && m.type == WIRE_ABORT && m.u.abort.code == WIRE_E_TIMEOUT,
@@ -223,19 +249,23 @@ int main(void)
 		CHECK(ctl_recv(rk[0].fd, &m, 1000) == 0 && m.type == WIRE_ABORT &&
 			      m.u.abort.code == WIRE_E_TIMEOUT,
 		      "rank 0 got no ABORT(timeout)");
-		tranks_poll(all, 2, 100);
-		CHECK(!rops[0].done || rops[0].err, "timed out job delivered a result");
+		CHECK(sd_metric(&d, timeouts) == to0 + 1, "%g jobs timed out, want 1 (the idle READY job too?)",
+		      sd_metric(&d, timeouts) - to0);
+		for (uint32_t r = 0; r < 2; r++)
+			CHECK(ctl_recv(idle[r].fd, &m, 0) == -ETIMEDOUT, "idle READY job: rank %u got %s", r,
+			      wire_type_name(m.type));
+		close_pair(idle); /* its memory back too, for expect_no_result */
+		expect_no_result(rk, rops, tx0, "timeout");
 		close_pair(rk);
-		wait_memory_free("timeout");
 	}
 	/* TCP close mid-job: rank 0 sent a chunk, rank 1's connection dies. */
 	{
 		struct wire_msg m;
 		CHECK(pair(rk, 0x206, 0) == 0, "rank left: setup");
+		double rx0 = sd_metric(&d, "sumcast_received_bytes_total");
 		trank_post_result(&rk[0], 0, 0, CHUNK, &rops[0]);
 		trank_send_chunk(&rk[0], 0, 0, SC_F32, SC_OP_SUM, 0, CHUNK, &sops[0]);
-		struct trank *p0 = &rk[0];
-		tranks_poll(&p0, 1, 100);
+		wait_chunk_in(rk, rx0, CHUNK, "rank left");
 		uint64_t t0 = sc_now_ms();
 		close(rk[1].fd);
 		rk[1].fd = -1;
@@ -261,9 +291,10 @@ int main(void)
 		CHECK(ctl_send(rk[0].fd, &l) == 0, "left: LEAVE not sent");
 		CHECK(ctl_wait_closed(rk[0].fd, 3000) == 0, "left: connection not closed after LEAVE");
 		CHECK(sd_wait_log(&d, "job 0x209 rank 0 left", 0, NULL, 0, 3000), "left: LEAVE not seen");
-		/* No ABORT for a clean LEAVE between collectives. */
-		CHECK(ctl_recv(rk[1].fd, &m, 300) == -ETIMEDOUT, "left: rank 1 told %s right after the LEAVE",
-		      wire_type_name(m.type));
+		/* No ABORT for a clean LEAVE between collectives: the LEAVE is
+		 * taken (its log line above), so an ABORT for it would already
+		 * be the first message on rank 1's connection, before the one
+		 * its chunk causes below (which names chunk seq 0). */
 		trank_post_result(&rk[1], 0, 0, CHUNK, &rops[1]);
 		uint64_t t0 = sc_now_ms();
 		trank_send_chunk(&rk[1], 0, 0, SC_F32, SC_OP_SUM, 0, CHUNK, &sops[1]);

@@ -71,24 +71,17 @@ static bool readable_within(int fd, unsigned ms)
 	return poll(&p, 1, (int)ms) > 0;
 }
 
-static bool healthy(const struct sd *d)
+static bool healthy(void *arg)
 {
 	char body[64];
 
-	return sd_http(d, "/healthz", body, sizeof(body)) == 200;
+	return sd_http(arg, "/healthz", body, sizeof(body)) == 200;
 }
 
 /* /healthz answers within the bound (the loop is not frozen). */
 static bool healthy_within(const struct sd *d, unsigned ms)
 {
-	uint64_t end = sc_now_ms() + ms;
-
-	while (!healthy(d))
-		if (sc_now_ms() >= end)
-			return false;
-		else
-			th_sleep_ms(20);
-	return true;
+	return th_wait_until(healthy, (void *)d, ms, 20);
 }
 
 /* 1. http.max-connections = 8: eight idle connections, the ninth waits
@@ -117,10 +110,7 @@ static void test_cap(struct sd *d)
 	for (int i = 1; i < 8; i++)
 		close(idle[i]);
 	/* Every close is seen: only the scrape itself is left. */
-	uint64_t end = sc_now_ms() + 5000;
-	double n;
-	while ((n = sd_metric(d, "sumcast_http_connections")) != 1 && sc_now_ms() < end)
-		th_sleep_ms(20);
+	double n = sd_wait_metric(d, "sumcast_http_connections", TH_EQ, 1, 5000);
 	CHECK(n == 1, "sumcast_http_connections = %g after all closed, want 1 (the scrape)", n);
 	printf("  cap: 9th answered only after one of 8 closed; gauge back to %g\n", n);
 }

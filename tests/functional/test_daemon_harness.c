@@ -22,37 +22,12 @@
 #define SUMCASTD_PATH "sumcastd"
 #endif
 
-int th_passed, th_failed;
-
-int th_summary(const char *name)
-{
-	printf("%s: %d passed, %d failed\n", name, th_passed, th_failed);
-	return th_failed ? 1 : 0;
-}
-
-void th_skip(const char *why)
-{
-	printf("SKIP: %s\n", why);
-	exit(77);
-}
-
-void th_sleep_ms(unsigned ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
-	nanosleep(&ts, NULL);
-}
-
 const char *th_provider(void)
 {
 	const char *p = getenv("SUMCAST_TEST_PROVIDER");
 	if (!p || !*p || !strcmp(p, "tcp"))
 		return "tcp;ofi_rxm";
 	return p;
-}
-
-static unsigned slow_factor(void)
-{
-	return getenv("SC_TEST_DAEMON_WRAPPER") ? 10 : 1;
 }
 
 /* The daemon's options for this test (extra: the caller's INI text). */
@@ -65,7 +40,7 @@ static struct sc_daemon_opts sd_opts(const struct sd *d, const char *extra)
 		.extra = extra,
 		.log = true,
 		.wrapper = getenv("SC_TEST_DAEMON_WRAPPER"),
-		.timeout_ms = 15000 * slow_factor(),
+		.timeout_ms = 15000 * th_slow_factor(),
 	};
 }
 
@@ -142,27 +117,36 @@ int sd_log_count(const struct sd *d, const char *s)
 	return n;
 }
 
+struct log_wait {
+	const struct sd *d;
+	const char *s;
+	int before;
+	char *line;
+	size_t cap;
+};
+
+static bool log_has_more(void *arg)
+{
+	struct log_wait *w = arg;
+	FILE *f = fopen(w->d->log, "r");
+	char l[2048];
+	int n = 0;
+
+	if (f) {
+		while (fgets(l, sizeof(l), f))
+			if (strstr(l, w->s) && ++n > w->before && w->line && w->cap)
+				snprintf(w->line, w->cap, "%s", l);
+		fclose(f);
+	}
+	return n > w->before;
+}
+
 bool sd_wait_log(const struct sd *d, const char *s, int before, char *line, size_t cap,
 		 unsigned timeout_ms)
 {
-	uint64_t end = sc_now_ms() + timeout_ms * slow_factor();
+	struct log_wait w = { d, s, before, line, cap };
 
-	for (;;) {
-		FILE *f = fopen(d->log, "r");
-		char l[2048];
-		int n = 0;
-		if (f) {
-			while (fgets(l, sizeof(l), f))
-				if (strstr(l, s) && ++n > before && line && cap)
-					snprintf(line, cap, "%s", l);
-			fclose(f);
-		}
-		if (n > before)
-			return true;
-		if (sc_now_ms() >= end)
-			return false;
-		th_sleep_ms(20);
-	}
+	return th_wait_until(log_has_more, &w, timeout_ms, 20);
 }
 
 long sd_rss_kib(const struct sd *d)
@@ -182,19 +166,30 @@ long sd_rss_kib(const struct sd *d)
 	return kib;
 }
 
+struct rss_wait {
+	const struct sd *d;
+	long lo, hi, kib;
+};
+
+static bool rss_within(void *arg)
+{
+	struct rss_wait *w = arg;
+
+	w->kib = sd_rss_kib(w->d);
+	return w->kib >= w->lo && w->kib <= w->hi;
+}
+
 long sd_wait_rss(const struct sd *d, long lo, long hi, unsigned timeout_ms)
 {
-	uint64_t end = sc_now_ms() + timeout_ms * slow_factor();
-	long kib;
+	struct rss_wait w = { d, lo, hi, -1 };
 
-	while (((kib = sd_rss_kib(d)) < lo || kib > hi) && sc_now_ms() < end)
-		th_sleep_ms(20);
-	return kib;
+	th_wait_until(rss_within, &w, timeout_ms, 20);
+	return w.kib;
 }
 
 long sd_rss_settled(const struct sd *d, unsigned timeout_ms)
 {
-	uint64_t end = sc_now_ms() + timeout_ms * slow_factor();
+	uint64_t end = sc_now_ms() + timeout_ms * th_slow_factor();
 	long kib = sd_rss_kib(d), ref = kib;
 	int still = 0;
 
@@ -279,7 +274,7 @@ int sd_stop(struct sd *d, int sig, unsigned timeout_ms)
 	int rc;
 
 	sd_proc(d, &p);
-	rc = sc_daemon_stop(&p, sig, timeout_ms * slow_factor());
+	rc = sc_daemon_stop(&p, sig, timeout_ms * th_slow_factor());
 	d->pid = p.pid;
 	return rc;
 }
@@ -321,9 +316,8 @@ static int read_full(int fd, void *buf, size_t len, uint64_t deadline)
 	while (got < len) {
 		int64_t left = (int64_t)(deadline - sc_now_ms());
 		struct pollfd p = { fd, POLLIN, 0 };
-		if (left <= 0)
-			return -ETIMEDOUT;
-		int n = poll(&p, 1, (int)left);
+		/* past the deadline: what is there already, without waiting */
+		int n = poll(&p, 1, left > 0 ? (int)left : 0);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -365,13 +359,54 @@ double sd_metric(const struct sd *d, const char *name)
 	return th_metric(body, name);
 }
 
+struct metric_wait {
+	const struct sd *d;
+	const char *name;
+	enum th_cmp cmp;
+	double want, got;
+	struct trank **rs; /* polled between reads */
+	size_t n;
+};
+
+static bool metric_there(void *arg)
+{
+	struct metric_wait *w = arg;
+
+	if (w->n) /* their providers move messages only while polled */
+		tranks_poll(w->rs, w->n, 10);
+	w->got = sd_metric(w->d, w->name);
+	return w->cmp == TH_EQ ? w->got == w->want : w->cmp == TH_GE ? w->got >= w->want
+								     : w->got <= w->want;
+}
+
+double sd_wait_metric(const struct sd *d, const char *name, enum th_cmp cmp, double want,
+		      unsigned timeout_ms)
+{
+	struct metric_wait w = { d, name, cmp, want, NAN, NULL, 0 };
+
+	th_wait_until(metric_there, &w, timeout_ms, 20);
+	return w.got;
+}
+
+double tranks_wait_metric(struct trank **rs, size_t n, const struct sd *d, const char *name,
+			  enum th_cmp cmp, double want, unsigned timeout_ms)
+{
+	struct metric_wait w = { d, name, cmp, want, NAN, rs, n };
+
+	th_wait_until(metric_there, &w, timeout_ms, 0); /* it polls the ranks 10 ms a read */
+	return w.got;
+}
+
+static bool idle(void *arg)
+{
+	const struct sd *d = arg;
+
+	return sd_metric(d, "sumcast_jobs") == 0 && sd_metric(d, "sumcast_memory_used_bytes") == 0;
+}
+
 void sd_wait_idle(const struct sd *d, const char *what)
 {
-	uint64_t end = sc_now_ms() + 5000;
-
-	while ((sd_metric(d, "sumcast_jobs") != 0 || sd_metric(d, "sumcast_memory_used_bytes") != 0) &&
-	       sc_now_ms() < end)
-		th_sleep_ms(20);
+	th_wait_until(idle, (void *)d, 5000, 20);
 	CHECK(sd_metric(d, "sumcast_jobs") == 0, "%s: %g jobs left", what, sd_metric(d, "sumcast_jobs"));
 	CHECK(sd_metric(d, "sumcast_memory_used_bytes") == 0, "%s: memory not returned: %g bytes", what,
 	      sd_metric(d, "sumcast_memory_used_bytes"));
@@ -393,7 +428,7 @@ int ctl_send(int fd, const struct wire_msg *m)
 
 int ctl_recv(int fd, struct wire_msg *m, unsigned timeout_ms)
 {
-	uint64_t deadline = sc_now_ms() + timeout_ms * slow_factor();
+	uint64_t deadline = sc_now_ms() + timeout_ms * th_slow_factor();
 	uint8_t hdr[WIRE_HDR_LEN], body[WIRE_BODY_MAX];
 	struct wire_hdr h;
 	int rc = read_full(fd, hdr, sizeof(hdr), deadline);
@@ -412,7 +447,7 @@ int ctl_recv(int fd, struct wire_msg *m, unsigned timeout_ms)
 
 int ctl_wait_closed(int fd, unsigned timeout_ms)
 {
-	uint64_t deadline = sc_now_ms() + timeout_ms * slow_factor();
+	uint64_t deadline = sc_now_ms() + timeout_ms * th_slow_factor();
 	uint8_t b[256];
 
 	for (;;) {
@@ -574,7 +609,7 @@ int trank_send_chunk(struct trank *r, uint32_t slot, uint32_t seq, enum sc_dtype
 {
 	/* The send queue stays full while the daemon does not read (a loaded
 	 * host can keep it off the CPU for a while): bounded in time. */
-	uint64_t end = sc_now_ms() + 10000 * slow_factor();
+	uint64_t end = sc_now_ms() + 10000 * th_slow_factor();
 
 	memset(op, 0, sizeof(*op));
 	do {
@@ -615,7 +650,7 @@ void tranks_poll(struct trank **rs, size_t n, unsigned ms)
 
 int tranks_wait(struct trank **rs, size_t n, struct top **ops, size_t nops, unsigned timeout_ms)
 {
-	uint64_t deadline = sc_now_ms() + timeout_ms * slow_factor();
+	uint64_t deadline = sc_now_ms() + timeout_ms * th_slow_factor();
 
 	while (sc_now_ms() < deadline) {
 		size_t done = 0;
@@ -665,7 +700,7 @@ long tranks_allreduce(struct trank *rk, uint32_t n, const struct trun *p)
 	struct top *sops = calloc((size_t)n * w, sizeof(*sops)), *rops = calloc((size_t)n * w, sizeof(*rops));
 	uint32_t *next = calloc(n, sizeof(*next)), *got = calloc(n, sizeof(*got));
 	struct trank **all = calloc(n, sizeof(*all));
-	uint64_t deadline = sc_now_ms() + (uint64_t)p->timeout_ms * slow_factor();
+	uint64_t deadline = sc_now_ms() + (uint64_t)p->timeout_ms * th_slow_factor();
 	long wrong = -1;
 
 	if (!sops || !rops || !next || !got || !all || w == 0)
@@ -751,7 +786,7 @@ int tpair_up(struct tpair *p, const struct sd *d, const struct client_params *ba
 			return -1;
 		}
 	}
-	for (uint64_t end = sc_now_ms() + 10000 * slow_factor();
+	for (uint64_t end = sc_now_ms() + 10000 * th_slow_factor();
 	     (rc[0] == -EAGAIN || rc[1] == -EAGAIN) && sc_now_ms() < end;)
 		for (int r = 0; r < 2; r++)
 			if (rc[r] == -EAGAIN)
@@ -782,7 +817,7 @@ long tpair_allreduce(struct tpair *p, size_t count, enum sc_dtype t)
 			free(buf);
 			return -1;
 		}
-	for (uint64_t end = sc_now_ms() + 10000 * slow_factor(); (!done[0] || !done[1]) && sc_now_ms() < end;)
+	for (uint64_t end = sc_now_ms() + 10000 * th_slow_factor(); (!done[0] || !done[1]) && sc_now_ms() < end;)
 		for (int r = 0; r < 2; r++)
 			if (!done[r])
 				err[r] = client_test(p->c[r], q[r], &done[r]);

@@ -1,7 +1,7 @@
 /* Harness for the protocol-level sumcastd tests: starts the real daemon
  * binary with a temporary config (ports 0 + port-file), waits for /healthz,
  * talks the control protocol over raw TCP (wire.h) and the data plane with
- * fabric.h. Independent of common/client.c on purpose. Every wait is bounded
+ * fabric.h. Independent of client/client.c on purpose. Every wait is bounded
  * in time. */
 #ifndef TEST_DAEMON_HARNESS_H
 #define TEST_DAEMON_HARNESS_H
@@ -13,31 +13,13 @@
 #include <signal.h>
 #include <sys/types.h>
 
+#include "check.h" /* CHECK, REQUIRE, th_summary, th_skip */
+#include "clock.h"
 #include "fabric.h"
 #include "reduce.h"
+#include "wait.h" /* th_wait_until, th_slow_factor */
 #include "wire.h"
-#include "clock.h"
 
-extern int th_passed, th_failed;
-
-#define CHECK(cond, ...)                                                         \
-	do {                                                                     \
-		if (cond) {                                                      \
-			th_passed++;                                             \
-		} else {                                                         \
-			th_failed++;                                             \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                            \
-			fputc('\n', stderr);                                     \
-		}                                                                \
-	} while (0)
-
-/* Prints "N passed, N failed" and returns the exit code. */
-int th_summary(const char *name);
-/* Exit 77 with a reason. */
-void th_skip(const char *why) __attribute__((noreturn));
-
-void th_sleep_ms(unsigned ms);
 /* Whether this build (and so the daemon's) runs under AddressSanitizer. */
 bool th_sanitized(void);
 
@@ -67,17 +49,18 @@ void sd_cleanup(struct sd *d);
 bool sd_log_has(const struct sd *d, const char *s);
 /* How many log lines contain s. */
 int sd_log_count(const struct sd *d, const char *s);
-/* Waits (bounded) until more than `before` log lines contain s; the last
- * such line into line (may be NULL). true once there are. */
+/* The waits below are bounded, their bounds scaled by th_slow_factor()
+ * (wait.h). */
+/* Waits until more than `before` log lines contain s; the last such line
+ * into line (may be NULL). true once there are. */
 bool sd_wait_log(const struct sd *d, const char *s, int before, char *line, size_t cap,
 		 unsigned timeout_ms);
 /* The daemon's VmRSS in KiB, -1 if unknown. */
 long sd_rss_kib(const struct sd *d);
-/* Waits (bounded) until VmRSS is within [lo, hi] KiB; returns the last
- * reading. */
+/* Waits until VmRSS is within [lo, hi] KiB; returns the last reading. */
 long sd_wait_rss(const struct sd *d, long lo, long hi, unsigned timeout_ms);
-/* Waits (bounded) until VmRSS holds still (within 256 KiB over 200 ms);
- * returns the last reading. */
+/* Waits until VmRSS holds still (within 256 KiB over 200 ms); returns the
+ * last reading. */
 long sd_rss_settled(const struct sd *d, unsigned timeout_ms);
 
 /* GET path; returns the HTTP status and the body (NUL-terminated). */
@@ -92,7 +75,13 @@ bool th_json_ok(const char *text);
 /* Value of a metric line "name value" (name may include {labels}); NAN if absent. */
 double th_metric(const char *text, const char *name);
 double sd_metric(const struct sd *d, const char *name);
-/* Waits (at most 5 s) until the daemon serves no job and holds no job
+/* How sd_wait_metric compares: equal to, at least, at most. */
+enum th_cmp { TH_EQ, TH_GE, TH_LE };
+/* Waits until the metric compares to want as cmp says; returns its last
+ * value (NAN when absent). */
+double sd_wait_metric(const struct sd *d, const char *name, enum th_cmp cmp, double want,
+		      unsigned timeout_ms);
+/* Waits (5 s) until the daemon serves no job and holds no job
  * memory (a data thread returns a job's memory after its last operation
  * completed, so a job whose ranks closed may still be there a moment),
  * then CHECKs both, naming `what`. */
@@ -104,7 +93,8 @@ int ctl_connect(const struct sd *d, uint64_t *nonce);
 int ctl_connect_hello(const struct sd *d, struct wire_msg *hello);
 int ctl_send(int fd, const struct wire_msg *m);
 int ctl_send_raw(int fd, const void *buf, size_t len);
-/* 0, -ETIMEDOUT, -EPIPE (peer closed), -EBADMSG. */
+/* 0, -ETIMEDOUT, -EPIPE (peer closed), -EBADMSG. timeout_ms 0: only a
+ * message that is there already. */
 int ctl_recv(int fd, struct wire_msg *m, unsigned timeout_ms); /* m->version: the header's */
 /* 0 once the peer closed the connection (EOF/reset) within timeout. */
 int ctl_wait_closed(int fd, unsigned timeout_ms);
@@ -152,8 +142,12 @@ int trank_send_chunk(struct trank *r, uint32_t slot, uint32_t seq, enum sc_dtype
 		     size_t soff, size_t len, struct top *op);
 /* Polls every rank's CQ until all ops are done or timeout. 0 or -ETIMEDOUT. */
 int tranks_wait(struct trank **rs, size_t n, struct top **ops, size_t nops, unsigned timeout_ms);
-/* Polls CQs for a while (lets the provider progress). */
+/* Polls CQs for a while (lets the provider progress); 0: one pass. */
 void tranks_poll(struct trank **rs, size_t n, unsigned ms);
+/* sd_wait_metric while the ranks' CQs are polled: for what the daemon
+ * counts only once a rank's provider has moved its message. */
+double tranks_wait_metric(struct trank **rs, size_t n, const struct sd *d, const char *name,
+			  enum th_cmp cmp, double want, unsigned timeout_ms);
 
 /* Chunks [first, first + count) of an allreduce (sum, f32 or bf16) by n
  * ranks, pipelined as the client does: rank r sends chunk c into slot
@@ -176,7 +170,7 @@ long tranks_allreduce(struct trank *rk, uint32_t n, const struct trun *p);
 void th_put(enum sc_dtype t, void *p, size_t i, int v);
 double th_get(enum sc_dtype t, const void *p, size_t i);
 
-/* Two ranks of one job through the client library (common/client.h), as
+/* Two ranks of one job through the client library (client/client.h), as
  * the plugin drives it: sealing where the daemon has a key, multicast
  * where it offers it. */
 struct client;

@@ -68,16 +68,23 @@ static int get(void)
 	return st;
 }
 
+struct value_wait {
+	const char *section, *key, *want;
+};
+
+static bool value_there(void *arg)
+{
+	struct value_wait *w = arg;
+
+	return sd_http(&d, "/config", body, sizeof(body)) == 200 &&
+	       has(body, w->section, w->key, "value", w->want);
+}
+
 static bool wait_value(const char *section, const char *key, const char *want, unsigned ms)
 {
-	uint64_t end = sc_now_ms() + ms;
-	while (sc_now_ms() < end) {
-		if (sd_http(&d, "/config", body, sizeof(body)) == 200 &&
-		    has(body, section, key, "value", want))
-			return true;
-		th_sleep_ms(20);
-	}
-	return false;
+	struct value_wait w = { section, key, want };
+
+	return th_wait_until(value_there, &w, ms, 20);
 }
 
 int main(void)

@@ -314,6 +314,21 @@ static void task_cpus(pid_t pid, const char *comm, char *out, size_t cap)
 	closedir(dir);
 }
 
+struct cpus_wait {
+	const char *comm;
+	char *got;
+	size_t cap;
+};
+
+/* The thread named comm runs, and its CPU list is in got. */
+static bool cpus_known(void *arg)
+{
+	struct cpus_wait *w = arg;
+
+	task_cpus(d.pid, w->comm, w->got, w->cap);
+	return *w->got != 0;
+}
+
 static void mode_threads(void)
 {
 	static struct tjob js[4];
@@ -345,10 +360,8 @@ static void mode_threads(void)
 			snprintf(comm, sizeof(comm), "sumcastd-data%d", t);
 			snprintf(want, sizeof(want), "%d", cpus[1 - t]);
 			/* the thread names itself when it starts running */
-			uint64_t end = sc_now_ms() + 3000;
-			do
-				task_cpus(d.pid, comm, got, sizeof(got));
-			while (!*got && sc_now_ms() < end && (th_sleep_ms(10), 1));
+			struct cpus_wait w = { comm, got, sizeof(got) };
+			th_wait_until(cpus_known, &w, 3000, 10);
 			CHECK(!strcmp(got, want), "%s: Cpus_allowed_list \"%s\", want \"%s\"", comm, got,
 			      want);
 			printf("  %s: Cpus_allowed_list %s\n", comm, got);
@@ -421,11 +434,8 @@ static void mode_eagain(void)
 	      sd_metric(&d, "sumcast_chunks_reduced_total"));
 	/* The daemon counts a send when its completion arrives, which may
 	 * trail the rank's receive completion a little. */
-	uint64_t end = sc_now_ms() + 3000;
-	while (sd_metric(&d, "sumcast_sent_bytes_total") < 64.0 * 8 * CHUNK && sc_now_ms() < end)
-		th_sleep_ms(10);
-	CHECK(sd_metric(&d, "sumcast_sent_bytes_total") == 64.0 * 8 * CHUNK, "sent bytes %g",
-	      sd_metric(&d, "sumcast_sent_bytes_total"));
+	double sent = sd_wait_metric(&d, "sumcast_sent_bytes_total", TH_GE, 64.0 * 8 * CHUNK, 3000);
+	CHECK(sent == 64.0 * 8 * CHUNK, "sent bytes %g", sent);
 	CHECK(sd_metric(&d, "sumcast_errors_total{kind=\"send_error\"}") == 0, "send errors");
 	job_leave(&j);
 	CHECK(sd_stop(&d, SIGTERM, 10000) == 0, "exit status after SIGTERM");
@@ -642,10 +652,16 @@ static int pong_jobs(struct tjob *j)
 	return -1;
 }
 
+static bool pong_says_alone(void *arg)
+{
+	return pong_jobs(arg) == 1;
+}
+
 /* The tenants a PONG counts ([job] tenant-idle = 1s here): A's rank asks
  * while B and C are joined but have sent nothing (1: A alone), after both
- * ran (3), after B left (2: C ran within the last second) and 1.5 s later
- * (1: C idle past tenant-idle). A itself counts whether it sends or not. */
+ * ran (3), after B left (2: C ran within the last second) and until C is
+ * idle past tenant-idle (1: it stops counting; the wait is for that PONG,
+ * bounded). A itself counts whether it sends or not. */
 static void mode_tenants(void)
 {
 	static struct tjob js[3];
@@ -666,10 +682,11 @@ static void mode_tenants(void)
 	n[1] = pong_jobs(&js[0]);
 	job_leave(&js[1]);
 	n[2] = pong_jobs(&js[0]);
-	th_sleep_ms(1500);
-	n[3] = pong_jobs(&js[0]);
+	uint64_t t_left = sc_now_ms();
+	n[3] = th_wait_until(pong_says_alone, &js[0], 5000, 50) ? 1 : pong_jobs(&js[0]);
 	printf("  PONG to A: %d job(s) with B and C joined and idle, %d after they ran, %d after B left, %d "
-	       "1.5 s later\n", n[0], n[1], n[2], n[3]);
+	       "%.1f s later (C idle past tenant-idle)\n", n[0], n[1], n[2], n[3],
+	       (double)(sc_now_ms() - t_left) / 1000);
 	CHECK(n[0] == 1 && n[1] == 3 && n[2] == 2 && n[3] == 1, "jobs counted %d, %d, %d, %d; want 1, 3, 2, 1",
 	      n[0], n[1], n[2], n[3]);
 	job_leave(&js[2]);

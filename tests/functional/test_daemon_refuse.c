@@ -287,10 +287,7 @@ int main(void)
 		      rc ? "-" : wire_type_name(m.type));
 		close(fds[i]);
 	}
-	uint64_t end = sc_now_ms() + 3000;
-	while (sd_metric(&d, "sumcast_memory_used_bytes") != 0 && sc_now_ms() < end)
-		th_sleep_ms(20);
-	CHECK(sd_metric(&d, "sumcast_memory_used_bytes") == 0, "memory not returned");
+	CHECK(sd_wait_metric(&d, "sumcast_memory_used_bytes", TH_EQ, 0, 3000) == 0, "memory not returned");
 	CHECK(sd_metric(&d, "sumcast_jobs") == 0, "job still listed");
 
 	CHECK(sd_stop(&d, SIGTERM, 10000) == 0, "exit status after SIGTERM");

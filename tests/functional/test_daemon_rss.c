@@ -99,14 +99,12 @@ int main(void)
 	for (int j = 0; j < JOBS; j++)
 		for (int r = 0; r < RANKS; r++)
 			close(fds[j][r]); /* ends the jobs (the other ranks get ABORT) */
-	uint64_t end = sc_now_ms() + 5000;
-	while (sd_metric(&d, "sumcast_memory_used_bytes") != 0 && sc_now_ms() < end)
-		th_sleep_ms(20);
+	double used_after = sd_wait_metric(&d, "sumcast_memory_used_bytes", TH_EQ, 0, 5000);
 	/* the pages go back to the kernel when the buffers are freed; wait
 	 * (bounded) for VmRSS to come down */
 	long after = sd_wait_rss(&d, 0, base + 8 * 1024 - 1, 5000);
 	printf("  after the jobs ended: VmRSS %ld KiB (%+ld KiB vs idle)\n", after, after - base);
-	CHECK(sd_metric(&d, "sumcast_memory_used_bytes") == 0, "memory not returned");
+	CHECK(used_after == 0, "memory not returned: %g", used_after);
 	CHECK(after - base < 8 * 1024, "RSS did not shrink: %ld KiB over idle", after - base);
 
 	/* Budget = the buffers of one job exactly: its bookkeeping does not fit. */
@@ -114,9 +112,7 @@ int main(void)
 	snprintf(conf, sizeof(conf), "[job]\nmemory-budget = %llu\n", (unsigned long long)formula);
 	CHECK(sd_write_conf(&d, conf) == 0, "rewrite");
 	kill(d.pid, SIGHUP);
-	end = sc_now_ms() + 3000;
-	while (sd_metric(&d, "sumcast_memory_budget_bytes") != (double)formula && sc_now_ms() < end)
-		th_sleep_ms(20);
+	sd_wait_metric(&d, "sumcast_memory_budget_bytes", TH_EQ, (double)formula, 3000);
 	struct wire_join w;
 	join_init(&w, 0x4ff, 0, RANKS, ep[0]);
 	tweak(&w);

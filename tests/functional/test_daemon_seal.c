@@ -145,6 +145,19 @@ static int sealed_allreduce(struct sealed *x)
  * its timeout; now the receives take only their rank's messages and the
  * forged ones are discarded as unexpected. tcp only: shm reports a joined
  * rank as the source of a foreign endpoint (docs/daemon.md). */
+/* Both forged chunks dropped and counted, by the seal or the source check. */
+struct drops_wait {
+	const char *a, *b;
+	double want;
+};
+
+static bool both_dropped(void *arg)
+{
+	struct drops_wait *w = arg;
+
+	return sd_metric(&d, w->a) + sd_metric(&d, w->b) >= w->want;
+}
+
 static void flood_sealed(const struct fabric_params *fp, const char *keyfile)
 {
 	char extra[256];
@@ -170,9 +183,7 @@ static void flood_sealed(const struct fabric_params *fp, const char *keyfile)
 	}
 	CHECK(up && wrong == 0 && failed == 0, "sealed job under a flood on its tags: %d wrong, %d sends failed",
 	      wrong, failed);
-	double u = u0;
-	for (uint64_t end = sc_now_ms() + 5000; u < u0 + sent && sc_now_ms() < end; th_sleep_ms(10))
-		u = sd_metric(&d, un);
+	double u = sd_wait_metric(&d, un, TH_GE, u0 + sent, 5000);
 	CHECK(u == u0 + sent, "forged chunks discarded as unexpected: %g of %d", u - u0, sent);
 	printf("  sealed job, source check on: %d forged chunks on its tags over 20 allreduces: %g discarded, sums exact\n",
 	       sent, u - u0);
@@ -257,9 +268,8 @@ int main(void)
 	double u0 = sd_metric(&d, unsealed), f0 = sd_metric(&d, foreign);
 	CHECK(forge(atk, daemon, handle, 0, 1000.0f) == 0, "forged chunk for rank 0 not sent");
 	CHECK(forge(atk, daemon, handle, 1, 1000.0f) == 0, "forged chunk for rank 1 not sent");
-	uint64_t end = sc_now_ms() + 5000;
-	while (sd_metric(&d, unsealed) - u0 + sd_metric(&d, foreign) - f0 < 2 && sc_now_ms() < end)
-		th_sleep_ms(10);
+	struct drops_wait dw = { unsealed, foreign, u0 + f0 + 2 };
+	th_wait_until(both_dropped, &dw, 5000, 10);
 	double by_seal = sd_metric(&d, unsealed) - u0, by_source = sd_metric(&d, foreign) - f0;
 	double dropped = by_seal + by_source;
 	CHECK(dropped == 2, "forged chunks dropped and counted: %g (seal %g, source %g), want 2", dropped,
@@ -276,7 +286,7 @@ int main(void)
 	CHECK(client_allreduce(c[0], s0, r0, COUNT, SC_F32, SC_OP_SUM, NULL, NULL, &q0) == 0, "allreduce 0");
 	CHECK(client_allreduce(c[1], s1, r1, COUNT, SC_F32, SC_OP_SUM, NULL, NULL, &q1) == 0, "allreduce 1");
 	int d0 = 0, d1 = 0, e0 = 0, e1 = 0;
-	for (end = sc_now_ms() + 10000; (!d0 || !d1) && sc_now_ms() < end;) {
+	for (uint64_t end = sc_now_ms() + 10000; (!d0 || !d1) && sc_now_ms() < end;) {
 		if (!d0)
 			e0 = client_test(c[0], q0, &d0);
 		if (!d1)

@@ -17,13 +17,7 @@ static struct sd d;
 
 static bool wait_metric(const char *name, double want, unsigned ms)
 {
-	uint64_t end = sc_now_ms() + ms;
-	while (sc_now_ms() < end) {
-		if (sd_metric(&d, name) == want)
-			return true;
-		th_sleep_ms(20);
-	}
-	return false;
+	return sd_wait_metric(&d, name, TH_EQ, want, ms) == want;
 }
 
 int main(void)
@@ -82,14 +76,12 @@ int main(void)
 	struct trank *p0 = &a[0];
 	struct top *sops[1] = { &sop };
 	CHECK(tranks_wait(&p0, 1, sops, 1, 3000) == 0 && !sop.err, "rank 0's chunk not sent");
-	/* and received: the slot is partially filled (bounded wait, loaded hosts) */
-	uint64_t end = sc_now_ms() + 3000;
-	while (sd_metric(&d, "sumcast_received_bytes_total") < CHUNK && sc_now_ms() < end)
-		tranks_poll(&p0, 1, 10);
+	/* and received: the slot is partially filled */
+	tranks_wait_metric(&p0, 1, &d, "sumcast_received_bytes_total", TH_GE, CHUNK, 3000);
 	uint64_t t0 = sc_now_ms();
 	kill(d.pid, SIGTERM);
 	int hz = 0;
-	end = sc_now_ms() + 1500;
+	uint64_t end = sc_now_ms() + 1500;
 	while ((hz = sd_http(&d, "/healthz", body, sizeof(body))) != 503 && sc_now_ms() < end)
 		tranks_poll(&p0, 1, 20);
 	CHECK(hz == 503, "healthz while draining: %d %s", hz, body);

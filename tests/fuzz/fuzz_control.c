@@ -95,7 +95,7 @@ static int client_open(void)
 /* Waiting on the data thread: a rank being added, a job being removed. */
 static bool data_thread_busy(void)
 {
-	for (const struct job *j = d.jobs; j; j = j->next) {
+	for (const struct job *j = SLIST_FIRST(&d.jobs); j; j = SLIST_NEXT(j, link)) {
 		if (j->state == JOB_ENDING)
 			return true;
 		for (uint32_t r = 0; r < j->nranks; r++)
@@ -180,11 +180,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 	/* Back to nothing. */
 	uint64_t end = sc_now_ms() + 5000;
-	while ((d.nconns || d.jobs) && sc_now_ms() < end)
+	while ((d.nconns || !SLIST_EMPTY(&d.jobs)) && sc_now_ms() < end)
 		settle(50);
-	if (d.nconns || d.jobs || d.mem_used || d.njobs_live) {
+	if (d.nconns || !SLIST_EMPTY(&d.jobs) || d.mem_used || d.njobs_live) {
 		fprintf(stderr, "left over: %u connections, jobs %p (%u live), %llu bytes charged\n", d.nconns,
-			(void *)d.jobs, d.njobs_live, (unsigned long long)d.mem_used);
+			(void *)SLIST_FIRST(&d.jobs), d.njobs_live, (unsigned long long)d.mem_used);
 		abort();
 	}
 	return 0;

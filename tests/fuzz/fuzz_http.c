@@ -55,7 +55,7 @@ static void setup(void)
 	j->thread = &d.threads[0];
 	j->ranks[0].state = RANK_JOINED;
 	j->ranks[1].state = RANK_LEFT;
-	d.jobs = j;
+	SLIST_INSERT_HEAD(&d.jobs, j, link);
 	if (http_start(&d))
 		abort();
 }

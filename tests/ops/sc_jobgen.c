@@ -22,10 +22,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "client.h"
 #include "clock.h"
+#include "hostport.h"
+#include "ranks.h"
 
-#define MAX_RANKS 64
+#define MAX_RANKS SC_RANKS_MAX
 
 static struct {
 	const char *provider;
@@ -40,8 +43,10 @@ static struct {
 	uint64_t job_id;
 } g = { "tcp;ofi_rxm", { 0 }, 0, 2, 5, 1u << 20, 0, 0, -1, 0, 0x0b5 };
 
-static int rank_main(unsigned rank)
+static int rank_main(int k, void *arg)
 {
+	unsigned rank = (unsigned)k;
+
 	struct client_params p = {
 		.provider = g.provider,
 		.node = "127.0.0.1",
@@ -56,6 +61,8 @@ static int rank_main(unsigned rank)
 	};
 	struct fabric_mr smr = { 0 }, rmr = { 0 };
 	struct client *c;
+
+	(void)arg;
 	uint64_t t0 = sc_now_ms(), deadline = t0 + (uint64_t)(g.seconds * 1000);
 	float *sb = NULL, *rb = NULL;
 	const float want = (float)g.nranks * (float)(g.nranks + 1) / 2;
@@ -139,9 +146,11 @@ int main(int argc, char **argv)
 		{ "slow-us", required_argument, NULL, 'u' }, { "job-id", required_argument, NULL, 'j' },
 		{ NULL, 0, NULL, 0 },
 	};
-	pid_t pids[MAX_RANKS];
-	char *aggs = NULL;
-	int opt, fail = 0, skip = 0;
+	static struct hostport agg_list[CLIENT_AGGS_MAX];
+	struct sc_ranks ranks;
+	char why[300];
+	const char *aggs = NULL;
+	int opt, skip = 0;
 
 	while ((opt = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (opt) {
@@ -180,32 +189,30 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	for (char *save = NULL, *a = aggs ? strtok_r(aggs, ",", &save) : NULL;
-	     a && g.naggs < CLIENT_AGGS_MAX; a = strtok_r(NULL, ",", &save))
-		g.aggs[g.naggs++] = a;
+	if (hostport_list_parse(aggs, agg_list, CLIENT_AGGS_MAX, &g.naggs, why, sizeof(why))) {
+		fprintf(stderr, "sc_jobgen: --aggs: %s\n", why);
+		return 2;
+	}
+	for (size_t i = 0; i < g.naggs; i++)
+		g.aggs[i] = agg_list[i].text;
 	if (!g.naggs || g.nranks < 1 || g.nranks > MAX_RANKS || g.count < 2 || g.seconds < 0) {
 		fprintf(stderr, "sc_jobgen: need --aggs, 1..%d ranks, --count >= 2\n", MAX_RANKS);
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	for (unsigned r = 0; r < g.nranks; r++) {
-		pids[r] = fork();
-		if (pids[r] == 0)
-			_exit(rank_main(r));
-		if (pids[r] < 0) {
-			perror("fork");
-			return 1;
-		}
+	int rc = sc_ranks_start(&ranks, (int)g.nranks, rank_main, NULL, false);
+	if (rc) {
+		fprintf(stderr, "fork: %s\n", strerror(-rc));
+		return 1;
 	}
+	sc_ranks_wait(&ranks, 0, false, NULL, NULL, NULL); /* each rank bounds its own time */
 	for (unsigned r = 0; r < g.nranks; r++) {
-		int st;
-		if (waitpid(pids[r], &st, 0) != pids[r] || !WIFEXITED(st) ||
-		    (WEXITSTATUS(st) && WEXITSTATUS(st) != 77))
-			fail++;
-		else if (WEXITSTATUS(st) == 77)
-			skip++;
+		int st = ranks.status[r];
+		CHECK(WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 77),
+		      "rank %u ended with status 0x%x", r, st);
+		skip += WIFEXITED(st) && WEXITSTATUS(st) == 77;
 	}
-	if (fail)
-		fprintf(stderr, "sc_jobgen: %d of %u ranks failed\n", fail, g.nranks);
-	return fail ? 1 : skip ? 77 : 0;
+	if (th_failed)
+		fprintf(stderr, "sc_jobgen: %d of %u ranks failed\n", th_failed, g.nranks);
+	return th_failed ? 1 : skip ? 77 : 0;
 }

@@ -70,6 +70,7 @@
 #include <signal.h>
 
 #include "../../plugin/nccl_net.h"
+#include "check.h"
 
 #define SKIP 77
 #define MAX_RANKS 16
@@ -114,25 +115,16 @@ void adapt_check(void);
 
 /* ---- failing (every file) ---- */
 
+/* The process tests' assertions (tests/support/check.h). Every check of
+ * the harness is a REQUIRE: a rank that fails one stops there (the others
+ * would wait for it), and run_ranks then ends the run. FAIL lines carry
+ * the rank ("[rank 2] FAIL ..."). */
 extern int my_rank; /* -1 in the parent */
 
-#define FAIL(...)                                                                    \
-	do {                                                                         \
-		fprintf(stderr, "[rank %d] FAIL %s:%d: ", my_rank, __FILE__, __LINE__); \
-		fprintf(stderr, __VA_ARGS__);                                        \
-		fprintf(stderr, "\n");                                               \
-		exit(1);                                                             \
-	} while (0)
-#define CHECK(cond, ...)                 \
-	do {                             \
-		if (!(cond))             \
-			FAIL(__VA_ARGS__); \
-	} while (0)
 #define NCHECK(call)                                                        \
 	do {                                                                \
 		ncclResult_t r_ = (call);                                   \
-		if (r_ != ncclSuccess)                                      \
-			FAIL("%s returned %d", #call, (int)r_);              \
+		REQUIRE(r_ == ncclSuccess, "%s returned %d", #call, (int)r_); \
 	} while (0)
 
 /* ---- rank processes and rendezvous (harness_ranks.c) ---- */
@@ -157,7 +149,6 @@ void rv_all_sum(const char *name, uint64_t *v, size_t n);
 int rv_first_differing(const char *name, uint64_t v);
 /* tx/rx byte counters of SUMCAST_HARNESS_NETDEV; false when unset. */
 bool netdev_bytes(uint64_t *tx, uint64_t *rx);
-double wall_s(void);
 
 /* ---- NCCL's side of the plugin (harness_nccl.c) ---- */
 

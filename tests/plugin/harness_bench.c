@@ -8,6 +8,7 @@
 
 #include "clock.h"
 #include "fabric.h"
+#include "hostport.h"
 #include "sumcastd_proc.h"
 #include "../../plugin/split.h"
 
@@ -62,15 +63,15 @@ static void rtt_open(struct rtt *x)
 	const char *iface = getenv("SUMCAST_IFACE");
 	struct fabric_params p = { .provider = getenv("SUMCAST_PROVIDER"),
 				   .node = iface && *iface ? iface : NULL };
-	CHECK(fabric_open(&p, &x->f) == 0, "fabric_rtt: fabric_open(%s) failed", p.provider);
+	REQUIRE(fabric_open(&p, &x->f) == 0, "fabric_rtt: fabric_open(%s) failed", p.provider);
 	x->buf = aligned_alloc(4096, 4096);
-	CHECK(x->buf && fabric_mr_reg(x->f, x->buf, 4096, &x->mr) == 0, "fabric_rtt: memory");
+	REQUIRE(x->buf && fabric_mr_reg(x->f, x->buf, 4096, &x->mr) == 0, "fabric_rtt: memory");
 	memset(x->buf, 0, 4096);
 	memset(addr, 0, sizeof(addr));
 	memcpy(addr, x->f->addr, x->f->addrlen);
 	rv_put("rtt-addr", my_rank, addr, sizeof(addr));
 	rv_get("rtt-addr", 1 - my_rank, addr, sizeof(addr));
-	CHECK(fabric_av_insert(x->f, addr, x->f->addrlen, &x->peer) == 0, "fabric_rtt: av insert");
+	REQUIRE(fabric_av_insert(x->f, addr, x->f->addrlen, &x->peer) == 0, "fabric_rtt: av insert");
 	x->on = true;
 }
 
@@ -105,10 +106,10 @@ static void rtt_post(struct rtt *x, bool send, uint64_t tag, struct fabric_op *o
 			  : fabric_trecv(x->f, x->buf + 64, 8, x->mr.desc, FI_ADDR_UNSPEC, tag, 0, op);
 		if (rc != -FI_EAGAIN)
 			break;
-		CHECK(fabric_cq_poll(x->f, &cqe, 0) >= 0 && sc_now_ns() / 1e9 < end,
+		REQUIRE(fabric_cq_poll(x->f, &cqe, 0) >= 0 && sc_now_s() < end,
 		      "fabric_rtt: queue full");
 	}
-	CHECK(rc == 0, "fabric_rtt: post: %d", rc);
+	REQUIRE(rc == 0, "fabric_rtt: post: %d", rc);
 }
 
 /* Polls until n operations completed (each of ours exactly once). */
@@ -118,10 +119,10 @@ static void rtt_wait(struct rtt *x, int n, double end)
 
 	while (n > 0) {
 		int k = fabric_cq_poll(x->f, &cqe, 1);
-		CHECK(k >= 0 && (k == 0 || cqe.err == 0), "fabric_rtt: completion error %d / %d", k,
+		REQUIRE(k >= 0 && (k == 0 || cqe.err == 0), "fabric_rtt: completion error %d / %d", k,
 		      k > 0 ? cqe.err : 0);
 		n -= k;
-		CHECK(sc_now_ns() / 1e9 < end, "fabric_rtt: no completion in 30 s");
+		REQUIRE(sc_now_s() < end, "fabric_rtt: no completion in 30 s");
 		/* no yield: the provider's raw round trip, as fi_pingpong
 		 * measures it (the other ranks sleep meanwhile) */
 	}
@@ -131,7 +132,7 @@ static void rtt_wait(struct rtt *x, int n, double end)
  * Rank 0 posts its receive before its send, rank 1 answers each ping. */
 static double rtt_sample(struct rtt *x)
 {
-	double end = sc_now_ns() / 1e9 + 30;
+	double end = sc_now_s() + 30;
 	struct fabric_op sop, rop;
 	uint64_t t0 = sc_now_ns();
 
@@ -203,16 +204,13 @@ static bool aggm_on;
 static bool aggm_read(struct aggm *out)
 {
 	static char body[1 << 16];
-	char list[1024];
-	const char *env = getenv("SUMCAST_AGGREGATORS");
+	const char *list = getenv("SUMCAST_AGGREGATORS");
+	struct hostport hp;
+	int rc;
 
 	memset(out, 0, sizeof(*out));
-	snprintf(list, sizeof(list), "%s", env ? env : "");
-	for (char *save = NULL, *e = strtok_r(list, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
-		char *colon = strrchr(e, ':');
-		if (colon)
-			*colon = 0;
-		if (sc_http_get_at(e, 7801, "/metrics", NULL, 0, body, sizeof(body), 2000) != 200)
+	while ((rc = hostport_list_next(&list, &hp, NULL, 0)) > 0) {
+		if (sc_http_get_at(hp.host, 7801, "/metrics", NULL, 0, body, sizeof(body), 2000) != 200)
 			return false;
 		double v[3] = { sc_metric_value(body, "sumcast_sent_bytes_total"),
 				sc_metric_value(body, "process_cpu_seconds_total"),
@@ -221,7 +219,7 @@ static bool aggm_read(struct aggm *out)
 		out->cpu += v[1] > 0 ? v[1] : 0;
 		out->repairs += v[2] > 0 ? v[2] : 0;
 	}
-	return true;
+	return rc == 0;
 }
 
 /* A read: what came since the last one goes to mode `last`; the next to m
@@ -349,7 +347,7 @@ static double bench_auto_split(int mode, size_t bytes, int speed_mbps)
 void run_bench(void)
 {
 	ncclDataType_t t = ncclFloat32;
-	CHECK(parse_type(opt.type, &t) == 0, "--type %s: one of i8 u8 i32 u32 i64 u64 f16 f32 f64 bf16", opt.type);
+	REQUIRE(parse_type(opt.type, &t) == 0, "--type %s: one of i8 u8 i32 u32 i64 u64 f16 f32 f64 bf16", opt.type);
 	size_t es = type_size(t), half = opt.max_bytes < 64 ? 64 : opt.max_bytes;
 	half = (half + 4095) & ~(size_t)4095;
 	size_t region_len = 2 * half + 4096; /* + the round barrier's buffers */
@@ -358,7 +356,7 @@ void run_bench(void)
 	int N = opt.nranks, speed = 0;
 	bool have_aggs = getenv("SUMCAST_AGGREGATORS") && *getenv("SUMCAST_AGGREGATORS");
 
-	CHECK(region, "malloc %zu", region_len);
+	REQUIRE(region, "malloc %zu", region_len);
 	memset(region, 0, region_len);
 	memset(inst, 0, sizeof(inst));
 	for (int m = 0; m < BENCH_MODES; m++) {
@@ -459,13 +457,13 @@ void run_bench(void)
 				if (memcmp(recv + i * es, want, es))
 					wrong[m]++;
 		}
-		double tstart = (sc_now_ns() / 1e9), t_start = wall_s();
+		double tstart = sc_now_s(), t_start = sc_wall_s();
 		for (;;) {
 			/* round barrier + agreement to go on */
 			P = inst[0].p;
 			memset(tx, 0, 8 * sizeof(double));
 			tx[0] = nr >= bench_rounds || nr >= BENCH_ROUNDS_MAX ||
-				(nr >= min_rounds && (sc_now_ns() / 1e9) - tstart > bench_time_per_size);
+				(nr >= min_rounds && sc_now_s() - tstart > bench_time_per_size);
 			if (nr > 0)
 				for (int m = 0; m < BENCH_MODES + with_rtt; m++)
 					tx[1 + m] = samples[m][nr - 1];
@@ -505,12 +503,12 @@ void run_bench(void)
 				uint64_t tx0 = 0, rx0 = 0, tx1 = 0, rx1 = 0;
 				if (have_netdev)
 					netdev_bytes(&tx0, &rx0);
-				double t0 = (sc_now_ns() / 1e9);
+				double t0 = sc_now_s();
 				for (int i = 0; i < k; i++)
 					bench_op(&inst[m], send, recv, bytes, t);
-				double t1 = (sc_now_ns() / 1e9);
+				double t1 = sc_now_s();
 				samples[m][nr] = (t1 - t0) / k * 1e6;
-				sample_end[m][nr] = wall_s();
+				sample_end[m][nr] = sc_wall_s();
 				if (have_netdev && netdev_bytes(&tx1, &rx1)) {
 					ltx[m] += tx1 - tx0;
 					lrx[m] += rx1 - rx0;
@@ -520,7 +518,7 @@ void run_bench(void)
 			aggm_mark(am, &am_last, &am_prev, -1);
 			nr++;
 		}
-		double t_end = wall_s();
+		double t_end = sc_wall_s();
 		/* Per mode: this rank's link rates over its timed samples (Mbit/s);
 		 * max and sum over ranks, and the wrong elements of every rank. */
 		P = inst[0].p;

@@ -119,14 +119,14 @@ uint64_t check_rank_order(void *cc, uint8_t *send, uint8_t *recv, size_t half, v
 				fwd += order_val(k, x);
 				rev += order_val(opt.nranks - 1 - k, x);
 			}
-			CHECK(memcmp(&r[i], &fwd, sizeof(fwd)) == 0,
+			REQUIRE(memcmp(&r[i], &fwd, sizeof(fwd)) == 0,
 			      "deterministic f32 sum, pass %d: element %zu is %a, rank order gives %a", pass, i,
 			      (double)r[i], (double)fwd);
 			differ += memcmp(&fwd, &rev, sizeof(fwd)) != 0;
 		}
 		hash = fnv(hash, recv, count * sizeof(float));
 	}
-	CHECK(differ > 0, "deterministic check: no element's sum depends on the order (inputs useless)");
+	REQUIRE(differ > 0, "deterministic check: no element's sum depends on the order (inputs useless)");
 	count = half / 2;
 	uint16_t *s16 = (uint16_t *)send, *r16 = (uint16_t *)recv;
 	for (size_t i = 0; i < count; i++)
@@ -137,7 +137,7 @@ uint64_t check_rank_order(void *cc, uint8_t *send, uint8_t *recv, size_t half, v
 		for (int k = 1; k < opt.nranks; k++)
 			acc += sc_bf16_to_f32(sc_f32_to_bf16(order_val(k, i)));
 		uint16_t want = sc_f32_to_bf16(acc);
-		CHECK(r16[i] == want, "deterministic bf16 sum: element %zu is 0x%04x, rank order gives 0x%04x",
+		REQUIRE(r16[i] == want, "deterministic bf16 sum: element %zu is 0x%04x, rank order gives 0x%04x",
 		      i, r16[i], want);
 	}
 	if (my_rank == 0)
@@ -157,7 +157,7 @@ void adapt_note(const char *line)
 
 	if (!strstr(line, "\"adaptive\":true"))
 		return;
-	CHECK(p && sscanf(p, "\"split\":%lf", &f) == 1 && f >= 0 && f <= 1,
+	REQUIRE(p && sscanf(p, "\"split\":%lf", &f) == 1 && f >= 0 && f <= 1,
 	      "trace: an adaptive request without its split: %s", line);
 	adapt_rows++;
 	if (adapt_nsplits < 2 && (!adapt_nsplits || adapt_splits[0] != f))
@@ -168,7 +168,7 @@ void adapt_check(void)
 {
 	if (!opt.expect_adaptive)
 		return;
-	CHECK(adapt_rows >= 24 && adapt_nsplits == 2,
+	REQUIRE(adapt_rows >= 24 && adapt_nsplits == 2,
 	      "trace: %llu adaptive requests at %d split(s); want 24 or more at two or more",
 	      (unsigned long long)adapt_rows, adapt_nsplits);
 	if (my_rank == 0)
@@ -188,7 +188,7 @@ uint64_t check_trace(void)
 	struct dirent *e;
 	int files = 0;
 
-	CHECK(d, "opendir %s", rv_dir);
+	REQUIRE(d, "opendir %s", rv_dir);
 	snprintf(suffix, sizeof(suffix), ".%d.jsonl", my_rank);
 	while ((e = readdir(d))) {
 		size_t n = strlen(e->d_name), k = strlen(suffix);
@@ -198,9 +198,9 @@ uint64_t check_trace(void)
 		}
 	}
 	closedir(d);
-	CHECK(files == 1, "trace: %d files for rank %d, want 1", files, my_rank);
+	REQUIRE(files == 1, "trace: %d files for rank %d, want 1", files, my_rank);
 	FILE *f = fopen(path, "r");
-	CHECK(f, "trace: open %s", path);
+	REQUIRE(f, "trace: open %s", path);
 	uint64_t lines = 0, bytes = 0, agg = 0;
 	static uint8_t seen[1 << 17]; /* seq bits: at most 2^20 */
 	memset(seen, 0, sizeof(seen));
@@ -212,16 +212,16 @@ uint64_t check_trace(void)
 		int n = sscanf(line, "{\"job\":\"0x%llx\",\"rank\":%u,\"nranks\":%u,\"seq\":%u,"
 			       "\"type\":\"%7[a-z0-9]\",\"op\":\"%7[a-z]\",\"count\":%zu,\"bytes\":%zu,"
 			       "\"agg_bytes\":%zu,", &job, &rank, &nranks, &seq, type, op, &count, &b, &ab);
-		CHECK(n == 9, "trace line %llu does not parse (%d fields): %s", (unsigned long long)lines + 1, n, line);
-		CHECK(rank == (unsigned)my_rank && nranks == (unsigned)opt.nranks && ab <= b && b > 0,
+		REQUIRE(n == 9, "trace line %llu does not parse (%d fields): %s", (unsigned long long)lines + 1, n, line);
+		REQUIRE(rank == (unsigned)my_rank && nranks == (unsigned)opt.nranks && ab <= b && b > 0,
 		      "trace line %llu: %s", (unsigned long long)lines + 1, line);
-		CHECK(strstr(line, "\"status\":\"ok\"}") && strstr(line, "\"time_us\":"),
+		REQUIRE(strstr(line, "\"status\":\"ok\"}") && strstr(line, "\"time_us\":"),
 		      "trace line %llu: %s", (unsigned long long)lines + 1, line);
-		CHECK(!(seen[seq >> 3] & (1u << (seq & 7))), "trace: seq %u twice", seq);
+		REQUIRE(!(seen[seq >> 3] & (1u << (seq & 7))), "trace: seq %u twice", seq);
 		seen[seq >> 3] |= (uint8_t)(1u << (seq & 7));
 		size_t sent = 0, got = 0;
 		const char *ps = strstr(line, "\"agg_sent\":"), *pg = strstr(line, "\"agg_got\":");
-		CHECK(ps && pg && sscanf(ps, "\"agg_sent\":%zu", &sent) == 1 &&
+		REQUIRE(ps && pg && sscanf(ps, "\"agg_sent\":%zu", &sent) == 1 &&
 		      sscanf(pg, "\"agg_got\":%zu", &got) == 1 && sent <= ab && got <= ab,
 		      "trace line %llu: agg_sent / agg_got: %s", (unsigned long long)lines + 1, line);
 		adapt_note(line);
@@ -237,13 +237,13 @@ uint64_t check_trace(void)
 			trace_ag_agg += ab;
 			trace_ag_sent += sent;
 		} else {
-			CHECK(sent == ab && got == ab, "trace line %llu: an allreduce sends and gets all it "
+			REQUIRE(sent == ab && got == ab, "trace line %llu: an allreduce sends and gets all it "
 			      "carries: %s", (unsigned long long)lines + 1, line);
 		}
 	}
 	fclose(f);
 	adapt_check();
-	CHECK(lines == issued_reqs && bytes == issued_bytes,
+	REQUIRE(lines == issued_reqs && bytes == issued_bytes,
 	      "trace: %llu lines / %llu bytes, issued %llu requests / %llu bytes",
 	      (unsigned long long)lines, (unsigned long long)bytes, (unsigned long long)issued_reqs,
 	      (unsigned long long)issued_bytes);
@@ -266,7 +266,7 @@ void coll_finish(void *cc, void *mh)
 	struct agg_view view = { 0 };
 
 	if (opt.expect)
-		CHECK(daemons_view(my_rank, &view) == 0, "the daemons' /stats: no answer or no parse");
+		REQUIRE(daemons_view(my_rank, &view) == 0, "the daemons' /stats: no answer or no parse");
 	NCHECK(CN_CALL(deregMr, cc, mh));
 	NCHECK(CN_CALL(closeColl, cc));
 	uint64_t trace_agg = opt.trace ? check_trace() : 0;
@@ -288,10 +288,10 @@ void check_expect(const struct agg_view *v, uint64_t trace_agg)
 		idle += v->bytes[i] == 0;
 	}
 	if (!strcmp(opt.expect, "ring")) {
-		CHECK(saw_fallback && !saw_agg_path,
+		REQUIRE(saw_fallback && !saw_agg_path,
 		      "expected the ring: connect logged aggregators=%d fallback=%d", saw_agg_path,
 		      saw_fallback);
-		CHECK(trace_agg == 0 && v->jobs == 0 && counted == 0,
+		REQUIRE(trace_agg == 0 && v->jobs == 0 && counted == 0,
 		      "expected the ring: the trace lists %llu bytes through the aggregators, %d daemons "
 		      "hold %d jobs, %llu bytes counted from this rank", (unsigned long long)trace_agg,
 		      v->ndaemons, v->jobs, (unsigned long long)counted);
@@ -301,19 +301,19 @@ void check_expect(const struct agg_view *v, uint64_t trace_agg)
 		return;
 	}
 	bool agg = !strcmp(opt.expect, "agg");
-	CHECK(saw_agg_path && !saw_fallback,
+	REQUIRE(saw_agg_path && !saw_fallback,
 	      "expected the aggregators (%s): connect logged aggregators=%d fallback=%d", opt.expect,
 	      saw_agg_path, saw_fallback);
-	CHECK(v->holding == v->ndaemons && v->jobs == v->ndaemons,
+	REQUIRE(v->holding == v->ndaemons && v->jobs == v->ndaemons,
 	      "expected the aggregators (%s): %d of %d daemons hold the job with every rank joined "
 	      "(%d jobs)", opt.expect, v->holding, v->ndaemons, v->jobs);
-	CHECK(agg ? trace_agg > 0 : trace_agg == 0,
+	REQUIRE(agg ? trace_agg > 0 : trace_agg == 0,
 	      "expected the aggregators to carry %s: the trace lists %llu bytes through them",
 	      agg ? "data" : "nothing (joined only)", (unsigned long long)trace_agg);
-	CHECK(v->ndaemons == 0 || counted == trace_agg,
+	REQUIRE(v->ndaemons == 0 || counted == trace_agg,
 	      "the daemons counted %llu bytes from this rank, its trace lists %llu",
 	      (unsigned long long)counted, (unsigned long long)trace_agg);
-	CHECK(!agg || idle == 0, "%d of %d daemons counted no byte from this rank", idle,
+	REQUIRE(!agg || idle == 0, "%d of %d daemons counted no byte from this rank", idle,
 	      v->ndaemons);
 	if (my_rank == 0)
 		fprintf(stderr, "path: %s, %llu bytes through %d aggregators (counted by the daemons: "

@@ -13,14 +13,14 @@ void run_coll(void)
 	void *mh = NULL;
 	uint64_t hash = 0xcbf29ce484222325ull;
 
-	CHECK(region && ref, "malloc");
+	REQUIRE(region && ref, "malloc");
 	plugin_open(true);
 	/* reduceSupport: honest for every (type, op) NCCL asks, Avg included. */
 	for (int t = 0; t < 12; t++)
 		for (int op = 0; op < 5; op++) {
 			int sup = -1;
 			NCHECK(CN_CALL(reduceSupport, t, op, &sup));
-			CHECK(sup == (t < 10 && op < 4), "reduceSupport(%d, %d) = %d", t, op, sup);
+			REQUIRE(sup == (t < 10 && op < 4), "reduceSupport(%d, %d) = %d", t, op, sup);
 		}
 	void *cc = coll_setup(region, 2 * half, &mh);
 	uint8_t *send = region, *recv = region + half;
@@ -34,7 +34,7 @@ void run_coll(void)
 				/* The largest count only where it adds coverage. */
 				if (count > 100000 && !(op == ncclSum && (t == ncclFloat32 || t == ncclBfloat16 || t == ncclInt8)))
 					continue;
-				CHECK(count * es <= half, "case too large");
+				REQUIRE(count * es <= half, "case too large");
 				for (size_t i = 0; i < count; i++) {
 					put(t, send, i, in_val(t, op, my_rank, i));
 					put(t, ref, i, ref_val(t, op, i));
@@ -42,10 +42,10 @@ void run_coll(void)
 				memset(recv, 0xA5, count * es + 64);
 				allreduce_chunked(cc, send, recv, count, t, op, mh);
 				for (size_t i = 0; i < count; i++)
-					CHECK(!memcmp(recv + i * es, ref + i * es, es),
+					REQUIRE(!memcmp(recv + i * es, ref + i * es, es),
 					      "%s %s count %zu: element %zu differs from the reference",
 					      type_name(t), op_name(op), count, i);
-				CHECK(recv[count * es] == 0xA5, "%s %s count %zu: wrote past the end",
+				REQUIRE(recv[count * es] == 0xA5, "%s %s count %zu: wrote past the end",
 				      type_name(t), op_name(op), count);
 				hash = fnv(hash, recv, count * es);
 				ncases++;
@@ -56,13 +56,13 @@ void run_coll(void)
 	allreduce_chunked(cc, recv, recv, 300001, ncclFloat32, ncclSum, mh);
 	for (size_t i = 0; i < 300001; i++) {
 		float w = (float)ref_val(ncclFloat32, ncclSum, i);
-		CHECK(((float *)recv)[i] == w, "in-place f32 sum: element %zu", i);
+		REQUIRE(((float *)recv)[i] == w, "in-place f32 sum: element %zu", i);
 	}
 	if (opt.deterministic)
 		hash = check_rank_order(cc, send, recv, half, mh, hash);
 	/* Bitwise equal on every rank. */
 	int other = rv_first_differing("hash", hash);
-	CHECK(other < 0, "results of rank %d differ bitwise from ours", other);
+	REQUIRE(other < 0, "results of rank %d differ bitwise from ours", other);
 	/* What the daemons hold of the job, and counted from this rank, while
 	 * it is still open: this rank's last request has completed, so every
 	 * byte it sent has been counted. */

@@ -80,7 +80,7 @@ int daemons_start(char *aggs, size_t len)
 	const char *env = getenv("HARNESS_DAEMON_CONF");
 	size_t cap = PATH_MAX + 64 + (env ? strlen(env) + 2 : 0), n = 0;
 	char *extra = malloc(cap);
-	CHECK(extra, "malloc");
+	REQUIRE(extra, "malloc");
 	if (opt.key)
 		n += (size_t)snprintf(extra, cap, "[auth]\nkey-file = %s/daemon.key\n", rv_dir);
 	if (opt.mc >= 0) /* every daemon on the same group range: isolation by job key */

@@ -328,7 +328,7 @@ static void wait_port_free(uint16_t port)
 			return;
 		usleep(20000);
 	}
-	FAIL("port %u still answers 10 s after SIGKILL", port);
+	REQUIRE(false, "port %u still answers 10 s after SIGKILL", port);
 }
 
 static void inject(enum fkind k, int which)
@@ -339,28 +339,28 @@ static void inject(enum fkind k, int which)
 	case F_KILL:
 	case F_IDLE:
 	case F_CONNECT:
-		CHECK(daemon_signal(a, SIGKILL) == 0, "SIGKILL aggregator %d", a);
+		REQUIRE(daemon_signal(a, SIGKILL) == 0, "SIGKILL aggregator %d", a);
 		break;
 	case F_STOP:
-		CHECK(daemon_signal(a, SIGSTOP) == 0, "SIGSTOP aggregator %d", a);
+		REQUIRE(daemon_signal(a, SIGSTOP) == 0, "SIGSTOP aggregator %d", a);
 		break;
 	case F_TERM:
-		CHECK(daemon_signal(a, SIGTERM) == 0, "SIGTERM aggregator %d", a);
+		REQUIRE(daemon_signal(a, SIGTERM) == 0, "SIGTERM aggregator %d", a);
 		break;
 	case F_RESTART:
-		CHECK(daemon_signal(a, SIGKILL) == 0, "SIGKILL aggregator %d", a);
+		REQUIRE(daemon_signal(a, SIGKILL) == 0, "SIGKILL aggregator %d", a);
 		wait_port_free(daemon_port(a));
-		CHECK(daemon_restart(a) == 0, "restarting aggregator %d on port %u", a, daemon_port(a));
+		REQUIRE(daemon_restart(a) == 0, "restarting aggregator %d on port %u", a, daemon_port(a));
 		break;
 	case F_ALL:
 		for (int i = 0; i < opt.naggs; i++)
-			CHECK(daemon_signal(i, SIGKILL) == 0, "SIGKILL aggregator %d", i);
+			REQUIRE(daemon_signal(i, SIGKILL) == 0, "SIGKILL aggregator %d", i);
 		break;
 	default:
 		break;
 	}
 	fprintf(stderr, "[rank %d] fault %d injected on aggregator %d at %.3f s\n", my_rank, (int)k, a,
-		sc_now_ns() / 1e9);
+		sc_now_s());
 }
 
 /* $HARNESS_FAULT_CMD, from the rank's network namespace. */
@@ -368,9 +368,9 @@ static void run_cmd(void)
 {
 	const char *cmd = getenv("HARNESS_FAULT_CMD");
 
-	CHECK(cmd && *cmd, "--fault cmd without HARNESS_FAULT_CMD");
-	CHECK(system(cmd) == 0, "HARNESS_FAULT_CMD failed: %s", cmd);
-	fprintf(stderr, "[rank %d] ran \"%s\" at %.3f s\n", my_rank, cmd, sc_now_ns() / 1e9);
+	REQUIRE(cmd && *cmd, "--fault cmd without HARNESS_FAULT_CMD");
+	REQUIRE(system(cmd) == 0, "HARNESS_FAULT_CMD failed: %s", cmd);
+	fprintf(stderr, "[rank %d] ran \"%s\" at %.3f s\n", my_rank, cmd, sc_now_s());
 }
 
 /* The sums over all nodes of a few counters, by rendezvous. */
@@ -394,7 +394,7 @@ static void trace_sum(uint64_t fault_seq, struct trace_sum *s)
 	char cmd[PATH_MAX + 128];
 	snprintf(cmd, sizeof(cmd), "cat %s.*.%d.jsonl 2>/dev/null", path, my_rank);
 	f = popen(cmd, "r");
-	CHECK(f, "popen");
+	REQUIRE(f, "popen");
 	while (fgets(line, sizeof(line), f)) {
 		unsigned long long seq = 0, ab = 0, ep = 0, rb = 0;
 		const char *p;
@@ -436,7 +436,7 @@ void run_fault(void)
 	uint64_t t_fault = 0, fault_seq = UINT64_MAX;
 	bool stopped = false, got_error = false;
 
-	CHECK(region, "malloc");
+	REQUIRE(region, "malloc");
 	plugin_open(true);
 	if (fopt.k1 == F_CONNECT && my_rank == 0)
 		inject(F_CONNECT, 0); /* while the others may be joining */
@@ -447,11 +447,11 @@ void run_fault(void)
 		jobs[q].active = false;
 	}
 	uint64_t next = 0, completed = 0, issued_pieces = 0;
-	double end = sc_now_ns() / 1e9 + opt.timeout_s, last_done = sc_now_ns() / 1e9;
+	double end = sc_now_s() + opt.timeout_s, last_done = sc_now_s();
 	uint64_t completed_seen = 0;
 	while (completed < ops && !got_error) {
-		double now = sc_now_ns() / 1e9;
-		CHECK(now < end, "%" PRIu64 " of %" PRIu64 " allreduces after %d s", completed, ops,
+		double now = sc_now_s();
+		REQUIRE(now < end, "%" PRIu64 " of %" PRIu64 " allreduces after %d s", completed, ops,
 		      opt.timeout_s);
 		/* A request that never completes is a hang, said here (with the
 		 * plugin's stall warning above it), not by ctest's timeout. */
@@ -459,7 +459,7 @@ void run_fault(void)
 			completed_seen = completed;
 			last_done = now;
 		}
-		CHECK(now - last_done < 120, "no allreduce completed for 120 s (%" PRIu64 " of %" PRIu64
+		REQUIRE(now - last_done < 120, "no allreduce completed for 120 s (%" PRIu64 " of %" PRIu64
 		      " done): a request hangs", completed, ops);
 		/* faults, from rank 0 (the node fault from its victim) */
 		for (int f = 0; f < 2; f++) {
@@ -502,7 +502,7 @@ void run_fault(void)
 		if ((fopt.k1 == F_STOP || fopt.k2 == F_STOP) && my_rank == 0 && !stopped && saw_fault &&
 		    next > at1 + 40) {
 			int a = fault_agg(fopt.k1 == F_STOP ? 0 : 1);
-			CHECK(daemon_signal(a, SIGCONT) == 0, "SIGCONT aggregator %d", a);
+			REQUIRE(daemon_signal(a, SIGCONT) == 0, "SIGCONT aggregator %d", a);
 			fprintf(stderr, "[rank 0] aggregator %d resumed\n", a);
 			stopped = true;
 		}
@@ -568,7 +568,7 @@ progress:
 			if (got_error)
 				break;
 			if (j->done == j->pieces) {
-				CHECK(job_check(j, j->n, &hash), "allreduce %" PRIu64 " is wrong", j->n);
+				REQUIRE(job_check(j, j->n, &hash), "allreduce %" PRIu64 " is wrong", j->n);
 				j->active = false;
 				completed++;
 			}
@@ -578,14 +578,14 @@ progress:
 	}
 	if (fopt.k1 == F_NODE) {
 		/* The survivors must have been told, not left waiting. */
-		CHECK(got_error, "a node died and this node's requests did not fail");
+		REQUIRE(got_error, "a node died and this node's requests did not fail");
 		double waited = (sc_now_ns() - t_fault) / 1e9;
 		fprintf(stderr, "[rank %d] error %.1f s after the node died\n", my_rank, waited);
 		NCHECK(opt.version == 11 ? P.c11->closeColl(cc) : P.c8->closeColl(cc));
 		free(region);
 		return;
 	}
-	CHECK(!got_error, "an aggregator fault reached NCCL as an error");
+	REQUIRE(!got_error, "an aggregator fault reached NCCL as an error");
 	/* Close at once, as NCCL's teardown does: a node done before another
 	 * may still be needed by it (agreement, copies), which the plugin's
 	 * close must serve, not this harness's rendezvous. */
@@ -593,7 +593,7 @@ progress:
 	NCHECK(opt.version == 11 ? P.c11->closeColl(cc) : P.c8->closeColl(cc));
 	/* Bitwise equal on every node. */
 	int other = rv_first_differing("hash", hash);
-	CHECK(other < 0, "results of rank %d differ bitwise from ours", other);
+	REQUIRE(other < 0, "results of rank %d differ bitwise from ours", other);
 
 	/* The fault was seen, agreed and repaired: counters, not only sums. */
 	int faults = (fopt.k1 != F_NONE) + (fopt.k2 != F_NONE);
@@ -607,33 +607,33 @@ progress:
 		"%" PRIu64 " bytes repaired (%" PRIu64 " of windows), epoch %" PRIu64 "; %d fault lines; "
 		"%" PRIu64 " window bytes through the aggregators\n", my_rank, ts.rows, ts.agg_before,
 		ts.redone, ts.win_redone, ts.epoch_max, saw_fault, ts.win_agg);
-	CHECK(ts.errors == 0, "the trace lists %" PRIu64 " failed requests", ts.errors);
+	REQUIRE(ts.errors == 0, "the trace lists %" PRIu64 " failed requests", ts.errors);
 	adapt_check();
 	/* A fixed split sends every window to the aggregators (split_window_agg). */
 	if (opt.split && strcmp(opt.split, "auto") && atof(opt.split) > 0)
-		CHECK(ts.win_agg > 0, "no reduce-scatter or allgather window went through the aggregators");
+		REQUIRE(ts.win_agg > 0, "no reduce-scatter or allgather window went through the aggregators");
 	if (fopt.k1 != F_CONNECT) {
 		/* At least the injected ones; on a loaded host an aggregator may
 		 * also abort the job by its own rank timeout (a rank starved past
 		 * SUMCAST_AGG_TIMEOUT), which is one more fault, survived too. */
-		CHECK(saw_fault >= faults, "this node logged %d aggregator faults, want %d", saw_fault, faults);
-		CHECK(ts.agg_before > 0, "the aggregators carried nothing before the fault");
+		REQUIRE(saw_fault >= faults, "this node logged %d aggregator faults, want %d", saw_fault, faults);
+		REQUIRE(ts.agg_before > 0, "the aggregators carried nothing before the fault");
 		/* (a fault among the last Q collectives may leave none for it) */
 		if (at1 + Q < ops)
-			CHECK(ts.epoch_max >= 1, "no request ran in a later epoch");
+			REQUIRE(ts.epoch_max >= 1, "no request ran in a later epoch");
 	}
 	rv_all_sum("counters", v, 9);
 	/* A drain (F_TERM) ends the job at once when nothing is in flight,
 	 * which a loaded host can make happen: then there is nothing to
 	 * repair, and the fault lines and the later epoch are the proof. */
 	if (fopt.k1 != F_IDLE && fopt.k1 != F_CONNECT && fopt.k1 != F_TERM)
-		CHECK(v[2] > 0, "no node repaired anything although requests were in flight");
+		REQUIRE(v[2] > 0, "no node repaired anything although requests were in flight");
 	if (fopt.copies)
-		CHECK(v[5] > 0, "no node copied a result from another");
+		REQUIRE(v[5] > 0, "no node copied a result from another");
 	/* A reduce-scatter chunk its owner lacks after the others' requests
 	 * completed: recomputed from what they kept. */
 	if (fopt.kept)
-		CHECK(v[7] > 0, "no node redid a window chunk from what it kept after its request completed");
+		REQUIRE(v[7] > 0, "no node redid a window chunk from what it kept after its request completed");
 	if (my_rank == 0)
 		printf("fault: %d nodes, %d aggregators, %" PRIu64 " collectives (%s) right on every node; "
 		       "%" PRIu64 " bytes repaired over all nodes, "
@@ -648,7 +648,7 @@ progress:
 		coll_rv_name = "coll2";
 		saw_naggs = -1;
 		cc = coll_setup(region, (size_t)Q * 2 * (MAX_BYTES + 4096), &mh);
-		CHECK(saw_naggs == opt.naggs, "the next communicator connected %d aggregators, want %d",
+		REQUIRE(saw_naggs == opt.naggs, "the next communicator connected %d aggregators, want %d",
 		      saw_naggs, opt.naggs);
 		struct job *j = &jobs[0];
 		job_pick(j, 7);
@@ -661,7 +661,7 @@ progress:
 		j->send = j->recv - (MAX_BYTES + 4096);
 		job_fill(j);
 		allreduce_chunked(cc, j->send, j->recv, j->count, j->t, j->op, mh);
-		CHECK(job_check(j, 0, &hash), "the next communicator's allreduce is wrong");
+		REQUIRE(job_check(j, 0, &hash), "the next communicator's allreduce is wrong");
 		NCHECK(opt.version == 11 ? P.c11->deregMr(cc, mh) : P.c8->deregMr(cc, mh));
 		NCHECK(opt.version == 11 ? P.c11->closeColl(cc) : P.c8->closeColl(cc));
 	}

@@ -71,7 +71,7 @@ static void fb_open(const char *name)
 	snprintf(so, sizeof(so), "%s/plugin-%s.so", rv_dir, name);
 	if (my_rank == 0) {
 		snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", orig, so);
-		CHECK(system(cmd) == 0, "%s", cmd);
+		REQUIRE(system(cmd) == 0, "%s", cmd);
 	}
 	char bar[64];
 	snprintf(bar, sizeof(bar), "so-%s", name);
@@ -106,11 +106,6 @@ static double median(double *v, size_t n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-static double now_s(void)
-{
-	return sc_now_ns() / 1e9;
-}
-
 /* Back-to-back allreduces of count elements until `until` (agreed: rank 0
  * decides, by a 1-element max-allreduce every 8 calls, when everyone stops).
  * Samples appended to s[*n]. `inject` (rank 0): called once when at >= 0
@@ -118,25 +113,25 @@ static double now_s(void)
 static void fb_run(void *cc, void *mh, uint8_t *send, uint8_t *recv, size_t count, double secs,
 		   struct sample *s, size_t *n, size_t cap, double inject_at, void (*inject)(void))
 {
-	double start = now_s();
+	double start = sc_now_s();
 	bool injected = inject_at < 0;
 	uint32_t *flag = (uint32_t *)(recv + count * type_size(fb_type) + 64);
 
 	for (size_t k = 0;; k++) {
 		if (k % 8 == 0) {
-			flag[0] = my_rank == 0 && now_s() - start >= secs;
+			flag[0] = my_rank == 0 && sc_now_s() - start >= secs;
 			allreduce_chunked(cc, (uint8_t *)flag, (uint8_t *)flag, 1, ncclUint32, ncclMax, mh);
 			if (flag[0])
 				return;
 		}
-		if (!injected && my_rank == 0 && now_s() - start >= inject_at) {
+		if (!injected && my_rank == 0 && sc_now_s() - start >= inject_at) {
 			inject();
 			injected = true;
 		}
-		double t0 = now_s();
+		double t0 = sc_now_s();
 		allreduce_chunked(cc, send, recv, count, fb_type, ncclSum, mh);
 		if (*n < cap)
-			s[(*n)++] = (struct sample){ t0, now_s() };
+			s[(*n)++] = (struct sample){ t0, sc_now_s() };
 	}
 }
 
@@ -163,8 +158,8 @@ static void fb_inject(void)
 {
 	static const int sig[] = { SIGKILL, SIGSTOP, SIGTERM, SIGKILL };
 
-	fb_t_inject = now_s();
-	CHECK(daemon_signal(fb_agg, sig[fb_kind]) == 0, "signal to aggregator %d", fb_agg);
+	fb_t_inject = sc_now_s();
+	REQUIRE(daemon_signal(fb_agg, sig[fb_kind]) == 0, "signal to aggregator %d", fb_agg);
 }
 
 /* The failed aggregator serves again (for the next kind). */
@@ -208,9 +203,9 @@ static void fb_retention(uint8_t *region, size_t half)
 			uint32_t *flag = (uint32_t *)(region + half + count * type_size(fb_type) + 64);
 			flag[0] = 0;
 			allreduce_chunked(cc[v], (uint8_t *)flag, (uint8_t *)flag, 1, ncclUint32, ncclMax, mh[v]);
-			double t0 = now_s();
+			double t0 = sc_now_s();
 			allreduce_chunked(cc[v], region, region + half, count, fb_type, ncclSum, mh[v]);
-			t[v][round] = now_s() - t0;
+			t[v][round] = sc_now_s() - t0;
 		}
 	double on = median(t[0], 5), off = median(t[1], 5);
 	for (int v = 0; v < 2; v++) {
@@ -238,9 +233,9 @@ void run_faultbench(void)
 	static const char *const kind_names[] = { "kill", "stop", "term", "restart" };
 	char aggs_all[1024];
 
-	CHECK(!opt.type || faultbench_option('t', opt.type) == 0, "--type %s: unknown", opt.type);
+	REQUIRE(!opt.type || faultbench_option('t', opt.type) == 0, "--type %s: unknown", opt.type);
 	count = fb_bytes / type_size(fb_type);
-	CHECK(region && s && count, "malloc");
+	REQUIRE(region && s && count, "malloc");
 	memset(region, 0, 2 * half);
 	for (size_t i = 0; i < count; i++)
 		put(fb_type, region, i, in_val(fb_type, ncclSum, my_rank, i));
@@ -261,7 +256,7 @@ void run_faultbench(void)
 		for (int i = 0; i < 4; i++)
 			if (strlen(kind_names[i]) == len && !strncmp(k, kind_names[i], len))
 				fb_kind = i;
-		CHECK(fb_kind >= 0, "--kinds: unknown kind %.*s", (int)len, k);
+		REQUIRE(fb_kind >= 0, "--kinds: unknown kind %.*s", (int)len, k);
 		k += len + (k[len] == ',');
 		fb_agg = round % opt.naggs;
 		char name[32];
@@ -275,7 +270,7 @@ void run_faultbench(void)
 		fb_t_first = fb_t_decided = 0;
 		fb_run(cc, mh, region, region + half, count, 0.3, s, &n, cap, -1, NULL); /* warm-up */
 		n = 0;
-		double t_start = now_s();
+		double t_start = sc_now_s();
 		fb_run(cc, mh, region, region + half, count, fb_before + fb_after, s, &n, cap, fb_before,
 		       fb_inject);
 		struct plug faulted = P;
@@ -336,10 +331,10 @@ void run_faultbench(void)
 				int v = (r + x) % 2;
 				size_t m = 0;
 				P = v ? fresh_p : faulted;
-				double f0 = now_s();
+				double f0 = sc_now_s();
 				fb_run(v ? cc2 : cc, v ? mh2 : mh, region, region + half, count, fb_after / FB_ROUNDS,
 				       s + n, &m, cap - n, -1, NULL);
-				g[v][r] = fb_gbps(s + n, m, f0, now_s(), fb_bytes);
+				g[v][r] = fb_gbps(s + n, m, f0, sc_now_s(), fb_bytes);
 			}
 		double after = median(g[0], FB_ROUNDS), fresh = median(g[1], FB_ROUNDS);
 		P = fresh_p;

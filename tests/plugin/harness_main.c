@@ -169,7 +169,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		return SKIP;
 	}
 	snprintf(rv_dir, sizeof(rv_dir), "/tmp/sumcast-harness-XXXXXX");
-	CHECK(mkdtemp(rv_dir), "mkdtemp");
+	REQUIRE(mkdtemp(rv_dir), "mkdtemp");
 	struct sigaction sa = { .sa_handler = on_stop };
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
@@ -200,7 +200,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 	}
 	if (opt.deterministic) {
 		/* The rank-order check holds for the aggregators' part only. */
-		CHECK(opt.split && !strcmp(opt.split, "1") && opt.naggs > 0,
+		REQUIRE(opt.split && !strcmp(opt.split, "1") && opt.naggs > 0,
 		      "--deterministic wants --split 1 and --naggs M");
 		setenv("SUMCAST_DETERMINISTIC", "1", 1);
 	}
@@ -226,11 +226,11 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		char path[PATH_MAX + 32];
 		snprintf(path, sizeof(path), "%s/daemon.key", rv_dir);
 		FILE *kf = fopen(path, "w");
-		CHECK(kf && fputs("harness-shared-key-0123456789", kf) >= 0, "%s", path);
+		REQUIRE(kf && fputs("harness-shared-key-0123456789", kf) >= 0, "%s", path);
 		fclose(kf);
 		snprintf(path, sizeof(path), "%s/rank.key", rv_dir);
 		kf = fopen(path, "w");
-		CHECK(kf && fputs(opt.key == 1 ? "harness-shared-key-0123456789\n" : "another-key-9876543210\n",
+		REQUIRE(kf && fputs(opt.key == 1 ? "harness-shared-key-0123456789\n" : "another-key-9876543210\n",
 				  kf) >= 0, "%s", path);
 		fclose(kf);
 		setenv("SUMCAST_KEY_FILE", path, 1);

@@ -60,7 +60,7 @@ static void hlog(ncclDebugLogLevel level, unsigned long flags, const char *file,
 		const char *a = strstr(buf, "; agreed ");
 		double ms = 0;
 		if (a && sscanf(a, "; agreed %lf ms", &ms) == 1 && !fb_t_first) {
-			fb_t_decided = sc_now_ns() / 1e9;
+			fb_t_decided = sc_now_s();
 			fb_t_first = fb_t_decided - ms / 1e3;
 		}
 		__atomic_fetch_add(&saw_fault, 1, __ATOMIC_RELAXED);
@@ -79,12 +79,12 @@ struct plug P;
 void plugin_open(bool coll)
 {
 	P.dl = dlopen(opt.plugin, RTLD_NOW | RTLD_LOCAL);
-	CHECK(P.dl, "dlopen %s: %s", opt.plugin, dlerror());
+	REQUIRE(P.dl, "dlopen %s: %s", opt.plugin, dlerror());
 	if (opt.version == 11) {
 		P.n11 = dlsym(P.dl, "ncclNetPlugin_v11");
 		P.c11 = dlsym(P.dl, "ncclCollNetPlugin_v11");
-		CHECK(P.n11 && P.c11, "v11 symbols missing");
-		CHECK(!strcmp(P.n11->name, "Sumcast"), "net name %s", P.n11->name);
+		REQUIRE(P.n11 && P.c11, "v11 symbols missing");
+		REQUIRE(!strcmp(P.n11->name, "Sumcast"), "net name %s", P.n11->name);
 		ncclNetCommConfig_t cfg = { -1 };
 		NCHECK(P.n11->init(&P.nctx, 0x1234, &cfg, hlog, NULL));
 		if (coll)
@@ -92,7 +92,7 @@ void plugin_open(bool coll)
 	} else if (opt.version == 8) {
 		P.n8 = dlsym(P.dl, "ncclNetPlugin_v8");
 		P.c8 = dlsym(P.dl, "ncclCollNetPlugin_v8");
-		CHECK(P.n8 && P.c8, "v8 symbols missing");
+		REQUIRE(P.n8 && P.c8, "v8 symbols missing");
 		NCHECK(P.n8->init(hlog));
 		if (coll)
 			NCHECK(P.c8->init(hlog));
@@ -103,24 +103,24 @@ void plugin_open(bool coll)
 		snprintf(sym, sizeof(sym), "ncclCollNetPlugin_v%d", opt.version);
 		P.n8 = dlsym(P.dl, "ncclNetPlugin_v8");
 		P.c9 = dlsym(P.dl, sym);
-		CHECK(P.n8 && P.c9, "%s or ncclNetPlugin_v8 missing", sym);
-		CHECK(!strcmp(P.c9->name, "Sumcast"), "collnet name %s", P.c9->name);
+		REQUIRE(P.n8 && P.c9, "%s or ncclNetPlugin_v8 missing", sym);
+		REQUIRE(!strcmp(P.c9->name, "Sumcast"), "collnet name %s", P.c9->name);
 		NCHECK(P.n8->init(hlog));
 		if (coll) {
 			NCHECK(P.c9->init(hlog));
 			ncclNetProperties_v9_t p;
 			NCHECK(P.c9->getProperties(0, &p));
-			CHECK(p.ptrSupport == NCCL_PTR_HOST && p.maxCollBytes > 0, "%s properties", sym);
+			REQUIRE(p.ptrSupport == NCCL_PTR_HOST && p.maxCollBytes > 0, "%s properties", sym);
 		}
 	}
 	int ndev = 0;
 	NCHECK(opt.version == 11 ? P.n11->devices(&ndev) : P.n8->devices(&ndev));
-	CHECK(ndev == 1, "devices: %d", ndev);
+	REQUIRE(ndev == 1, "devices: %d", ndev);
 	if (opt.version == 11) {
 		ncclNetProperties_v11_t p;
 		memset(&p, 0xff, sizeof(p));
 		NCHECK(P.n11->getProperties(0, &p));
-		CHECK(p.name && p.ptrSupport == NCCL_PTR_HOST && p.speed > 0 && p.maxRecvs >= 1 &&
+		REQUIRE(p.name && p.ptrSupport == NCCL_PTR_HOST && p.speed > 0 && p.maxRecvs >= 1 &&
 			      p.maxRecvs <= 8 && p.netDeviceType == NCCL_NET_DEVICE_HOST &&
 			      p.maxP2pBytes >= (64u << 20) && p.maxCollBytes > 0 && p.regIsGlobal == 0 &&
 			      p.maxMultiRequestSize == 1,
@@ -129,7 +129,7 @@ void plugin_open(bool coll)
 	} else {
 		ncclNetProperties_v8_t p;
 		NCHECK(P.n8->getProperties(0, &p));
-		CHECK(p.name && p.ptrSupport == NCCL_PTR_HOST && p.speed > 0 && p.maxRecvs >= 1,
+		REQUIRE(p.name && p.ptrSupport == NCCL_PTR_HOST && p.speed > 0 && p.maxRecvs >= 1,
 		      "v8 properties");
 	}
 }
@@ -203,9 +203,9 @@ int net_test(void *req, int *sizes)
 /* Tests until done, bounded. */
 void net_wait(void *req, int *sizes, const char *what)
 {
-	double end = (sc_now_ns() / 1e9) + 60;
+	double end = sc_now_s() + 60;
 	while (!net_test(req, sizes))
-		CHECK((sc_now_ns() / 1e9) < end, "%s: not complete after 60 s", what);
+		REQUIRE(sc_now_s() < end, "%s: not complete after 60 s", what);
 }
 
 /* ---------------- collnet: connect on NCCL's proxy thread, requests from its progress loop ---------------- */
@@ -258,7 +258,7 @@ void *coll_setup(uint8_t *region, size_t region_len, void **mh)
 	pthread_t th;
 	pthread_create(&th, NULL, coll_connect_thread, &ca);
 	pthread_join(th, NULL);
-	CHECK(ca.ret == ncclSuccess && ca.cc, "collnet connect returned %d", (int)ca.ret);
+	REQUIRE(ca.ret == ncclSuccess && ca.cc, "collnet connect returned %d", (int)ca.ret);
 	*mh = ca.mh;
 	return ca.cc;
 }
@@ -386,12 +386,12 @@ void allreduce_chunked(void *cc, uint8_t *send, uint8_t *recv, size_t count, ncc
 	size_t es = type_size(t), per = (2u << 20) / es, nchunks = (count + per - 1) / per;
 	void *reqs[8];
 	size_t issued = 0, done = 0;
-	double end = (sc_now_ns() / 1e9) + 120;
+	double end = sc_now_s() + 120;
 
 	if (count == 0)
 		return;
 	while (done < nchunks) {
-		CHECK((sc_now_ns() / 1e9) < end, "allreduce of %zu x %s %s: %zu/%zu chunks after 120 s", count,
+		REQUIRE(sc_now_s() < end, "allreduce of %zu x %s %s: %zu/%zu chunks after 120 s", count,
 		      type_name(t), op_name(op), done, nchunks);
 		if (issued < nchunks && issued - done < 8) {
 			size_t off = issued * per, n = count - off < per ? count - off : per;
@@ -407,7 +407,7 @@ void allreduce_chunked(void *cc, uint8_t *send, uint8_t *recv, size_t count, ncc
 				sched_yield(); /* more spinners than cores here: let the peers run */
 		} else if (done < issued) {
 			size_t off = done * per, n = count - off < per ? count - off : per;
-			CHECK((size_t)size == n * es, "test size %d, want %zu", size, n * es);
+			REQUIRE((size_t)size == n * es, "test size %d, want %zu", size, n * es);
 			done++;
 		}
 	}

@@ -16,12 +16,12 @@ struct conn_arg {
 static void *connect_thread(void *a)
 {
 	struct conn_arg *c = a;
-	double end = (sc_now_ns() / 1e9) + 60;
+	double end = sc_now_s() + 60;
 	int tries = 0;
 	while (!c->comm) {
 		NCHECK(net_connect(c->handle, &c->comm));
 		tries++;
-		CHECK((sc_now_ns() / 1e9) < end, "connect: no sendComm after 60 s (%d tries)", tries);
+		REQUIRE(sc_now_s() < end, "connect: no sendComm after 60 s (%d tries)", tries);
 	}
 	return NULL;
 }
@@ -45,15 +45,15 @@ static void close_inflight(void *sc, void *rc, void *lc, uint8_t *sbuf, void *sm
 	const size_t len = 8u << 20;
 	int prev = (my_rank + opt.nranks - 1) % opt.nranks, s[8];
 	void *sr = NULL, *rr = NULL;
-	double end = (sc_now_ns() / 1e9) + 30;
+	double end = sc_now_s() + 30;
 
 	memset(sbuf, 0x60 + my_rank, len);
 	while (!(sr = net_isend(sc, sbuf, len, 77, smh)))
-		CHECK((sc_now_ns() / 1e9) < end, "close-inflight: isend refused for 30 s");
-	CHECK(!net_test(sr, s), "close-inflight: an 8 MiB send completed before its receive was posted");
+		REQUIRE(sc_now_s() < end, "close-inflight: isend refused for 30 s");
+	REQUIRE(!net_test(sr, s), "close-inflight: an 8 MiB send completed before its receive was posted");
 	int parked0 = __atomic_load_n(&saw_parked, __ATOMIC_RELAXED);
 	NCHECK(opt.version == 11 ? P.n11->closeSend(sc) : P.n8->closeSend(sc));
-	CHECK(__atomic_load_n(&saw_parked, __ATOMIC_RELAXED) == parked0 + 1,
+	REQUIRE(__atomic_load_n(&saw_parked, __ATOMIC_RELAXED) == parked0 + 1,
 	      "close-inflight: closeSend with a send in flight did not park the comm "
 	      "(no \"parked until they complete\" line)");
 	rv_barrier("closed-inflight");
@@ -61,19 +61,19 @@ static void close_inflight(void *sc, void *rc, void *lc, uint8_t *sbuf, void *sm
 	size_t rl[1] = { len };
 	int tg[1] = { 77 };
 	while (!(rr = net_irecv(rc, 1, rp, rl, tg, &rmh)))
-		CHECK((sc_now_ns() / 1e9) < end, "close-inflight: irecv refused for 30 s");
+		REQUIRE(sc_now_s() < end, "close-inflight: irecv refused for 30 s");
 	net_wait(rr, s, "close-inflight irecv");
-	CHECK(s[0] == (int)len && rbuf[0] == (uint8_t)(0x60 + prev) &&
+	REQUIRE(s[0] == (int)len && rbuf[0] == (uint8_t)(0x60 + prev) &&
 		      rbuf[len - 1] == (uint8_t)(0x60 + prev),
 	      "close-inflight: received %d bytes, byte 0x%x", s[0], rbuf[0]);
 	/* The send's completion comes back after the peer's receive; any
 	 * progress call reads it (accept here, with nothing to accept). */
-	end = (sc_now_ns() / 1e9) + 30;
+	end = sc_now_s() + 30;
 	while (!__atomic_load_n(&saw_unparked, __ATOMIC_RELAXED)) {
 		void *none = NULL;
 		NCHECK(net_accept(lc, &none));
-		CHECK(!none, "close-inflight: accept returned a comm");
-		CHECK((sc_now_ns() / 1e9) < end,
+		REQUIRE(!none, "close-inflight: accept returned a comm");
+		REQUIRE(sc_now_s() < end,
 		      "close-inflight: the parked comm was not freed within 30 s of its send completing");
 	}
 	if (my_rank == 0)
@@ -97,10 +97,10 @@ void run_p2p(void)
 	pthread_t th;
 	pthread_create(&th, NULL, connect_thread, &ca);
 	void *rc = NULL;
-	double end = (sc_now_ns() / 1e9) + 60;
+	double end = sc_now_s() + 60;
 	while (!rc) {
 		NCHECK(net_accept(lc, &rc));
-		CHECK((sc_now_ns() / 1e9) < end, "accept: no recvComm after 60 s");
+		REQUIRE(sc_now_s() < end, "accept: no recvComm after 60 s");
 	}
 	pthread_join(th, NULL);
 	void *sc = ca.comm;
@@ -109,15 +109,15 @@ void run_p2p(void)
 	void *bad = NULL;
 	ncclResult_t br = opt.version == 11 ? P.n11->regMr(sc, h, 64, NCCL_PTR_CUDA, &bad)
 					    : P.n8->regMr(sc, h, 64, NCCL_PTR_CUDA, &bad);
-	CHECK(br != ncclSuccess, "regMr of NCCL_PTR_CUDA succeeded");
+	REQUIRE(br != ncclSuccess, "regMr of NCCL_PTR_CUDA succeeded");
 
 	const size_t big = (64u << 20) + 64;
 	uint8_t *sbuf = malloc(big), *rbuf[8];
-	CHECK(sbuf, "malloc");
+	REQUIRE(sbuf, "malloc");
 	void *smh = net_reg(sc, sbuf, big), *rmh[8];
 	for (int i = 0; i < 8; i++) {
 		rbuf[i] = malloc(big);
-		CHECK(rbuf[i], "malloc");
+		REQUIRE(rbuf[i], "malloc");
 		rmh[i] = net_reg(rc, rbuf[i], big);
 	}
 	unsigned salt = 0;
@@ -136,19 +136,19 @@ void run_p2p(void)
 		size_t rl[1] = { len + 64 };
 		int tg[1] = { 7 };
 		void *rr = NULL, *sr = NULL;
-		double e2 = (sc_now_ns() / 1e9) + 30;
+		double e2 = sc_now_s() + 30;
 		while (!(rr = net_irecv(rc, 1, rp, rl, tg, &rmh[0])))
-			CHECK((sc_now_ns() / 1e9) < e2, "irecv refused for 30 s");
+			REQUIRE(sc_now_s() < e2, "irecv refused for 30 s");
 		while (!(sr = net_isend(sc, sbuf, len, 7, smh)))
-			CHECK((sc_now_ns() / 1e9) < e2, "isend refused for 30 s");
+			REQUIRE(sc_now_s() < e2, "isend refused for 30 s");
 		int ss[8] = { -1 }, rs[8] = { -1 };
 		net_wait(sr, ss, "isend");
 		net_wait(rr, rs, "irecv");
-		CHECK((size_t)rs[0] == len, "size %zu: receive reported %d bytes", len, rs[0]);
+		REQUIRE((size_t)rs[0] == len, "size %zu: receive reported %d bytes", len, rs[0]);
 		for (size_t i = 0; i < len; i++)
-			CHECK(rbuf[0][i] == pat(prev, i, salt), "size %zu: byte %zu is %u, want %u", len,
+			REQUIRE(rbuf[0][i] == pat(prev, i, salt), "size %zu: byte %zu is %u, want %u", len,
 			      i, rbuf[0][i], pat(prev, i, salt));
-		CHECK(rbuf[0][len] == 0xEE, "size %zu: wrote past the message", len);
+		REQUIRE(rbuf[0][len] == 0xEE, "size %zu: wrote past the message", len);
 	}
 
 	/* 2. Order per tag and tag matching: 8 sends over 3 tags, all outstanding. */
@@ -159,22 +159,22 @@ void run_p2p(void)
 			int tag = i % 3;
 			void *rp[1] = { rbuf[i] };
 			size_t rl[1] = { 4096 };
-			double e2 = (sc_now_ns() / 1e9) + 30;
+			double e2 = sc_now_s() + 30;
 			while (!(rr[i] = net_irecv(rc, 1, rp, rl, &tag, &rmh[i])))
-				CHECK((sc_now_ns() / 1e9) < e2, "irecv refused");
+				REQUIRE(sc_now_s() < e2, "irecv refused");
 		}
 		for (int i = 0; i < 8; i++) {
 			sv[i * 1024] = (uint32_t)(my_rank << 16 | round << 8 | i);
-			double e2 = (sc_now_ns() / 1e9) + 30;
+			double e2 = sc_now_s() + 30;
 			while (!(sr[i] = net_isend(sc, &sv[i * 1024], 16 + (size_t)i * 100, i % 3, smh)))
-				CHECK((sc_now_ns() / 1e9) < e2, "isend refused");
+				REQUIRE(sc_now_s() < e2, "isend refused");
 		}
 		for (int i = 0; i < 8; i++) {
 			int s1[8], s2[8];
 			net_wait(sr[i], s1, "isend");
 			net_wait(rr[i], s2, "irecv");
 			uint32_t want = (uint32_t)(prev << 16 | round << 8 | i);
-			CHECK(*(uint32_t *)rbuf[i] == want && s2[0] == 16 + i * 100,
+			REQUIRE(*(uint32_t *)rbuf[i] == want && s2[0] == 16 + i * 100,
 			      "round %d recv %d: got 0x%x (%d bytes), want 0x%x (%d bytes)", round, i,
 			      *(uint32_t *)rbuf[i], s2[0], want, 16 + i * 100);
 		}
@@ -192,20 +192,20 @@ void run_p2p(void)
 			tags[i] = 100 + i;
 		}
 		void *rr = NULL, *sr[8];
-		double e2 = (sc_now_ns() / 1e9) + 30;
+		double e2 = sc_now_s() + 30;
 		while (!(rr = net_irecv(rc, n, rp, rl, tags, rmh)))
-			CHECK((sc_now_ns() / 1e9) < e2, "grouped irecv refused");
+			REQUIRE(sc_now_s() < e2, "grouped irecv refused");
 		for (int i = n - 1; i >= 0; i--) {
 			memset(sbuf + (size_t)i * (1 << 20), 0x40 + i + my_rank, 1000 + (size_t)i);
 			while (!(sr[i] = net_isend(sc, sbuf + (size_t)i * (1 << 20), 1000 + (size_t)i,
 						   100 + i, smh)))
-				CHECK((sc_now_ns() / 1e9) < e2, "isend refused");
+				REQUIRE(sc_now_s() < e2, "isend refused");
 		}
 		int rs[8] = { 0 }, s1[8];
 		net_wait(rr, rs, "grouped irecv");
 		for (int i = 0; i < n; i++) {
 			net_wait(sr[i], s1, "isend");
-			CHECK(rs[i] == 1000 + i && rbuf[i][999 + i] == (uint8_t)(0x40 + i + prev),
+			REQUIRE(rs[i] == 1000 + i && rbuf[i][999 + i] == (uint8_t)(0x40 + i + prev),
 			      "grouped sub %d: %d bytes, byte 0x%x", i, rs[i], rbuf[i][999 + i]);
 		}
 	}
@@ -216,9 +216,9 @@ void run_p2p(void)
 		const size_t len = 256 << 10;
 		void *sr[8] = { 0 }, *rr[8] = { 0 };
 		int sent = 0, recvd = 0, sdone = 0, rdone = 0;
-		double e2 = (sc_now_ns() / 1e9) + 60;
+		double e2 = sc_now_s() + 60;
 		while (sdone < total || rdone < total) {
-			CHECK((sc_now_ns() / 1e9) < e2, "stream: %d/%d sent, %d/%d received after 60 s", sdone,
+			REQUIRE(sc_now_s() < e2, "stream: %d/%d sent, %d/%d received after 60 s", sdone,
 			      total, rdone, total);
 			if (recvd < total && recvd - rdone < win) {
 				void *rp[1] = { rbuf[recvd % win] };
@@ -240,7 +240,7 @@ void run_p2p(void)
 				sdone++;
 			if (rdone < recvd && net_test(rr[rdone % win], s)) {
 				uint8_t *p = rbuf[rdone % win];
-				CHECK(s[0] == (int)len && p[0] == (uint8_t)(rdone + prev) &&
+				REQUIRE(s[0] == (int)len && p[0] == (uint8_t)(rdone + prev) &&
 					      p[len - 1] == (uint8_t)(rdone + prev),
 				      "stream message %d: %d bytes, byte 0x%x", rdone, s[0], p[0]);
 				rdone++;
@@ -270,5 +270,5 @@ void run_p2p(void)
 		NCHECK(P.n8->closeRecv(rc));
 		NCHECK(P.n8->closeListen(lc));
 	}
-	CHECK(log_prefix_ok > 0, "no log line came through NCCL's logger with the NET/Sumcast prefix");
+	REQUIRE(log_prefix_ok > 0, "no log line came through NCCL's logger with the NET/Sumcast prefix");
 }

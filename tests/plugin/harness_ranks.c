@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <dirent.h>
 
+#include "ranks.h"
 #include "sumcastd_proc.h"
 
 #include "clock.h"
@@ -28,25 +29,25 @@ void rv_put(const char *name, int rank, const void *buf, size_t len)
 	snprintf(p, sizeof(p), "%s/%d.%s.%d", rv_dir, run_gen, name, rank);
 	snprintf(t, sizeof(t), "%s.tmp", p);
 	FILE *f = fopen(t, "wb");
-	CHECK(f && fwrite(buf, 1, len, f) == len, "rv_put %s: %s", t, strerror(errno));
+	REQUIRE(f && fwrite(buf, 1, len, f) == len, "rv_put %s: %s", t, strerror(errno));
 	fclose(f);
-	CHECK(rename(t, p) == 0, "rename %s", p);
+	REQUIRE(rename(t, p) == 0, "rename %s", p);
 }
 
 void rv_get(const char *name, int rank, void *buf, size_t len)
 {
 	char p[PATH_MAX + 64];
-	double end = (sc_now_ns() / 1e9) + 60;
+	double end = sc_now_s() + 60;
 	snprintf(p, sizeof(p), "%s/%d.%s.%d", rv_dir, run_gen, name, rank);
 	for (;;) {
 		FILE *f = fopen(p, "rb");
 		if (f) {
 			size_t n = fread(buf, 1, len, f);
 			fclose(f);
-			CHECK(n == len, "rv_get %s: %zu of %zu bytes", p, n, len);
+			REQUIRE(n == len, "rv_get %s: %zu of %zu bytes", p, n, len);
 			return;
 		}
-		CHECK((sc_now_ns() / 1e9) < end, "rendezvous: %s did not appear in 60 s", p);
+		REQUIRE(sc_now_s() < end, "rendezvous: %s did not appear in 60 s", p);
 		usleep(1000);
 	}
 }
@@ -55,7 +56,7 @@ void rv_all_sum(const char *name, uint64_t *v, size_t n)
 {
 	uint64_t o[16];
 
-	CHECK(n <= 16, "rv_all_sum %s: %zu values, at most 16", name, n);
+	REQUIRE(n <= 16, "rv_all_sum %s: %zu values, at most 16", name, n);
 	rv_put(name, my_rank, v, n * sizeof(*v));
 	memset(v, 0, n * sizeof(*v));
 	for (int r = 0; r < opt.nranks; r++) {
@@ -117,16 +118,16 @@ static void enter_netns(int r)
 	char name[256], path[PATH_MAX];
 
 	if (ns && *ns) {
-		CHECK(list_nth(ns, r, name, sizeof(name)) == 0,
+		REQUIRE(list_nth(ns, r, name, sizeof(name)) == 0,
 		      "SUMCAST_HARNESS_NETNS=%s has no entry for rank %d", ns, r);
 		snprintf(path, sizeof(path), strchr(name, '/') ? "%s" : "/run/netns/%s", name);
 		int fd = open(path, O_RDONLY | O_CLOEXEC);
-		CHECK(fd >= 0, "open %s: %s", path, strerror(errno));
-		CHECK(setns(fd, CLONE_NEWNET) == 0, "setns %s: %s", path, strerror(errno));
+		REQUIRE(fd >= 0, "open %s: %s", path, strerror(errno));
+		REQUIRE(setns(fd, CLONE_NEWNET) == 0, "setns %s: %s", path, strerror(errno));
 		close(fd);
 	}
 	if (ifs && *ifs) {
-		CHECK(list_nth(ifs, r, name, sizeof(name)) == 0,
+		REQUIRE(list_nth(ifs, r, name, sizeof(name)) == 0,
 		      "SUMCAST_HARNESS_IFACES=%s has no entry for rank %d", ifs, r);
 		setenv("SUMCAST_IFACE", name, 1);
 	}
@@ -168,13 +169,6 @@ bool netdev_bytes(uint64_t *tx, uint64_t *rx)
 	return false;
 }
 
-double wall_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* ---------------- the rank processes ---------------- */
 
 void rm_dir(void)
@@ -203,62 +197,50 @@ void on_stop(int sig)
 	stop_sig = sig;
 }
 
+/* Rank r, just forked: its name in FAIL lines, default signals, its
+ * namespace, then the mode. */
+static int rank_run(int r, void *arg)
+{
+	void (*fn)(void) = *(void (**)(void))arg;
+
+	my_rank = r;
+	snprintf(th_who, sizeof(th_who), "[rank %d] ", r);
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGINT, SIG_DFL);
+	enter_netns(r);
+	fn();
+	return 0;
+}
+
+static void rank_exited(int r, int st, void *arg)
+{
+	int *rc = arg;
+
+	if (!WIFEXITED(st) || WEXITSTATUS(st)) {
+		fprintf(stderr, "rank %d failed (status 0x%x)\n", r, st);
+		*rc = *rc ? *rc : WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+	}
+}
+
 int run_ranks(void (*fn)(void))
 {
-	pid_t pids[MAX_RANKS];
-	int rc = 0;
+	struct sc_ranks rs;
+	int rc = 0, w;
 
-	fflush(stdout);
 	run_gen++;
-	for (int r = 0; r < opt.nranks; r++) {
-		pids[r] = fork();
-		if (pids[r] == 0) {
-			my_rank = r;
-			signal(SIGTERM, SIG_DFL);
-			signal(SIGINT, SIG_DFL);
-			enter_netns(r);
-			fn();
-			fflush(stdout);
-			_exit(0);
-		}
+	if (sc_ranks_start(&rs, opt.nranks, rank_run, &fn, false)) {
+		fprintf(stderr, "fork: %s\n", strerror(errno));
+		return 1;
 	}
-	double end = (sc_now_ns() / 1e9) + opt.timeout_s;
-	int left = opt.nranks;
-	while (left) {
-		int st;
-		pid_t p = waitpid(-1, &st, WNOHANG);
-		if (p > 0) {
-			for (int r = 0; r < opt.nranks; r++)
-				if (pids[r] == p) {
-					sc_shm_sweep(p);
-					pids[r] = 0;
-					left--;
-					if (!WIFEXITED(st) || WEXITSTATUS(st)) {
-						fprintf(stderr, "rank %d failed (status 0x%x)\n", r, st);
-						rc = rc ? rc : WIFEXITED(st) ? WEXITSTATUS(st) : 1;
-					}
-				}
-			continue;
-		}
-		if ((sc_now_ns() / 1e9) > end) {
-			fprintf(stderr, "timeout after %d s: killing %d ranks\n", opt.timeout_s, left);
-			rc = 1;
-			break;
-		}
-		if (rc)
-			break; /* one rank failed: the others may wait forever */
-		if (stop_sig) {
-			fprintf(stderr, "signal %d: stopping %d ranks\n", (int)stop_sig, left);
-			rc = 128 + stop_sig;
-			break;
-		}
-		usleep(2000);
+	/* the first failure ends the run: the others may wait for it forever */
+	w = sc_ranks_wait(&rs, (unsigned)opt.timeout_s * 1000u, true, &stop_sig, rank_exited, &rc);
+	if (w == -ETIMEDOUT) {
+		fprintf(stderr, "timeout after %d s: killing %d ranks\n", opt.timeout_s, sc_ranks_left(&rs));
+		rc = 1;
+	} else if (w == -EINTR) {
+		fprintf(stderr, "signal %d: stopping %d ranks\n", (int)stop_sig, sc_ranks_left(&rs));
+		rc = 128 + stop_sig;
 	}
-	for (int r = 0; r < opt.nranks; r++)
-		if (pids[r] > 0) {
-			kill(pids[r], SIGKILL);
-			waitpid(pids[r], NULL, 0);
-			sc_shm_sweep(pids[r]);
-		}
+	sc_ranks_kill(&rs);
 	return rc;
 }

@@ -196,7 +196,7 @@ static size_t schedule(const struct wcase *c, size_t total, struct win *w, size_
 			b = b < total ? b : total;
 			e = e < total ? e : total;
 			if (e > b) {
-				CHECK(n < max, "schedule: more than %zu windows", max);
+				REQUIRE(n < max, "schedule: more than %zu windows", max);
 				w[n++] = (struct win){ b, e - b, g };
 			}
 		}
@@ -224,7 +224,7 @@ static uint64_t run_case(const struct wcase *c, void *cc, void *mh, uint8_t *reg
 		maxw = total;
 	size_t nmax = c->windows ? c->nwindows : (total + c->chunk_elems * es - 1) / (c->chunk_elems * es) + 8;
 	struct win *wins = calloc(2 * nmax + 1, sizeof(*wins));
-	CHECK(wins && ngroups <= MAX_GROUPS, "case %s: setup", c->name);
+	REQUIRE(wins && ngroups <= MAX_GROUPS, "case %s: setup", c->name);
 	size_t nw = schedule(c, total, wins, nmax);
 	if (c->mix_ar) {
 		/* an allreduce after every window, in its own FIFO */
@@ -243,7 +243,7 @@ static uint64_t run_case(const struct wcase *c, void *cc, void *mh, uint8_t *reg
 	size_t need = c->ub ? ub_send + ub_recv + 4 * GUARD : (size_t)ngroups * STEPS * 2 * slice;
 	need = (need + 63) & ~(size_t)63; /* the allreduce slices: f32-aligned */
 	need += STEPS * 2 * ar_slice;
-	CHECK(need <= region_len, "case %s needs %zu bytes of region, have %zu", c->name, need, region_len);
+	REQUIRE(need <= region_len, "case %s needs %zu bytes of region, have %zu", c->name, need, region_len);
 	memset(region, CANARY, need);
 	uint8_t *ub_s = region + GUARD, *ub_r = region + ub_send + 3 * GUARD;
 	uint8_t *ar_base = region + need - STEPS * 2 * ar_slice;
@@ -265,13 +265,13 @@ static uint64_t run_case(const struct wcase *c, void *cc, void *mh, uint8_t *reg
 	uint64_t nulls = 0, hash = 0;
 	bool paused = false;
 
-	CHECK(!(c->windows && c->ub), "case %s: explicit windows want staging slices", c->name);
-	double end = sc_now_ns() / 1e9 + 120;
+	REQUIRE(!(c->windows && c->ub), "case %s: explicit windows want staging slices", c->name);
+	double end = sc_now_s() + 120;
 
 	if (c->late && my_rank == opt.nranks - 1)
 		usleep(200000); /* the others issue and wait for this node */
 	while (done < nw) {
-		CHECK(sc_now_ns() / 1e9 < end, "case %s: %zu of %zu requests done after 120 s (%llu NULL "
+		REQUIRE(sc_now_s() < end, "case %s: %zu of %zu requests done after 120 s (%llu NULL "
 		      "returns)", c->name, done, nw, (unsigned long long)nulls);
 		if (next < nw) {
 			const struct win *w = &wins[next];
@@ -320,7 +320,7 @@ static uint64_t run_case(const struct wcase *c, void *cc, void *mh, uint8_t *reg
 						fill_input(c, snd, ob, oe);
 					rc = issue_window(c, cc, mh, w, snd, rcv, &s->req);
 				}
-				CHECK(rc == ncclSuccess, "case %s: request %zu (window %zu +%zu) returned %d",
+				REQUIRE(rc == ncclSuccess, "case %s: request %zu (window %zu +%zu) returned %d",
 				      c->name, next, w->off, w->bytes, (int)rc);
 				if (!s->req) {
 					nulls++; /* NCCL retries the same call */
@@ -348,37 +348,37 @@ static uint64_t run_case(const struct wcase *c, void *cc, void *mh, uint8_t *reg
 			const struct win *w = &wins[s->w];
 			size_t bad;
 			if (g == MAX_GROUPS) {
-				CHECK(size == AR_COUNT * 4, "case %s: allreduce size %d", c->name, size);
+				REQUIRE(size == AR_COUNT * 4, "case %s: allreduce size %d", c->name, size);
 				for (size_t i = 0; i < AR_COUNT; i++) {
 					float v = ((float *)s->recv)[i], want = (float)ref_val(ncclFloat32, ncclSum, i + s->w);
-					CHECK(v == want, "case %s: interleaved allreduce %zu element %zu: %g, want %g",
+					REQUIRE(v == want, "case %s: interleaved allreduce %zu element %zu: %g, want %g",
 					      c->name, s->w, i, (double)v, (double)want);
 				}
-				CHECK(!canary_bad(s->recv + AR_COUNT * 4, GUARD) && !canary_bad(s->recv - GUARD, GUARD),
+				REQUIRE(!canary_bad(s->recv + AR_COUNT * 4, GUARD) && !canary_bad(s->recv - GUARD, GUARD),
 				      "case %s: interleaved allreduce wrote outside its buffer", c->name);
 			} else {
-				CHECK((size_t)size == w->bytes, "case %s: test size %d, window %zu", c->name, size, w->bytes);
+				REQUIRE((size_t)size == w->bytes, "case %s: test size %d, window %zu", c->name, size, w->bytes);
 				size_t ob, oe;
 				own_part(bpr, w->off, w->bytes, &ob, &oe);
 				if (!c->ub) {
 					/* the exact result, and nothing else written */
 					size_t rb = c->kind == RS ? ob : w->off, re = c->kind == RS ? oe : w->off + w->bytes;
 					bad = check_result(c, s->recv, rb, re);
-					CHECK(!bad, "case %s: window [%zu, +%zu) result byte %zu (global %zu) wrong",
+					REQUIRE(!bad, "case %s: window [%zu, +%zu) result byte %zu (global %zu) wrong",
 					      c->name, w->off, w->bytes, bad - 1, rb + bad - 1);
 					if (c->kind == AG) /* groups complete in any order: a sum */
 						hash += fnv(0xcbf29ce484222325ull ^ s->w, s->recv, re - rb);
 					bad = canary_bad(s->recv - GUARD, GUARD);
-					CHECK(!bad, "case %s: window [%zu, +%zu): byte %zu before the result written",
+					REQUIRE(!bad, "case %s: window [%zu, +%zu): byte %zu before the result written",
 					      c->name, w->off, w->bytes, GUARD - bad + 1);
 					bad = canary_bad(s->recv + (re - rb), slice - 2 * GUARD - (re - rb) + GUARD);
-					CHECK(!bad, "case %s: window [%zu, +%zu) (%zu bytes here): byte %zu past the "
+					REQUIRE(!bad, "case %s: window [%zu, +%zu) (%zu bytes here): byte %zu past the "
 					      "result written", c->name, w->off, w->bytes, re - rb, bad - 1);
 					size_t sb = c->kind == RS ? w->off : ob, se = c->kind == RS ? w->off + w->bytes : oe;
 					bad = check_input(c, s->send, sb, se);
-					CHECK(!bad, "case %s: window [%zu, +%zu): send data changed at byte %zu",
+					REQUIRE(!bad, "case %s: window [%zu, +%zu): send data changed at byte %zu",
 					      c->name, w->off, w->bytes, bad - 1);
-					CHECK(!canary_bad(s->send + (se - sb), GUARD) && !canary_bad(s->send - GUARD, GUARD),
+					REQUIRE(!canary_bad(s->send + (se - sb), GUARD) && !canary_bad(s->send - GUARD, GUARD),
 					      "case %s: window [%zu, +%zu): written next to the send data", c->name,
 					      w->off, w->bytes);
 				} else if (!c->inplace) {
@@ -386,13 +386,13 @@ static uint64_t run_case(const struct wcase *c, void *cc, void *mh, uint8_t *reg
 					if (c->kind == AG) {
 						size_t n = total - frontier < 256 ? total - frontier : 256;
 						bad = canary_bad(ub_r + frontier, n);
-						CHECK(!bad, "case %s: window [%zu, +%zu) done: byte %zu of the result "
+						REQUIRE(!bad, "case %s: window [%zu, +%zu) done: byte %zu of the result "
 						      "written before its window was issued", c->name, w->off,
 						      w->bytes, frontier + bad - 1);
 					} else if (frontier < own_b + bpr) {
 						size_t f = frontier > own_b ? frontier - own_b : 0, n = bpr - f < 256 ? bpr - f : 256;
 						bad = canary_bad(ub_r + f, n);
-						CHECK(!bad, "case %s: window [%zu, +%zu) done: byte %zu of this block's "
+						REQUIRE(!bad, "case %s: window [%zu, +%zu) done: byte %zu of this block's "
 						      "result written before its window was issued", c->name,
 						      w->off, w->bytes, f + bad - 1);
 					}
@@ -411,31 +411,31 @@ static uint64_t run_case(const struct wcase *c, void *cc, void *mh, uint8_t *reg
 		size_t bad;
 		if (c->kind == RS) {
 			bad = check_result(c, ub_r, own_b, own_b + bpr);
-			CHECK(!bad, "case %s: result byte %zu of this node's block wrong", c->name, bad - 1);
+			REQUIRE(!bad, "case %s: result byte %zu of this node's block wrong", c->name, bad - 1);
 			if (c->inplace) {
 				bad = check_input(c, ub_s, 0, own_b);
-				CHECK(!bad, "case %s: in place: input byte %zu (another block) changed", c->name, bad - 1);
+				REQUIRE(!bad, "case %s: in place: input byte %zu (another block) changed", c->name, bad - 1);
 				bad = check_input(c, ub_s + own_b + bpr, own_b + bpr, total);
-				CHECK(!bad, "case %s: in place: input byte %zu (another block) changed", c->name,
+				REQUIRE(!bad, "case %s: in place: input byte %zu (another block) changed", c->name,
 				      own_b + bpr + bad - 1);
 			} else {
 				bad = check_input(c, ub_s, 0, total);
-				CHECK(!bad, "case %s: send data changed at byte %zu", c->name, bad - 1);
+				REQUIRE(!bad, "case %s: send data changed at byte %zu", c->name, bad - 1);
 			}
 		} else {
 			bad = check_result(c, ub_r, 0, total);
-			CHECK(!bad, "case %s: result byte %zu wrong", c->name, bad - 1);
+			REQUIRE(!bad, "case %s: result byte %zu wrong", c->name, bad - 1);
 			hash += fnv(0xcbf29ce484222325ull, ub_r, total);
 			if (!c->inplace) {
 				bad = check_input(c, ub_s, own_b, own_b + bpr);
-				CHECK(!bad, "case %s: send data changed at byte %zu", c->name, bad - 1);
+				REQUIRE(!bad, "case %s: send data changed at byte %zu", c->name, bad - 1);
 			}
 		}
 		uint8_t *r0 = c->inplace && c->kind == RS ? ub_s : ub_r;
 		size_t rl = c->inplace && c->kind == RS ? total : ub_recv;
 		uint8_t *s0 = c->inplace && c->kind == AG ? ub_r : ub_s;
 		size_t sl = c->inplace && c->kind == AG ? total : ub_send;
-		CHECK(!canary_bad(r0 - GUARD, GUARD) && !canary_bad(r0 + rl, GUARD) &&
+		REQUIRE(!canary_bad(r0 - GUARD, GUARD) && !canary_bad(r0 + rl, GUARD) &&
 		      !canary_bad(s0 - GUARD, GUARD) && !canary_bad(s0 + sl, GUARD),
 		      "case %s: written outside the buffers", c->name);
 	}
@@ -515,25 +515,25 @@ void run_rsag(void)
 	uint64_t hash = 0xcbf29ce484222325ull, nulls = 0, deep_nulls = 0;
 	int ncases = 0;
 
-	CHECK(region, "malloc");
+	REQUIRE(region, "malloc");
 	plugin_open(true);
 	/* No NULL entry NCCL's version layers could call. */
 	if (opt.version == 11)
-		CHECK(P.c11->iallgather && P.c11->ireducescatter, "v11: iallgather/ireducescatter NULL");
+		REQUIRE(P.c11->iallgather && P.c11->ireducescatter, "v11: iallgather/ireducescatter NULL");
 	else if (opt.version == 8)
-		CHECK(P.c8->iallgather && P.c8->ireducescatter, "v8: iallgather/ireducescatter NULL");
+		REQUIRE(P.c8->iallgather && P.c8->ireducescatter, "v8: iallgather/ireducescatter NULL");
 	else
-		CHECK(P.c9->iallgather && P.c9->ireducescatter, "v%d: iallgather/ireducescatter NULL",
+		REQUIRE(P.c9->iallgather && P.c9->ireducescatter, "v%d: iallgather/ireducescatter NULL",
 		      opt.version);
 	void *cc = coll_setup(region, region_len, &mh);
 
 	/* Arguments NCCL never passes are refused, not guessed at. */
 	{
 		void *req = (void *)1;
-		CHECK(c_iallgather_rc(cc, region, region + 4096, 100, 100 * (size_t)opt.nranks - 10, 20, mh, mh,
+		REQUIRE(c_iallgather_rc(cc, region, region + 4096, 100, 100 * (size_t)opt.nranks - 10, 20, mh, mh,
 				      &req) != ncclSuccess && !req,
 		      "a window past the end of the buffer was accepted");
-		CHECK(c_ireducescatter_rc(cc, region, region + 4096, 100, 2, 8, ncclFloat32, ncclSum, mh, mh,
+		REQUIRE(c_ireducescatter_rc(cc, region, region + 4096, 100, 2, 8, ncclFloat32, ncclSum, mh, mh,
 					  &req) != ncclSuccess && !req,
 		      "a window that is not whole f32 elements was accepted");
 	}
@@ -554,7 +554,7 @@ void run_rsag(void)
 		for (int op = 0; op < 4; op++) {
 			int sup = 0;
 			NCHECK(CN_CALL(reduceSupport, (ncclDataType_t)t, (ncclRedOp_t)op, &sup));
-			CHECK(sup, "reduceSupport(%d, %d) = 0", t, op);
+			REQUIRE(sup, "reduceSupport(%d, %d) = 0", t, op);
 			char name[64];
 			snprintf(name, sizeof(name), "rs %s %s", type_name(t), op_name(op));
 			struct wcase c = { .name = name, .kind = RS, .t = (ncclDataType_t)t,
@@ -568,10 +568,10 @@ void run_rsag(void)
 	/* NULL retries must have happened in the deep cases (on some node). */
 	uint64_t all_nulls = deep_nulls;
 	rv_all_sum("nulls", &all_nulls, 1);
-	CHECK(all_nulls > 0, "the deep cases never got a NULL request: the retry path was not tested");
+	REQUIRE(all_nulls > 0, "the deep cases never got a NULL request: the retry path was not tested");
 	/* allgather results bitwise equal on every node */
 	int other = rv_first_differing("hash", hash);
-	CHECK(other < 0, "allgather results of rank %d differ bitwise from ours", other);
+	REQUIRE(other < 0, "allgather results of rank %d differ bitwise from ours", other);
 	/* --expect: what the daemons hold of the job while it is open */
 	coll_finish(cc, mh);
 	/* Which path the windows took (split_window_agg): a fixed split above
@@ -580,14 +580,14 @@ void run_rsag(void)
 	if (opt.expect && !strcmp(opt.expect, "agg")) {
 		bool fixed = opt.split && strcmp(opt.split, "auto");
 		bool want = fixed ? atof(opt.split) > 0 : opt.nranks >= 4;
-		CHECK(want ? trace_win_agg > 0 : trace_win_agg == 0,
+		REQUIRE(want ? trace_win_agg > 0 : trace_win_agg == 0,
 		      "windows through the aggregators: %llu bytes, expected %s", (unsigned long long)trace_win_agg,
 		      want ? "some" : "none");
 		/* Owner-only: a reduce-scatter chunk comes back only to the
 		 * owners of the blocks it touches, an allgather chunk inside
 		 * one block goes up only from its owner (the daemons' count of
 		 * what this rank sent is checked against agg_sent). */
-		CHECK(!want || (trace_rs_got < trace_rs_agg && trace_ag_sent < trace_ag_agg),
+		REQUIRE(!want || (trace_rs_got < trace_rs_agg && trace_ag_sent < trace_ag_agg),
 		      "windows through the aggregators are not owner-only: reduce-scatter %llu of %llu "
 		      "bytes came back here, allgather %llu of %llu bytes went up from here",
 		      (unsigned long long)trace_rs_got, (unsigned long long)trace_rs_agg,
@@ -619,10 +619,10 @@ void window_chunked(void *cc, int kind, uint8_t *send, uint8_t *recv, size_t bpr
 	size_t es = kind == 2 ? 1 : type_size(t), total = bpr * (size_t)opt.nranks;
 	size_t w = wmax / es * es, nwin = (total + w - 1) / w, issued = 0, done = 0;
 	void *reqs[STEPS];
-	double end = sc_now_ns() / 1e9 + 120;
+	double end = sc_now_s() + 120;
 
 	while (done < nwin) {
-		CHECK(sc_now_ns() / 1e9 < end, "%s of %zu bytes: %zu/%zu windows after 120 s",
+		REQUIRE(sc_now_s() < end, "%s of %zu bytes: %zu/%zu windows after 120 s",
 		      kind == 2 ? "allgather" : "reduce-scatter", total, done, nwin);
 		if (issued < nwin && issued - done < STEPS) {
 			size_t wo = issued * w, wb = total - wo < w ? total - wo : w;
@@ -631,7 +631,7 @@ void window_chunked(void *cc, int kind, uint8_t *send, uint8_t *recv, size_t bpr
 			ncclResult_t rc = kind == 2
 				? c_iallgather_rc(cc, send + adv, recv + wo, bpr, wo, wb, mh, mh, &r)
 				: c_ireducescatter_rc(cc, send + wo, recv + adv, bpr, wo, wb, t, op, mh, mh, &r);
-			CHECK(rc == ncclSuccess, "window [%zu, +%zu): %d", wo, wb, (int)rc);
+			REQUIRE(rc == ncclSuccess, "window [%zu, +%zu): %d", wo, wb, (int)rc);
 			if (r)
 				reqs[issued++ % STEPS] = r;
 		}

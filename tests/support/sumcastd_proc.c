@@ -22,12 +22,7 @@
 #include <unistd.h>
 
 #include "clock.h"
-
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
-	nanosleep(&ts, NULL);
-}
+#include "wait.h"
 
 const char *sc_daemon_binary(const char *fallback)
 {
@@ -156,7 +151,7 @@ int sc_daemon_start(struct sc_daemon *d, const struct sc_daemon_opts *o)
 				*d->log ? "; log " : "", d->log);
 			return SC_DAEMON_TIMEOUT;
 		}
-		sleep_ms(5);
+		th_sleep_ms(5);
 	}
 }
 
@@ -193,7 +188,7 @@ int sc_daemon_stop(struct sc_daemon *d, int sig, unsigned timeout_ms)
 			d->pid = 0;
 			return exit_code(d->status);
 		}
-		sleep_ms(10);
+		th_sleep_ms(10);
 	}
 	kill(d->pid, SIGKILL);
 	waitpid(d->pid, &d->status, 0);
@@ -222,7 +217,7 @@ void sc_daemons_stop(struct sc_daemon *ds, size_t n, int sig, unsigned timeout_m
 				sc_shm_sweep(ds[i].pid);
 				ds[i].pid = 0;
 			} else {
-				sleep_ms(10);
+				th_sleep_ms(10);
 			}
 		}
 	}

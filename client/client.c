@@ -2,7 +2,8 @@
  * See client.h for the contract and docs/client.md for the design notes.
  * This file holds the lifecycle (parameters, create, connect, progress,
  * test, destroy) and failure handling; client_join.c speaks the control
- * protocol, client_data.c moves the chunks.
+ * protocol, client_req.c, client_slot.c and client_mcast.c move the chunks,
+ * client_retain.c keeps what failover needs.
  *
  * Memory: everything is allocated in client_create (aggregator table, one
  * slot per (aggregator, window position), the request pool with one cursor
@@ -66,7 +67,7 @@ void client_agg_fail(struct client *c, struct client_agg *a, int err, const char
 		/* The caller decides with the other ranks (and logs once). */
 		SC_INFO("%s", msg);
 		c->failed |= 1ull << (a - c->aggs);
-		client_data_fence(c, (size_t)(a - c->aggs));
+		client_slot_fence(c, (size_t)(a - c->aggs));
 		return;
 	}
 	SC_ERR("%s", msg);
@@ -74,7 +75,7 @@ void client_agg_fail(struct client *c, struct client_agg *a, int err, const char
 		c->err = err;
 		snprintf(c->errmsg, sizeof(c->errmsg), "%s", msg);
 	}
-	client_data_fail_all(c);
+	client_slot_fail_all(c);
 }
 
 void client_agg_fence(struct client *c, size_t agg, const char *why)
@@ -236,7 +237,7 @@ int client_create(const struct client_params *p, struct client **out)
 		struct client_agg *a = &c->aggs[ai];
 		a->fd = -1;
 		a->st = AGG_CONNECTING;
-		a->q_head = a->q_tail = -1;
+		STAILQ_INIT(&a->queue);
 		a->pending_slot = -1;
 		a->slots = &c->slot_mem[ai * c->window];
 		for (uint32_t si = 0; si < c->window; si++) {
@@ -263,6 +264,8 @@ int client_create(const struct client_params *p, struct client **out)
 	for (uint32_t i = 0; i < c->max_requests; i++) {
 		c->reqs[i].idx = i;
 		c->reqs[i].ra = &c->ra_mem[(size_t)i * c->naggs];
+		for (size_t ai = 0; ai < c->naggs; ai++)
+			c->reqs[i].ra[ai].req = &c->reqs[i];
 		c->free_reqs[i] = c->max_requests - 1 - i;
 	}
 	c->nfree = c->max_requests;
@@ -382,12 +385,12 @@ int client_progress(struct client *c)
 	 * CQ read costs a poll() of the endpoint's sockets on tcp). */
 	for (size_t ai = 0; ai < c->naggs; ai++)
 		if (c->aggs[ai].ep && (c->aggs[ai].inflight || c->aggs[ai].pending_slot >= 0) &&
-		    client_data_poll(c, ai) && !c->failover)
+		    client_slot_poll(c, ai) && !c->failover)
 			return c->err;
 	if (!c->broken)
 		for (size_t ai = 0; ai < c->naggs; ai++)
-			if (c->aggs[ai].q_head >= 0 || c->aggs[ai].pending_slot >= 0)
-				client_data_issue(c, ai);
+			if (!STAILQ_EMPTY(&c->aggs[ai].queue) || c->aggs[ai].pending_slot >= 0)
+				client_slot_issue(c, ai);
 
 	uint64_t t = sc_now_ns();
 	if (t - c->last_ctl_ns >= CLIENT_CTL_INTERVAL_NS) {
@@ -440,7 +443,7 @@ int client_req_check(struct client *c, struct client_req *r, int *done)
 	}
 	if (r->chunks_left || r->inflight)
 		return 0;
-	client_data_retain(c, r);
+	client_retain_req(c, r);
 	client_req_free(c, r);
 	*done = 1;
 	return 0;
@@ -556,7 +559,7 @@ void client_destroy(struct client *c)
 			struct client_agg *a = &c->aggs[ai];
 			if (!a->ep)
 				continue;
-			client_data_poll(c, ai);
+			client_slot_poll(c, ai);
 			for (uint32_t si = 0; si < c->window && !posted; si++)
 				posted = a->slots[si].recv_posted || a->slots[si].send_posted;
 		}

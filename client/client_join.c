@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "hostport.h"
 #include "log.h"
 
 const char *const client_agg_state_what[] = {
@@ -388,38 +389,20 @@ void client_ctl_poll(struct client *c)
 
 int client_parse_endpoint(const char *s, struct client_agg *a, char *why, size_t whylen)
 {
-	char host[CLIENT_NAME_MAX];
-	const char *colon = strrchr(s, ':'), *h = s;
-	size_t hlen;
-	char *end;
+	struct hostport hp;
+	char port[8], what[CLIENT_ERR_MAX];
 
-	if (strlen(s) >= CLIENT_NAME_MAX) {
-		snprintf(why, whylen, "aggregator address too long: \"%.40s...\"", s);
-		return -EINVAL;
-	}
 	snprintf(a->name, sizeof(a->name), "%s", s);
-	if (!colon || colon == s || !colon[1]) {
-		snprintf(why, whylen, "aggregator \"%s\" is not host:port", s);
+	if (hostport_parse(s, &hp, what, sizeof(what))) {
+		snprintf(why, whylen, "aggregator %s", what);
 		return -EINVAL;
 	}
-	hlen = (size_t)(colon - s);
-	if (s[0] == '[' && colon[-1] == ']') {
-		h = s + 1;
-		hlen -= 2;
-	}
-	memcpy(host, h, hlen);
-	host[hlen] = '\0';
-	errno = 0;
-	unsigned long port = strtoul(colon + 1, &end, 10);
-	if (errno || *end || port == 0 || port > 65535) {
-		snprintf(why, whylen, "aggregator \"%s\": bad port \"%s\"", s, colon + 1);
-		return -EINVAL;
-	}
+	snprintf(port, sizeof(port), "%u", hp.port);
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV };
 	struct addrinfo *res = NULL;
-	int rc = getaddrinfo(host, colon + 1, &hints, &res);
+	int rc = getaddrinfo(hp.host, port, &hints, &res);
 	if (rc || !res) {
-		snprintf(why, whylen, "aggregator \"%s\": cannot resolve \"%s\": %s", s, host,
+		snprintf(why, whylen, "aggregator \"%s\": cannot resolve \"%s\": %s", s, hp.host,
 			 gai_strerror(rc));
 		return -EHOSTUNREACH;
 	}

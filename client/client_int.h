@@ -1,18 +1,22 @@
-/* Client library internals, shared by its three files:
- *   client.c       lifecycle: parameters, create/destroy, progress, accessors
- *   client_join.c  the control protocol per aggregator over TCP (connect,
- *                  HELLO, JOIN, READY, PING/PONG, ABORT, LEAVE)
- *   client_data.c  the data path: requests, shards, chunks, slots, results,
- *                  and what the fault path needs (fence, retention, repair)
+/* Client library internals, shared by its files:
+ *   client.c         lifecycle: parameters, create/destroy, progress, accessors
+ *   client_join.c    the control protocol per aggregator over TCP (connect,
+ *                    HELLO, JOIN, READY, PING/PONG, ABORT, LEAVE)
+ *   client_req.c     requests: sharding, chunk numbering, the queues
+ *   client_slot.c    slots and completions: issue, results, fail, fence
+ *   client_mcast.c   results by multicast: the group, datagrams, NACKs
+ *   client_retain.c  what failover needs: retention, which chunks are held
  * Nothing here is part of the library's interface (client.h). */
 #ifndef SUMCAST_CLIENT_INT_H
 #define SUMCAST_CLIENT_INT_H
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 
 #include "client.h"
+#include "hostport.h"
 #include "mcast_link.h"
 #include "seal.h"
 #include "wire.h"
@@ -28,7 +32,7 @@
  * the rank) arrives first and is what the user sees. */
 #define CLIENT_SILENCE_GRACE_MS 2000u
 #define CLIENT_DRAIN_MS 2000u             /* bounded wait for cancelled receives */
-#define CLIENT_NAME_MAX 280
+#define CLIENT_NAME_MAX HOSTPORT_TEXT_MAX
 #define CLIENT_ERR_MAX 512
 #define CLIENT_NO_CHUNK UINT64_MAX
 
@@ -63,7 +67,7 @@ struct client_slot {
 	uint8_t got;          /* the result of `chunk` arrived */
 	uint8_t bounced;      /* the result lands in the slot's bounce buffer */
 	uint8_t role;         /* enum client_role of `chunk` (kept after release) */
-	/* multicast (client_data.c): the result is expected from the group;
+	/* multicast (client_mcast.c): the result is expected from the group;
 	 * it came from there (the unicast receive is being cancelled); a NACK
 	 * is due (not yet accepted by the provider) / was sent (a unicast
 	 * result is coming into the receive) */
@@ -92,7 +96,7 @@ struct client_agg {
 	uint64_t hi;               /* 1 + the highest chunk number whose result arrived */
 	uint32_t inflight;         /* busy slots */
 	int32_t pending_slot;      /* slot whose send got -FI_EAGAIN, -1: none */
-	int32_t q_head, q_tail;    /* requests with chunks not yet issued here */
+	STAILQ_HEAD(, req_agg) queue; /* requests with chunks not yet issued here (FIFO) */
 	uint64_t last_ns;          /* last completion, or first post after idle */
 	uint64_t heard_ns;         /* last control message (PONG included) */
 	uint64_t ping_ns;          /* last PING sent */
@@ -134,7 +138,8 @@ struct req_agg {
 	size_t chunk;      /* chunk bytes for this request here (client_chunk_for) */
 	uint64_t c0;       /* chunk number of the shard's first chunk */
 	uint64_t nchunks;
-	int32_t next;      /* next request in this aggregator's queue */
+	struct client_req *req;     /* whose shard this is */
+	STAILQ_ENTRY(req_agg) link; /* in this aggregator's queue */
 };
 
 struct client_req {
@@ -222,6 +227,24 @@ static inline uint8_t *client_slot_buf(uint8_t *region, const struct client *c, 
 	return region + ((size_t)ai * c->window + si) * c->chunk_bytes;
 }
 
+/* Bytes of the message a slot sends, and of the result it gets (without a
+ * seal's tag): a TAKE sends nothing; a GIVE or SOURCE gets an empty result
+ * (in a sealed job a tag alone, sealed for this rank: wire.h). */
+static inline bool client_role_gives_only(unsigned role)
+{
+	return role == CLIENT_ROLE_GIVE || role == CLIENT_ROLE_SOURCE;
+}
+
+static inline size_t client_slot_send_len(const struct client_slot *s)
+{
+	return s->role == CLIENT_ROLE_TAKE ? 0 : s->len;
+}
+
+static inline size_t client_slot_result_len(const struct client_slot *s)
+{
+	return client_role_gives_only(s->role) ? 0 : s->len;
+}
+
 /* client.c */
 /* An aggregator failed: without failover every request fails with err;
  * with failover the aggregator is fenced and recorded, requests go on. The
@@ -238,23 +261,51 @@ void client_ctl_poll(struct client *c);
 void client_ctl_liveness(struct client *c, uint64_t now);
 /* Best-effort LEAVE on a joined aggregator's socket. */
 void client_ctl_leave(struct client *c, struct client_agg *a);
+/* a->name and a->sa from "host:port" (hostport.h), the host resolved.
+ * 0, -EINVAL (not host:port) or -EHOSTUNREACH, with a sentence in why. */
 int client_parse_endpoint(const char *s, struct client_agg *a, char *why, size_t whylen);
 
-/* client_data.c */
+/* client_req.c */
 /* The role here of r's bytes [off, off + len) (client.h, v1.6). */
 enum client_role client_role_of(const struct client *c, const struct client_req *r, size_t off,
 				size_t len);
-void client_data_issue(struct client *c, size_t ai);
-int client_data_poll(struct client *c, size_t ai);
-void client_data_fail_all(struct client *c);
-/* Cuts a failed aggregator off (closes its endpoint), releases its slots. */
-void client_data_fence(struct client *c, size_t ai);
-/* Copies the request's recent results into the retention slots. */
-void client_data_retain(struct client *c, struct client_req *r);
 void client_req_free(struct client *c, struct client_req *r);
+
+/* client_slot.c */
+/* Issues queued chunks of aggregator ai while slots are free. */
+void client_slot_issue(struct client *c, size_t ai);
+/* Reaps aggregator ai's completions (and its multicast datagrams). */
+int client_slot_poll(struct client *c, size_t ai);
+/* Without failover: every request fails, posted receives are cancelled. */
+void client_slot_fail_all(struct client *c);
+/* Cuts a failed aggregator off (closes its endpoint), releases its slots. */
+void client_slot_fence(struct client *c, size_t ai);
+/* Frees slot s once nothing of it is outstanding. */
+void client_slot_release_if_done(struct client *c, struct client_agg *a, struct client_slot *s);
+/* Where slot si's result lands (r's bytes at off), and that memory's descriptor. */
+uint8_t *client_slot_dst(struct client *c, size_t ai, uint32_t si, struct client_req *r, size_t off,
+			 void **desc);
+/* Posts slot si's unicast result receive (chunk of r at off). */
+int client_slot_post_result(struct client *c, size_t ai, uint32_t si, struct client_req *r,
+			    size_t off);
+/* Slot si's result is in its landing place: opened, copied in, counted.
+ * False when it does not open under the job key. */
+bool client_slot_result_in(struct client *c, struct client_agg *a, size_t ai, uint32_t si,
+			   struct client_req *r);
+
+/* client_mcast.c */
 /* JOIN_OK offered multicast: join the group (or say why not). */
 void client_mc_join(struct client *c, size_t ai, const struct wire_join_ok *o);
 /* Leaves the group: the socket closed (nothing lands afterwards). */
 void client_mc_leave(struct client_agg *a);
+/* A new chunk in slot s: true when its result comes from the group. */
+bool client_mc_expect(struct client *c, struct client_agg *a, struct client_slot *s,
+		      struct client_req *r, size_t off, size_t len);
+/* Datagrams in, and NACKs due. */
+void client_mc_poll(struct client *c, size_t ai);
+
+/* client_retain.c */
+/* Copies the request's recent results into the retention slots. */
+void client_retain_req(struct client *c, struct client_req *r);
 
 #endif

@@ -1,0 +1,185 @@
+/* Client library: requests. A request's elements are sharded over the
+ * aggregators it uses (client_shard), each shard cut into chunks
+ * (client_chunk_for) numbered per aggregator when the request starts: chunk
+ * numbers are assigned in call order, the same on every rank, and chunk c
+ * later uses slot c % window (client_slot.c). A request keeps one cursor per
+ * aggregator, not one struct per chunk, and waits in each aggregator's queue
+ * until its chunks are issued. See client.h for the contract. */
+#include "client_int.h"
+
+#include <errno.h>
+
+#include "chunk.h"
+
+void client_shard(size_t count, size_t elem_size, size_t naggs, size_t agg, size_t *first,
+		  size_t *n)
+{
+	size_t align, per, lo, hi;
+
+	if (!naggs || agg >= naggs || !elem_size) {
+		*first = 0;
+		*n = 0;
+		return;
+	}
+	align = elem_size >= 64 ? 1 : 64 / elem_size;
+	per = (count + naggs - 1) / naggs;
+	per = (per + align - 1) / align * align;
+	lo = agg * per < count ? agg * per : count;
+	hi = agg == naggs - 1 ? count : ((agg + 1) * per < count ? (agg + 1) * per : count);
+	*first = lo;
+	*n = hi - lo;
+}
+
+size_t client_chunk_for(size_t shard_bytes, size_t elem_size, uint32_t chunk_bytes,
+			uint32_t window, uint32_t eager_bytes)
+{
+	return sc_chunk_for(shard_bytes, elem_size, chunk_bytes, window, eager_bytes);
+}
+
+enum client_role client_role_of(const struct client *c, const struct client_req *r, size_t off,
+				size_t len)
+{
+	const struct client_blocks *b = &r->blocks;
+
+	if (b->kind == CLIENT_ALLREDUCE || !len)
+		return CLIENT_ROLE_ALL;
+	uint64_t first = (b->base + off) / b->block, last = (b->base + off + len - 1) / b->block;
+	bool mine = c->rank >= first && c->rank <= last;
+	if (b->kind == CLIENT_REDUCE_SCATTER)
+		return mine ? CLIENT_ROLE_ALL : CLIENT_ROLE_GIVE;
+	if (!mine)
+		return CLIENT_ROLE_TAKE;
+	return first == last ? CLIENT_ROLE_SOURCE : CLIENT_ROLE_ALL;
+}
+
+void client_req_free(struct client *c, struct client_req *r)
+{
+	r->in_use = false;
+	c->free_reqs[c->nfree++] = r->idx;
+}
+
+int client_start(struct client *c, const struct client_blocks *b, const void *send, void *recv,
+		 size_t count, enum sc_dtype t, enum sc_op op, void *send_desc, void *recv_desc,
+		 uint64_t aggs, struct client_req **out)
+{
+	uint64_t all = c->naggs >= 64 ? ~0ull : (1ull << c->naggs) - 1;
+	struct client_req *r;
+
+	if (!aggs)
+		aggs = all;
+	if ((unsigned)t >= SC_DTYPE_COUNT || (unsigned)op >= SC_OP_COUNT ||
+	    !(c->dtype_mask & (1u << t)) || (count && (!send || !recv)) || (aggs & ~all) ||
+	    (b && ((unsigned)b->kind > CLIENT_ALLGATHER || (b->kind != CLIENT_ALLREDUCE && !b->block))))
+		return -EINVAL;
+	if (c->broken)
+		return -EPIPE;
+	if (!c->all_ready)
+		return -ENOTCONN;
+	if (!c->nfree)
+		return -EAGAIN;
+	r = &c->reqs[c->free_reqs[--c->nfree]];
+	r->in_use = true;
+	r->send = send;
+	r->recv = recv;
+	r->sdesc = send_desc;
+	r->rdesc = recv_desc;
+	r->t = t;
+	r->op = op;
+	r->esize = sc_dtype_size(t);
+	r->blocks = b ? *b : (struct client_blocks){ .kind = CLIENT_ALLREDUCE };
+	r->aggs = aggs;
+	r->chunks_left = 0;
+	r->give_bytes = r->take_bytes = 0;
+	r->inflight = 0;
+	r->err = 0;
+	r->fail_ns = 0;
+	const uint8_t *sb = send;
+	uint8_t *rb = recv;
+	size_t bytes = count * r->esize;
+	r->inplace = count && sb < rb + bytes && rb < sb + bytes;
+	size_t m = (size_t)__builtin_popcountll(aggs), k = 0;
+	for (size_t ai = 0; ai < c->naggs; ai++) {
+		struct client_agg *a = &c->aggs[ai];
+		struct req_agg *ra = &r->ra[ai];
+		size_t first = 0, n = 0;
+		if (aggs >> ai & 1)
+			client_shard(count, r->esize, m, k++, &first, &n);
+		ra->first = ra->off = first * r->esize;
+		ra->end = (first + n) * r->esize;
+		ra->c0 = a->next_assign;
+		ra->nchunks = 0;
+		ra->chunk = 0;
+		if (!n)
+			continue;
+		/* A sealed message carries the tag too: the eager cut leaves room. */
+		uint32_t eager = c->eager_bytes > SC_SEAL_TAG && a->sealed ? c->eager_bytes - SC_SEAL_TAG
+									    : c->eager_bytes;
+		ra->chunk = client_chunk_for(n * r->esize, r->esize, a->chunk_bytes, a->window, eager);
+		ra->nchunks = (n * r->esize + ra->chunk - 1) / ra->chunk;
+		a->next_assign += ra->nchunks;
+		r->chunks_left += ra->nchunks;
+		for (uint64_t q = 0; q < ra->nchunks; q++) {
+			size_t off, len;
+			client_req_chunk_range(r, ai, ra->c0 + q, &off, &len);
+			enum client_role role = client_role_of(c, r, off, len);
+			r->give_bytes += role == CLIENT_ROLE_TAKE ? 0 : len;
+			r->take_bytes += client_role_gives_only(role) ? 0 : len;
+		}
+		if (a->st == AGG_DEAD) {
+			ra->off = ra->end; /* failover: the caller repairs these */
+			continue;
+		}
+		STAILQ_INSERT_TAIL(&a->queue, ra, link);
+	}
+	for (size_t ai = 0; ai < c->naggs && !c->broken; ai++)
+		if (r->ra[ai].off != r->ra[ai].end)
+			client_slot_issue(c, ai);
+	*out = r;
+	return 0;
+}
+
+int client_allreduce_on(struct client *c, const void *send, void *recv, size_t count,
+			enum sc_dtype t, enum sc_op op, void *send_desc, void *recv_desc,
+			uint64_t aggs, struct client_req **out)
+{
+	return client_start(c, NULL, send, recv, count, t, op, send_desc, recv_desc, aggs, out);
+}
+
+int client_allreduce(struct client *c, const void *send, void *recv, size_t count,
+		     enum sc_dtype t, enum sc_op op, void *send_desc, void *recv_desc,
+		     struct client_req **out)
+{
+	return client_allreduce_on(c, send, recv, count, t, op, send_desc, recv_desc, 0, out);
+}
+
+void client_req_bytes(const struct client_req *r, size_t *give, size_t *take)
+{
+	*give = r->give_bytes;
+	*take = r->take_bytes;
+}
+
+void client_req_chunks(const struct client_req *r, size_t agg, uint64_t *c0, uint64_t *n)
+{
+	*c0 = r->ra[agg].c0;
+	*n = r->ra[agg].nchunks;
+}
+
+void client_req_chunk_range(const struct client_req *r, size_t agg, uint64_t chunk, size_t *off,
+			    size_t *len)
+{
+	const struct req_agg *ra = &r->ra[agg];
+
+	*off = ra->first + (size_t)(chunk - ra->c0) * ra->chunk;
+	*len = ra->end - *off < ra->chunk ? ra->end - *off : ra->chunk;
+}
+
+void client_req_bufs(const struct client_req *r, const void **send, void **recv)
+{
+	*send = r->send;
+	*recv = r->recv;
+}
+
+size_t client_req_left(const struct client_req *r)
+{
+	return r->chunks_left;
+}

@@ -1,0 +1,151 @@
+/* Client library: what failover needs of the data path (client.h,
+ * "Failover"). A failed aggregator's slots keep the chunk number they
+ * carried and whether its result arrived, which is what client_agg_lo and
+ * client_chunk_held report; when a request completes, its chunks among each
+ * aggregator's last `window` results are copied to the retention slots for
+ * ranks that may still lack them, and client_chunk_data finds a result
+ * there or in a request still in flight. */
+#include "client_int.h"
+
+#include <errno.h>
+#include <string.h>
+
+void client_retain_req(struct client *c, struct client_req *r)
+{
+	if (!c->retention)
+		return;
+	for (size_t ai = 0; ai < c->naggs; ai++) {
+		struct client_agg *a = &c->aggs[ai];
+		const struct req_agg *ra = &r->ra[ai];
+		if (!ra->nchunks || !a->window)
+			continue;
+		/* Only results among the last `window` that arrived here can be
+		 * missing elsewhere (client.h, "Failover"). */
+		uint64_t from = a->hi > a->window ? a->hi - a->window : 0;
+		uint64_t to = ra->c0 + ra->nchunks < a->hi ? ra->c0 + ra->nchunks : a->hi;
+		for (uint64_t ch = from > ra->c0 ? from : ra->c0; ch < to; ch++) {
+			size_t off, len;
+			client_req_chunk_range(r, ai, ch, &off, &len);
+			uint32_t k = (uint32_t)(ch % a->window);
+			enum client_role role = client_role_of(c, r, off, len);
+			/* A GIVE or SOURCE keeps what it sent: a repair may need
+			 * it (the contribution, or the result it is). */
+			memcpy(client_slot_buf(c->retention, c, ai, k),
+			       (client_role_gives_only(role) ? r->send : r->recv) + off, len);
+			a->ret[k].chunk = ch;
+			a->ret[k].len = len;
+			a->ret[k].imm = wire_imm_make(r->t, r->op, 0);
+			a->ret[k].role = (uint8_t)role;
+		}
+	}
+}
+
+uint64_t client_agg_lo(const struct client *c, size_t agg)
+{
+	const struct client_agg *a = &c->aggs[agg];
+	uint64_t lo = a->next_c;
+
+	for (uint32_t si = 0; si < a->window; si++) {
+		const struct client_slot *s = &a->slots[si];
+		if (s->chunk != CLIENT_NO_CHUNK && !s->got && s->chunk < lo)
+			lo = s->chunk;
+	}
+	return lo;
+}
+
+int client_chunk_info(const struct client *c, size_t agg, uint64_t chunk, struct client_chunk *out)
+{
+	const struct client_agg *a = &c->aggs[agg];
+	const struct client_slot *s = a->window ? &a->slots[chunk % a->window] : NULL;
+
+	*out = (struct client_chunk){ .role = CLIENT_ROLE_ALL };
+	if (s && s->chunk == chunk)
+		out->got = s->got;
+	else
+		out->got = chunk < client_agg_lo(c, agg);
+	for (uint32_t i = 0; i < c->max_requests; i++) {
+		struct client_req *r = &c->reqs[i];
+		const struct req_agg *ra = &r->ra[agg];
+		if (r->in_use && chunk >= ra->c0 && chunk - ra->c0 < ra->nchunks) {
+			client_req_chunk_range(r, agg, chunk, &out->off, &out->len);
+			out->req = r;
+			out->role = client_role_of(c, r, out->off, out->len);
+			out->give = out->role == CLIENT_ROLE_TAKE ? NULL : r->send + out->off;
+			out->t = r->t;
+			out->op = r->op;
+			return 0;
+		}
+	}
+	if (a->ret && a->window && a->ret[chunk % a->window].chunk == chunk) {
+		const struct client_retained *k = &a->ret[chunk % a->window];
+		out->role = (enum client_role)k->role;
+		out->len = k->len;
+		out->t = (enum sc_dtype)wire_imm_dtype(k->imm);
+		out->op = (enum sc_op)wire_imm_op(k->imm);
+		if (client_role_gives_only(k->role))
+			out->give = client_slot_buf(c->retention, c, agg, (uint32_t)(chunk % a->window));
+		return 0;
+	}
+	return -ENOENT;
+}
+
+/* client_chunk_held from what client_chunk_info said (rc its return). */
+static bool chunk_held(const struct client_chunk *k, int rc)
+{
+	if (rc)
+		return k->got;
+	/* A source holds its data from the start, but reports it only once
+	 * its empty result came: then every rank has sent the chunk, so a
+	 * rank that lacks it has its request in flight (failover.c). */
+	if (k->role == CLIENT_ROLE_SOURCE)
+		return k->got && k->give != NULL;
+	return k->role != CLIENT_ROLE_GIVE && k->got;
+}
+
+bool client_chunk_held(const struct client *c, size_t agg, uint64_t chunk)
+{
+	struct client_chunk k;
+	int rc = client_chunk_info(c, agg, chunk, &k);
+
+	return chunk_held(&k, rc);
+}
+
+bool client_chunk_lacks(const struct client *c, size_t agg, uint64_t chunk)
+{
+	struct client_chunk k;
+
+	client_chunk_info(c, agg, chunk, &k);
+	return !client_role_gives_only(k.role) && !k.got;
+}
+
+const void *client_chunk_data(const struct client *c, size_t agg, uint64_t chunk, size_t *len)
+{
+	const struct client_agg *a = &c->aggs[agg];
+	struct client_chunk k;
+
+	int rc = client_chunk_info(c, agg, chunk, &k);
+
+	if (rc || !chunk_held(&k, rc))
+		return NULL;
+	*len = k.len;
+	if (k.role == CLIENT_ROLE_SOURCE)
+		return k.give;
+	if (k.req)
+		return k.req->recv + k.off;
+	return client_slot_buf(c->retention, c, agg, (uint32_t)(chunk % a->window));
+}
+
+void client_chunk_done(struct client *c, struct client_req *r, size_t agg, uint64_t chunk)
+{
+	(void)c;
+	(void)agg;
+	(void)chunk;
+	if (r->chunks_left)
+		r->chunks_left--;
+}
+
+void *client_retention(const struct client *c, size_t *len)
+{
+	*len = c->retention ? c->region_bytes : 0;
+	return c->retention;
+}
