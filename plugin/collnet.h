@@ -1,9 +1,24 @@
-/* The collnet engine's private header, shared by
- *   collnet.c      connect, memory, iallreduce/test, close (the engine)
- *   collnet_api.c  NCCL's ncclCollNet vtables v8..v11 (adapters only)
- *   failover.c     surviving aggregator faults (agreement and repair)
- *   tune.c         the adaptive split (measure, agree, decide)
- * Nothing here is exported. */
+/* The collnet engine's private header: what the files of the engine share.
+ * Nothing here is exported; collnet_api.c holds NCCL's vtables and calls the
+ * colln_* entry points below.
+ *
+ * The flow of one collective, and the file for each step:
+ *
+ *   listen, connect    collnet_listen.c (the handle: rank 0's settings),
+ *                      collnet_connect.c (ring neighbours, then the
+ *                      aggregators: collnet_join.c; the nodes agree on the
+ *                      set over the ring: collnet_agree.c)
+ *   regMr              collnet_mr.c (on the ring's endpoint and the client's)
+ *   NCCL call          collnet_allreduce.c (iallreduce), collnet_window.c
+ *                      (iallgather / ireducescatter: CollNet Direct windows)
+ *   -> split           split.c (the model), tune.c (the adaptive split)
+ *   -> aggregators     the client library (client.h), and / or
+ *   -> ring            ring.c
+ *   -> completion      collnet_req.c (request slots, test), collnet_trace.c
+ *                      (a JSON line per request), collnet_stall.c (what a
+ *                      request waits for, when it waits too long)
+ *   faults             failover.c (notices, agreement, repair)
+ *   closeColl          collnet_close.c */
 #ifndef SUMCAST_PLUGIN_COLLNET_H
 #define SUMCAST_PLUGIN_COLLNET_H
 
@@ -18,6 +33,34 @@
 
 #define COLL_REQS 16
 #define COLL_RANKS_MAX 2048 /* ring tags carry the step in 12 bits */
+
+/* ---- the listen handle (collnet_listen.c fills it, collnet_connect.c
+ * reads rank 0's: the settings every node must share travel in it) ---- */
+
+#define COLL_MAGIC 0x53434331u /* "SCC1" */
+#define COLL_F_SHARED_HOST 1u /* every aggregator on this host: never split */
+#define COLL_F_DETERMINISTIC 2u /* SUMCAST_DETERMINISTIC on rank 0: rank-order sums */
+#define COLL_F_NO_FAILOVER 4u   /* SUMCAST_FAILOVER=false on rank 0: faults fail requests */
+
+struct coll_handle {
+	uint32_t magic;
+	uint16_t addrlen;
+	uint16_t flags; /* COLL_F_* */
+	uint8_t addr[FABRIC_ADDR_MAX];
+	uint64_t job_id;
+	int32_t split_ppm; /* -1: auto (adaptive), -2: model */
+	uint32_t link_mbps, agg_mbps;
+	uint32_t agg_eff_ppm; /* split model's aggregator efficiency, parts per million */
+	uint32_t lat_ns; /* one hop, for the split's latency terms */
+	uint64_t small_bytes;
+	uint32_t eager_bytes; /* eager cut for aggregator chunks and ring columns, 0: none */
+};
+_Static_assert(sizeof(struct coll_handle) <= NCCL_NET_HANDLE_MAXSIZE, "handle too large");
+
+struct coll_listen {
+	struct fabric *f; /* NULL once a collComm owns it */
+	uint64_t job_id;
+};
 
 struct coll_mr {
 	struct fabric_mr ring; /* on the collnet's endpoint (ring, repairs) */
@@ -203,7 +246,7 @@ struct coll_comm {
 	struct coll_wstage wstage[COLL_REQS];
 };
 
-/* ---- the engine (collnet.c), called by collnet_api.c ---- */
+/* ---- the engine's entry points (collnet_*.c), called by collnet_api.c ---- */
 int colln_listen(int dev, void *handle, void **listen_comm);
 int colln_connect(void *handles[], int nranks, int rank, void *listen_comm, void **coll_comm);
 int colln_reduce_support(ncclDataType_t t, ncclRedOp_t op, int *supported);
@@ -227,12 +270,47 @@ int colln_close(void *coll_comm);
 int colln_close_listen(void *listen_comm);
 
 
-/* Blocking (bounded by deadline) min-allreduce of n int64 over the ring,
+/* ---- shared between the engine's files ---- */
+
+/* collnet_agree.c: blocking (bounded by deadline) min-allreduce of n int64 over the ring,
  * under the agreement tags of epoch 0xFFFF (before and after failover's
  * epochs) and `round`; serve: drive failover_progress meanwhile. */
 enum { COLL_AGREE_CONNECT = 0, COLL_AGREE_CLOSE = 1 };
 int coll_agree(struct coll_comm *cc, int64_t *vals, size_t n, uint32_t round, uint64_t deadline,
 	       bool serve);
+
+/* collnet_join.c: SUMCAST_AGGREGATORS into cc->aggs; then every
+ * aggregator joined: 0 when each is READY or failed and at least one is
+ * READY (client_agg_alive tells which). */
+void coll_aggs_parse(struct coll_comm *cc);
+int coll_join(struct coll_comm *cc, uint64_t deadline);
+
+/* collnet_mr.c: [data, + size) registered on the collnet's endpoint and,
+ * with aggregators, on the client's domain. */
+int coll_mr_reg(struct coll_comm *cc, void *data, size_t size, struct coll_mr *m);
+void coll_mr_dereg(struct coll_mr *m);
+
+/* collnet_req.c: a free request slot (NULL: all in flight, NCCL retries),
+ * and the fields every request starts with (the rest zero). */
+struct coll_req *coll_req_slot(struct coll_comm *cc, uint32_t *slot);
+void coll_req_init(struct coll_comm *cc, struct coll_req *r, enum coll_kind kind, size_t count,
+		   enum sc_dtype d, enum sc_op o, const void *send, void *recv, struct coll_mr *sm,
+		   struct coll_mr *rm);
+
+/* collnet_window.c: a window slot's staging registrations go before the
+ * domains close (collnet_close.c), the memory after the endpoints. */
+void coll_wstage_dereg(struct coll_wstage *w);
+void coll_wstage_free(struct coll_wstage *w);
+
+/* collnet_trace.c: SUMCAST_TRACE's file, a line per request as it ends. */
+const char *coll_kind_name(enum coll_kind k);
+void coll_trace_open(struct coll_comm *cc);
+void coll_trace_req(struct coll_comm *cc, const struct coll_req *r, uint64_t t_end, int rc);
+void coll_trace_close(struct coll_comm *cc);
+
+/* collnet_stall.c: request r has waited past SUMCAST_AGG_TIMEOUT: log once
+ * what this node waits for. */
+void coll_stall_dump(struct coll_comm *cc, struct coll_req *r);
 
 /* failover.c */
 /* After connect: epoch 0 over the aggregators every node joined. */

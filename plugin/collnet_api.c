@@ -1,5 +1,5 @@
 /* ncclCollNet v8..v11: NCCL's vtables and the adapters from each version's
- * calling convention to the engine (collnet.c), which takes and returns
+ * calling convention to the engine (collnet_*.c), which takes and returns
  * negative errnos; plugin_result() maps them to ncclResult_t here, in one
  * place. Nothing but the vtables is exported. */
 #include "collnet.h"
