@@ -1,6 +1,11 @@
 /* The collnet engine's private header: what the files of the engine share.
- * Nothing here is exported; collnet_api.c holds NCCL's vtables and calls the
- * colln_* entry points below.
+ * Nothing here is exported. Names say where a function sits:
+ *   nccl_coll_*    the NCCL adapter (collnet_nccl.c: the vtables), static;
+ *   collnet_*      the engine's entry points, one per NCCL call, which the
+ *                  adapter calls (negative errnos in, out);
+ *   coll_<obj>_*   helpers the engine's files share, named for the object
+ *                  they work on (coll_req_*, coll_mr_*, coll_trace_*);
+ *   failover_*, tune_*, ring_*, split_*: the modules below the engine.
  *
  * The flow of one collective, and the file for each step:
  *
@@ -246,28 +251,28 @@ struct coll_comm {
 	struct coll_wstage wstage[COLL_REQS];
 };
 
-/* ---- the engine's entry points (collnet_*.c), called by collnet_api.c ---- */
-int colln_listen(int dev, void *handle, void **listen_comm);
-int colln_connect(void *handles[], int nranks, int rank, void *listen_comm, void **coll_comm);
-int colln_reduce_support(ncclDataType_t t, ncclRedOp_t op, int *supported);
-int colln_reg_mr(void *coll_comm, void *data, size_t size, int type, void **mhandle);
-int colln_dereg_mr(void *coll_comm, void *mhandle);
-int colln_iallreduce(void *coll_comm, void *send, void *recv, size_t count, ncclDataType_t t,
+/* ---- the engine's entry points (collnet_*.c), called by collnet_nccl.c ---- */
+int collnet_listen(int dev, void *handle, void **listen_comm);
+int collnet_connect(void *handles[], int nranks, int rank, void *listen_comm, void **coll_comm);
+int collnet_reduce_support(ncclDataType_t t, ncclRedOp_t op, int *supported);
+int collnet_reg_mr(void *coll_comm, void *data, size_t size, int type, void **mhandle);
+int collnet_dereg_mr(void *coll_comm, void *mhandle);
+int collnet_iallreduce(void *coll_comm, void *send, void *recv, size_t count, ncclDataType_t t,
 		     ncclRedOp_t op, void *send_mh, void *recv_mh, void **request);
 /* CollNet Direct's window collectives (docs/plugin.md, "ReduceScatter and
  * AllGather"): one part, the window [window_offset, + window_bytes) of the
  * global buffer of nranks x bytes_per_rank bytes. iallgather's send points
  * at this node's block where the window meets it (NCCL's pointer rule);
  * ireducescatter's recv likewise. NULL *request: retry. */
-int colln_iallgather(void *coll_comm, void *send, int nparts, const ncclNetSGE_t *parts,
+int collnet_iallgather(void *coll_comm, void *send, int nparts, const ncclNetSGE_t *parts,
 		     size_t bytes_per_rank, size_t window_offset, size_t window_bytes, void *send_mh,
 		     void **request);
-int colln_ireducescatter(void *coll_comm, int nparts, const ncclNetSGE_t *parts, void *recv,
+int collnet_ireducescatter(void *coll_comm, int nparts, const ncclNetSGE_t *parts, void *recv,
 			 size_t bytes_per_rank, size_t window_offset, size_t window_bytes,
 			 ncclDataType_t t, ncclRedOp_t op, void *recv_mh, void **request);
-int colln_test(void *request, int *done, int *size);
-int colln_close(void *coll_comm);
-int colln_close_listen(void *listen_comm);
+int collnet_test(void *request, int *done, int *size);
+int collnet_close(void *coll_comm);
+int collnet_close_listen(void *listen_comm);
 
 
 /* ---- shared between the engine's files ---- */

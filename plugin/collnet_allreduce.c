@@ -14,7 +14,7 @@
 
 #include "log.h"
 
-int colln_reduce_support(ncclDataType_t t, ncclRedOp_t op, int *supported)
+int collnet_reduce_support(ncclDataType_t t, ncclRedOp_t op, int *supported)
 {
 	enum sc_dtype d;
 	enum sc_op o;
@@ -23,7 +23,7 @@ int colln_reduce_support(ncclDataType_t t, ncclRedOp_t op, int *supported)
 	return 0;
 }
 
-int colln_iallreduce(void *coll_comm, void *send, void *recv, size_t count, ncclDataType_t t,
+int collnet_iallreduce(void *coll_comm, void *send, void *recv, size_t count, ncclDataType_t t,
 		     ncclRedOp_t op, void *send_mh, void *recv_mh, void **request)
 {
 	struct coll_comm *cc = coll_comm;

@@ -38,7 +38,7 @@ static void close_barrier(struct coll_comm *cc)
 			(unsigned long long)cc->job_id, cc->rank, (sc_now_ns() - t0) / 1e6);
 }
 
-int colln_close(void *coll_comm)
+int collnet_close(void *coll_comm)
 {
 	struct coll_comm *cc = coll_comm;
 	struct coll_stats *s;

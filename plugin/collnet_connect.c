@@ -28,7 +28,7 @@ static const struct coll_handle *handle_check(void *p, int i)
 	return h;
 }
 
-int colln_connect(void *handles[], int nranks, int rank, void *listen_comm, void **coll_comm)
+int collnet_connect(void *handles[], int nranks, int rank, void *listen_comm, void **coll_comm)
 {
 	struct coll_listen *lc = listen_comm;
 	struct coll_comm *cc;

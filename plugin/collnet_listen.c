@@ -39,7 +39,7 @@ static int eager_parse(const char *s, const char *provider, uint32_t *out)
 	return 0;
 }
 
-int colln_listen(int dev, void *handle, void **listen_comm)
+int collnet_listen(int dev, void *handle, void **listen_comm)
 {
 	struct coll_handle *h = handle;
 	struct coll_listen *lc;
@@ -95,7 +95,7 @@ int colln_listen(int dev, void *handle, void **listen_comm)
 	return 0;
 }
 
-int colln_close_listen(void *listen_comm)
+int collnet_close_listen(void *listen_comm)
 {
 	struct coll_listen *lc = listen_comm;
 

@@ -38,7 +38,7 @@ void coll_mr_dereg(struct coll_mr *m)
 	fabric_mr_dereg(&m->ring);
 }
 
-int colln_reg_mr(void *coll_comm, void *data, size_t size, int type, void **mhandle)
+int collnet_reg_mr(void *coll_comm, void *data, size_t size, int type, void **mhandle)
 {
 	struct coll_comm *cc = coll_comm;
 	struct coll_mr *m;
@@ -60,7 +60,7 @@ int colln_reg_mr(void *coll_comm, void *data, size_t size, int type, void **mhan
 	return 0;
 }
 
-int colln_dereg_mr(void *coll_comm, void *mhandle)
+int collnet_dereg_mr(void *coll_comm, void *mhandle)
 {
 	struct coll_mr *m = mhandle;
 

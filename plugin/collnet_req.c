@@ -65,7 +65,7 @@ static void req_end(struct coll_comm *cc, struct coll_req *r)
 	r->used = false;
 }
 
-int colln_test(void *request, int *done, int *size)
+int collnet_test(void *request, int *done, int *size)
 {
 	struct coll_req *r = request;
 	struct coll_comm *cc = r->cc;

@@ -190,7 +190,7 @@ static int window_agg_start(struct coll_comm *cc, struct coll_req *r, uint64_t a
 	return 0;
 }
 
-int colln_iallgather(void *coll_comm, void *send, int nparts, const ncclNetSGE_t *parts,
+int collnet_iallgather(void *coll_comm, void *send, int nparts, const ncclNetSGE_t *parts,
 		     size_t bytes_per_rank, size_t window_offset, size_t window_bytes, void *send_mh,
 		     void **request)
 {
@@ -240,7 +240,7 @@ int colln_iallgather(void *coll_comm, void *send, int nparts, const ncclNetSGE_t
 	return window_issued(cc, r, r->ring.err, request);
 }
 
-int colln_ireducescatter(void *coll_comm, int nparts, const ncclNetSGE_t *parts, void *recv,
+int collnet_ireducescatter(void *coll_comm, int nparts, const ncclNetSGE_t *parts, void *recv,
 			 size_t bytes_per_rank, size_t window_offset, size_t window_bytes,
 			 ncclDataType_t t, ncclRedOp_t op, void *recv_mh, void **request)
 {

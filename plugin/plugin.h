@@ -1,7 +1,7 @@
 /* Internals shared by the plugin's modules: settings, logging into NCCL,
  * error mapping, device properties, the p2p engine (net_comm.c) and the
  * collnet engine (collnet_*.c, ring.c, split.c). Nothing here is exported;
- * only the vtables in net.c and collnet_api.c carry SC_EXPORT. */
+ * only the vtables in net_nccl.c and collnet_nccl.c carry SC_EXPORT. */
 #ifndef SUMCAST_PLUGIN_H
 #define SUMCAST_PLUGIN_H
 
