@@ -28,7 +28,7 @@ enum sc_tag_kind {
 	SC_TAG_NET_CONN = 0x1,
 	SC_TAG_NET_ACK = 0x2,
 	SC_TAG_NET_DATA = 0x3,
-	SC_TAG_TUNE = 0x4,
+	SC_TAG_ADAPT = 0x4,
 	SC_TAG_RING = 0x5,
 	SC_TAG_REDO = 0x6,
 	SC_TAG_AGREE = 0x7,
@@ -94,10 +94,10 @@ static inline uint64_t sc_tag_redo_chunk(uint32_t agg, uint64_t chunk)
 	return (uint64_t)SC_TAG_REDO_CHUNK << 60 | (uint64_t)(agg & 0x3F) << 54 |
 	       (chunk & 0x3FFFFFFFull) << 24;
 }
-/* The agreement on window n's figures of the adaptive split (tune.c). */
-static inline uint64_t sc_tag_tune(uint64_t n)
+/* The agreement on window n's figures of the adaptive split (plugin/collnet_adapt.c). */
+static inline uint64_t sc_tag_adapt(uint64_t n)
 {
-	return (uint64_t)SC_TAG_TUNE << 60 | (n & 0xFFFFFFFFull) << 24;
+	return (uint64_t)SC_TAG_ADAPT << 60 | (n & 0xFFFFFFFFull) << 24;
 }
 static inline uint64_t sc_tag_notice(void)
 {

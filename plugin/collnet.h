@@ -5,7 +5,9 @@
  *                  adapter calls (negative errnos in, out);
  *   coll_<obj>_*   helpers the engine's files share, named for the object
  *                  they work on (coll_req_*, coll_mr_*, coll_trace_*);
- *   failover_*, tune_*, ring_*, split_*: the modules below the engine.
+ *   coll_adapt_*   the adaptive split as a communicator runs it (collnet_adapt.c;
+ *                  split.c has the controller it runs);
+ *   failover_*, ring_*, split_*: the modules below the engine.
  *
  * The flow of one collective, and the file for each step:
  *
@@ -16,7 +18,9 @@
  *   regMr              collnet_mr.c (on the ring's endpoint and the client's)
  *   NCCL call          collnet_allreduce.c (iallreduce), collnet_window.c
  *                      (iallgather / ireducescatter: CollNet Direct windows)
- *   -> split           split.c (the model), tune.c (the adaptive split)
+ *   -> split           split.c (the model, and the adaptive split's
+ *                      controller), collnet_adapt.c (the adaptive split as
+ *                      a communicator runs it: measure, agree, apply)
  *   -> aggregators     the client library (client.h), and / or
  *   -> ring            ring.c
  *   -> completion      collnet_req.c (request slots, test), collnet_trace.c
@@ -99,9 +103,9 @@ struct coll_req {
 	uint64_t redone_bytes; /* bytes of it repaired here (copied from a node or redone) */
 	uint64_t t0, t_agg, t_ring;
 	double frac;   /* the share decided for the aggregators (trace) */
-	bool tuned;    /* an adaptive request: tune_ord is its number among them */
-	uint64_t tune_ord;
-	int32_t tune_ppm;
+	bool adaptive; /* an adaptive request: adapt_ord is its number among them */
+	uint64_t adapt_ord;
+	int32_t adapt_ppm;
 	bool stall_logged; /* waited past SUMCAST_AGG_TIMEOUT: the state was logged */
 	/* a reduce-scatter window through the aggregators: its reduced window
 	 * lands in the slot's staging (recv), this node's part is copied to
@@ -193,30 +197,30 @@ struct failover {
 	uint64_t faults, copied_bytes, redone_bytes;
 };
 
-/* ---- the adaptive split (tune.c; split.h has the controller) ---- */
+/* ---- the adaptive split (collnet_adapt.c; split.h has the controller) ---- */
 
-#define TUNE_WINS 4 /* windows being measured or agreed at once, at most */
+#define ADAPT_WINS 4 /* windows being measured or agreed at once, at most */
 
 /* One window of adaptive requests, by number within the window. */
-struct tune_win {
+struct coll_adapt_win {
 	uint32_t done;
 	struct split_rec rec[SPLIT_ADAPT_WINDOW];
 };
 
-struct tune {
+struct coll_adapt {
 	bool on;
 	struct split_adapt sa;   /* the state after the last agreed window */
-	/* window w's splits: plan0 for windows 0 and 1, plan[w % TUNE_WINS]
+	/* window w's splits: plan0 for windows 0 and 1, plan[w % ADAPT_WINS]
 	 * from 2 on (decided on window w - 2) */
 	int32_t plan0[SPLIT_ADAPT_CLASSES];
-	int32_t plan[TUNE_WINS][SPLIT_ADAPT_CLASSES];
+	int32_t plan[ADAPT_WINS][SPLIT_ADAPT_CLASSES];
 	uint64_t issued;         /* adaptive requests issued */
 	uint64_t agreed;         /* windows 0 .. agreed - 1 agreed and decided */
-	struct tune_win win[TUNE_WINS];
+	struct coll_adapt_win win[ADAPT_WINS];
 	struct split_ends ends[SPLIT_ADAPT_CLASSES]; /* of the windows measured so far */
 	struct ring_op op;       /* the agreement on window `agreed` */
 	bool running;
-	int64_t *v;              /* this node's figures (tune.c's TUNE_NV), then the agreed */
+	int64_t *v;              /* this node's figures (collnet_adapt.c's ADAPT_NV), then the agreed */
 	struct fabric_mr mr;
 	uint64_t changes;        /* splits changed (close summary) */
 	int64_t jobs;            /* agreed: jobs the busiest aggregator serves (0: unknown) */
@@ -235,7 +239,7 @@ struct coll_comm {
 	uint32_t eager_bytes; /* rank 0's */
 	bool deterministic;    /* rank 0's SUMCAST_DETERMINISTIC: join with WIRE_JOIN_F_DETERMINISTIC */
 	bool failover;         /* rank 0's SUMCAST_FAILOVER: survive aggregator faults (failover.c) */
-	bool adaptive;         /* rank 0's SUMCAST_SPLIT=auto, not deterministic: tune.c */
+	bool adaptive;         /* rank 0's SUMCAST_SPLIT=auto, not deterministic: collnet_adapt.c */
 	FILE *trace;           /* SUMCAST_TRACE: a JSON line per allreduce; NULL: off */
 	uint64_t next_idx;     /* requests issued */
 	bool failed;           /* a request failed: NCCL has an error (no close barrier) */
@@ -246,7 +250,7 @@ struct coll_comm {
 	uint8_t key[256];
 	size_t key_len;
 	struct failover fo;
-	struct tune tune;
+	struct coll_adapt adapt;
 	struct coll_req reqs[COLL_REQS];
 	struct coll_wstage wstage[COLL_REQS];
 };
@@ -339,23 +343,23 @@ void failover_dump(const struct coll_comm *cc, int level);
 /* A request leaves (completed or failed): forget it in repairs. */
 void failover_req_gone(struct coll_comm *cc, struct coll_req *r);
 
-/* tune.c */
+/* collnet_adapt.c */
 /* With SUMCAST_SPLIT=auto, aggregators and at least two nodes: start
  * adapting from the model's splits (cc->model holds the live set). */
-int tune_init(struct coll_comm *cc);
+int coll_adapt_init(struct coll_comm *cc);
 /* Finishes the agreements every node has started (close: a node that left
  * early must not leave another's agreement without its part), bounded by
  * deadline; then frees. */
-void tune_fini(struct coll_comm *cc, uint64_t deadline);
+void coll_adapt_fini(struct coll_comm *cc, uint64_t deadline);
 /* The split of an allreduce of `bytes` about to be issued: 1 and *ppm (an
  * adaptive request), 0 (not adaptive: the model decides), -EAGAIN (its
  * window's decision is not agreed yet: NCCL retries). */
-int tune_split(struct coll_comm *cc, size_t bytes, int32_t *ppm);
-/* The adaptive request r was issued at r->tune_ppm. */
-void tune_issued(struct coll_comm *cc, struct coll_req *r);
+int coll_adapt_split(struct coll_comm *cc, size_t bytes, int32_t *ppm);
+/* The adaptive request r was issued at r->adapt_ppm. */
+void coll_adapt_issued(struct coll_comm *cc, struct coll_req *r);
 /* An adaptive request completed at t_end. */
-void tune_done(struct coll_comm *cc, const struct coll_req *r, uint64_t t_end);
+void coll_adapt_done(struct coll_comm *cc, const struct coll_req *r, uint64_t t_end);
 /* Drives the agreements (no completion queue read). 0 or the error. */
-int tune_step(struct coll_comm *cc);
+int coll_adapt_step(struct coll_comm *cc);
 
 #endif

@@ -1,7 +1,7 @@
 /* iallreduce, NCCL's allreduce call: the split, then both paths at once.
  * [0, a) goes to the aggregators of the request's epoch (the client
  * library, client_allreduce_on), [a, count) to the ring (ring.c); a comes
- * from rank 0's model (split.c) or the adaptive split (tune.c), so every
+ * from rank 0's model (split.c) or the adaptive split (collnet_adapt.c), so every
  * node cuts alike. A request whose aggregator set holds one that already
  * failed is repaired at once (failover.c). Completion: collnet_req.c.
  * Returns a NULL request (NCCL retries) when every request slot is in
@@ -41,7 +41,7 @@ int collnet_iallreduce(void *coll_comm, void *send, void *recv, size_t count, nc
 	}
 	rc = failover_progress(cc);
 	if (!rc)
-		rc = tune_step(cc);
+		rc = coll_adapt_step(cc);
 	if (rc)
 		return rc;
 	if (failover_busy(cc))
@@ -55,10 +55,10 @@ int collnet_iallreduce(void *coll_comm, void *send, void *recv, size_t count, nc
 	struct split_model m = cc->model;
 	m.naggs = (uint32_t)__builtin_popcountll(aggs);
 	int32_t tppm = -1;
-	int tuned = aggs ? tune_split(cc, count * es, &tppm) : 0;
-	if (tuned == -EAGAIN)
+	int adaptive = aggs ? coll_adapt_split(cc, count * es, &tppm) : 0;
+	if (adaptive == -EAGAIN)
 		return 0; /* its window's split is not agreed yet: NCCL retries */
-	double frac = !aggs ? 0 : tuned ? tppm / (double)SPLIT_PPM : split_fraction(&m, count * es);
+	double frac = !aggs ? 0 : adaptive ? tppm / (double)SPLIT_PPM : split_fraction(&m, count * es);
 	size_t a = split_count(frac, count, es);
 	struct client_req *creq = NULL;
 	if (a) {
@@ -81,9 +81,9 @@ int collnet_iallreduce(void *coll_comm, void *send, void *recv, size_t count, nc
 	r->epoch = epoch;
 	r->agg_done = a == 0;
 	r->frac = frac;
-	r->tune_ppm = tppm;
-	if (tuned)
-		tune_issued(cc, r);
+	r->adapt_ppm = tppm;
+	if (adaptive)
+		coll_adapt_issued(cc, r);
 	r->t0 = sc_now_ns();
 	ring_op_start(&cc->ring, &r->ring, r->seq, (const char *)send + a * es, (char *)recv + a * es,
 		      count - a, d, o, sm ? sm->ring.desc : NULL, rm ? rm->ring.desc : NULL, slot);

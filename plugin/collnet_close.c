@@ -45,7 +45,7 @@ int collnet_close(void *coll_comm)
 
 	if (!cc)
 		return 0;
-	tune_fini(cc, sc_now_ns() + (uint64_t)plugin_cfg.agg_timeout_ms * 1000000ull);
+	coll_adapt_fini(cc, sc_now_ns() + (uint64_t)plugin_cfg.agg_timeout_ms * 1000000ull);
 	close_barrier(cc);
 	s = &cc->st;
 	for (int i = 0; i < COLL_REQS; i++)
@@ -94,7 +94,7 @@ int collnet_close(void *coll_comm)
 	ring_free(&cc->ring);
 	for (int i = 0; i < COLL_REQS; i++)
 		coll_wstage_free(&cc->wstage[i]);
-	free(cc->tune.v);
+	free(cc->adapt.v);
 	free(cc);
 	return 0;
 }

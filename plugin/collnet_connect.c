@@ -6,7 +6,7 @@
  * node joined are used; if none (or the lists differ), every node drops
  * them and the collnet is a pure ring (one WARN line says why). connect
  * blocks, bounded by SUMCAST_CONNECT_TIMEOUT. Failover (failover.c) and the
- * adaptive split (tune.c) start here; requests come next
+ * adaptive split (collnet_adapt.c) start here; requests come next
  * (collnet_allreduce.c, collnet_window.c). */
 #include "collnet.h"
 
@@ -123,13 +123,13 @@ int collnet_connect(void *handles[], int nranks, int rank, void *listen_comm, vo
 		if (rc)
 			goto err_ring;
 		cc->model.naggs = (uint32_t)__builtin_popcountll(live);
-		rc = tune_init(cc);
+		rc = coll_adapt_init(cc);
 		if (rc) {
 			failover_fini(cc);
 			goto err_ring;
 		}
 		/* rank 0's split, which every node uses */
-		if (cc->tune.on)
+		if (cc->adapt.on)
 			snprintf(split_s, sizeof(split_s), "adaptive");
 		else if (cc->model.fixed < 0)
 			snprintf(split_s, sizeof(split_s), "model");

@@ -2,7 +2,7 @@
  * takes one of (collnet_allreduce.c, collnet_window.c), and test, where the
  * flow ends. test reads each completion queue once (the ring's, each
  * aggregator endpoint's), drives failover (failover.c) and the adaptive
- * split (tune.c), moves every request's ring part, checks its aggregator
+ * split (collnet_adapt.c), moves every request's ring part, checks its aggregator
  * part with the client, and completes it when both paths and its repairs
  * are done: the trace line (collnet_trace.c), the statistics the close
  * line sums (collnet_close.c), a window's part out of the staging. */
@@ -81,7 +81,7 @@ int collnet_test(void *request, int *done, int *size)
 		client_progress(cc->client);
 	rc = failover_step(cc);
 	if (!rc)
-		rc = tune_step(cc);
+		rc = coll_adapt_step(cc);
 	/* Every active request moves, not only the one NCCL asks about. */
 	for (int i = 0; i < COLL_REQS; i++)
 		if (cc->reqs[i].used && &cc->reqs[i] != r)
@@ -118,8 +118,8 @@ int collnet_test(void *request, int *done, int *size)
 	}
 	uint64_t t_end = sc_now_ns();
 	coll_trace_req(cc, r, t_end, 0);
-	if (r->tuned)
-		tune_done(cc, r, t_end);
+	if (r->adaptive)
+		coll_adapt_done(cc, r, t_end);
 	if (size)
 		*size = (int)(r->count * r->es);
 	if (r->coll != COLL_ALLREDUCE) {

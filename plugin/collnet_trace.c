@@ -57,7 +57,7 @@ void coll_trace_req(struct coll_comm *cc, const struct coll_req *r, uint64_t t_e
 		r->count * r->es, r->a * r->es, (unsigned long long)r->t0, (t_end - r->t0) / 1e3, agg,
 		ring, r->epoch, (unsigned long long)r->redone_bytes, r->agg_give, r->agg_take,
 		coll_kind_name((enum coll_kind)r->coll), r->coll == COLL_ALLREDUCE ? r->frac : r->a ? 1.0 : 0.0,
-		r->tuned ? "true" : "false", rc ? "error" : "ok");
+		r->adaptive ? "true" : "false", rc ? "error" : "ok");
 }
 
 void coll_trace_close(struct coll_comm *cc)
