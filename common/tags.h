@@ -70,7 +70,7 @@ static inline uint64_t sc_tag_ring(uint32_t seq, uint32_t step, size_t col)
 	       (uint64_t)(step & 0xFFF) << 28 | (uint64_t)(col & 0xFFFFFFF);
 }
 
-/* ---- collnet failover (plugin/failover.c); ring ops put their step at
+/* ---- collnet failover (plugin/failover*.c); ring ops put their step at
  * bit SC_TAG_FO_STEP_SHIFT and the column below ---- */
 #define SC_TAG_FO_STEP_SHIFT 12u
 static inline uint64_t sc_tag_redo(uint32_t seq, uint32_t agg, uint32_t run)
@@ -88,7 +88,7 @@ static inline uint64_t sc_tag_copy(uint32_t agg, uint32_t k)
 	return (uint64_t)SC_TAG_COPY << 60 | (uint64_t)(agg & 0x3F) << 34 | (uint64_t)(k & 0xFFFFF);
 }
 /* The ring allreduce that recomputes one chunk of a failed aggregator from
- * every node's contribution (a window op's chunk: failover.c). */
+ * every node's contribution (a window op's chunk: failover_repair.c). */
 static inline uint64_t sc_tag_redo_chunk(uint32_t agg, uint64_t chunk)
 {
 	return (uint64_t)SC_TAG_REDO_CHUNK << 60 | (uint64_t)(agg & 0x3F) << 54 |

@@ -26,7 +26,9 @@
  *   -> completion      collnet_req.c (request slots, test), collnet_trace.c
  *                      (a JSON line per request), collnet_stall.c (what a
  *                      request waits for, when it waits too long)
- *   faults             failover.c (notices, agreement, repair)
+ *   faults             failover.c (notices, agreement), failover_plan.c
+ *                      (its decisions, pure), failover_repair.c (copies and
+ *                      redos over the ring)
  *   closeColl          collnet_close.c */
 #ifndef SUMCAST_PLUGIN_COLLNET_H
 #define SUMCAST_PLUGIN_COLLNET_H
@@ -36,6 +38,7 @@
 #include <stdio.h>
 
 #include "client.h"
+#include "failover_plan.h"
 #include "plugin.h"
 #include "ring.h"
 #include "split.h"
@@ -136,25 +139,6 @@ struct coll_wstage {
 };
 
 /* ---- failover (failover.c) ---- */
-
-/* From request `from` on, the aggregator part is sharded over `live`. */
-struct fo_epoch {
-	uint64_t from;
-	uint64_t live;
-};
-
-/* What every node agreed on for one failed aggregator: every node had the
- * result of every chunk below lo; of the `w` chunks from lo on, holder[k]
- * is the lowest rank that has chunk lo + k (INT64_MAX: none) and lacker[k]
- * the lowest rank that does not (INT64_MAX: none). */
-struct fo_dead {
-	bool agreed;
-	uint32_t epoch;
-	uint64_t lo;
-	uint32_t w;
-	int64_t *holder, *lacker;
-	char why[160];
-};
 
 struct fo_item;
 
@@ -342,6 +326,26 @@ int failover_req_started(struct coll_comm *cc, struct coll_req *r);
 void failover_dump(const struct coll_comm *cc, int level);
 /* A request leaves (completed or failed): forget it in repairs. */
 void failover_req_gone(struct coll_comm *cc, struct coll_req *r);
+/* Recovering failed (err): every request of the communicator fails. */
+void failover_fail(struct coll_comm *cc, int err, const char *what);
+
+/* failover_repair.c: the repairs failover_plan.c decides, carried out. */
+/* This node's part of the repair of `set` (cc->fo.deads agreed): 0 or the
+ * error that stopped it; the counts the fault's WARN line gives. */
+int failover_repair_plan(struct coll_comm *cc, uint64_t set, struct fo_counts *n);
+/* Request r, just issued, redoes its part on the aggregators already dead. */
+int failover_repair_req(struct coll_comm *cc, struct coll_req *r, struct fo_counts *n);
+/* Drives every repair; a failed one fails the failover (failover_fail). */
+void failover_repair_progress(struct coll_comm *cc);
+/* Close: cancels the repairs' receives and ring ops, then tells whether
+ * copies still have transfers posted, then frees them. */
+void failover_repair_cancel(struct coll_comm *cc);
+bool failover_repair_posted(const struct coll_comm *cc);
+void failover_repair_free(struct coll_comm *cc);
+/* Repairs no longer hold r (it left). */
+void failover_repair_forget(struct coll_comm *cc, const struct coll_req *r);
+/* One line per repair under way, at `level`. */
+void failover_repair_dump(const struct coll_comm *cc, int level);
 
 /* collnet_adapt.c */
 /* With SUMCAST_SPLIT=auto, aggregators and at least two nodes: start
