@@ -133,9 +133,18 @@ struct coll_stats {
  * allgather's zero-padded send, the reduce-scatter's reduced window),
  * registered on both endpoints; grown on demand, freed at close. */
 struct coll_wstage {
-	void *buf;
-	size_t cap;
+	struct fabric_buf mem; /* memory only: mr registers it on both endpoints */
 	struct coll_mr mr;
+	bool reg;              /* mr holds registrations */
+};
+
+/* A min-allreduce of n int64 over the ring (collnet_agree.c): this node's
+ * values in `in`, every node's minimum in `out` once op completes. */
+struct coll_agreement {
+	struct fabric_buf mem; /* in[n], then out[n], registered on the ring's endpoint */
+	int64_t *in, *out;
+	size_t n;
+	struct ring_op op;
 };
 
 /* ---- failover (failover.c) ---- */
@@ -153,15 +162,12 @@ struct failover {
 	int err;         /* a repair failed: the communicator is broken */
 	/* notices: the known mask travels the ring (prev -> us -> next) */
 	struct ring_xfer nrx, ntx[4];
-	uint64_t *nbuf;  /* [0]: receive, [1..4]: sends (registered) */
-	struct fabric_mr nmr;
+	struct fabric_buf nmem;
+	uint64_t *nbuf;  /* nmem: [0] receive, [1..4] sends */
 	bool nrx_posted;
 	uint64_t told;   /* largest mask sent to next */
-	/* agreement: a min-allreduce over the ring */
-	struct ring_op agree;
-	int64_t *vin, *vout;
-	size_t nvals;
-	struct fabric_mr vmr_in, vmr_out;
+	/* agreement: a min-allreduce over the ring (one per round) */
+	struct coll_agreement agree;
 	uint64_t fenced; /* the set this node reported in round 1 */
 	uint64_t r1_lo[CLIENT_AGGS_MAX];
 	uint64_t r1_next;
@@ -171,9 +177,8 @@ struct failover {
 	struct fo_dead deads[CLIENT_AGGS_MAX];
 	struct fo_item *items;
 	/* a registered chunk-sized sink for copies a node passes on but holds */
-	void *sink;
+	struct fabric_buf sink;
 	size_t sink_bytes;
-	struct fabric_mr sink_mr;
 	/* retention copies of the client, registered on the collnet endpoint */
 	struct fabric_mr ret_mr;
 	bool ret_reg;
@@ -202,10 +207,10 @@ struct coll_adapt {
 	uint64_t agreed;         /* windows 0 .. agreed - 1 agreed and decided */
 	struct coll_adapt_win win[ADAPT_WINS];
 	struct split_ends ends[SPLIT_ADAPT_CLASSES]; /* of the windows measured so far */
-	struct ring_op op;       /* the agreement on window `agreed` */
+	/* the agreement on window `agreed`: this node's figures in, the agreed
+	 * out (collnet_adapt.c's ADAPT_NV values) */
+	struct coll_agreement ag;
 	bool running;
-	int64_t *v;              /* this node's figures (collnet_adapt.c's ADAPT_NV), then the agreed */
-	struct fabric_mr mr;
 	uint64_t changes;        /* splits changed (close summary) */
 	int64_t jobs;            /* agreed: jobs the busiest aggregator serves (0: unknown) */
 	int64_t load_pm;         /* agreed: the busiest aggregator's load */
@@ -265,9 +270,17 @@ int collnet_close_listen(void *listen_comm);
 
 /* ---- shared between the engine's files ---- */
 
-/* collnet_agree.c: blocking (bounded by deadline) min-allreduce of n int64 over the ring,
- * under the agreement tags of epoch 0xFFFF (before and after failover's
- * epochs) and `round`; serve: drive failover_progress meanwhile. */
+/* collnet_agree.c: coll_agree, a blocking (bounded by deadline)
+ * min-allreduce of n int64 over the ring, under the agreement tags of
+ * epoch 0xFFFF (before and after failover's epochs) and `round`; serve:
+ * drive failover_progress meanwhile. The rest: a struct coll_agreement's
+ * buffer (in zeroed), its start under `tag`, and its end (the memory: an
+ * aborted op's receive may write it until the endpoint closes, so callers
+ * that abort keep it until then, freeing only the registration with
+ * fabric_buf_dereg(&ag->mem)). Progress: ring_op_progress(&ag->op). */
+int coll_agreement_alloc(struct coll_comm *cc, struct coll_agreement *ag, size_t n);
+void coll_agreement_start(struct coll_comm *cc, struct coll_agreement *ag, uint64_t tag);
+void coll_agreement_free(struct coll_agreement *ag);
 enum { COLL_AGREE_CONNECT = 0, COLL_AGREE_CLOSE = 1 };
 int coll_agree(struct coll_comm *cc, int64_t *vals, size_t n, uint32_t round, uint64_t deadline,
 	       bool serve);

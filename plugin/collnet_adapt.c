@@ -38,15 +38,9 @@ int coll_adapt_init(struct coll_comm *cc)
 
 	if (!cc->client || cc->nranks < 2 || !cc->adaptive)
 		return 0;
-	t->v = calloc(2 * ADAPT_NV, sizeof(*t->v));
-	if (!t->v)
-		return -ENOMEM;
-	rc = fabric_mr_reg(cc->f, t->v, 2 * ADAPT_NV * sizeof(*t->v), &t->mr);
-	if (rc) {
-		free(t->v);
-		t->v = NULL;
+	rc = coll_agreement_alloc(cc, &t->ag, ADAPT_NV);
+	if (rc)
 		return rc;
-	}
 	split_adapt_init(&t->sa, &cc->model);
 	for (unsigned c = 0; c < SPLIT_ADAPT_CLASSES; c++)
 		t->plan0[c] = t->sa.c[c].ppm;
@@ -78,7 +72,7 @@ static void adapt_decide(struct coll_comm *cc)
 	unsigned told;
 
 	for (unsigned c = 0; c < SPLIT_ADAPT_CLASSES; c++) {
-		const int64_t *o = t->v + ADAPT_NV + c * SPLIT_MEAS_VALS;
+		const int64_t *o = t->ag.out + c * SPLIT_MEAS_VALS;
 		meas[c] = (struct split_meas){ o[0], o[1], o[2], o[3], o[4] };
 		before[c] = t->sa.c[c].ppm;
 	}
@@ -86,7 +80,7 @@ static void adapt_decide(struct coll_comm *cc)
 	 * say so in their PONGs): what the climb found may no longer hold.
 	 * Fewer tenants leave more of the aggregators to this job: it tries a
 	 * larger share first (a smaller one when one came). */
-	int64_t jobs = t->v[ADAPT_NV + ADAPT_JOBS], load = -t->v[ADAPT_NV + ADAPT_LOAD];
+	int64_t jobs = t->ag.out[ADAPT_JOBS], load = -t->ag.out[ADAPT_LOAD];
 	if (jobs > 0 && t->jobs > 0 && jobs != t->jobs) {
 		split_adapt_rearm(&t->sa, jobs < t->jobs ? 1 : -1);
 		SC_LOG_AT(cc->rank == 0 ? SC_LOG_INFO : SC_LOG_DEBUG,
@@ -130,7 +124,7 @@ static void adapt_start(struct coll_comm *cc)
 
 	for (unsigned c = 0; c < SPLIT_ADAPT_CLASSES; c++) {
 		struct split_meas m;
-		int64_t *o = t->v + c * SPLIT_MEAS_VALS;
+		int64_t *o = t->ag.in + c * SPLIT_MEAS_VALS;
 		split_meas_window(w->rec, SPLIT_ADAPT_WINDOW, (int)c, &t->ends[c], &m);
 		o[0] = m.n;
 		o[1] = m.ppm;
@@ -147,12 +141,10 @@ static void adapt_start(struct coll_comm *cc)
 		most_jobs = jobs > most_jobs ? jobs : most_jobs;
 		most_load = pm > most_load ? pm : most_load;
 	}
-	t->v[ADAPT_JOBS] = most_jobs;
-	t->v[ADAPT_LOAD] = -(int64_t)most_load;
+	t->ag.in[ADAPT_JOBS] = most_jobs;
+	t->ag.in[ADAPT_LOAD] = -(int64_t)most_load;
 	w->done = 0;
-	ring_op_start_tagged(&cc->ring, &t->op, sc_tag_adapt(t->agreed), SC_TAG_FO_STEP_SHIFT, t->v,
-			     t->v + ADAPT_NV, ADAPT_NV, SC_I64, SC_OP_MIN, t->mr.desc, t->mr.desc, NULL,
-			     NULL);
+	coll_agreement_start(cc, &t->ag, sc_tag_adapt(t->agreed));
 	t->running = true;
 }
 
@@ -164,7 +156,7 @@ int coll_adapt_step(struct coll_comm *cc)
 		return 0;
 	for (;;) {
 		if (t->running) {
-			int rc = ring_op_progress(&t->op);
+			int rc = ring_op_progress(&t->ag.op);
 			if (rc == 0)
 				return 0;
 			t->running = false;
@@ -230,7 +222,7 @@ void coll_adapt_fini(struct coll_comm *cc, uint64_t deadline)
 {
 	struct coll_adapt *t = &cc->adapt;
 
-	if (!t->v)
+	if (!t->ag.in)
 		return;
 	/* the windows this node completed: every node completed them, and
 	 * some may wait in their agreement for this node's part */
@@ -249,10 +241,10 @@ void coll_adapt_fini(struct coll_comm *cc, uint64_t deadline)
 		}
 	}
 	if (t->running)
-		ring_op_abort(&t->op);
+		ring_op_abort(&t->ag.op);
 	t->running = false;
 	t->on = false;
-	fabric_mr_dereg(&t->mr);
+	fabric_buf_dereg(&t->ag.mem);
 	if (t->agreed && cc->rank == 0) {
 		char now[SPLIT_ADAPT_CLASSES * 24] = "", cn[32];
 		size_t l = 0;
@@ -265,5 +257,5 @@ void coll_adapt_fini(struct coll_comm *cc, uint64_t deadline)
 			" changes; now %s", (unsigned long long)cc->job_id, t->agreed, t->changes,
 			now[0] ? now : "(no class measured)");
 	}
-	/* t->v is freed after the endpoint closes (an aborted receive) */
+	/* t->ag's memory is freed after the endpoint closes (an aborted receive) */
 }

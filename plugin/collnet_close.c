@@ -94,7 +94,7 @@ int collnet_close(void *coll_comm)
 	ring_free(&cc->ring);
 	for (int i = 0; i < COLL_REQS; i++)
 		coll_wstage_free(&cc->wstage[i]);
-	free(cc->adapt.v);
+	coll_agreement_free(&cc->adapt.ag);
 	free(cc);
 	return 0;
 }

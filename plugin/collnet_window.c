@@ -103,17 +103,16 @@ static int window_issued(struct coll_comm *cc, struct coll_req *r, int rc, void 
  * slot's previous request completed and its operations with it. */
 void coll_wstage_dereg(struct coll_wstage *w)
 {
-	if (!w->cap)
+	if (!w->reg)
 		return;
 	coll_mr_dereg(&w->mr);
-	w->cap = 0;
+	w->reg = false;
 }
 
 void coll_wstage_free(struct coll_wstage *w)
 {
 	coll_wstage_dereg(w);
-	free(w->buf);
-	w->buf = NULL;
+	fabric_buf_free(&w->mem);
 }
 
 static struct coll_mr *wstage_get(struct coll_comm *cc, uint32_t slot, size_t bytes)
@@ -121,19 +120,16 @@ static struct coll_mr *wstage_get(struct coll_comm *cc, uint32_t slot, size_t by
 	struct coll_wstage *w = &cc->wstage[slot];
 	size_t cap = bytes < (64u << 10) ? (64u << 10) : (bytes + 4095) & ~(size_t)4095;
 
-	if (w->buf && w->cap >= bytes)
+	if (w->reg && w->mem.len >= bytes)
 		return &w->mr;
 	coll_wstage_free(w);
-	if (posix_memalign(&w->buf, 4096, cap)) {
-		w->buf = NULL;
+	if (fabric_buf_alloc(NULL, cap, &w->mem))
+		return NULL;
+	if (coll_mr_reg(cc, w->mem.buf, cap, &w->mr)) {
+		fabric_buf_free(&w->mem);
 		return NULL;
 	}
-	if (coll_mr_reg(cc, w->buf, cap, &w->mr)) {
-		free(w->buf);
-		w->buf = NULL;
-		return NULL;
-	}
-	w->cap = cap;
+	w->reg = true;
 	return &w->mr;
 }
 
@@ -221,14 +217,14 @@ int collnet_iallgather(void *coll_comm, void *send, int nparts, const ncclNetSGE
 		if (!st)
 			return -ENOMEM;
 		ring_window_part(bytes_per_rank, window_offset, window_bytes, cc->rank, &lo, &len);
-		memset(cc->wstage[slot].buf, 0, window_bytes);
+		memset(cc->wstage[slot].mem.buf, 0, window_bytes);
 		if (len) { /* NCCL may pass no send pointer for an empty part */
-			memcpy((char *)cc->wstage[slot].buf + lo, send, len);
+			memcpy((char *)cc->wstage[slot].mem.buf + lo, send, len);
 			/* no result comes back for the chunks only this node sends */
 			memcpy((char *)parts[0].address + lo, send, len);
 		}
 		window_req_init(cc, r, COLL_ALLGATHER, window_bytes, SC_U8, SC_OP_SUM,
-				cc->wstage[slot].buf, parts[0].address, st, rm);
+				cc->wstage[slot].mem.buf, parts[0].address, st, rm);
 		r->blocks = (struct client_blocks){ CLIENT_ALLGATHER, window_offset, bytes_per_rank };
 		return window_issued(cc, r, window_agg_start(cc, r, aggs, epoch), request);
 	}
@@ -278,7 +274,7 @@ int collnet_ireducescatter(void *coll_comm, int nparts, const ncclNetSGE_t *part
 		if (!st)
 			return -ENOMEM;
 		window_req_init(cc, r, COLL_REDUCE_SCATTER, window_bytes / es, d, o, parts[0].address,
-				cc->wstage[slot].buf, sm, st);
+				cc->wstage[slot].mem.buf, sm, st);
 		r->win_dst = recv;
 		ring_window_part(bytes_per_rank, window_offset, window_bytes, cc->rank, &r->win_off,
 				 &r->win_len);

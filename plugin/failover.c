@@ -128,7 +128,7 @@ static void notice_post_rx(struct coll_comm *cc)
 
 	if (fo->nrx_posted || cc->nranks < 2)
 		return;
-	int rc = ring_post(&cc->ring, &fo->nrx, false, &fo->nbuf[0], sizeof(uint64_t), fo->nmr.desc,
+	int rc = ring_post(&cc->ring, &fo->nrx, false, &fo->nbuf[0], sizeof(uint64_t), fo->nmem.mr.desc,
 			   sc_tag_notice());
 	if (rc == 0)
 		fo->nrx_posted = true;
@@ -160,7 +160,7 @@ static void notice_progress(struct coll_comm *cc)
 		if (x->state == RING_X_DONE && x->err)
 			failover_fail(cc, x->err, "sending a fault notice to the next node");
 		fo->nbuf[1 + i] = fo->known;
-		int rc = ring_post(&cc->ring, x, true, &fo->nbuf[1 + i], sizeof(uint64_t), fo->nmr.desc,
+		int rc = ring_post(&cc->ring, x, true, &fo->nbuf[1 + i], sizeof(uint64_t), fo->nmem.mr.desc,
 				   sc_tag_notice());
 		if (rc) {
 			x->state = RING_X_IDLE;
@@ -175,55 +175,28 @@ static void notice_progress(struct coll_comm *cc)
 
 /* ---- agreement ---- */
 
-static void agree_free(struct failover *fo)
-{
-	fabric_mr_dereg(&fo->vmr_in);
-	fabric_mr_dereg(&fo->vmr_out);
-	free(fo->vin);
-	free(fo->vout);
-	fo->vin = fo->vout = NULL;
-	fo->nvals = 0;
-}
-
-static int agree_start(struct coll_comm *cc, size_t n, uint32_t round)
-{
-	struct failover *fo = &cc->fo;
-	int rc;
-
-	/* vin is filled by the caller after this returns: allocate first */
-	fo->vin = calloc(n, sizeof(int64_t));
-	fo->vout = calloc(n, sizeof(int64_t));
-	if (!fo->vin || !fo->vout)
-		return -ENOMEM;
-	fo->nvals = n;
-	rc = fabric_mr_reg(cc->f, fo->vin, n * sizeof(int64_t), &fo->vmr_in);
-	if (!rc)
-		rc = fabric_mr_reg(cc->f, fo->vout, n * sizeof(int64_t), &fo->vmr_out);
-	(void)round;
-	return rc;
-}
-
+/* Round `round`'s agreement of this epoch and attempt: its buffers are
+ * allocated before the caller fills them (coll_agreement_alloc), then it
+ * starts. */
 static void agree_go(struct coll_comm *cc, uint32_t round)
 {
 	struct failover *fo = &cc->fo;
 
-	ring_op_start_tagged(&cc->ring, &fo->agree, sc_tag_agree(fo->epoch, fo->attempt, round),
-			     SC_TAG_FO_STEP_SHIFT, fo->vin, fo->vout, fo->nvals, SC_I64, SC_OP_MIN,
-			     fo->vmr_in.desc, fo->vmr_out.desc, NULL, NULL);
+	coll_agreement_start(cc, &fo->agree, sc_tag_agree(fo->epoch, fo->attempt, round));
 }
 
 static int round1_start(struct coll_comm *cc)
 {
 	struct failover *fo = &cc->fo;
 	uint64_t lo[CLIENT_AGGS_MAX];
-	int rc = agree_start(cc, fo_plan_round1_len(cc->naggs), 1);
+	int rc = coll_agreement_alloc(cc, &fo->agree, fo_plan_round1_len(cc->naggs));
 
 	if (rc)
 		return rc;
 	fo->fenced = fo->known & ~fo->dead;
 	for (size_t ai = 0; ai < cc->naggs; ai++)
 		lo[ai] = fo->fenced >> ai & 1 ? client_agg_lo(cc->client, ai) : 0;
-	fo_plan_round1_fill(cc->naggs, fo->fenced, lo, cc->next_idx, fo->vin);
+	fo_plan_round1_fill(cc->naggs, fo->fenced, lo, cc->next_idx, fo->agree.in);
 	agree_go(cc, 1);
 	fo->state = FO_ROUND1;
 	return 0;
@@ -238,7 +211,7 @@ static int round2_start(struct coll_comm *cc, uint64_t set)
 	for (size_t ai = 0; ai < cc->naggs; ai++)
 		if (set >> ai & 1)
 			w[ai] = client_agg_window(cc->client, ai);
-	rc = agree_start(cc, fo_plan_round2_len(cc->naggs, set, w), 2);
+	rc = coll_agreement_alloc(cc, &fo->agree, fo_plan_round2_len(cc->naggs, set, w));
 	if (rc)
 		return rc;
 	size_t k = 0;
@@ -247,7 +220,7 @@ static int round2_start(struct coll_comm *cc, uint64_t set)
 			continue;
 		for (uint32_t j = 0; j < w[ai]; j++) {
 			uint64_t c = fo->r1_lo[ai] + j;
-			fo_plan_round2_fill(fo->vin + k, w[ai], j, cc->rank,
+			fo_plan_round2_fill(fo->agree.in + k, w[ai], j, cc->rank,
 					    client_chunk_held(cc->client, ai, c),
 					    client_chunk_lacks(cc->client, ai, c));
 		}
@@ -284,7 +257,7 @@ static int decide(struct coll_comm *cc, uint64_t set, uint64_t from)
 		uint32_t w = client_agg_window(cc->client, ai);
 		d->agreed = true;
 		d->epoch = fo->epoch;
-		rc = fo_plan_round2_read(fo->vout + k, fo->r1_lo[ai], w, d);
+		rc = fo_plan_round2_read(fo->agree.out + k, fo->r1_lo[ai], w, d);
 		if (rc)
 			return rc;
 		k += 2 * (size_t)w;
@@ -333,7 +306,7 @@ static void agree_progress(struct coll_comm *cc)
 			failover_fail(cc, rc, "starting the agreement");
 		return;
 	}
-	rc = ring_op_progress(&fo->agree);
+	rc = ring_op_progress(&fo->agree.op);
 	if (rc == 0)
 		return;
 	if (rc < 0) {
@@ -342,10 +315,10 @@ static void agree_progress(struct coll_comm *cc)
 	}
 	if (fo->state == FO_ROUND1) {
 		struct fo_round1 r1;
-		fo_plan_round1_read(na, fo->vout, &r1);
+		fo_plan_round1_read(na, fo->agree.out, &r1);
 		memcpy(fo->r1_lo, r1.lo, sizeof(fo->r1_lo));
 		fo->r1_next = r1.next;
-		agree_free(fo);
+		coll_agreement_free(&fo->agree);
 		if (!fo_plan_round1_agreed(&r1)) {
 			/* Not every node had fenced the same set: all fence the
 			 * union, and report again. */
@@ -362,7 +335,7 @@ static void agree_progress(struct coll_comm *cc)
 	/* round 2: decided */
 	uint64_t set = fo->fenced;
 	rc = decide(cc, set, fo->r1_next);
-	agree_free(fo);
+	coll_agreement_free(&fo->agree);
 	fo->state = FO_IDLE;
 	fo->attempt = 0;
 	if (rc)
@@ -378,10 +351,8 @@ int failover_init(struct coll_comm *cc, uint64_t live)
 	int rc;
 
 	fo->epochs = calloc(1, sizeof(*fo->epochs));
-	fo->nbuf = calloc(5, sizeof(uint64_t));
 	fo->sink_bytes = plugin_cfg.chunk_bytes;
-	fo->sink = malloc(fo->sink_bytes);
-	if (!fo->epochs || !fo->nbuf || !fo->sink)
+	if (!fo->epochs)
 		return -ENOMEM;
 	fo->epochs[0].from = 0;
 	fo->epochs[0].live = live;
@@ -389,9 +360,11 @@ int failover_init(struct coll_comm *cc, uint64_t live)
 	/* aggregators not in the connect-time set are simply never used */
 	fo->known = fo->dead = cc->naggs >= 64 ? ~live : ((1ull << cc->naggs) - 1) & ~live;
 	fo->told = fo->known;
-	if ((rc = fabric_mr_reg(cc->f, fo->nbuf, 5 * sizeof(uint64_t), &fo->nmr)) ||
-	    (rc = fabric_mr_reg(cc->f, fo->sink, fo->sink_bytes, &fo->sink_mr)))
+	if ((rc = fabric_buf_alloc(cc->f, 5 * sizeof(uint64_t), &fo->nmem)) ||
+	    (rc = fabric_buf_alloc(cc->f, fo->sink_bytes, &fo->sink)))
 		return rc;
+	fo->nbuf = fo->nmem.buf;
+	memset(fo->nbuf, 0, 5 * sizeof(uint64_t));
 	void *ret = client_retention(cc->client, &rlen);
 	if (ret) {
 		rc = fabric_mr_reg(cc->f, ret, rlen, &fo->ret_mr);
@@ -408,7 +381,7 @@ void failover_fini(struct coll_comm *cc)
 	struct failover *fo = &cc->fo;
 
 	if (fo->state != FO_IDLE)
-		ring_op_abort(&fo->agree);
+		ring_op_abort(&fo->agree.op);
 	failover_repair_cancel(cc);
 	if (fo->nrx_posted)
 		fabric_cancel(cc->f, &fo->nrx.fop);
@@ -424,17 +397,15 @@ void failover_fini(struct coll_comm *cc)
 		ring_poll(&cc->ring);
 	}
 	failover_repair_free(cc);
-	agree_free(fo);
+	coll_agreement_free(&fo->agree);
 	for (size_t ai = 0; ai < CLIENT_AGGS_MAX; ai++) {
 		free(fo->deads[ai].holder);
 		free(fo->deads[ai].lacker);
 	}
 	if (fo->ret_reg)
 		fabric_mr_dereg(&fo->ret_mr);
-	fabric_mr_dereg(&fo->sink_mr);
-	fabric_mr_dereg(&fo->nmr);
-	free(fo->sink);
-	free(fo->nbuf);
+	fabric_buf_free(&fo->sink);
+	fabric_buf_free(&fo->nmem);
 	free(fo->epochs);
 }
 

@@ -44,8 +44,7 @@ struct fo_item {
 	size_t len;
 	/* redo: a ring allreduce of the run's bytes */
 	struct ring_op op;
-	char *tmp;
-	struct fabric_mr tmp_mr;
+	struct fabric_buf tmp; /* a copy passed on; a redo's staging */
 	/* a window op's chunk, redone alone (tmp: contribution, then sum) */
 	void *take;           /* where the sum goes here, NULL: dropped */
 };
@@ -70,10 +69,7 @@ static struct coll_req *req_of_chunk(struct coll_comm *cc, size_t agg, uint64_t 
 
 static void item_free(struct fo_item *it)
 {
-	if (it->tmp) {
-		fabric_mr_dereg(&it->tmp_mr);
-		free(it->tmp);
-	}
+	fabric_buf_free(&it->tmp);
 	free(it);
 }
 
@@ -88,18 +84,7 @@ static void item_link(struct failover *fo, struct fo_item *it)
 /* A registered buffer of len bytes for an item (it->tmp). */
 static int item_tmp(struct coll_comm *cc, struct fo_item *it, size_t len)
 {
-	if (!len)
-		len = 1;
-	if (posix_memalign((void **)&it->tmp, 4096, len)) {
-		it->tmp = NULL;
-		return -ENOMEM;
-	}
-	if (fabric_mr_reg(cc->f, it->tmp, len, &it->tmp_mr)) {
-		free(it->tmp);
-		it->tmp = NULL;
-		return -ENOMEM;
-	}
-	return 0;
+	return fabric_buf_alloc(cc->f, len, &it->tmp) ? -ENOMEM : 0;
 }
 
 static struct coll_req *act_req(struct coll_comm *cc, const struct fo_act *a)
@@ -138,16 +123,16 @@ static int copy_item(struct coll_comm *cc, const struct fo_act *a)
 			free(it);
 			return -ENOMEM;
 		}
-		it->rx_buf = it->tmp;
-		it->rx_desc = it->tmp_mr.desc;
+		it->rx_buf = it->tmp.buf;
+		it->rx_desc = it->tmp.mr.desc;
 	}
 	it->len = len;
 	it->req = a->keep_req ? r : NULL;
 	it->settle = a->settle;
 	it->rx_need = a->rx;
 	if (a->rx && a->here == FO_COPY_SENDS) {
-		it->rx_buf = fo->sink;
-		it->rx_desc = fo->sink_mr.desc;
+		it->rx_buf = fo->sink.buf;
+		it->rx_desc = fo->sink.mr.desc;
 	}
 	it->tx_need = a->tx;
 	it->tx_after_rx = a->tx_after_rx;
@@ -194,10 +179,11 @@ static int redo_chunk_item(struct coll_comm *cc, const struct fo_act *a)
 		free(it);
 		return -ENOMEM;
 	}
+	char *tmp = it->tmp.buf;
 	if (a->zero)
-		memset(it->tmp, 0, len);
+		memset(tmp, 0, len);
 	else
-		memcpy(it->tmp, k.give, len);
+		memcpy(tmp, k.give, len);
 	it->kind = ITEM_REDO;
 	it->agg = a->agg;
 	it->c0 = a->c;
@@ -209,8 +195,8 @@ static int redo_chunk_item(struct coll_comm *cc, const struct fo_act *a)
 	if (a->take)
 		it->take = (char *)r->recv + k.off;
 	ring_op_start_tagged(&cc->ring, &it->op, sc_tag_redo_chunk((uint32_t)a->agg, a->c),
-			     SC_TAG_FO_STEP_SHIFT, it->tmp, it->tmp + half, len / es, k.t, k.op,
-			     it->tmp_mr.desc, it->tmp_mr.desc, NULL, NULL);
+			     SC_TAG_FO_STEP_SHIFT, tmp, tmp + half, len / es, k.t, k.op, it->tmp.mr.desc,
+			     it->tmp.mr.desc, NULL, NULL);
 	SC_DBG("collnet rank %u: redo window chunk %" PRIu64 " of aggregator %zu alone (%zu bytes, role "
 	       "%d, request %s%s)", cc->rank, a->c, a->agg, len, (int)k.role, r ? "in flight" : "gone",
 	       it->take ? ", takes the sum" : "");
@@ -243,9 +229,7 @@ static int redo_item(struct coll_comm *cc, const struct fo_act *a)
 	it->bytes = bytes;
 	if (send < recv + bytes && recv < send + bytes) {
 		size_t tb = ring_op_tmp_bytes(&cc->ring, count, (enum sc_dtype)r->dtype, SC_TAG_FO_STEP_SHIFT);
-		if (tb && (posix_memalign((void **)&it->tmp, 4096, tb) ||
-			   fabric_mr_reg(cc->f, it->tmp, tb, &it->tmp_mr))) {
-			free(it->tmp);
+		if (tb && item_tmp(cc, it, tb)) {
 			free(it);
 			return -ENOMEM;
 		}
@@ -253,7 +237,7 @@ static int redo_item(struct coll_comm *cc, const struct fo_act *a)
 	ring_op_start_tagged(&cc->ring, &it->op, sc_tag_redo(r->seq, (uint32_t)a->agg, a->run),
 			     SC_TAG_FO_STEP_SHIFT, send, recv, count, (enum sc_dtype)r->dtype,
 			     (enum sc_op)r->op, r->sm ? r->sm->ring.desc : NULL,
-			     r->rm ? r->rm->ring.desc : NULL, it->tmp, it->tmp ? it->tmp_mr.desc : NULL);
+			     r->rm ? r->rm->ring.desc : NULL, it->tmp.buf, it->tmp.mr.desc);
 	SC_DBG("collnet rank %u: redo chunks %" PRIu64 "..%" PRIu64 " of aggregator %zu (request %" PRIu64
 	       " seq %u run %u): bytes %zu..%zu of the request%s", cc->rank, a->c, a->c + a->n - 1,
 	       a->agg, r->idx, r->seq, a->run, off0, off0 + bytes, send == recv ? ", in place" : "");
@@ -267,7 +251,7 @@ static void item_done(struct coll_comm *cc, struct fo_item *it)
 	struct coll_req *r = it->req;
 
 	if (it->take)
-		memcpy(it->take, it->tmp + redo_sum_off(it->len), it->len);
+		memcpy(it->take, (char *)it->tmp.buf + redo_sum_off(it->len), it->len);
 	if (r && r->creq && it->settle)
 		for (uint64_t c = it->c0; c < it->c0 + it->n; c++)
 			client_chunk_done(cc->client, r->creq, it->agg, c);
@@ -308,7 +292,7 @@ static int item_progress(struct coll_comm *cc, struct fo_item *it)
 	bool rx_ok = !it->rx_need || (it->rx.state == RING_X_DONE && !it->rx.err);
 	if (it->rx_need && it->rx.state == RING_X_DONE && it->rx.err)
 		return it->rx.err;
-	if (it->rx_need && !it->lack && it->rx_buf == it->tmp && rx_ok)
+	if (it->rx_need && !it->lack && it->rx_buf == it->tmp.buf && rx_ok)
 		it->len = it->rx.len; /* passed on as it came */
 	if (it->rx_need && it->lack && rx_ok && it->rx.len != it->len) {
 		SC_WARN("collnet: the copy of chunk %" PRIu64 " of aggregator %zu came with %zu bytes, "

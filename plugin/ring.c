@@ -50,47 +50,37 @@ int ring_init(struct ring *r, struct fabric *f, const void *next_addr, size_t ne
 
 /* Staging of `per` bytes per slot in *buf, allocated and registered at the
  * first use: jobs that never need it pay nothing. */
-static char *ring_staging(struct ring *r, char **buf, struct fabric_mr *mr, size_t per,
-			  uint32_t slot, void **desc)
+static char *ring_staging(struct ring *r, struct fabric_buf *b, size_t per, uint32_t slot,
+			  void **desc)
 {
-	if (!*buf) {
-		if (posix_memalign((void **)buf, 4096, per * r->tmp_slots))
-			return *buf = NULL;
-		if (fabric_mr_reg(r->f, *buf, per * r->tmp_slots, mr)) {
-			free(*buf);
-			return *buf = NULL;
-		}
-	}
-	*desc = mr->desc;
-	return *buf + per * slot;
+	if (!b->buf && fabric_buf_alloc(r->f, per * r->tmp_slots, b))
+		return NULL;
+	*desc = b->mr.desc;
+	return (char *)b->buf + per * slot;
 }
 
 /* Staging for in-place requests: window x chunk per slot. */
 static char *ring_tmp(struct ring *r, uint32_t slot, void **desc)
 {
-	return ring_staging(r, &r->tmp, &r->tmp_mr, (size_t)r->window * r->chunk_bytes, slot, desc);
+	return ring_staging(r, &r->tmp, (size_t)r->window * r->chunk_bytes, slot, desc);
 }
 
 /* Reduce-scatter staging: two column buffers per column in flight. */
 static char *ring_tmp_rs(struct ring *r, uint32_t slot, void **desc)
 {
-	return ring_staging(r, &r->tmp_rs, &r->tmp_rs_mr, 2 * (size_t)r->window * r->chunk_bytes, slot,
-			    desc);
+	return ring_staging(r, &r->tmp_rs, 2 * (size_t)r->window * r->chunk_bytes, slot, desc);
 }
 
 void ring_fini(struct ring *r)
 {
-	if (r->tmp)
-		fabric_mr_dereg(&r->tmp_mr);
-	if (r->tmp_rs)
-		fabric_mr_dereg(&r->tmp_rs_mr);
+	fabric_buf_dereg(&r->tmp);
+	fabric_buf_dereg(&r->tmp_rs);
 }
 
 void ring_free(struct ring *r)
 {
-	free(r->tmp);
-	free(r->tmp_rs);
-	r->tmp = r->tmp_rs = NULL;
+	fabric_buf_free(&r->tmp);
+	fabric_buf_free(&r->tmp_rs);
 }
 
 int ring_post(struct ring *rg, struct ring_xfer *x, bool send, const void *buf, size_t len,

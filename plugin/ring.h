@@ -64,12 +64,10 @@ struct ring {
 	 * rank 0's handle after ring_init). */
 	size_t eager_bytes;
 	/* staging for in-place requests: nslots x window x chunk_bytes */
-	char *tmp;
-	struct fabric_mr tmp_mr;
+	struct fabric_buf tmp;
 	/* staging for reduce-scatter partials: nslots x 2 x window x chunk_bytes
 	 * (allocated at the first reduce-scatter) */
-	char *tmp_rs;
-	struct fabric_mr tmp_rs_mr;
+	struct fabric_buf tmp_rs;
 	uint32_t tmp_slots;
 	int err; /* sticky CQ failure */
 	uint32_t posted;   /* operations posted on f and not completed (ring_post, ring_poll) */
