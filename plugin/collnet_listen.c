@@ -10,49 +10,20 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/random.h>
 #include <unistd.h>
 
 #include "log.h"
-
-/* SUMCAST_EAGER_BYTES: "auto" (the provider's figure, client_eager_default;
- * 0 while the provider is not known yet), or a size with K/M suffix, 0: off. */
-static int eager_parse(const char *s, const char *provider, uint32_t *out)
-{
-	unsigned long long v;
-	char *end;
-
-	if (!s || !*s || !strcasecmp(s, "auto")) {
-		*out = provider ? client_eager_default(provider) : 0;
-		return 0;
-	}
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (*end == 'k' || *end == 'K')
-		v <<= 10, end++;
-	else if (*end == 'm' || *end == 'M')
-		v <<= 20, end++;
-	if (errno || *end || end == s || v > (64ull << 20))
-		return -EINVAL;
-	*out = (uint32_t)v;
-	return 0;
-}
 
 int collnet_listen(int dev, void *handle, void **listen_comm)
 {
 	struct coll_handle *h = handle;
 	struct coll_listen *lc;
 	double split;
-	uint32_t eager;
 	int rc;
 
 	if (dev != 0)
 		return -EINVAL;
-	if (eager_parse(plugin_cfg.eager_bytes, NULL, &eager)) {
-		SC_WARN("SUMCAST_EAGER_BYTES=%s: want auto or a size up to 64M", plugin_cfg.eager_bytes);
-		return -EINVAL;
-	}
 	if (split_parse(plugin_cfg.split, &split)) {
 		SC_WARN("SUMCAST_SPLIT=%s: want auto, model or a fraction in [0, 1]", plugin_cfg.split);
 		return -EINVAL;
@@ -83,7 +54,11 @@ int collnet_listen(int dev, void *handle, void **listen_comm)
 	h->agg_mbps = plugin_cfg.agg_gbps > 0 ? (uint32_t)(plugin_cfg.agg_gbps * 1000) : h->link_mbps;
 	h->agg_eff_ppm = (uint32_t)(plugin_cfg.agg_eff * 1e6 + 0.5);
 	h->small_bytes = plugin_cfg.small_bytes;
-	eager_parse(plugin_cfg.eager_bytes, fabric_provider(lc->f), &h->eager_bytes);
+	/* SUMCAST_EAGER_BYTES (up to 64M, plugin.c's table): auto is the
+	 * provider's figure (client_eager_default) */
+	h->eager_bytes = plugin_cfg.eager_bytes == CFG_SIZE_AUTO_VALUE
+				 ? client_eager_default(fabric_provider(lc->f))
+				 : (uint32_t)plugin_cfg.eager_bytes;
 	h->lat_ns = plugin_props_get(lc->f, 0, &pp) ? 10000 : (uint32_t)(pp.latency_us * 1000);
 	if (split_hosts_local(plugin_cfg.aggregators))
 		h->flags |= COLL_F_SHARED_HOST;

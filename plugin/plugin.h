@@ -44,12 +44,14 @@ struct plugin_settings {
 	int64_t test_mc_drop;          /* test hook: datagrams dropped per mille */
 	int64_t max_recvs;
 	char log_level[CFG_STR_MAX];
-	char eager_bytes[CFG_STR_MAX]; /* "auto": provider's eager limit, else a size, 0: off */
+	uint64_t eager_bytes;          /* CFG_SIZE_AUTO_VALUE: the provider's eager limit; 0: off */
 	bool deterministic;            /* aggregators reduce in rank order (rank 0's decides) */
 	char trace[CFG_STR_MAX];       /* file prefix for the per-allreduce trace; "": off */
 };
 
 extern struct plugin_settings plugin_cfg;
+/* The table behind plugin_cfg (tests: every setting's spellings). */
+const struct cfg_entry *plugin_settings_table(void);
 
 /* Once per process: installs the NCCL logger as log sink, loads and logs the
  * settings, picks the reduce kernels. Later calls only refresh the logger. */
