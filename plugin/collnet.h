@@ -36,6 +36,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/queue.h>
 
 #include "client.h"
 #include "failover_plan.h"
@@ -175,7 +176,7 @@ struct failover {
 	struct fo_epoch *epochs;
 	size_t nepochs;
 	struct fo_dead deads[CLIENT_AGGS_MAX];
-	struct fo_item *items;
+	SLIST_HEAD(fo_items, fo_item) items; /* repairs under way (failover_repair.c) */
 	/* a registered chunk-sized sink for copies a node passes on but holds */
 	struct fabric_buf sink;
 	size_t sink_bytes;

@@ -91,7 +91,7 @@ void failover_fail(struct coll_comm *cc, int err, const char *what)
 		err == -ETIMEDOUT ? "timed out" : fi_strerror(-err), fo->epoch, fo->attempt,
 		(unsigned long long)fo->known, (unsigned long long)fo->dead,
 		fo->state == FO_ROUND1 ? "in round 1" : fo->state == FO_ROUND2 ? "in round 2"
-		: fo->items ? "repairing" : "idle");
+		: !SLIST_EMPTY(&fo->items) ? "repairing" : "idle");
 }
 
 /* ---- notices ---- */
@@ -432,7 +432,7 @@ int failover_step(struct coll_comm *cc)
 		agree_progress(cc);
 	if (!fo->err)
 		failover_repair_progress(cc);
-	if (!fo->err && (fo->state != FO_IDLE || fo->items || (fo->known & ~fo->dead)) &&
+	if (!fo->err && (fo->state != FO_IDLE || !SLIST_EMPTY(&fo->items) || (fo->known & ~fo->dead)) &&
 	    sc_now_ns() > fo->deadline_ns)
 		failover_fail(cc, -ETIMEDOUT, fo->state != FO_IDLE ? "a node does not take part in the agreement"
 							      : "a node does not take part in the repairs");

@@ -27,7 +27,7 @@
 enum { ITEM_COPY = 1, ITEM_REDO };
 
 struct fo_item {
-	struct fo_item *next;
+	SLIST_ENTRY(fo_item) link; /* on cc->fo.items, newest first */
 	int kind;
 	size_t agg;
 	struct coll_req *req; /* held until the item ends (NULL: none here) */
@@ -75,8 +75,7 @@ static void item_free(struct fo_item *it)
 
 static void item_link(struct failover *fo, struct fo_item *it)
 {
-	it->next = fo->items;
-	fo->items = it;
+	SLIST_INSERT_HEAD(&fo->items, it, link);
 	if (it->req)
 		it->req->repairs++;
 }
@@ -314,20 +313,21 @@ void failover_repair_progress(struct coll_comm *cc)
 {
 	struct failover *fo = &cc->fo;
 
-	for (struct fo_item **pp = &fo->items; *pp && !fo->err;) {
-		struct fo_item *it = *pp;
+	struct fo_item *it, *next;
+
+	for (it = SLIST_FIRST(&fo->items); it && !fo->err; it = next) {
+		next = SLIST_NEXT(it, link);
 		int rc = item_progress(cc, it);
 		if (rc < 0) {
 			failover_fail(cc, rc, it->kind == ITEM_REDO ? "recomputing chunks over the ring"
 								    : "copying a result along the ring");
 			return;
 		}
-		if (rc == 0) {
-			pp = &it->next;
+		if (rc == 0)
 			continue;
-		}
 		item_done(cc, it);
-		*pp = it->next;
+		/* a walk from the head: the items are a window's worth at most */
+		SLIST_REMOVE(&fo->items, it, fo_item, link);
 		item_free(it);
 	}
 }
@@ -439,7 +439,9 @@ int failover_repair_req(struct coll_comm *cc, struct coll_req *r, struct fo_coun
 
 void failover_repair_cancel(struct coll_comm *cc)
 {
-	for (struct fo_item *it = cc->fo.items; it; it = it->next) {
+	struct fo_item *it;
+
+	SLIST_FOREACH(it, &cc->fo.items, link) {
 		if (it->kind == ITEM_REDO) {
 			ring_op_abort(&it->op);
 		} else {
@@ -451,9 +453,10 @@ void failover_repair_cancel(struct coll_comm *cc)
 
 bool failover_repair_posted(const struct coll_comm *cc)
 {
+	const struct fo_item *it;
 	bool busy = false;
 
-	for (const struct fo_item *it = cc->fo.items; it; it = it->next)
+	SLIST_FOREACH(it, &cc->fo.items, link)
 		busy |= it->kind == ITEM_COPY &&
 			(it->rx.state == RING_X_POSTED || it->tx.state == RING_X_POSTED);
 	return busy;
@@ -463,23 +466,27 @@ void failover_repair_free(struct coll_comm *cc)
 {
 	struct failover *fo = &cc->fo;
 
-	while (fo->items) {
-		struct fo_item *it = fo->items;
-		fo->items = it->next;
+	while (!SLIST_EMPTY(&fo->items)) {
+		struct fo_item *it = SLIST_FIRST(&fo->items);
+		SLIST_REMOVE_HEAD(&fo->items, link);
 		item_free(it);
 	}
 }
 
 void failover_repair_forget(struct coll_comm *cc, const struct coll_req *r)
 {
-	for (struct fo_item *it = cc->fo.items; it; it = it->next)
+	struct fo_item *it;
+
+	SLIST_FOREACH(it, &cc->fo.items, link)
 		if (it->req == r)
 			it->req = NULL;
 }
 
 void failover_repair_dump(const struct coll_comm *cc, int level)
 {
-	for (const struct fo_item *it = cc->fo.items; it; it = it->next) {
+	const struct fo_item *it;
+
+	SLIST_FOREACH(it, &cc->fo.items, link) {
 		if (it->kind == ITEM_REDO)
 			SC_LOG_AT(level, "  redo agg %zu chunks %" PRIu64 "+%" PRIu64 " request %s: ring "
 				  "columns %zu/%zu done, next %zu, err %d", it->agg, it->c0, it->n,
