@@ -160,22 +160,16 @@ int cfg_set(const struct cfg_entry *e, void *obj, const char *value, struct cfg_
 			return rc;
 		*FIELD(obj, e, int64_t) = (int64_t)d;
 		return 0;
-	case CFG_SIZE:
-		if (parse_size(value, &d)) {
-			what = "a size in bytes (suffix K, M, G or T allowed)";
-			break;
-		}
-		if ((rc = check_range(e, d, value, err)))
-			return rc;
-		*FIELD(obj, e, uint64_t) = (uint64_t)d;
-		return 0;
 	case CFG_SIZE_AUTO:
 		if (!*value || !strcasecmp(value, "auto")) {
 			*FIELD(obj, e, uint64_t) = CFG_SIZE_AUTO_VALUE;
 			return 0;
 		}
+		__attribute__((fallthrough)); /* else a size, as CFG_SIZE */
+	case CFG_SIZE:
 		if (parse_size(value, &d)) {
-			what = "auto or a size in bytes (suffix K, M, G or T allowed)";
+			what = e->type == CFG_SIZE_AUTO ? "auto or a size in bytes (suffix K, M, G or T allowed)"
+							: "a size in bytes (suffix K, M, G or T allowed)";
 			break;
 		}
 		if ((rc = check_range(e, d, value, err)))

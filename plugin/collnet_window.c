@@ -186,32 +186,54 @@ static int window_agg_start(struct coll_comm *cc, struct coll_req *r, uint64_t a
 	return 0;
 }
 
-int collnet_iallgather(void *coll_comm, void *send, int nparts, const ncclNetSGE_t *parts,
-		     size_t bytes_per_rank, size_t window_offset, size_t window_bytes, void *send_mh,
-		     void **request)
-{
-	struct coll_comm *cc = coll_comm;
-	struct coll_req *r;
-	uint64_t aggs;
+/* What a window op is about to take: a request slot, and the path. */
+struct window_start {
+	struct coll_req *r; /* NULL: NCCL retries */
 	uint32_t slot, epoch;
-	int rc;
+	uint64_t aggs;      /* 0: the ring */
+};
 
-	*request = NULL;
-	rc = window_check(cc, "iallgather", nparts, parts, bytes_per_rank, window_offset,
-			  window_bytes, 1);
+/* What every window op does first: check the call (window_check), drive
+ * failover, take a request slot and decide the path (window_aggs). 0 with
+ * ws->r NULL: nothing free, or the nodes agreeing on a fault (NCCL
+ * retries); an error fails the call. */
+static int window_begin(struct coll_comm *cc, const char *what, int nparts,
+			const ncclNetSGE_t *parts, size_t bpr, size_t wo, size_t wb, size_t es,
+			bool gather, struct window_start *ws)
+{
+	int rc = window_check(cc, what, nparts, parts, bpr, wo, wb, es);
+
 	if (rc)
 		return rc;
 	rc = failover_progress(cc);
 	if (rc)
 		return rc;
-	r = coll_req_slot(cc, &slot);
-	rc = window_aggs(cc, window_bytes, true, &aggs, &epoch);
-	if (!r || rc == -EAGAIN)
-		return 0; /* NCCL retries */
-	if (rc)
+	ws->r = coll_req_slot(cc, &ws->slot);
+	rc = window_aggs(cc, wb, gather, &ws->aggs, &ws->epoch);
+	if (!ws->r || rc == -EAGAIN) {
+		ws->r = NULL;
+		return 0;
+	}
+	return rc;
+}
+
+int collnet_iallgather(void *coll_comm, void *send, int nparts, const ncclNetSGE_t *parts,
+		     size_t bytes_per_rank, size_t window_offset, size_t window_bytes, void *send_mh,
+		     void **request)
+{
+	struct coll_comm *cc = coll_comm;
+	struct window_start ws;
+	int rc;
+
+	*request = NULL;
+	rc = window_begin(cc, "iallgather", nparts, parts, bytes_per_rank, window_offset, window_bytes,
+			  1, true, &ws);
+	if (rc || !ws.r)
 		return rc;
+	struct coll_req *r = ws.r;
+	uint32_t slot = ws.slot;
 	struct coll_mr *sm = send_mh, *rm = parts[0].mhandle;
-	if (aggs) {
+	if (ws.aggs) {
 		struct coll_mr *st = wstage_get(cc, slot, window_bytes);
 		size_t lo, len;
 		if (!st)
@@ -226,7 +248,7 @@ int collnet_iallgather(void *coll_comm, void *send, int nparts, const ncclNetSGE
 		window_req_init(cc, r, COLL_ALLGATHER, window_bytes, SC_U8, SC_OP_SUM,
 				cc->wstage[slot].mem.buf, parts[0].address, st, rm);
 		r->blocks = (struct client_blocks){ CLIENT_ALLGATHER, window_offset, bytes_per_rank };
-		return window_issued(cc, r, window_agg_start(cc, r, aggs, epoch), request);
+		return window_issued(cc, r, window_agg_start(cc, r, ws.aggs, ws.epoch), request);
 	}
 	window_req_init(cc, r, COLL_ALLGATHER, window_bytes, SC_U8, SC_OP_SUM, send, parts[0].address,
 			sm, rm);
@@ -241,11 +263,9 @@ int collnet_ireducescatter(void *coll_comm, int nparts, const ncclNetSGE_t *part
 			 ncclDataType_t t, ncclRedOp_t op, void *recv_mh, void **request)
 {
 	struct coll_comm *cc = coll_comm;
-	struct coll_req *r;
+	struct window_start ws;
 	enum sc_dtype d;
 	enum sc_op o;
-	uint64_t aggs;
-	uint32_t slot, epoch;
 	int rc;
 
 	*request = NULL;
@@ -255,21 +275,14 @@ int collnet_ireducescatter(void *coll_comm, int nparts, const ncclNetSGE_t *part
 		return -EINVAL;
 	}
 	size_t es = sc_dtype_size(d);
-	rc = window_check(cc, "ireducescatter", nparts, parts, bytes_per_rank, window_offset,
-			  window_bytes, es);
-	if (rc)
+	rc = window_begin(cc, "ireducescatter", nparts, parts, bytes_per_rank, window_offset,
+			  window_bytes, es, false, &ws);
+	if (rc || !ws.r)
 		return rc;
-	rc = failover_progress(cc);
-	if (rc)
-		return rc;
-	r = coll_req_slot(cc, &slot);
-	rc = window_aggs(cc, window_bytes, false, &aggs, &epoch);
-	if (!r || rc == -EAGAIN)
-		return 0; /* NCCL retries */
-	if (rc)
-		return rc;
+	struct coll_req *r = ws.r;
+	uint32_t slot = ws.slot;
 	struct coll_mr *sm = parts[0].mhandle, *rm = recv_mh;
-	if (aggs) {
+	if (ws.aggs) {
 		struct coll_mr *st = wstage_get(cc, slot, window_bytes);
 		if (!st)
 			return -ENOMEM;
@@ -279,7 +292,7 @@ int collnet_ireducescatter(void *coll_comm, int nparts, const ncclNetSGE_t *part
 		ring_window_part(bytes_per_rank, window_offset, window_bytes, cc->rank, &r->win_off,
 				 &r->win_len);
 		r->blocks = (struct client_blocks){ CLIENT_REDUCE_SCATTER, window_offset, bytes_per_rank };
-		return window_issued(cc, r, window_agg_start(cc, r, aggs, epoch), request);
+		return window_issued(cc, r, window_agg_start(cc, r, ws.aggs, ws.epoch), request);
 	}
 	window_req_init(cc, r, COLL_REDUCE_SCATTER, window_bytes / es, d, o, parts[0].address, recv,
 			sm, rm);
