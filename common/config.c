@@ -114,6 +114,18 @@ static const struct unit ms_units[] = {
 	{ "ms", 1.0 }, { "s", 1000.0 }, { "m", 60000.0 }, { "min", 60000.0 }, { NULL, 0 }
 };
 
+/* Bytes, with an optional suffix of size_units: CFG_SIZE and CFG_SIZE_AUTO
+ * take the same spellings ("16384", "16K", "16k", "16KiB", "1.5M"). */
+static int parse_size(const char *v, double *out)
+{
+	double d;
+
+	if (parse_scaled(v, size_units, &d) || d < 0 || d != floor(d) || d > 1.8e19)
+		return -EINVAL;
+	*out = d;
+	return 0;
+}
+
 static int check_range(const struct cfg_entry *e, double d, const char *v, struct cfg_error *err)
 {
 	if ((e->min != 0 || e->max != 0) && (d < e->min || d > e->max)) {
@@ -148,9 +160,16 @@ int cfg_set(const struct cfg_entry *e, void *obj, const char *value, struct cfg_
 			return rc;
 		*FIELD(obj, e, int64_t) = (int64_t)d;
 		return 0;
+	case CFG_SIZE_AUTO:
+		if (!*value || !strcasecmp(value, "auto")) {
+			*FIELD(obj, e, uint64_t) = CFG_SIZE_AUTO_VALUE;
+			return 0;
+		}
+		__attribute__((fallthrough)); /* else a size, as CFG_SIZE */
 	case CFG_SIZE:
-		if (parse_scaled(value, size_units, &d) || d < 0 || d != floor(d) || d > 1.8e19) {
-			what = "a size in bytes (suffix K, M, G or T allowed)";
+		if (parse_size(value, &d)) {
+			what = e->type == CFG_SIZE_AUTO ? "auto or a size in bytes (suffix K, M, G or T allowed)"
+							: "a size in bytes (suffix K, M, G or T allowed)";
 			break;
 		}
 		if ((rc = check_range(e, d, value, err)))
@@ -198,6 +217,21 @@ int cfg_set_defaults(const struct cfg_entry *table, void *obj, struct cfg_error 
 	return 0;
 }
 
+/* A size as the file takes it: the largest suffix that divides it. */
+static void format_size(uint64_t v, char *buf, size_t len)
+{
+	static const char sfx[] = "TGMK";
+
+	for (int i = 0; i < 4; i++) {
+		uint64_t m = 1ull << (10 * (4 - i));
+		if (v && v % m == 0) {
+			snprintf(buf, len, "%llu%c", (unsigned long long)(v / m), sfx[i]);
+			return;
+		}
+	}
+	snprintf(buf, len, "%llu", (unsigned long long)v);
+}
+
 void cfg_format(const struct cfg_entry *e, const void *obj, char *buf, size_t len)
 {
 	switch (e->type) {
@@ -207,19 +241,15 @@ void cfg_format(const struct cfg_entry *e, const void *obj, char *buf, size_t le
 	case CFG_INT:
 		snprintf(buf, len, "%lld", (long long)*CFIELD(obj, e, int64_t));
 		break;
-	case CFG_SIZE: {
-		uint64_t v = *CFIELD(obj, e, uint64_t);
-		static const char sfx[] = "TGMK";
-		for (int i = 0; i < 4; i++) {
-			uint64_t m = 1ull << (10 * (4 - i));
-			if (v && v % m == 0) {
-				snprintf(buf, len, "%llu%c", (unsigned long long)(v / m), sfx[i]);
-				return;
-			}
-		}
-		snprintf(buf, len, "%llu", (unsigned long long)v);
+	case CFG_SIZE:
+		format_size(*CFIELD(obj, e, uint64_t), buf, len);
 		break;
-	}
+	case CFG_SIZE_AUTO:
+		if (*CFIELD(obj, e, uint64_t) == CFG_SIZE_AUTO_VALUE)
+			snprintf(buf, len, "auto");
+		else
+			format_size(*CFIELD(obj, e, uint64_t), buf, len);
+		break;
 	case CFG_DURATION_MS: {
 		int64_t v = *CFIELD(obj, e, int64_t);
 		if (v && v % 1000 == 0)

@@ -23,7 +23,12 @@ enum cfg_type {
 	CFG_DOUBLE, /* double, range [min, max] */
 	CFG_STRING, /* char[CFG_STR_MAX] */
 	CFG_DURATION_MS, /* int64_t milliseconds; suffix ms/s/m, bare number = ms */
+	CFG_SIZE_AUTO, /* uint64_t: a size as CFG_SIZE, or "auto" (also empty): CFG_SIZE_AUTO_VALUE */
 };
+
+/* What a CFG_SIZE_AUTO field holds for "auto": the caller picks the size
+ * (no size parses to it: sizes stop at 1.8e19). */
+#define CFG_SIZE_AUTO_VALUE UINT64_MAX
 
 #define CFG_STR_MAX 256
 
@@ -34,7 +39,8 @@ struct cfg_entry {
 	const char *def;  /* default, in the same syntax as the file */
 	const char *help; /* one line */
 	size_t offset;    /* offsetof(struct yours, field) */
-	double min, max;  /* for INT/SIZE/DOUBLE/DURATION; min == max == 0: no check */
+	double min, max;  /* for INT/SIZE/SIZE_AUTO/DOUBLE/DURATION (not "auto");
+			   * min == max == 0: no check */
 	bool reloadable;  /* may change on SIGHUP */
 };
 

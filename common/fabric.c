@@ -432,6 +432,36 @@ void fabric_mr_dereg(struct fabric_mr *mr)
 	}
 }
 
+int fabric_buf_alloc(struct fabric *f, size_t len, struct fabric_buf *out)
+{
+	struct fabric_buf b = { .len = len ? len : 1 };
+	int rc;
+
+	if (posix_memalign(&b.buf, 4096, b.len))
+		return -ENOMEM;
+	if (f) {
+		rc = fabric_mr_reg(f, b.buf, b.len, &b.mr);
+		if (rc) {
+			free(b.buf);
+			return rc;
+		}
+	}
+	*out = b;
+	return 0;
+}
+
+void fabric_buf_dereg(struct fabric_buf *b)
+{
+	fabric_mr_dereg(&b->mr);
+}
+
+void fabric_buf_free(struct fabric_buf *b)
+{
+	fabric_mr_dereg(&b->mr);
+	free(b->buf);
+	*b = (struct fabric_buf){ 0 };
+}
+
 int fabric_tsend(struct fabric *f, const void *buf, size_t len, void *desc, fi_addr_t dest,
 		 uint64_t tag, uint32_t data, struct fabric_op *op)
 {

@@ -139,6 +139,27 @@ void fabric_addr_str(const struct fabric *f, const void *addr, size_t len, char 
 int fabric_mr_reg(struct fabric *f, void *buf, size_t len, struct fabric_mr *out);
 void fabric_mr_dereg(struct fabric_mr *mr);
 
+/* A buffer of our own for the fabric to send from and receive into:
+ * page-aligned memory, registered on f. Its contents start undefined and
+ * nothing touches them here, so pages the fabric never uses stay
+ * unbacked (large staging areas cost address space only). */
+struct fabric_buf {
+	void *buf;            /* NULL: none */
+	size_t len;
+	struct fabric_mr mr;  /* registered while mr.mr != NULL */
+};
+/* Allocates len bytes (0: 1) and registers them on f; f NULL: memory
+ * only, for a caller that registers it elsewhere (on several domains).
+ * 0, -ENOMEM or fi_mr_reg's error; *out is written on success only. */
+int fabric_buf_alloc(struct fabric *f, size_t len, struct fabric_buf *out);
+/* The registration only, before f's domain closes; the memory stays
+ * (an operation the provider has not let go of may still write it until
+ * the endpoint is closed). */
+void fabric_buf_dereg(struct fabric_buf *b);
+/* Deregisters if still registered, frees, and leaves b empty. A zeroed
+ * or already freed b is fine. */
+void fabric_buf_free(struct fabric_buf *b);
+
 /* Post a tagged send / receive. Return 0, -FI_EAGAIN (queue full: poll the
  * CQ and retry), or another negative FI_E*. desc may be NULL when !mr_local. */
 int fabric_tsend(struct fabric *f, const void *buf, size_t len, void *desc, fi_addr_t dest,

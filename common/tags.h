@@ -28,7 +28,7 @@ enum sc_tag_kind {
 	SC_TAG_NET_CONN = 0x1,
 	SC_TAG_NET_ACK = 0x2,
 	SC_TAG_NET_DATA = 0x3,
-	SC_TAG_TUNE = 0x4,
+	SC_TAG_ADAPT = 0x4,
 	SC_TAG_RING = 0x5,
 	SC_TAG_REDO = 0x6,
 	SC_TAG_AGREE = 0x7,
@@ -70,7 +70,7 @@ static inline uint64_t sc_tag_ring(uint32_t seq, uint32_t step, size_t col)
 	       (uint64_t)(step & 0xFFF) << 28 | (uint64_t)(col & 0xFFFFFFF);
 }
 
-/* ---- collnet failover (plugin/failover.c); ring ops put their step at
+/* ---- collnet failover (plugin/failover*.c); ring ops put their step at
  * bit SC_TAG_FO_STEP_SHIFT and the column below ---- */
 #define SC_TAG_FO_STEP_SHIFT 12u
 static inline uint64_t sc_tag_redo(uint32_t seq, uint32_t agg, uint32_t run)
@@ -88,16 +88,16 @@ static inline uint64_t sc_tag_copy(uint32_t agg, uint32_t k)
 	return (uint64_t)SC_TAG_COPY << 60 | (uint64_t)(agg & 0x3F) << 34 | (uint64_t)(k & 0xFFFFF);
 }
 /* The ring allreduce that recomputes one chunk of a failed aggregator from
- * every node's contribution (a window op's chunk: failover.c). */
+ * every node's contribution (a window op's chunk: failover_repair.c). */
 static inline uint64_t sc_tag_redo_chunk(uint32_t agg, uint64_t chunk)
 {
 	return (uint64_t)SC_TAG_REDO_CHUNK << 60 | (uint64_t)(agg & 0x3F) << 54 |
 	       (chunk & 0x3FFFFFFFull) << 24;
 }
-/* The agreement on window n's figures of the adaptive split (tune.c). */
-static inline uint64_t sc_tag_tune(uint64_t n)
+/* The agreement on window n's figures of the adaptive split (plugin/collnet_adapt.c). */
+static inline uint64_t sc_tag_adapt(uint64_t n)
 {
-	return (uint64_t)SC_TAG_TUNE << 60 | (n & 0xFFFFFFFFull) << 24;
+	return (uint64_t)SC_TAG_ADAPT << 60 | (n & 0xFFFFFFFFull) << 24;
 }
 static inline uint64_t sc_tag_notice(void)
 {

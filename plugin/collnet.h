@@ -1,23 +1,79 @@
-/* The collnet engine's private header, shared by
- *   collnet.c      connect, memory, iallreduce/test, close (the engine)
- *   collnet_api.c  NCCL's ncclCollNet vtables v8..v11 (adapters only)
- *   failover.c     surviving aggregator faults (agreement and repair)
- *   tune.c         the adaptive split (measure, agree, decide)
- * Nothing here is exported. */
+/* The collnet engine's private header: what the files of the engine share.
+ * Nothing here is exported. Names say where a function sits:
+ *   nccl_coll_*    the NCCL adapter (collnet_nccl.c: the vtables), static;
+ *   collnet_*      the engine's entry points, one per NCCL call, which the
+ *                  adapter calls (negative errnos in, out);
+ *   coll_<obj>_*   helpers the engine's files share, named for the object
+ *                  they work on (coll_req_*, coll_mr_*, coll_trace_*);
+ *   coll_adapt_*   the adaptive split as a communicator runs it (collnet_adapt.c;
+ *                  split.c has the controller it runs);
+ *   failover_*, ring_*, split_*: the modules below the engine.
+ *
+ * The flow of one collective, and the file for each step:
+ *
+ *   listen, connect    collnet_listen.c (the handle: rank 0's settings),
+ *                      collnet_connect.c (ring neighbours, then the
+ *                      aggregators: collnet_join.c; the nodes agree on the
+ *                      set over the ring: collnet_agree.c)
+ *   regMr              collnet_mr.c (on the ring's endpoint and the client's)
+ *   NCCL call          collnet_allreduce.c (iallreduce), collnet_window.c
+ *                      (iallgather / ireducescatter: CollNet Direct windows)
+ *   -> split           split.c (the model, and the adaptive split's
+ *                      controller), collnet_adapt.c (the adaptive split as
+ *                      a communicator runs it: measure, agree, apply)
+ *   -> aggregators     the client library (client.h), and / or
+ *   -> ring            ring.c
+ *   -> completion      collnet_req.c (request slots, test), collnet_trace.c
+ *                      (a JSON line per request), collnet_stall.c (what a
+ *                      request waits for, when it waits too long)
+ *   faults             failover.c (notices, agreement), failover_plan.c
+ *                      (its decisions, pure), failover_repair.c (copies and
+ *                      redos over the ring)
+ *   closeColl          collnet_close.c */
 #ifndef SUMCAST_PLUGIN_COLLNET_H
 #define SUMCAST_PLUGIN_COLLNET_H
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/queue.h>
 
 #include "client.h"
+#include "failover_plan.h"
 #include "plugin.h"
 #include "ring.h"
 #include "split.h"
 
 #define COLL_REQS 16
 #define COLL_RANKS_MAX 2048 /* ring tags carry the step in 12 bits */
+
+/* ---- the listen handle (collnet_listen.c fills it, collnet_connect.c
+ * reads rank 0's: the settings every node must share travel in it) ---- */
+
+#define COLL_MAGIC 0x53434331u /* "SCC1" */
+#define COLL_F_SHARED_HOST 1u /* every aggregator on this host: never split */
+#define COLL_F_DETERMINISTIC 2u /* SUMCAST_DETERMINISTIC on rank 0: rank-order sums */
+#define COLL_F_NO_FAILOVER 4u   /* SUMCAST_FAILOVER=false on rank 0: faults fail requests */
+
+struct coll_handle {
+	uint32_t magic;
+	uint16_t addrlen;
+	uint16_t flags; /* COLL_F_* */
+	uint8_t addr[FABRIC_ADDR_MAX];
+	uint64_t job_id;
+	int32_t split_ppm; /* -1: auto (adaptive), -2: model */
+	uint32_t link_mbps, agg_mbps;
+	uint32_t agg_eff_ppm; /* split model's aggregator efficiency, parts per million */
+	uint32_t lat_ns; /* one hop, for the split's latency terms */
+	uint64_t small_bytes;
+	uint32_t eager_bytes; /* eager cut for aggregator chunks and ring columns, 0: none */
+};
+_Static_assert(sizeof(struct coll_handle) <= NCCL_NET_HANDLE_MAXSIZE, "handle too large");
+
+struct coll_listen {
+	struct fabric *f; /* NULL once a collComm owns it */
+	uint64_t job_id;
+};
 
 struct coll_mr {
 	struct fabric_mr ring; /* on the collnet's endpoint (ring, repairs) */
@@ -51,9 +107,9 @@ struct coll_req {
 	uint64_t redone_bytes; /* bytes of it repaired here (copied from a node or redone) */
 	uint64_t t0, t_agg, t_ring;
 	double frac;   /* the share decided for the aggregators (trace) */
-	bool tuned;    /* an adaptive request: tune_ord is its number among them */
-	uint64_t tune_ord;
-	int32_t tune_ppm;
+	bool adaptive; /* an adaptive request: adapt_ord is its number among them */
+	uint64_t adapt_ord;
+	int32_t adapt_ppm;
 	bool stall_logged; /* waited past SUMCAST_AGG_TIMEOUT: the state was logged */
 	/* a reduce-scatter window through the aggregators: its reduced window
 	 * lands in the slot's staging (recv), this node's part is copied to
@@ -78,31 +134,21 @@ struct coll_stats {
  * allgather's zero-padded send, the reduce-scatter's reduced window),
  * registered on both endpoints; grown on demand, freed at close. */
 struct coll_wstage {
-	void *buf;
-	size_t cap;
+	struct fabric_buf mem; /* memory only: mr registers it on both endpoints */
 	struct coll_mr mr;
+	bool reg;              /* mr holds registrations */
+};
+
+/* A min-allreduce of n int64 over the ring (collnet_agree.c): this node's
+ * values in `in`, every node's minimum in `out` once op completes. */
+struct coll_agreement {
+	struct fabric_buf mem; /* in[n], then out[n], registered on the ring's endpoint */
+	int64_t *in, *out;
+	size_t n;
+	struct ring_op op;
 };
 
 /* ---- failover (failover.c) ---- */
-
-/* From request `from` on, the aggregator part is sharded over `live`. */
-struct fo_epoch {
-	uint64_t from;
-	uint64_t live;
-};
-
-/* What every node agreed on for one failed aggregator: every node had the
- * result of every chunk below lo; of the `w` chunks from lo on, holder[k]
- * is the lowest rank that has chunk lo + k (INT64_MAX: none) and lacker[k]
- * the lowest rank that does not (INT64_MAX: none). */
-struct fo_dead {
-	bool agreed;
-	uint32_t epoch;
-	uint64_t lo;
-	uint32_t w;
-	int64_t *holder, *lacker;
-	char why[160];
-};
 
 struct fo_item;
 
@@ -117,15 +163,12 @@ struct failover {
 	int err;         /* a repair failed: the communicator is broken */
 	/* notices: the known mask travels the ring (prev -> us -> next) */
 	struct ring_xfer nrx, ntx[4];
-	uint64_t *nbuf;  /* [0]: receive, [1..4]: sends (registered) */
-	struct fabric_mr nmr;
+	struct fabric_buf nmem;
+	uint64_t *nbuf;  /* nmem: [0] receive, [1..4] sends */
 	bool nrx_posted;
 	uint64_t told;   /* largest mask sent to next */
-	/* agreement: a min-allreduce over the ring */
-	struct ring_op agree;
-	int64_t *vin, *vout;
-	size_t nvals;
-	struct fabric_mr vmr_in, vmr_out;
+	/* agreement: a min-allreduce over the ring (one per round) */
+	struct coll_agreement agree;
 	uint64_t fenced; /* the set this node reported in round 1 */
 	uint64_t r1_lo[CLIENT_AGGS_MAX];
 	uint64_t r1_next;
@@ -133,11 +176,10 @@ struct failover {
 	struct fo_epoch *epochs;
 	size_t nepochs;
 	struct fo_dead deads[CLIENT_AGGS_MAX];
-	struct fo_item *items;
+	SLIST_HEAD(fo_items, fo_item) items; /* repairs under way (failover_repair.c) */
 	/* a registered chunk-sized sink for copies a node passes on but holds */
-	void *sink;
+	struct fabric_buf sink;
 	size_t sink_bytes;
-	struct fabric_mr sink_mr;
 	/* retention copies of the client, registered on the collnet endpoint */
 	struct fabric_mr ret_mr;
 	bool ret_reg;
@@ -145,31 +187,31 @@ struct failover {
 	uint64_t faults, copied_bytes, redone_bytes;
 };
 
-/* ---- the adaptive split (tune.c; split.h has the controller) ---- */
+/* ---- the adaptive split (collnet_adapt.c; split.h has the controller) ---- */
 
-#define TUNE_WINS 4 /* windows being measured or agreed at once, at most */
+#define ADAPT_WINS 4 /* windows being measured or agreed at once, at most */
 
 /* One window of adaptive requests, by number within the window. */
-struct tune_win {
+struct coll_adapt_win {
 	uint32_t done;
 	struct split_rec rec[SPLIT_ADAPT_WINDOW];
 };
 
-struct tune {
+struct coll_adapt {
 	bool on;
 	struct split_adapt sa;   /* the state after the last agreed window */
-	/* window w's splits: plan0 for windows 0 and 1, plan[w % TUNE_WINS]
+	/* window w's splits: plan0 for windows 0 and 1, plan[w % ADAPT_WINS]
 	 * from 2 on (decided on window w - 2) */
 	int32_t plan0[SPLIT_ADAPT_CLASSES];
-	int32_t plan[TUNE_WINS][SPLIT_ADAPT_CLASSES];
+	int32_t plan[ADAPT_WINS][SPLIT_ADAPT_CLASSES];
 	uint64_t issued;         /* adaptive requests issued */
 	uint64_t agreed;         /* windows 0 .. agreed - 1 agreed and decided */
-	struct tune_win win[TUNE_WINS];
+	struct coll_adapt_win win[ADAPT_WINS];
 	struct split_ends ends[SPLIT_ADAPT_CLASSES]; /* of the windows measured so far */
-	struct ring_op op;       /* the agreement on window `agreed` */
+	/* the agreement on window `agreed`: this node's figures in, the agreed
+	 * out (collnet_adapt.c's ADAPT_NV values) */
+	struct coll_agreement ag;
 	bool running;
-	int64_t *v;              /* this node's figures (tune.c's TUNE_NV), then the agreed */
-	struct fabric_mr mr;
 	uint64_t changes;        /* splits changed (close summary) */
 	int64_t jobs;            /* agreed: jobs the busiest aggregator serves (0: unknown) */
 	int64_t load_pm;         /* agreed: the busiest aggregator's load */
@@ -187,7 +229,7 @@ struct coll_comm {
 	uint32_t eager_bytes; /* rank 0's */
 	bool deterministic;    /* rank 0's SUMCAST_DETERMINISTIC: join with WIRE_JOIN_F_DETERMINISTIC */
 	bool failover;         /* rank 0's SUMCAST_FAILOVER: survive aggregator faults (failover.c) */
-	bool adaptive;         /* rank 0's SUMCAST_SPLIT=auto, not deterministic: tune.c */
+	bool adaptive;         /* rank 0's SUMCAST_SPLIT=auto, not deterministic: collnet_adapt.c */
 	FILE *trace;           /* SUMCAST_TRACE: a JSON line per allreduce; NULL: off */
 	uint64_t next_idx;     /* requests issued */
 	bool failed;           /* a request failed: NCCL has an error (no close barrier) */
@@ -198,41 +240,84 @@ struct coll_comm {
 	uint8_t key[256];
 	size_t key_len;
 	struct failover fo;
-	struct tune tune;
+	struct coll_adapt adapt;
 	struct coll_req reqs[COLL_REQS];
 	struct coll_wstage wstage[COLL_REQS];
 };
 
-/* ---- the engine (collnet.c), called by collnet_api.c ---- */
-int colln_listen(int dev, void *handle, void **listen_comm);
-int colln_connect(void *handles[], int nranks, int rank, void *listen_comm, void **coll_comm);
-int colln_reduce_support(ncclDataType_t t, ncclRedOp_t op, int *supported);
-int colln_reg_mr(void *coll_comm, void *data, size_t size, int type, void **mhandle);
-int colln_dereg_mr(void *coll_comm, void *mhandle);
-int colln_iallreduce(void *coll_comm, void *send, void *recv, size_t count, ncclDataType_t t,
+/* ---- the engine's entry points (collnet_*.c), called by collnet_nccl.c ---- */
+int collnet_listen(int dev, void *handle, void **listen_comm);
+int collnet_connect(void *handles[], int nranks, int rank, void *listen_comm, void **coll_comm);
+int collnet_reduce_support(ncclDataType_t t, ncclRedOp_t op, int *supported);
+int collnet_reg_mr(void *coll_comm, void *data, size_t size, int type, void **mhandle);
+int collnet_dereg_mr(void *coll_comm, void *mhandle);
+int collnet_iallreduce(void *coll_comm, void *send, void *recv, size_t count, ncclDataType_t t,
 		     ncclRedOp_t op, void *send_mh, void *recv_mh, void **request);
 /* CollNet Direct's window collectives (docs/plugin.md, "ReduceScatter and
  * AllGather"): one part, the window [window_offset, + window_bytes) of the
  * global buffer of nranks x bytes_per_rank bytes. iallgather's send points
  * at this node's block where the window meets it (NCCL's pointer rule);
  * ireducescatter's recv likewise. NULL *request: retry. */
-int colln_iallgather(void *coll_comm, void *send, int nparts, const ncclNetSGE_t *parts,
+int collnet_iallgather(void *coll_comm, void *send, int nparts, const ncclNetSGE_t *parts,
 		     size_t bytes_per_rank, size_t window_offset, size_t window_bytes, void *send_mh,
 		     void **request);
-int colln_ireducescatter(void *coll_comm, int nparts, const ncclNetSGE_t *parts, void *recv,
+int collnet_ireducescatter(void *coll_comm, int nparts, const ncclNetSGE_t *parts, void *recv,
 			 size_t bytes_per_rank, size_t window_offset, size_t window_bytes,
 			 ncclDataType_t t, ncclRedOp_t op, void *recv_mh, void **request);
-int colln_test(void *request, int *done, int *size);
-int colln_close(void *coll_comm);
-int colln_close_listen(void *listen_comm);
+int collnet_test(void *request, int *done, int *size);
+int collnet_close(void *coll_comm);
+int collnet_close_listen(void *listen_comm);
 
 
-/* Blocking (bounded by deadline) min-allreduce of n int64 over the ring,
- * under the agreement tags of epoch 0xFFFF (before and after failover's
- * epochs) and `round`; serve: drive failover_progress meanwhile. */
+/* ---- shared between the engine's files ---- */
+
+/* collnet_agree.c: coll_agree, a blocking (bounded by deadline)
+ * min-allreduce of n int64 over the ring, under the agreement tags of
+ * epoch 0xFFFF (before and after failover's epochs) and `round`; serve:
+ * drive failover_progress meanwhile. The rest: a struct coll_agreement's
+ * buffer (in zeroed), its start under `tag`, and its end (the memory: an
+ * aborted op's receive may write it until the endpoint closes, so callers
+ * that abort keep it until then, freeing only the registration with
+ * fabric_buf_dereg(&ag->mem)). Progress: ring_op_progress(&ag->op). */
+int coll_agreement_alloc(struct coll_comm *cc, struct coll_agreement *ag, size_t n);
+void coll_agreement_start(struct coll_comm *cc, struct coll_agreement *ag, uint64_t tag);
+void coll_agreement_free(struct coll_agreement *ag);
 enum { COLL_AGREE_CONNECT = 0, COLL_AGREE_CLOSE = 1 };
 int coll_agree(struct coll_comm *cc, int64_t *vals, size_t n, uint32_t round, uint64_t deadline,
 	       bool serve);
+
+/* collnet_join.c: SUMCAST_AGGREGATORS into cc->aggs; then every
+ * aggregator joined: 0 when each is READY or failed and at least one is
+ * READY (client_agg_alive tells which). */
+void coll_aggs_parse(struct coll_comm *cc);
+int coll_join(struct coll_comm *cc, uint64_t deadline);
+
+/* collnet_mr.c: [data, + size) registered on the collnet's endpoint and,
+ * with aggregators, on the client's domain. */
+int coll_mr_reg(struct coll_comm *cc, void *data, size_t size, struct coll_mr *m);
+void coll_mr_dereg(struct coll_mr *m);
+
+/* collnet_req.c: a free request slot (NULL: all in flight, NCCL retries),
+ * and the fields every request starts with (the rest zero). */
+struct coll_req *coll_req_slot(struct coll_comm *cc, uint32_t *slot);
+void coll_req_init(struct coll_comm *cc, struct coll_req *r, enum coll_kind kind, size_t count,
+		   enum sc_dtype d, enum sc_op o, const void *send, void *recv, struct coll_mr *sm,
+		   struct coll_mr *rm);
+
+/* collnet_window.c: a window slot's staging registrations go before the
+ * domains close (collnet_close.c), the memory after the endpoints. */
+void coll_wstage_dereg(struct coll_wstage *w);
+void coll_wstage_free(struct coll_wstage *w);
+
+/* collnet_trace.c: SUMCAST_TRACE's file, a line per request as it ends. */
+const char *coll_kind_name(enum coll_kind k);
+void coll_trace_open(struct coll_comm *cc);
+void coll_trace_req(struct coll_comm *cc, const struct coll_req *r, uint64_t t_end, int rc);
+void coll_trace_close(struct coll_comm *cc);
+
+/* collnet_stall.c: request r has waited past SUMCAST_AGG_TIMEOUT: log once
+ * what this node waits for. */
+void coll_stall_dump(struct coll_comm *cc, struct coll_req *r);
 
 /* failover.c */
 /* After connect: epoch 0 over the aggregators every node joined. */
@@ -255,24 +340,44 @@ int failover_req_started(struct coll_comm *cc, struct coll_req *r);
 void failover_dump(const struct coll_comm *cc, int level);
 /* A request leaves (completed or failed): forget it in repairs. */
 void failover_req_gone(struct coll_comm *cc, struct coll_req *r);
+/* Recovering failed (err): every request of the communicator fails. */
+void failover_fail(struct coll_comm *cc, int err, const char *what);
 
-/* tune.c */
+/* failover_repair.c: the repairs failover_plan.c decides, carried out. */
+/* This node's part of the repair of `set` (cc->fo.deads agreed): 0 or the
+ * error that stopped it; the counts the fault's WARN line gives. */
+int failover_repair_plan(struct coll_comm *cc, uint64_t set, struct fo_counts *n);
+/* Request r, just issued, redoes its part on the aggregators already dead. */
+int failover_repair_req(struct coll_comm *cc, struct coll_req *r, struct fo_counts *n);
+/* Drives every repair; a failed one fails the failover (failover_fail). */
+void failover_repair_progress(struct coll_comm *cc);
+/* Close: cancels the repairs' receives and ring ops, then tells whether
+ * copies still have transfers posted, then frees them. */
+void failover_repair_cancel(struct coll_comm *cc);
+bool failover_repair_posted(const struct coll_comm *cc);
+void failover_repair_free(struct coll_comm *cc);
+/* Repairs no longer hold r (it left). */
+void failover_repair_forget(struct coll_comm *cc, const struct coll_req *r);
+/* One line per repair under way, at `level`. */
+void failover_repair_dump(const struct coll_comm *cc, int level);
+
+/* collnet_adapt.c */
 /* With SUMCAST_SPLIT=auto, aggregators and at least two nodes: start
  * adapting from the model's splits (cc->model holds the live set). */
-int tune_init(struct coll_comm *cc);
+int coll_adapt_init(struct coll_comm *cc);
 /* Finishes the agreements every node has started (close: a node that left
  * early must not leave another's agreement without its part), bounded by
  * deadline; then frees. */
-void tune_fini(struct coll_comm *cc, uint64_t deadline);
+void coll_adapt_fini(struct coll_comm *cc, uint64_t deadline);
 /* The split of an allreduce of `bytes` about to be issued: 1 and *ppm (an
  * adaptive request), 0 (not adaptive: the model decides), -EAGAIN (its
  * window's decision is not agreed yet: NCCL retries). */
-int tune_split(struct coll_comm *cc, size_t bytes, int32_t *ppm);
-/* The adaptive request r was issued at r->tune_ppm. */
-void tune_issued(struct coll_comm *cc, struct coll_req *r);
+int coll_adapt_split(struct coll_comm *cc, size_t bytes, int32_t *ppm);
+/* The adaptive request r was issued at r->adapt_ppm. */
+void coll_adapt_issued(struct coll_comm *cc, struct coll_req *r);
 /* An adaptive request completed at t_end. */
-void tune_done(struct coll_comm *cc, const struct coll_req *r, uint64_t t_end);
+void coll_adapt_done(struct coll_comm *cc, const struct coll_req *r, uint64_t t_end);
 /* Drives the agreements (no completion queue read). 0 or the error. */
-int tune_step(struct coll_comm *cc);
+int coll_adapt_step(struct coll_comm *cc);
 
 #endif

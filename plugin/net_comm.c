@@ -1,4 +1,7 @@
-/* ncclNet p2p engine over one libfabric RDM endpoint per process.
+/* ncclNet p2p engine over one libfabric RDM endpoint per process: the
+ * endpoint, completion polling, and the comms (listen, connect, accept,
+ * close); requests on a comm (isend, irecv, test) are net_req.c's, the
+ * NCCL adapter is net_nccl.c, the shared structs net_comm_int.h.
  *
  * Tags (64 bits): kind:4 | id:28 | low:32.
  *   CONN  kind=1, low = listen id        connector -> listener: {send id, addr}
@@ -24,7 +27,7 @@
  * (netc_fini), so a comm whose op never completes stays parked for the
  * life of the process: the memory of the comms closed that way, counted in
  * the log line that parks each one. */
-#include "net_comm.h"
+#include "net_comm_int.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -35,86 +38,12 @@
 #include "log.h"
 #include "tags.h"
 
-#define NETC_MAGIC 0x53434e31u /* "SCN1" */
-#define NETC_REQS 64           /* per comm; NCCL keeps at most 32 in flight */
-#define NETC_ID_MASK SC_TAG_NET_ID_MASK
-
-enum { OP_IDLE = 0, OP_POSTED, OP_DONE };
-
-struct netc_op {
-	struct fabric_op fop;
-	int state; /* OP_*, atomic */
-	int err;
-	size_t len;
-	struct netc_req *req;
+struct netc_state netc = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.progress = PTHREAD_MUTEX_INITIALIZER,
+	.next_id = 1,
+	.parked = SLIST_HEAD_INITIALIZER(netc.parked),
 };
-
-struct netc_handle {
-	uint32_t magic;
-	uint32_t listen_id;
-	uint16_t addrlen;
-	uint16_t pad;
-	uint8_t addr[FABRIC_ADDR_MAX];
-	struct netc_comm *pending; /* connector's own state between retries */
-};
-_Static_assert(sizeof(struct netc_handle) <= NCCL_NET_HANDLE_MAXSIZE, "handle too large");
-
-struct netc_conn_msg {
-	uint32_t magic;
-	uint32_t send_id;
-	uint32_t addrlen;
-	uint8_t addr[FABRIC_ADDR_MAX];
-};
-
-struct netc_ack_msg {
-	uint32_t magic;
-	uint32_t recv_id;
-};
-
-struct netc_req {
-	struct netc_comm *comm;
-	int used;
-	int n;       /* sub-operations */
-	int nposted; /* posted so far (the rest waits for -FI_EAGAIN to clear) */
-	int pending; /* posted, not completed; atomic */
-	bool send;
-	void *data[PLUGIN_MAX_RECVS];
-	size_t size[PLUGIN_MAX_RECVS];
-	void *desc[PLUGIN_MAX_RECVS];
-	uint32_t tag[PLUGIN_MAX_RECVS];
-	struct netc_op ops[PLUGIN_MAX_RECVS];
-};
-
-enum comm_kind { COMM_LISTEN = 1, COMM_SEND, COMM_RECV };
-
-struct netc_comm {
-	enum comm_kind kind;
-	uint32_t id;      /* listen id, send id or recv id */
-	uint32_t peer_id; /* send comm: the peer's recv id */
-	fi_addr_t peer;
-	int stage;        /* connect/accept progress */
-	struct netc_req *blocked; /* a request with unposted subs: later ones wait */
-	struct netc_op ctl_op, ctl_op2;
-	struct netc_conn_msg conn;  /* listen: incoming; send: outgoing */
-	struct netc_ack_msg ack;    /* send: incoming; recv (via listen): outgoing */
-	struct netc_comm *accepting; /* listen: recv comm being set up */
-	struct netc_comm *parked_next; /* on netc.parked (closed, ops still posted) */
-	struct netc_req reqs[NETC_REQS];
-};
-
-struct netc_mr {
-	struct fabric_mr mr;
-};
-
-static struct {
-	pthread_mutex_t lock; /* open/close */
-	pthread_mutex_t progress; /* completion polling, and the parked list */
-	int refs;
-	struct fabric *f;
-	uint32_t next_id;
-	struct netc_comm *parked; /* closed comms with ops still posted */
-	int nparked;
-} netc = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, 0, NULL, 1, NULL, 0 };
 
 static uint32_t netc_id_new(void)
 {
@@ -194,13 +123,15 @@ static const char *comm_kind_name(enum comm_kind k)
 /* Frees the parked comms whose last op has completed. Progress lock held. */
 static void netc_reap_parked(void)
 {
-	for (struct netc_comm **pp = &netc.parked; *pp;) {
-		struct netc_comm *c = *pp;
-		if (comm_posted(c)) {
-			pp = &c->parked_next;
+	struct netc_comm *c, *next;
+
+	for (c = SLIST_FIRST(&netc.parked); c; c = next) {
+		next = SLIST_NEXT(c, parked_link);
+		if (comm_posted(c))
 			continue;
-		}
-		*pp = c->parked_next;
+		/* a walk from the head: comms are parked only when the fabric
+		 * loses an operation, a handful in a process's life */
+		SLIST_REMOVE(&netc.parked, c, netc_comm, parked_link);
 		netc.nparked--;
 		SC_INFO("p2p %s comm %u: its last operation completed after close; freed (%d still parked)",
 			comm_kind_name(c->kind), c->id, netc.nparked);
@@ -208,8 +139,7 @@ static void netc_reap_parked(void)
 	}
 }
 
-/* Reads completions; never blocks (another thread polling is as good). */
-static void netc_progress(void)
+void netc_progress(void)
 {
 	struct fabric_cqe cqe[32];
 	int n;
@@ -225,27 +155,27 @@ static void netc_progress(void)
 			__atomic_fetch_sub(&op->req->pending, 1, __ATOMIC_RELEASE);
 		__atomic_store_n(&op->state, OP_DONE, __ATOMIC_RELEASE);
 	}
-	if (n > 0 && netc.parked)
+	if (n > 0 && !SLIST_EMPTY(&netc.parked))
 		netc_reap_parked();
 	pthread_mutex_unlock(&netc.progress);
 	if (n < 0)
 		SC_LOG_RATELIMIT(SC_LOG_WARN, 1000, "p2p completion queue: %s", fi_strerror(-n));
 }
 
-static bool op_done(struct netc_op *op)
+bool netc_op_done(struct netc_op *op)
 {
 	return __atomic_load_n(&op->state, __ATOMIC_ACQUIRE) == OP_DONE;
 }
 
 /* Waits (bounded) for a posted op to finish after fi_cancel; if it does
  * not, the comm that holds it is parked when released (comm_release). */
-static void op_cancel_wait(struct netc_op *op)
+void netc_op_cancel_wait(struct netc_op *op)
 {
 	if (__atomic_load_n(&op->state, __ATOMIC_ACQUIRE) != OP_POSTED)
 		return;
 	fabric_cancel(netc.f, &op->fop);
 	uint64_t end = sc_now_ns() + 2000000000ull;
-	while (!op_done(op) && sc_now_ns() < end)
+	while (!netc_op_done(op) && sc_now_ns() < end)
 		netc_progress();
 }
 
@@ -257,8 +187,7 @@ static void comm_release(struct netc_comm *c)
 	pthread_mutex_lock(&netc.progress);
 	int posted = comm_posted(c);
 	if (posted) {
-		c->parked_next = netc.parked;
-		netc.parked = c;
+		SLIST_INSERT_HEAD(&netc.parked, c, parked_link);
 		netc.nparked++;
 		SC_WARN("p2p %s comm %u: %d operation(s) still posted 2 s after close; parked until they "
 			"complete (%d comm(s) of %zu bytes parked)", comm_kind_name(c->kind), c->id, posted,
@@ -269,7 +198,7 @@ static void comm_release(struct netc_comm *c)
 		free(c);
 }
 
-static int op_recv(struct netc_op *op, void *buf, size_t len, void *desc, uint64_t tag)
+int netc_op_recv(struct netc_op *op, void *buf, size_t len, void *desc, uint64_t tag)
 {
 	op->state = OP_POSTED;
 	int rc = fabric_trecv(netc.f, buf, len, desc, FI_ADDR_UNSPEC, tag, 0, &op->fop);
@@ -278,8 +207,8 @@ static int op_recv(struct netc_op *op, void *buf, size_t len, void *desc, uint64
 	return rc;
 }
 
-static int op_send(struct netc_op *op, const void *buf, size_t len, void *desc, fi_addr_t to,
-		   uint64_t tag)
+int netc_op_send(struct netc_op *op, const void *buf, size_t len, void *desc, fi_addr_t to,
+		 uint64_t tag)
 {
 	op->state = OP_POSTED;
 	int rc = fabric_tsend(netc.f, buf, len, desc, to, tag, 0, &op->fop);
@@ -302,7 +231,7 @@ int netc_listen(int dev, void *handle, void **listen_comm)
 	lc->kind = COMM_LISTEN;
 	lc->id = netc_id_new();
 	do {
-		rc = op_recv(&lc->ctl_op, &lc->conn, sizeof(lc->conn), NULL,
+		rc = netc_op_recv(&lc->ctl_op, &lc->conn, sizeof(lc->conn), NULL,
 			     sc_tag_net(SC_TAG_NET_CONN, 0, lc->id));
 		if (rc == -FI_EAGAIN)
 			netc_progress();
@@ -352,7 +281,7 @@ int netc_connect(int dev, void *handle, void **send_comm)
 	}
 	netc_progress();
 	if (c->stage == 0) {
-		rc = op_recv(&c->ctl_op2, &c->ack, sizeof(c->ack), NULL, sc_tag_net(SC_TAG_NET_ACK, 0, c->id));
+		rc = netc_op_recv(&c->ctl_op2, &c->ack, sizeof(c->ack), NULL, sc_tag_net(SC_TAG_NET_ACK, 0, c->id));
 		if (rc == -FI_EAGAIN)
 			return 0;
 		if (rc)
@@ -361,7 +290,7 @@ int netc_connect(int dev, void *handle, void **send_comm)
 	}
 	if (c->stage == 1) {
 		/* rxm answers -FI_EAGAIN until its connection to the peer is up. */
-		rc = op_send(&c->ctl_op, &c->conn, sizeof(c->conn), NULL, c->peer,
+		rc = netc_op_send(&c->ctl_op, &c->conn, sizeof(c->conn), NULL, c->peer,
 			     sc_tag_net(SC_TAG_NET_CONN, 0, h->listen_id));
 		if (rc == -FI_EAGAIN)
 			return 0;
@@ -369,7 +298,7 @@ int netc_connect(int dev, void *handle, void **send_comm)
 			goto fail;
 		c->stage = 2;
 	}
-	if (!op_done(&c->ctl_op) || !op_done(&c->ctl_op2))
+	if (!netc_op_done(&c->ctl_op) || !netc_op_done(&c->ctl_op2))
 		return 0;
 	if (c->ctl_op.err || c->ctl_op2.err || c->ack.magic != NETC_MAGIC) {
 		rc = c->ctl_op.err ? c->ctl_op.err : c->ctl_op2.err ? c->ctl_op2.err : -FI_EOTHER;
@@ -381,7 +310,7 @@ int netc_connect(int dev, void *handle, void **send_comm)
 	return 0;
 fail:
 	SC_WARN("connect to listen id %u failed: %s", h->listen_id, fi_strerror(-rc));
-	op_cancel_wait(&c->ctl_op2);
+	netc_op_cancel_wait(&c->ctl_op2);
 	h->pending = NULL;
 	comm_release(c);
 	return rc;
@@ -396,7 +325,7 @@ int netc_accept(void *listen_comm, void **recv_comm)
 	*recv_comm = NULL;
 	netc_progress();
 	if (!c) {
-		if (!op_done(&lc->ctl_op))
+		if (!netc_op_done(&lc->ctl_op))
 			return 0;
 		if (lc->ctl_op.err || lc->conn.magic != NETC_MAGIC || lc->conn.addrlen == 0 ||
 		    lc->conn.addrlen > FABRIC_ADDR_MAX) {
@@ -421,13 +350,13 @@ int netc_accept(void *listen_comm, void **recv_comm)
 		lc->accepting = c;
 		/* Ready for the next connector. */
 		lc->ctl_op.state = OP_IDLE;
-		rc = op_recv(&lc->ctl_op, &lc->conn, sizeof(lc->conn), NULL,
+		rc = netc_op_recv(&lc->ctl_op, &lc->conn, sizeof(lc->conn), NULL,
 			     sc_tag_net(SC_TAG_NET_CONN, 0, lc->id));
 		if (rc)
 			SC_WARN("accept: reposting the connect receive: %s", fi_strerror(-rc));
 	}
 	if (c->stage == 0) {
-		rc = op_send(&c->ctl_op, &c->ack, sizeof(c->ack), NULL, c->peer,
+		rc = netc_op_send(&c->ctl_op, &c->ack, sizeof(c->ack), NULL, c->peer,
 			     sc_tag_net(SC_TAG_NET_ACK, 0, c->peer_id));
 		if (rc == -FI_EAGAIN)
 			return 0;
@@ -439,7 +368,7 @@ int netc_accept(void *listen_comm, void **recv_comm)
 		}
 		c->stage = 1;
 	}
-	if (!op_done(&c->ctl_op))
+	if (!netc_op_done(&c->ctl_op))
 		return 0;
 	lc->accepting = NULL;
 	if (c->ctl_op.err) {
@@ -452,205 +381,6 @@ int netc_accept(void *listen_comm, void **recv_comm)
 	return 0;
 }
 
-int netc_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle)
-{
-	struct netc_mr *m;
-	int rc;
-
-	(void)comm;
-	if (type != NCCL_PTR_HOST) {
-		SC_WARN("regMr: pointer type %d is not host memory; this plugin announces NCCL_PTR_HOST only",
-			type);
-		return -EINVAL;
-	}
-	m = calloc(1, sizeof(*m));
-	if (!m)
-		return -ENOMEM;
-	rc = fabric_mr_reg(netc.f, data, size ? size : 1, &m->mr);
-	if (rc) {
-		free(m);
-		return rc;
-	}
-	*mhandle = m;
-	return 0;
-}
-
-int netc_dereg_mr(void *comm, void *mhandle)
-{
-	struct netc_mr *m = mhandle;
-
-	(void)comm;
-	if (m) {
-		fabric_mr_dereg(&m->mr);
-		free(m);
-	}
-	return 0;
-}
-
-static struct netc_req *req_get(struct netc_comm *c)
-{
-	for (int i = 0; i < NETC_REQS; i++)
-		if (!c->reqs[i].used) {
-			struct netc_req *r = &c->reqs[i];
-			memset(r, 0, offsetof(struct netc_req, ops));
-			r->comm = c;
-			r->used = 1;
-			return r;
-		}
-	return NULL;
-}
-
-static void req_put(struct netc_req *r)
-{
-	r->used = 0;
-}
-
-/* Posts what is left of r. 0 when all is posted, -FI_EAGAIN to retry. */
-static int req_post(struct netc_req *r)
-{
-	struct netc_comm *c = r->comm;
-
-	while (r->nposted < r->n) {
-		int i = r->nposted, rc;
-		struct netc_op *op = &r->ops[i];
-		op->req = r;
-		op->err = 0;
-		op->len = 0;
-		__atomic_fetch_add(&r->pending, 1, __ATOMIC_RELAXED);
-		if (r->send)
-			rc = op_send(op, r->data[i], r->size[i], r->desc[i], c->peer,
-				     sc_tag_net(SC_TAG_NET_DATA, c->peer_id, r->tag[i]));
-		else
-			rc = op_recv(op, r->data[i], r->size[i], r->desc[i],
-				     sc_tag_net(SC_TAG_NET_DATA, c->id, r->tag[i]));
-		if (rc) {
-			__atomic_fetch_sub(&r->pending, 1, __ATOMIC_RELAXED);
-			return rc;
-		}
-		r->nposted++;
-	}
-	return 0;
-}
-
-/* A comm whose earlier request still has unposted subs accepts nothing new
- * (that would reorder messages of one tag). */
-static bool comm_unblock(struct netc_comm *c)
-{
-	if (!c->blocked)
-		return true;
-	netc_progress();
-	int rc = req_post(c->blocked);
-	if (rc == -FI_EAGAIN)
-		return false;
-	c->blocked = NULL;
-	return true;
-}
-
-int netc_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request)
-{
-	struct netc_comm *c = send_comm;
-	struct netc_req *r;
-	int rc;
-
-	*request = NULL;
-	if (!comm_unblock(c) || !(r = req_get(c)))
-		return 0;
-	r->send = true;
-	r->n = 1;
-	r->data[0] = data;
-	r->size[0] = size;
-	r->desc[0] = mhandle ? ((struct netc_mr *)mhandle)->mr.desc : NULL;
-	r->tag[0] = (uint32_t)tag;
-	rc = req_post(r);
-	if (rc == -FI_EAGAIN) {
-		netc_progress();
-		req_put(r);
-		return 0;
-	}
-	if (rc) {
-		SC_WARN("isend of %zu bytes: %s", size, fi_strerror(-rc));
-		req_put(r);
-		return rc;
-	}
-	*request = r;
-	return 0;
-}
-
-int netc_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
-	       void **mhandles, void **request)
-{
-	struct netc_comm *c = recv_comm;
-	struct netc_req *r;
-	int rc;
-
-	*request = NULL; /* also clears NCCL_NET_OPTIONAL_RECV_COMPLETION */
-	if (n < 1 || n > PLUGIN_MAX_RECVS) {
-		SC_WARN("irecv: %d grouped receives, this plugin announced at most %d", n,
-			(int)plugin_cfg.max_recvs);
-		return -EINVAL;
-	}
-	if (!comm_unblock(c) || !(r = req_get(c)))
-		return 0;
-	r->send = false;
-	r->n = n;
-	for (int i = 0; i < n; i++) {
-		r->data[i] = data[i];
-		r->size[i] = sizes[i];
-		r->desc[i] = mhandles && mhandles[i] ? ((struct netc_mr *)mhandles[i])->mr.desc : NULL;
-		r->tag[i] = (uint32_t)tags[i];
-	}
-	rc = req_post(r);
-	if (rc == -FI_EAGAIN) {
-		if (r->nposted == 0) {
-			req_put(r);
-			netc_progress();
-			return 0;
-		}
-		c->blocked = r; /* the rest is posted by later calls */
-	} else if (rc) {
-		SC_WARN("irecv: %s", fi_strerror(-rc));
-		if (r->nposted == 0) {
-			req_put(r);
-			return rc;
-		}
-		c->blocked = r;
-	}
-	*request = r;
-	return 0;
-}
-
-int netc_test(void *request, int *done, int *sizes)
-{
-	struct netc_req *r = request;
-	struct netc_comm *c = r->comm;
-	int err = 0;
-
-	*done = 0;
-	netc_progress();
-	if (r->nposted < r->n) {
-		if (c->blocked == r && req_post(r) == 0)
-			c->blocked = NULL;
-		return 0;
-	}
-	if (__atomic_load_n(&r->pending, __ATOMIC_ACQUIRE) != 0)
-		return 0;
-	for (int i = 0; i < r->n; i++) {
-		if (!op_done(&r->ops[i]))
-			return 0;
-		if (r->ops[i].err && !err) {
-			err = r->ops[i].err;
-			SC_WARN("%s of %zu bytes (tag %u) failed: %s%s", r->send ? "send" : "receive",
-				r->size[i], r->tag[i], fi_strerror(-err),
-				err == -FI_ETRUNC ? " (message larger than the receive buffer)" : "");
-		}
-		if (sizes)
-			sizes[i] = (int)(r->send ? r->size[i] : r->ops[i].len);
-	}
-	*done = 1;
-	req_put(r);
-	return err;
-}
-
 static void comm_drain(struct netc_comm *c)
 {
 	for (int i = 0; i < NETC_REQS; i++) {
@@ -659,7 +389,7 @@ static void comm_drain(struct netc_comm *c)
 			continue;
 		for (int j = 0; j < r->nposted; j++)
 			if (!r->send)
-				op_cancel_wait(&r->ops[j]);
+				netc_op_cancel_wait(&r->ops[j]);
 	}
 }
 
@@ -696,10 +426,10 @@ int netc_close_listen(void *listen_comm)
 
 	if (!lc)
 		return 0;
-	op_cancel_wait(&lc->ctl_op);
+	netc_op_cancel_wait(&lc->ctl_op);
 	if (lc->accepting) {
 		uint64_t end = sc_now_ns() + 2000000000ull;
-		while (lc->accepting->stage == 1 && !op_done(&lc->accepting->ctl_op) &&
+		while (lc->accepting->stage == 1 && !netc_op_done(&lc->accepting->ctl_op) &&
 		       sc_now_ns() < end)
 			netc_progress();
 		comm_release(lc->accepting);

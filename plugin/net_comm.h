@@ -1,6 +1,6 @@
-/* The p2p engine (net_comm.c): ncclNet's comms over the process's one
- * libfabric endpoint, in negative errnos; net.c adapts it to NCCL's
- * versions, and the collnet shares its init and devices. */
+/* The p2p engine (net_comm.c, net_req.c): ncclNet's comms over the
+ * process's one libfabric endpoint, in negative errnos; net_nccl.c adapts
+ * it to NCCL's versions, and the collnet shares its init and devices. */
 #ifndef SUMCAST_PLUGIN_NET_COMM_H
 #define SUMCAST_PLUGIN_NET_COMM_H
 

@@ -71,9 +71,9 @@ static const struct cfg_entry plugin_table[] = {
 	  S(test_mc_drop), 0, 1000, false },
 	{ "", "max_recvs", CFG_INT, "8", "grouped receives announced to NCCL (1..8)",
 	  S(max_recvs), 1, PLUGIN_MAX_RECVS, false },
-	{ "", "eager_bytes", CFG_STRING, "auto",
+	{ "", "eager_bytes", CFG_SIZE_AUTO, "auto",
 	  "largest message the provider sends eagerly; auto: 16K for tcp/verbs (ofi_rxm), 0 (off) otherwise",
-	  S(eager_bytes), 0, 0, false },
+	  S(eager_bytes), 0, 64 << 20, false },
 	{ "", "deterministic", CFG_BOOL, "false",
 	  "aggregators reduce every chunk in rank order: bitwise the same sums run after run (rank 0's setting)",
 	  S(deterministic), 0, 0, false },
@@ -85,6 +85,11 @@ static const struct cfg_entry plugin_table[] = {
 	CFG_ENTRY_END
 };
 #undef S
+
+const struct cfg_entry *plugin_settings_table(void)
+{
+	return plugin_table;
+}
 
 static pthread_mutex_t plugin_lock = PTHREAD_MUTEX_INITIALIZER;
 static ncclDebugLogger_t plugin_logger;

@@ -1,7 +1,7 @@
 /* Internals shared by the plugin's modules: settings, logging into NCCL,
  * error mapping, device properties, the p2p engine (net_comm.c) and the
- * collnet engine (collnet.c, ring.c, split.c). Nothing here is exported;
- * only the vtables in net.c and collnet_api.c carry SC_EXPORT. */
+ * collnet engine (collnet_*.c, ring.c, split.c). Nothing here is exported;
+ * only the vtables in net_nccl.c and collnet_nccl.c carry SC_EXPORT. */
 #ifndef SUMCAST_PLUGIN_H
 #define SUMCAST_PLUGIN_H
 
@@ -44,12 +44,14 @@ struct plugin_settings {
 	int64_t test_mc_drop;          /* test hook: datagrams dropped per mille */
 	int64_t max_recvs;
 	char log_level[CFG_STR_MAX];
-	char eager_bytes[CFG_STR_MAX]; /* "auto": provider's eager limit, else a size, 0: off */
+	uint64_t eager_bytes;          /* CFG_SIZE_AUTO_VALUE: the provider's eager limit; 0: off */
 	bool deterministic;            /* aggregators reduce in rank order (rank 0's decides) */
 	char trace[CFG_STR_MAX];       /* file prefix for the per-allreduce trace; "": off */
 };
 
 extern struct plugin_settings plugin_cfg;
+/* The table behind plugin_cfg (tests: every setting's spellings). */
+const struct cfg_entry *plugin_settings_table(void);
 
 /* Once per process: installs the NCCL logger as log sink, loads and logs the
  * settings, picks the reduce kernels. Later calls only refresh the logger. */

@@ -1,3 +1,11 @@
+/* The ring among the nodes, at the ring step of the flow (NCCL call ->
+ * split -> aggregators / ring -> completion): an allreduce's ring part
+ * (collnet_allreduce.c), a window op that does not go to the aggregators
+ * (collnet_window.c), and failover's and the adaptive split's agreements
+ * and recomputations, all as ring_ops on the collnet's own endpoint. This
+ * file posts and completes the messages, stages and reduces; which segment
+ * each step moves, how segments are cut into columns and the tags come
+ * from ring_step.c (pure). ring.h has the whole story. */
 #include "ring.h"
 
 #include <errno.h>
@@ -5,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chunk.h"
 #include "clock.h"
 #include "log.h"
 #include "tags.h"
@@ -43,47 +50,37 @@ int ring_init(struct ring *r, struct fabric *f, const void *next_addr, size_t ne
 
 /* Staging of `per` bytes per slot in *buf, allocated and registered at the
  * first use: jobs that never need it pay nothing. */
-static char *ring_staging(struct ring *r, char **buf, struct fabric_mr *mr, size_t per,
-			  uint32_t slot, void **desc)
+static char *ring_staging(struct ring *r, struct fabric_buf *b, size_t per, uint32_t slot,
+			  void **desc)
 {
-	if (!*buf) {
-		if (posix_memalign((void **)buf, 4096, per * r->tmp_slots))
-			return *buf = NULL;
-		if (fabric_mr_reg(r->f, *buf, per * r->tmp_slots, mr)) {
-			free(*buf);
-			return *buf = NULL;
-		}
-	}
-	*desc = mr->desc;
-	return *buf + per * slot;
+	if (!b->buf && fabric_buf_alloc(r->f, per * r->tmp_slots, b))
+		return NULL;
+	*desc = b->mr.desc;
+	return (char *)b->buf + per * slot;
 }
 
 /* Staging for in-place requests: window x chunk per slot. */
 static char *ring_tmp(struct ring *r, uint32_t slot, void **desc)
 {
-	return ring_staging(r, &r->tmp, &r->tmp_mr, (size_t)r->window * r->chunk_bytes, slot, desc);
+	return ring_staging(r, &r->tmp, (size_t)r->window * r->chunk_bytes, slot, desc);
 }
 
 /* Reduce-scatter staging: two column buffers per column in flight. */
 static char *ring_tmp_rs(struct ring *r, uint32_t slot, void **desc)
 {
-	return ring_staging(r, &r->tmp_rs, &r->tmp_rs_mr, 2 * (size_t)r->window * r->chunk_bytes, slot,
-			    desc);
+	return ring_staging(r, &r->tmp_rs, 2 * (size_t)r->window * r->chunk_bytes, slot, desc);
 }
 
 void ring_fini(struct ring *r)
 {
-	if (r->tmp)
-		fabric_mr_dereg(&r->tmp_mr);
-	if (r->tmp_rs)
-		fabric_mr_dereg(&r->tmp_rs_mr);
+	fabric_buf_dereg(&r->tmp);
+	fabric_buf_dereg(&r->tmp_rs);
 }
 
 void ring_free(struct ring *r)
 {
-	free(r->tmp);
-	free(r->tmp_rs);
-	r->tmp = r->tmp_rs = NULL;
+	fabric_buf_free(&r->tmp);
+	fabric_buf_free(&r->tmp_rs);
 }
 
 int ring_post(struct ring *rg, struct ring_xfer *x, bool send, const void *buf, size_t len,
@@ -130,24 +127,11 @@ int ring_poll(struct ring *r)
 
 static inline uint64_t op_tag(const struct ring_op *o, uint32_t step, size_t col)
 {
-	return o->tag_base | (uint64_t)(step & 0xFFF) << o->step_shift |
-	       ((uint64_t)col & ((1ull << o->step_shift) - 1));
+	return ring_step_tag(o->tag_base, o->step_shift, step, col);
 }
 
 /* Segment k: [b, e) in elements of the op's buffer (the window for window
  * operations: block k's part of it, empty when they do not meet). */
-void ring_window_part(size_t block, size_t win, size_t count, uint32_t k, size_t *off, size_t *len)
-{
-	size_t lo = (size_t)k * block, hi = lo + block, we = win + count;
-
-	if (hi <= win || lo >= we) {
-		*off = *len = 0;
-		return;
-	}
-	*off = (lo > win ? lo : win) - win;
-	*len = (hi < we ? hi : we) - win - *off;
-}
-
 static void seg_range(const struct ring_op *o, uint32_t k, size_t *b, size_t *e)
 {
 	if (o->kind != RING_ALLREDUCE) {
@@ -156,11 +140,7 @@ static void seg_range(const struct ring_op *o, uint32_t k, size_t *b, size_t *e)
 		*e = *b + len;
 		return;
 	}
-	size_t s = (size_t)k * o->seg_elems;
-
-	*b = s < o->count ? s : o->count;
-	s += o->seg_elems;
-	*e = s < o->count ? s : o->count;
+	ring_step_seg(o->count, o->seg_elems, k, b, e);
 }
 
 void ring_op_segment(const struct ring_op *o, uint32_t k, size_t *off, size_t *len)
@@ -174,9 +154,7 @@ void ring_op_segment(const struct ring_op *o, uint32_t k, size_t *off, size_t *l
 
 static uint32_t op_nsteps(const struct ring_op *o)
 {
-	uint32_t n = o->ring->nranks;
-
-	return o->kind == RING_ALLREDUCE ? 2 * (n - 1) : n - 1;
+	return ring_step_count((enum ring_kind)o->kind, o->ring->nranks);
 }
 
 /* Chunk j of segment k: element offset and length (0 if past its end). */
@@ -185,41 +163,13 @@ static void chunk_range(const struct ring_op *o, uint32_t k, size_t j, size_t *o
 	size_t b, e;
 
 	seg_range(o, k, &b, &e);
-	*off = b + j * o->chunk_elems;
-	if (*off >= e) {
-		*off = e;
-		*len = 0;
-		return;
-	}
-	*len = e - *off < o->chunk_elems ? e - *off : o->chunk_elems;
+	ring_step_col(b, e, o->chunk_elems, j, off, len);
 }
 
-/* The segments rank r sends to next and receives from prev at step g.
- * Rank r + 1 receives at step g what rank r sends at step g. */
+/* The segments this rank sends to next and receives from prev at step g. */
 static void step_segs(const struct ring_op *o, uint32_t g, uint32_t *sseg, uint32_t *rseg)
 {
-	uint32_t n = o->ring->nranks, r = o->ring->rank;
-
-	if (o->kind == RING_REDUCE_SCATTER) {
-		/* ends with segment r at rank r */
-		*sseg = (r + 2 * n - 1 - g) % n;
-		*rseg = (r + 2 * n - 2 - g) % n;
-		return;
-	}
-	if (o->kind == RING_ALLGATHER) {
-		/* starts with segment r at rank r */
-		*sseg = (r + n - g) % n;
-		*rseg = (r + 2 * n - 1 - g) % n;
-		return;
-	}
-	if (g < n - 1) {
-		*sseg = (r + n - g % n) % n;
-		*rseg = (r + 2 * n - g - 1) % n;
-	} else {
-		uint32_t t = g - (n - 1);
-		*sseg = (r + 1 + n - t) % n;
-		*rseg = (r + n - t) % n;
-	}
+	ring_step_segs((enum ring_kind)o->kind, o->ring->nranks, o->ring->rank, g, sseg, rseg);
 }
 
 static void col_enter(struct ring_op *o, struct ring_col *c)
@@ -294,18 +244,10 @@ static int col_post(struct ring_op *o, struct ring_col *c, size_t slot)
 	return 0;
 }
 
-/* Column elements for segments of seg_elems: the one chunk policy
- * (common/chunk.h), made large enough that the columns fit in col_bits. */
+/* Column elements for segments of seg_elems (ring_step_col_elems). */
 static size_t ring_chunk_elems(const struct ring *r, size_t seg_elems, size_t es, unsigned col_bits)
 {
-	size_t e = sc_chunk_for(seg_elems * es, es, r->chunk_bytes, r->window, r->eager_bytes & ~(size_t)63) / es;
-	size_t cols_max = col_bits >= 40 ? SIZE_MAX : (size_t)1 << col_bits;
-
-	if (!e)
-		e = 1;
-	if ((seg_elems + e - 1) / e > cols_max)
-		e = (seg_elems + cols_max - 1) / cols_max;
-	return e;
+	return ring_step_col_elems(seg_elems, es, r->chunk_bytes, r->window, r->eager_bytes, col_bits);
 }
 
 size_t ring_op_tmp_bytes(const struct ring *r, size_t count, enum sc_dtype t, unsigned step_shift)
@@ -363,19 +305,6 @@ void ring_op_start_tagged(struct ring *r, struct ring_op *o, uint64_t tag_base, 
 	}
 }
 
-/* The longest segment of a window op: the window's part of its first block,
- * of its last, and a whole block when one lies between them. */
-static size_t window_seg_max(size_t block, size_t win, size_t count)
-{
-	size_t k0 = win / block, k1 = (win + count - 1) / block;
-
-	if (k0 == k1)
-		return count;
-	size_t first = (k0 + 1) * block - win, last = win + count - k1 * block;
-	size_t m = first > last ? first : last;
-	return k1 - k0 >= 2 && block > m ? block : m;
-}
-
 void ring_op_start_window(struct ring *r, struct ring_op *o, enum ring_kind kind, uint32_t seq,
 			  const void *send, void *recv, size_t block, size_t win, size_t count,
 			  enum sc_dtype t, enum sc_op op, void *sdesc, void *rdesc, uint32_t slot)
@@ -416,7 +345,7 @@ void ring_op_start_window(struct ring *r, struct ring_op *o, enum ring_kind kind
 	}
 	if (r->nranks == 1)
 		return;
-	o->seg_elems = window_seg_max(block, win, count);
+	o->seg_elems = ring_step_window_seg_max(block, win, count);
 	o->chunk_elems = ring_chunk_elems(r, o->seg_elems, o->es, o->step_shift);
 	o->ncols = (o->seg_elems + o->chunk_elems - 1) / o->chunk_elems;
 	if (kind == RING_REDUCE_SCATTER) {

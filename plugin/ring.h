@@ -18,6 +18,9 @@
  * each segment is reduced once, by its owner's chain, and the allgather
  * copies it.
  *
+ * Which segment a step sends and receives, the columns and the tags are
+ * ring_step.c's pure functions (ring_step.h), tested alone.
+ *
  * Window operations (ring_op_start_window): the global buffer is nranks
  * blocks of `block` elements, block k belonging to rank k; the operation
  * covers the window [win, win + count) of it, and segment k is block k's
@@ -45,6 +48,7 @@
 
 #include "fabric.h"
 #include "reduce.h"
+#include "ring_step.h"
 
 #define RING_WINDOW_MAX 16
 
@@ -60,12 +64,10 @@ struct ring {
 	 * rank 0's handle after ring_init). */
 	size_t eager_bytes;
 	/* staging for in-place requests: nslots x window x chunk_bytes */
-	char *tmp;
-	struct fabric_mr tmp_mr;
+	struct fabric_buf tmp;
 	/* staging for reduce-scatter partials: nslots x 2 x window x chunk_bytes
 	 * (allocated at the first reduce-scatter) */
-	char *tmp_rs;
-	struct fabric_mr tmp_rs_mr;
+	struct fabric_buf tmp_rs;
 	uint32_t tmp_slots;
 	int err; /* sticky CQ failure */
 	uint32_t posted;   /* operations posted on f and not completed (ring_post, ring_poll) */
@@ -99,8 +101,6 @@ struct ring_col {
 	bool active;
 	struct ring_xfer s, r;
 };
-
-enum ring_kind { RING_ALLREDUCE = 0, RING_REDUCE_SCATTER, RING_ALLGATHER };
 
 struct ring_op {
 	struct ring *ring;
@@ -158,10 +158,6 @@ void ring_op_start_window(struct ring *r, struct ring_op *o, enum ring_kind kind
 			  enum sc_dtype t, enum sc_op op, void *sdesc, void *rdesc, uint32_t slot);
 /* Segment k of a window operation: element offset in the window and length. */
 void ring_op_segment(const struct ring_op *o, uint32_t k, size_t *off, size_t *len);
-/* Block k's part of window [win, win + count) of a buffer of blocks of
- * `block` (any unit): [*off, *off + *len) relative to the window, *len 0
- * when they do not meet. */
-void ring_window_part(size_t block, size_t win, size_t count, uint32_t k, size_t *off, size_t *len);
 /* 1: done, 0: in progress, <0: failed. */
 int ring_op_progress(struct ring_op *o);
 /* Reads completions. Returns 0 or a negative FI_E*. */

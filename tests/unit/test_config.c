@@ -146,6 +146,80 @@ static void test_dump_roundtrip(void **state)
 	free(buf);
 }
 
+/* CFG_SIZE and CFG_SIZE_AUTO take the same spellings of a size; the
+ * latter also "auto" (any case, or empty), which prints back as "auto". */
+struct sizes {
+	uint64_t chunk, eager;
+};
+
+static const struct cfg_entry size_table[] = {
+	{ "", "chunk", CFG_SIZE, "256K", "a size", offsetof(struct sizes, chunk), 4096, 64 << 20, false },
+	{ "", "eager", CFG_SIZE_AUTO, "auto", "a size or auto", offsetof(struct sizes, eager), 0, 64 << 20,
+	  false },
+	CFG_ENTRY_END
+};
+
+static void test_size_spellings(void **state)
+{
+	(void)state;
+	static const char *const same[] = { "16384", "16K", "16k", "16KiB", "16kib", "16 K", "0.015625M",
+					    "16384B" };
+	static const char *const bad[] = { "16KB", "16Q", "-1", "1.5", "K", "16K1", "nan" };
+	struct sizes z;
+	struct cfg_error err;
+	char buf[64];
+
+	assert_int_equal(cfg_set_defaults(size_table, &z, &err), 0);
+	assert_int_equal(z.chunk, 256 << 10);
+	assert_true(z.eager == CFG_SIZE_AUTO_VALUE);
+	cfg_format(&size_table[1], &z, buf, sizeof(buf));
+	assert_string_equal(buf, "auto");
+	for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++) {
+		z.chunk = z.eager = 0;
+		assert_int_equal(cfg_set(&size_table[0], &z, same[i], &err), 0);
+		assert_int_equal(cfg_set(&size_table[1], &z, same[i], &err), 0);
+		assert_int_equal(z.chunk, 16384);
+		assert_int_equal(z.eager, 16384);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(cfg_set(&size_table[0], &z, bad[i], &err), -EINVAL);
+		assert_int_equal(cfg_set(&size_table[1], &z, bad[i], &err), -EINVAL);
+		assert_non_null(strstr(err.msg, "auto or a size"));
+	}
+	/* auto: only where the type says so */
+	assert_int_equal(cfg_set(&size_table[0], &z, "auto", &err), -EINVAL);
+	static const char *const autos[] = { "auto", "AUTO", "Auto", "" };
+	for (size_t i = 0; i < sizeof(autos) / sizeof(autos[0]); i++) {
+		z.eager = 0;
+		assert_int_equal(cfg_set(&size_table[1], &z, autos[i], &err), 0);
+		assert_true(z.eager == CFG_SIZE_AUTO_VALUE);
+	}
+	/* the range holds for sizes, 0 is one */
+	assert_int_equal(cfg_set(&size_table[1], &z, "0", &err), 0);
+	assert_int_equal(z.eager, 0);
+	assert_int_equal(cfg_set(&size_table[1], &z, "65M", &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "out of range"));
+	assert_int_equal(cfg_set(&size_table[0], &z, "1K", &err), -EINVAL);
+	/* printed as the file takes it, and read back */
+	assert_int_equal(cfg_set(&size_table[1], &z, "16KiB", &err), 0);
+	cfg_format(&size_table[1], &z, buf, sizeof(buf));
+	assert_string_equal(buf, "16K");
+	assert_int_equal(cfg_set(&size_table[1], &z, "1000", &err), 0);
+	cfg_format(&size_table[1], &z, buf, sizeof(buf));
+	assert_string_equal(buf, "1000");
+	/* and from the environment */
+	setenv("TESTSZ_EAGER", "8KiB", 1);
+	setenv("TESTSZ_CHUNK", "8k", 1);
+	assert_int_equal(cfg_load(size_table, &z, NULL, "TESTSZ_", NULL, &err), 0);
+	assert_int_equal(z.eager, 8192);
+	assert_int_equal(z.chunk, 8192);
+	setenv("TESTSZ_EAGER", "auto", 1);
+	assert_int_equal(cfg_load(size_table, &z, NULL, "TESTSZ_", NULL, &err), 0);
+	assert_true(z.eager == CFG_SIZE_AUTO_VALUE);
+	unsetenv("TESTSZ_EAGER");
+	unsetenv("TESTSZ_CHUNK");
+}
+
 static void test_missing_file(void **state)
 {
 	(void)state;
@@ -270,7 +344,7 @@ int main(void)
 		cmocka_unit_test(test_env_override),  cmocka_unit_test(test_dump_roundtrip),
 		cmocka_unit_test(test_missing_file),  cmocka_unit_test(test_log),
 		cmocka_unit_test(test_directory_is_error), cmocka_unit_test(test_duplicate_key),
-		cmocka_unit_test(test_broken_section_line),
+		cmocka_unit_test(test_broken_section_line), cmocka_unit_test(test_size_spellings),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,4 +1,8 @@
-/* The adaptive split (SUMCAST_SPLIT=auto): every node measures each window
+/* The adaptive split (SUMCAST_SPLIT=auto) as a communicator runs it, at the
+ * split step of the flow: iallreduce asks it for a request's split
+ * (coll_adapt_split), test tells it the request's times when it completes
+ * (coll_adapt_done), and it drives the agreements from both (split.c has
+ * the controller it runs, split_adapt_*). Every node measures each window
  * of SPLIT_ADAPT_WINDOW adaptive requests (split.h: the figures and the
  * controller), the nodes agree on the minimum of each figure with a tagged
  * min-allreduce over the ring (the failover agreement's mechanism, under
@@ -22,27 +26,21 @@
 /* The agreed vector: each class's figures, then the aggregators' tenancy:
  * the jobs the busiest aggregator serves (min over nodes: what every node
  * has heard), and minus its load (so the min is the max load). */
-#define TUNE_CLS (SPLIT_ADAPT_CLASSES * SPLIT_MEAS_VALS)
-#define TUNE_JOBS TUNE_CLS
-#define TUNE_LOAD (TUNE_CLS + 1)
-#define TUNE_NV (TUNE_CLS + 2)
+#define ADAPT_CLS (SPLIT_ADAPT_CLASSES * SPLIT_MEAS_VALS)
+#define ADAPT_JOBS ADAPT_CLS
+#define ADAPT_LOAD (ADAPT_CLS + 1)
+#define ADAPT_NV (ADAPT_CLS + 2)
 
-int tune_init(struct coll_comm *cc)
+int coll_adapt_init(struct coll_comm *cc)
 {
-	struct tune *t = &cc->tune;
+	struct coll_adapt *t = &cc->adapt;
 	int rc;
 
 	if (!cc->client || cc->nranks < 2 || !cc->adaptive)
 		return 0;
-	t->v = calloc(2 * TUNE_NV, sizeof(*t->v));
-	if (!t->v)
-		return -ENOMEM;
-	rc = fabric_mr_reg(cc->f, t->v, 2 * TUNE_NV * sizeof(*t->v), &t->mr);
-	if (rc) {
-		free(t->v);
-		t->v = NULL;
+	rc = coll_agreement_alloc(cc, &t->ag, ADAPT_NV);
+	if (rc)
 		return rc;
-	}
 	split_adapt_init(&t->sa, &cc->model);
 	for (unsigned c = 0; c < SPLIT_ADAPT_CLASSES; c++)
 		t->plan0[c] = t->sa.c[c].ppm;
@@ -62,11 +60,11 @@ static const char *class_name(unsigned c, char *buf, size_t len)
 	return buf;
 }
 
-/* Window `agreed`'s agreed figures are in v[TUNE_NV..]: decide, plan
+/* Window `agreed`'s agreed figures are in v[ADAPT_NV..]: decide, plan
  * window agreed + 2. */
-static void tune_decide(struct coll_comm *cc)
+static void adapt_decide(struct coll_comm *cc)
 {
-	struct tune *t = &cc->tune;
+	struct coll_adapt *t = &cc->adapt;
 	struct split_meas meas[SPLIT_ADAPT_CLASSES];
 	char why[SPLIT_ADAPT_CLASSES][96];
 	int32_t before[SPLIT_ADAPT_CLASSES];
@@ -74,7 +72,7 @@ static void tune_decide(struct coll_comm *cc)
 	unsigned told;
 
 	for (unsigned c = 0; c < SPLIT_ADAPT_CLASSES; c++) {
-		const int64_t *o = t->v + TUNE_NV + c * SPLIT_MEAS_VALS;
+		const int64_t *o = t->ag.out + c * SPLIT_MEAS_VALS;
 		meas[c] = (struct split_meas){ o[0], o[1], o[2], o[3], o[4] };
 		before[c] = t->sa.c[c].ppm;
 	}
@@ -82,7 +80,7 @@ static void tune_decide(struct coll_comm *cc)
 	 * say so in their PONGs): what the climb found may no longer hold.
 	 * Fewer tenants leave more of the aggregators to this job: it tries a
 	 * larger share first (a smaller one when one came). */
-	int64_t jobs = t->v[TUNE_NV + TUNE_JOBS], load = -t->v[TUNE_NV + TUNE_LOAD];
+	int64_t jobs = t->ag.out[ADAPT_JOBS], load = -t->ag.out[ADAPT_LOAD];
 	if (jobs > 0 && t->jobs > 0 && jobs != t->jobs) {
 		split_adapt_rearm(&t->sa, jobs < t->jobs ? 1 : -1);
 		SC_LOG_AT(cc->rank == 0 ? SC_LOG_INFO : SC_LOG_DEBUG,
@@ -99,7 +97,7 @@ static void tune_decide(struct coll_comm *cc)
 		snprintf(load_s, sizeof(load_s), " [aggregators: %lld job(s), busiest %.0f %% busy]",
 			 (long long)t->jobs, load / 10.0);
 	for (unsigned c = 0; c < SPLIT_ADAPT_CLASSES; c++) {
-		t->plan[(n + 2) % TUNE_WINS][c] = t->sa.c[c].ppm;
+		t->plan[(n + 2) % ADAPT_WINS][c] = t->sa.c[c].ppm;
 		if (!(told >> c & 1))
 			continue;
 		int32_t d = t->sa.c[c].ppm - before[c];
@@ -119,14 +117,14 @@ static void tune_decide(struct coll_comm *cc)
 }
 
 /* Window `agreed` complete here: put its figures in and start agreeing. */
-static void tune_start(struct coll_comm *cc)
+static void adapt_start(struct coll_comm *cc)
 {
-	struct tune *t = &cc->tune;
-	struct tune_win *w = &t->win[t->agreed % TUNE_WINS];
+	struct coll_adapt *t = &cc->adapt;
+	struct coll_adapt_win *w = &t->win[t->agreed % ADAPT_WINS];
 
 	for (unsigned c = 0; c < SPLIT_ADAPT_CLASSES; c++) {
 		struct split_meas m;
-		int64_t *o = t->v + c * SPLIT_MEAS_VALS;
+		int64_t *o = t->ag.in + c * SPLIT_MEAS_VALS;
 		split_meas_window(w->rec, SPLIT_ADAPT_WINDOW, (int)c, &t->ends[c], &m);
 		o[0] = m.n;
 		o[1] = m.ppm;
@@ -143,24 +141,22 @@ static void tune_start(struct coll_comm *cc)
 		most_jobs = jobs > most_jobs ? jobs : most_jobs;
 		most_load = pm > most_load ? pm : most_load;
 	}
-	t->v[TUNE_JOBS] = most_jobs;
-	t->v[TUNE_LOAD] = -(int64_t)most_load;
+	t->ag.in[ADAPT_JOBS] = most_jobs;
+	t->ag.in[ADAPT_LOAD] = -(int64_t)most_load;
 	w->done = 0;
-	ring_op_start_tagged(&cc->ring, &t->op, sc_tag_tune(t->agreed), SC_TAG_FO_STEP_SHIFT, t->v,
-			     t->v + TUNE_NV, TUNE_NV, SC_I64, SC_OP_MIN, t->mr.desc, t->mr.desc, NULL,
-			     NULL);
+	coll_agreement_start(cc, &t->ag, sc_tag_adapt(t->agreed));
 	t->running = true;
 }
 
-int tune_step(struct coll_comm *cc)
+int coll_adapt_step(struct coll_comm *cc)
 {
-	struct tune *t = &cc->tune;
+	struct coll_adapt *t = &cc->adapt;
 
 	if (!t->on)
 		return 0;
 	for (;;) {
 		if (t->running) {
-			int rc = ring_op_progress(&t->op);
+			int rc = ring_op_progress(&t->ag.op);
 			if (rc == 0)
 				return 0;
 			t->running = false;
@@ -171,17 +167,17 @@ int tune_step(struct coll_comm *cc)
 				t->on = false;
 				return rc;
 			}
-			tune_decide(cc);
+			adapt_decide(cc);
 		}
-		if (t->win[t->agreed % TUNE_WINS].done < SPLIT_ADAPT_WINDOW)
+		if (t->win[t->agreed % ADAPT_WINS].done < SPLIT_ADAPT_WINDOW)
 			return 0;
-		tune_start(cc);
+		adapt_start(cc);
 	}
 }
 
-int tune_split(struct coll_comm *cc, size_t bytes, int32_t *ppm)
+int coll_adapt_split(struct coll_comm *cc, size_t bytes, int32_t *ppm)
 {
-	struct tune *t = &cc->tune;
+	struct coll_adapt *t = &cc->adapt;
 	int c = split_adapt_class(bytes);
 	uint64_t w;
 
@@ -194,20 +190,20 @@ int tune_split(struct coll_comm *cc, size_t bytes, int32_t *ppm)
 	}
 	if (t->agreed < w - 1)
 		return -EAGAIN;
-	*ppm = t->plan[w % TUNE_WINS][c];
+	*ppm = t->plan[w % ADAPT_WINS][c];
 	return 1;
 }
 
-void tune_issued(struct coll_comm *cc, struct coll_req *r)
+void coll_adapt_issued(struct coll_comm *cc, struct coll_req *r)
 {
-	r->tuned = true;
-	r->tune_ord = cc->tune.issued++;
+	r->adaptive = true;
+	r->adapt_ord = cc->adapt.issued++;
 }
 
-void tune_done(struct coll_comm *cc, const struct coll_req *r, uint64_t t_end)
+void coll_adapt_done(struct coll_comm *cc, const struct coll_req *r, uint64_t t_end)
 {
-	struct tune_win *w = &cc->tune.win[(r->tune_ord / SPLIT_ADAPT_WINDOW) % TUNE_WINS];
-	struct split_rec *q = &w->rec[r->tune_ord % SPLIT_ADAPT_WINDOW];
+	struct coll_adapt_win *w = &cc->adapt.win[(r->adapt_ord / SPLIT_ADAPT_WINDOW) % ADAPT_WINS];
+	struct split_rec *q = &w->rec[r->adapt_ord % SPLIT_ADAPT_WINDOW];
 
 	*q = (struct split_rec){
 		.t0 = r->t0,
@@ -216,26 +212,26 @@ void tune_done(struct coll_comm *cc, const struct coll_req *r, uint64_t t_end)
 		.t_end = t_end,
 		.bytes = r->count * r->es,
 		.agg_bytes = r->a * r->es,
-		.ppm = r->tune_ppm,
+		.ppm = r->adapt_ppm,
 		.cls = (int8_t)split_adapt_class(r->count * r->es),
 	};
 	w->done++;
 }
 
-void tune_fini(struct coll_comm *cc, uint64_t deadline)
+void coll_adapt_fini(struct coll_comm *cc, uint64_t deadline)
 {
-	struct tune *t = &cc->tune;
+	struct coll_adapt *t = &cc->adapt;
 
-	if (!t->v)
+	if (!t->ag.in)
 		return;
 	/* the windows this node completed: every node completed them, and
 	 * some may wait in their agreement for this node's part */
-	while (t->on && !cc->failed && (t->running || t->win[t->agreed % TUNE_WINS].done ==
+	while (t->on && !cc->failed && (t->running || t->win[t->agreed % ADAPT_WINS].done ==
 						     SPLIT_ADAPT_WINDOW)) {
 		ring_poll(&cc->ring);
 		client_progress(cc->client);
 		(void)failover_step(cc); /* serve the others' notices and copies meanwhile */
-		if (tune_step(cc))
+		if (coll_adapt_step(cc))
 			break;
 		if (sc_now_ns() > deadline) {
 			SC_WARN("collnet job 0x%016llx rank %u: closing: the agreement on the split of "
@@ -245,10 +241,10 @@ void tune_fini(struct coll_comm *cc, uint64_t deadline)
 		}
 	}
 	if (t->running)
-		ring_op_abort(&t->op);
+		ring_op_abort(&t->ag.op);
 	t->running = false;
 	t->on = false;
-	fabric_mr_dereg(&t->mr);
+	fabric_buf_dereg(&t->ag.mem);
 	if (t->agreed && cc->rank == 0) {
 		char now[SPLIT_ADAPT_CLASSES * 24] = "", cn[32];
 		size_t l = 0;
@@ -261,5 +257,5 @@ void tune_fini(struct coll_comm *cc, uint64_t deadline)
 			" changes; now %s", (unsigned long long)cc->job_id, t->agreed, t->changes,
 			now[0] ? now : "(no class measured)");
 	}
-	/* t->v is freed after the endpoint closes (an aborted receive) */
+	/* t->ag's memory is freed after the endpoint closes (an aborted receive) */
 }

@@ -1,0 +1,148 @@
+/* A request's life from slot to completion: the request slots every call
+ * takes one of (collnet_allreduce.c, collnet_window.c), and test, where the
+ * flow ends. test reads each completion queue once (the ring's, each
+ * aggregator endpoint's), drives failover (failover.c) and the adaptive
+ * split (collnet_adapt.c), moves every request's ring part, checks its aggregator
+ * part with the client, and completes it when both paths and its repairs
+ * are done: the trace line (collnet_trace.c), the statistics the close
+ * line sums (collnet_close.c), a window's part out of the staging. */
+#include "collnet.h"
+
+#include <string.h>
+
+#include "log.h"
+#include "tags.h"
+
+struct coll_req *coll_req_slot(struct coll_comm *cc, uint32_t *slot)
+{
+	for (uint32_t i = 0; i < COLL_REQS; i++)
+		if (!cc->reqs[i].used) {
+			*slot = i;
+			return &cc->reqs[i];
+		}
+	return NULL;
+}
+
+void coll_req_init(struct coll_comm *cc, struct coll_req *r, enum coll_kind kind, size_t count,
+		   enum sc_dtype d, enum sc_op o, const void *send, void *recv, struct coll_mr *sm,
+		   struct coll_mr *rm)
+{
+	memset(r, 0, offsetof(struct coll_req, ring));
+	r->cc = cc;
+	r->used = true;
+	r->coll = (uint8_t)kind;
+	r->idx = cc->next_idx;
+	r->seq = (uint32_t)(cc->next_idx & SC_TAG_RING_SEQ_MASK);
+	r->count = count;
+	r->es = sc_dtype_size(d);
+	r->dtype = (uint8_t)d;
+	r->op = (uint8_t)o;
+	r->send = send;
+	r->recv = recv;
+	r->sm = sm;
+	r->rm = rm;
+}
+
+static int req_progress(struct coll_req *r)
+{
+	int rc;
+
+	if (!r->ring_done) {
+		rc = ring_op_progress(&r->ring);
+		if (rc < 0)
+			return rc;
+		if (rc == 1) {
+			r->ring_done = true;
+			r->t_ring = sc_now_ns();
+		}
+	}
+	return 0;
+}
+
+static void req_end(struct coll_comm *cc, struct coll_req *r)
+{
+	failover_req_gone(cc, r);
+	r->used = false;
+}
+
+int collnet_test(void *request, int *done, int *size)
+{
+	struct coll_req *r = request;
+	struct coll_comm *cc = r->cc;
+	int rc;
+
+	*done = 0;
+	/* each completion queue read once per call (a poll() each on tcp), the
+	 * ring's only when something but the standing notice receive is
+	 * posted there, or every RING_QUIET_NS */
+	if (!ring_quiet(&cc->ring, cc->fo.nrx_posted ? 1 : 0, sc_now_ns()))
+		ring_poll(&cc->ring);
+	if (cc->client)
+		client_progress(cc->client);
+	rc = failover_step(cc);
+	if (!rc)
+		rc = coll_adapt_step(cc);
+	/* Every active request moves, not only the one NCCL asks about. */
+	for (int i = 0; i < COLL_REQS; i++)
+		if (cc->reqs[i].used && &cc->reqs[i] != r)
+			(void)req_progress(&cc->reqs[i]);
+	if (!rc)
+		rc = req_progress(r);
+	if (!rc && !r->agg_done) {
+		int d = 0;
+		rc = client_req_check(cc->client, r->creq, &d);
+		if (rc) {
+			r->creq = NULL; /* freed by client_req_check */
+			SC_WARN("%s seq %u through the aggregators failed: %s", coll_kind_name((enum coll_kind)r->coll), r->seq,
+				client_error(cc->client));
+		} else if (d) {
+			r->creq = NULL;
+			r->agg_done = true;
+			r->t_agg = sc_now_ns();
+		}
+	}
+	if (rc) {
+		if (!r->ring_done)
+			ring_op_abort(&r->ring);
+		if (r->creq)
+			r->agg_done = true; /* left to client_destroy */
+		coll_trace_req(cc, r, sc_now_ns(), rc);
+		req_end(cc, r);
+		cc->failed = true;
+		return rc;
+	}
+	if (!r->agg_done || !r->ring_done || r->repairs) {
+		if (!r->stall_logged && sc_now_ns() - r->t0 > (uint64_t)plugin_cfg.agg_timeout_ms * 1000000ull)
+			coll_stall_dump(cc, r);
+		return 0;
+	}
+	uint64_t t_end = sc_now_ns();
+	coll_trace_req(cc, r, t_end, 0);
+	if (r->adaptive)
+		coll_adapt_done(cc, r, t_end);
+	if (size)
+		*size = (int)(r->count * r->es);
+	if (r->coll != COLL_ALLREDUCE) {
+		bool rs = r->coll == COLL_REDUCE_SCATTER;
+		if (r->win_len) /* through the aggregators: this node's part */
+			memmove(r->win_dst, (const char *)r->recv + r->win_off, r->win_len);
+		(*(rs ? &cc->st.rs_ops : &cc->st.ag_ops))++;
+		*(rs ? &cc->st.rs_bytes : &cc->st.ag_bytes) += r->count * r->es;
+		*(rs ? &cc->st.rs_agg_bytes : &cc->st.ag_agg_bytes) += r->a * r->es;
+		*(rs ? &cc->st.rs_ns : &cc->st.ag_ns) += (r->a ? r->t_agg : r->t_ring) - r->t0;
+		req_end(cc, r);
+		*done = 1;
+		return 0;
+	}
+	cc->st.ops++;
+	cc->st.bytes += r->count * r->es;
+	cc->st.agg_bytes += r->a * r->es;
+	cc->st.ring_bytes += (r->count - r->a) * r->es;
+	if (r->a)
+		cc->st.agg_ns += r->t_agg - r->t0;
+	if (r->count > r->a)
+		cc->st.ring_ns += r->t_ring - r->t0;
+	req_end(cc, r);
+	*done = 1;
+	return 0;
+}
