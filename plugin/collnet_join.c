@@ -9,19 +9,38 @@
 #include <string.h>
 #include <time.h>
 
+#include "hostport.h"
 #include "log.h"
 #include "wire.h"
 
 /* SUMCAST_AGGREGATORS, "host:port,host:port", into cc->aggs (pointers into
- * cc->aggs_buf), in the order given: every node must list the same. */
+ * cc->aggs_buf), in the order given: every node must list the same. The
+ * one list parser (hostport.h): a list with an entry that does not parse
+ * gives no aggregators (the ring alone, said once); past CLIENT_AGGS_MAX
+ * entries the rest are left out, said too. */
 void coll_aggs_parse(struct coll_comm *cc)
 {
-	char *save = NULL;
+	const char *cur = plugin_cfg.aggregators;
+	struct hostport hp;
+	char why[160];
+	size_t used = 0;
+	int rc;
 
-	snprintf(cc->aggs_buf, sizeof(cc->aggs_buf), "%s", plugin_cfg.aggregators);
-	for (char *t = strtok_r(cc->aggs_buf, ", ", &save); t && cc->naggs < CLIENT_AGGS_MAX;
-	     t = strtok_r(NULL, ", ", &save))
-		cc->aggs[cc->naggs++] = t;
+	cc->naggs = 0;
+	while ((rc = hostport_list_next(&cur, &hp, why, sizeof(why))) == 1) {
+		size_t len = strlen(hp.text) + 1;
+		if (cc->naggs == CLIENT_AGGS_MAX || used + len > sizeof(cc->aggs_buf)) {
+			SC_WARN("SUMCAST_AGGREGATORS: more than %zu aggregators, the rest are left out", cc->naggs);
+			return;
+		}
+		memcpy(cc->aggs_buf + used, hp.text, len);
+		cc->aggs[cc->naggs++] = cc->aggs_buf + used;
+		used += len;
+	}
+	if (rc < 0) {
+		SC_WARN("SUMCAST_AGGREGATORS: %s; no aggregators, the ring alone", why);
+		cc->naggs = 0;
+	}
 }
 
 /* The same reader as the daemon's (wire_key_load), so a key file means the

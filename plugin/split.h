@@ -86,7 +86,7 @@ size_t split_count(double frac, size_t count, size_t elem_size);
 #define SPLIT_WINDOW_AGG_MAX (4u << 20)
 bool split_window_agg(const struct split_model *m, size_t bytes, bool gather);
 /* true when every host of "host:port,host:port" is a loopback address
- * (127.x, ::1, localhost); false for an empty list. */
+ * (hostport_is_loopback); false for an empty list. */
 bool split_hosts_local(const char *aggs);
 
 
