@@ -238,9 +238,12 @@ int client_create(const struct client_params *p, struct client **out)
 		a->fd = -1;
 		a->st = AGG_CONNECTING;
 		STAILQ_INIT(&a->queue);
-		a->pending_slot = -1;
+		defer_queue_init(&a->deferred);
 		a->slots = &c->slot_mem[ai * c->window];
 		for (uint32_t si = 0; si < c->window; si++) {
+			a->slots[si].c = c;
+			a->slots[si].ai = (uint32_t)ai;
+			a->slots[si].si = si;
 			a->slots[si].req = -1;
 			a->slots[si].chunk = CLIENT_NO_CHUNK;
 			for (int k = 0; k < 2; k++) {
@@ -384,12 +387,12 @@ int client_progress(struct client *c)
 	/* Only endpoints with chunks in flight have completions to reap (a
 	 * CQ read costs a poll() of the endpoint's sockets on tcp). */
 	for (size_t ai = 0; ai < c->naggs; ai++)
-		if (c->aggs[ai].ep && (c->aggs[ai].inflight || c->aggs[ai].pending_slot >= 0) &&
+		if (c->aggs[ai].ep && (c->aggs[ai].inflight || !defer_empty(&c->aggs[ai].deferred)) &&
 		    client_slot_poll(c, ai) && !c->failover)
 			return c->err;
 	if (!c->broken)
 		for (size_t ai = 0; ai < c->naggs; ai++)
-			if (!STAILQ_EMPTY(&c->aggs[ai].queue) || c->aggs[ai].pending_slot >= 0)
+			if (!STAILQ_EMPTY(&c->aggs[ai].queue) || !defer_empty(&c->aggs[ai].deferred))
 				client_slot_issue(c, ai);
 
 	uint64_t t = sc_now_ns();

@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 
 #include "client.h"
+#include "defer.h"
 #include "hostport.h"
 #include "mcast_link.h"
 #include "seal.h"
@@ -74,6 +75,10 @@ struct client_slot {
 	uint8_t mc_exp, mc_done, nack_due, nacked;
 	uint64_t mc_t0;       /* when the result was expected */
 	uint64_t mc_ev;       /* when evidence of a loss was first seen, 0: none */
+	/* its send refused -FI_EAGAIN: on the aggregator's queue (in order) */
+	struct defer send_defer;
+	struct client *c;
+	uint32_t ai, si;
 };
 
 struct client_agg {
@@ -95,7 +100,9 @@ struct client_agg {
 	uint64_t next_assign;      /* next chunk number to give a request (>= next_c) */
 	uint64_t hi;               /* 1 + the highest chunk number whose result arrived */
 	uint32_t inflight;         /* busy slots */
-	int32_t pending_slot;      /* slot whose send got -FI_EAGAIN, -1: none */
+	/* sends refused -FI_EAGAIN (defer.h, in order: a later chunk never
+	 * overtakes an earlier one) */
+	struct defer_queue deferred;
 	STAILQ_HEAD(, req_agg) queue; /* requests with chunks not yet issued here (FIFO) */
 	uint64_t last_ns;          /* last completion, or first post after idle */
 	uint64_t heard_ns;         /* last control message (PONG included) */

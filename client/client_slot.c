@@ -60,7 +60,7 @@ void client_slot_fail_all(struct client *c)
 	for (size_t ai = 0; ai < c->naggs; ai++) {
 		struct client_agg *a = &c->aggs[ai];
 		STAILQ_INIT(&a->queue);
-		a->pending_slot = -1;
+		defer_clear(&a->deferred);
 		for (uint32_t si = 0; si < c->window; si++) {
 			struct client_slot *s = &a->slots[si];
 			if (s->req < 0)
@@ -100,7 +100,16 @@ void client_slot_fence(struct client *c, size_t ai)
 		client_slot_release_if_done(c, a, s);
 	}
 	STAILQ_INIT(&a->queue);
-	a->pending_slot = -1;
+	defer_clear(&a->deferred);
+}
+
+static int slot_send(struct client *c, struct client_agg *a, size_t ai, uint32_t si);
+
+static int slot_send_retry(struct defer *d)
+{
+	struct client_slot *s = container_of(d, struct client_slot, send_defer);
+
+	return slot_send(s->c, &s->c->aggs[s->ai], s->ai, s->si);
 }
 
 static int slot_send(struct client *c, struct client_agg *a, size_t ai, uint32_t si)
@@ -118,11 +127,10 @@ static int slot_send(struct client *c, struct client_agg *a, size_t ai, uint32_t
 	if (rc == 0) {
 		s->send_pending = 0;
 		s->send_posted = !inject;
-		a->pending_slot = -1;
 		return 0;
 	}
 	if (rc == -FI_EAGAIN) {
-		a->pending_slot = (int32_t)si;
+		defer_add(&a->deferred, &s->send_defer, slot_send_retry);
 		return rc;
 	}
 	s->send_pending = 0;
@@ -179,7 +187,7 @@ void client_slot_issue(struct client *c, size_t ai)
 
 	if (a->st != AGG_READY)
 		return;
-	if (a->pending_slot >= 0 && slot_send(c, a, ai, (uint32_t)a->pending_slot))
+	if (defer_run(&a->deferred, DEFER_IN_ORDER))
 		return;
 	while ((ra = STAILQ_FIRST(&a->queue))) {
 		struct client_req *r = ra->req;
@@ -363,7 +371,9 @@ void client_agg_dump(const struct client *c, size_t agg, int level)
 
 	SC_LOG_AT(level, "%s: state %d, next chunk %" PRIu64 " (assigned %" PRIu64 "), hi %" PRIu64
 		  ", %u busy, pending slot %d, queue head %d, last completion %.1f s ago", a->name,
-		  (int)a->st, a->next_c, a->next_assign, a->hi, a->inflight, a->pending_slot,
+		  (int)a->st, a->next_c, a->next_assign, a->hi, a->inflight,
+		  defer_empty(&a->deferred) ? -1
+					    : (int)container_of(defer_first(&a->deferred), struct client_slot, send_defer)->si,
 		  head ? (int)head->req->idx : -1,
 		  (now - a->last_ns) / 1e9);
 	for (uint32_t si = 0; si < a->window; si++) {

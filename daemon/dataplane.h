@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <sys/queue.h>
 
+#include "defer.h"
 #include "stats.h"
 
 struct addr_ref;
@@ -31,7 +32,6 @@ struct slot_ops;
  * threads and the daemon that hold them are. */
 SLIST_HEAD(job_list, job);     /* struct job, by link or dlink */
 STAILQ_HEAD(dcmd_list, dcmd);  /* struct dcmd, by link: FIFO */
-SLIST_HEAD(slot_list, slot);   /* struct slot, by retry_link */
 
 /* Events back to the control thread (multi-producer, one consumer). */
 struct evq {
@@ -77,7 +77,7 @@ struct dthread {
 
 	/* owned by the data thread */
 	struct job_list jobs;    /* by dlink, the newest first */
-	struct slot_list retry;  /* slots with a post to retry, the newest first */
+	struct defer_queue retry; /* slots with a post to retry (defer.h, any order) */
 	struct addr_ref *addrs; /* address cache (dp_av.c) */
 	struct dp_sweep *sweep; /* unexpected messages (dp_sweep.c) */
 	size_t naddrs, addrs_cap;

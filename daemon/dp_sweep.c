@@ -136,11 +136,15 @@ void dp_sweep_fini(struct dthread *t)
  * be in the unexpected queue, waiting for the repost. */
 static bool sweep_recv_waiting(const struct dthread *t)
 {
-	for (const struct slot *s = SLIST_FIRST(&t->retry); s; s = SLIST_NEXT(s, retry_link))
+	const struct defer *d;
+
+	STAILQ_FOREACH(d, &t->retry.head, link) {
+		const struct slot *s = container_of(d, struct slot, retry);
 		for (uint32_t r = 0; r < s->job->nranks; r++)
 			if (job_rslot(s->job, s->index, r)->state == RS_REPOST ||
 			    job_rslot(s->job, s->index, r)->nstate == RS_REPOST)
 				return true;
+	}
 	return false;
 }
 

@@ -24,57 +24,48 @@
 #define DEEP_IDLE_NS 100000000ull
 #define DEEP_IDLE_SLEEP_US 1000
 
-/* ---- retry list (-FI_EAGAIN) ---- */
+/* ---- posts refused -FI_EAGAIN (defer.h) ---- */
+
+/* A slot's posts that wait: its ranks' receives and NACK receives, and its
+ * result sends. Always done with it: what is refused again queues the slot
+ * again through dthread_retry_add. */
+static int slot_retry(struct defer *d)
+{
+	struct slot *s = container_of(d, struct slot, retry);
+	struct job *j = s->job;
+	struct dthread *t = j->thread;
+
+	for (uint32_t r = 0; r < j->nranks && !j->dead; r++)
+		if (job_rslot(j, s->index, r)->state == RS_REPOST)
+			dp_recv_post(t, j, s->index, r);
+	for (uint32_t r = 0; r < j->nranks && !j->dead; r++)
+		if (job_rslot(j, s->index, r)->nstate == RS_REPOST)
+			dp_nack_post(t, j, s->index, r);
+	if (!j->dead && s->state == SLOT_SENDING && s->send_next < j->nranks) {
+		int rc = t->result->send_result(t, j, s);
+		if (rc < 0)
+			dp_job_fail(t, j, WIRE_E_INTERNAL, "result send failed: %s", fi_strerror(-rc));
+		else if (rc > 0)
+			slot_free(t, j, s);
+	}
+	return 0;
+}
 
 void dthread_retry_add(struct dthread *t, struct slot *s)
 {
-	if (s->in_retry)
-		return;
-	s->in_retry = true;
-	SLIST_INSERT_HEAD(&t->retry, s, retry_link);
+	defer_add(&t->retry, &s->retry, slot_retry);
 }
 
 void dthread_retry_purge(struct dthread *t, struct job *j)
 {
-	/* every slot of j in one pass (glibc has no SLIST_REMOVE_AFTER) */
-	struct slot **pp = &SLIST_FIRST(&t->retry);
-
-	while (*pp) {
-		if ((*pp)->job == j) {
-			(*pp)->in_retry = false;
-			*pp = SLIST_NEXT(*pp, retry_link);
-		} else {
-			pp = &SLIST_NEXT(*pp, retry_link);
-		}
-	}
+	for (uint32_t w = 0; w < j->window; w++)
+		defer_cancel(&t->retry, &j->slots[w].retry);
 }
 
+/* Every slot queued now, once: one refused again waits for the next pass. */
 static void retries_run(struct dthread *t)
 {
-	/* The list as it is now: a slot that fails again goes on the new one,
-	 * for the next pass. */
-	struct slot *s = SLIST_FIRST(&t->retry);
-
-	SLIST_INIT(&t->retry);
-	while (s) {
-		struct slot *next = SLIST_NEXT(s, retry_link);
-		struct job *j = s->job;
-		s->in_retry = false;
-		for (uint32_t r = 0; r < j->nranks && !j->dead; r++)
-			if (job_rslot(j, s->index, r)->state == RS_REPOST)
-				dp_recv_post(t, j, s->index, r);
-		for (uint32_t r = 0; r < j->nranks && !j->dead; r++)
-			if (job_rslot(j, s->index, r)->nstate == RS_REPOST)
-				dp_nack_post(t, j, s->index, r);
-		if (!j->dead && s->state == SLOT_SENDING && s->send_next < j->nranks) {
-			int rc = t->result->send_result(t, j, s);
-			if (rc < 0)
-				dp_job_fail(t, j, WIRE_E_INTERNAL, "result send failed: %s", fi_strerror(-rc));
-			else if (rc > 0)
-				slot_free(t, j, s);
-		}
-		s = next;
-	}
+	defer_run(&t->retry, DEFER_ANY_ORDER);
 }
 
 /* ---- commands ---- */
@@ -297,7 +288,7 @@ static void jobs_scan(struct dthread *t, uint64_t now)
  * unused daemon costs ~1% of a core, not ~6%). */
 static void idle_wait(struct dthread *t, uint64_t now, uint64_t idle)
 {
-	if (t->wake_fd >= 0 && SLIST_EMPTY(&t->retry) && !t->isolate) {
+	if (t->wake_fd >= 0 && defer_empty(&t->retry) && !t->isolate) {
 		uint64_t left = t->next_scan_ns > now ? t->next_scan_ns - now : 0;
 		int rc = fabric_wait(t->fabric, t->wake_fd, (int)(left / 1000000) + 1);
 		if (rc > 0) {
@@ -368,7 +359,7 @@ static void *dthread_main(void *arg)
 		}
 		if (atomic_load_explicit(&t->cmd_pending, memory_order_acquire))
 			cmds_run(t);
-		if (!SLIST_EMPTY(&t->retry))
+		if (!defer_empty(&t->retry))
 			retries_run(t);
 
 		uint64_t now = sc_now_ns();
@@ -414,7 +405,7 @@ int dthread_start(struct dthread *t, unsigned index, int cpu, const struct setti
 	memset(t, 0, sizeof(*t));
 	STAILQ_INIT(&t->cmds);
 	SLIST_INIT(&t->jobs);
-	SLIST_INIT(&t->retry);
+	defer_queue_init(&t->retry);
 	t->wake_fd = -1;
 	t->index = index;
 	t->cpu = cpu;

@@ -71,6 +71,7 @@
 #include <stdint.h>
 #include <sys/queue.h>
 
+#include "defer.h"
 #include "fabric.h"
 #include "seal.h"
 #include "wire.h"
@@ -130,7 +131,6 @@ struct slot {
 	struct job *job;
 	uint32_t index;
 	uint8_t state;
-	bool in_retry;
 	uint32_t seq;        /* seq the slot expects (or is sending) */
 	uint64_t chunk;      /* the job's chunk number of seq (sealed IVs) */
 	uint32_t imm, len;   /* imm without its mode (wire_imm_plain), of the first
@@ -146,7 +146,7 @@ struct slot {
 	uint32_t last_rank;
 	uint64_t first_ns, last_ns, reduce_ns;
 	uint8_t *acc;        /* chunk bytes; f16/bf16: + job_acc_hi() (see above) */
-	SLIST_ENTRY(slot) retry_link; /* the thread's retry list, while in_retry */
+	struct defer retry;  /* a post of it refused -FI_EAGAIN: on the thread's queue */
 };
 
 /* A command to a data thread, answered (the same struct) as an event. */

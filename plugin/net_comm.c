@@ -228,6 +228,7 @@ int netc_listen(int dev, void *handle, void **listen_comm)
 	lc = calloc(1, sizeof(*lc));
 	if (!lc)
 		return -ENOMEM;
+	defer_queue_init(&lc->deferred);
 	lc->kind = COMM_LISTEN;
 	lc->id = netc_id_new();
 	do {
@@ -265,6 +266,7 @@ int netc_connect(int dev, void *handle, void **send_comm)
 		c = calloc(1, sizeof(*c));
 		if (!c)
 			return -ENOMEM;
+		defer_queue_init(&c->deferred);
 		c->kind = COMM_SEND;
 		c->id = netc_id_new();
 		rc = fabric_av_insert(netc.f, h->addr, h->addrlen, &c->peer);
@@ -336,6 +338,7 @@ int netc_accept(void *listen_comm, void **recv_comm)
 		c = calloc(1, sizeof(*c));
 		if (!c)
 			return -ENOMEM;
+		defer_queue_init(&c->deferred);
 		c->kind = COMM_RECV;
 		c->id = netc_id_new();
 		rc = fabric_av_insert(netc.f, lc->conn.addr, lc->conn.addrlen, &c->peer);

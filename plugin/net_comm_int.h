@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <sys/queue.h>
 
+#include "defer.h"
 #include "net_comm.h"
 #include "tags.h"
 
@@ -59,6 +60,7 @@ struct netc_req {
 	void *desc[PLUGIN_MAX_RECVS];
 	uint32_t tag[PLUGIN_MAX_RECVS];
 	struct netc_op ops[PLUGIN_MAX_RECVS];
+	struct defer defer; /* subs not posted yet: on the comm's queue */
 };
 
 enum comm_kind { COMM_LISTEN = 1, COMM_SEND, COMM_RECV };
@@ -69,7 +71,8 @@ struct netc_comm {
 	uint32_t peer_id; /* send comm: the peer's recv id */
 	fi_addr_t peer;
 	int stage;        /* connect/accept progress */
-	struct netc_req *blocked; /* a request with unposted subs: later ones wait */
+	/* requests with unposted subs (defer.h, in order): later ones wait */
+	struct defer_queue deferred;
 	struct netc_op ctl_op, ctl_op2;
 	struct netc_conn_msg conn;  /* listen: incoming; send: outgoing */
 	struct netc_ack_msg ack;    /* send: incoming; recv (via listen): outgoing */

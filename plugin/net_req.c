@@ -95,18 +95,19 @@ static int req_post(struct netc_req *r)
 	return 0;
 }
 
+static int req_retry(struct defer *d)
+{
+	return req_post(container_of(d, struct netc_req, defer));
+}
+
 /* A comm whose earlier request still has unposted subs accepts nothing new
  * (that would reorder messages of one tag). */
 static bool comm_unblock(struct netc_comm *c)
 {
-	if (!c->blocked)
+	if (defer_empty(&c->deferred))
 		return true;
 	netc_progress();
-	int rc = req_post(c->blocked);
-	if (rc == -FI_EAGAIN)
-		return false;
-	c->blocked = NULL;
-	return true;
+	return !defer_run(&c->deferred, DEFER_IN_ORDER);
 }
 
 int netc_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request)
@@ -169,14 +170,14 @@ int netc_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const i
 			netc_progress();
 			return 0;
 		}
-		c->blocked = r; /* the rest is posted by later calls */
+		defer_add(&c->deferred, &r->defer, req_retry); /* the rest by later calls */
 	} else if (rc) {
 		SC_WARN("irecv: %s", fi_strerror(-rc));
 		if (r->nposted == 0) {
 			req_put(r);
 			return rc;
 		}
-		c->blocked = r;
+		defer_add(&c->deferred, &r->defer, req_retry);
 	}
 	*request = r;
 	return 0;
@@ -191,8 +192,8 @@ int netc_test(void *request, int *done, int *sizes)
 	*done = 0;
 	netc_progress();
 	if (r->nposted < r->n) {
-		if (c->blocked == r && req_post(r) == 0)
-			c->blocked = NULL;
+		if (defer_queued(&r->defer))
+			defer_run(&c->deferred, DEFER_IN_ORDER);
 		return 0;
 	}
 	if (__atomic_load_n(&r->pending, __ATOMIC_ACQUIRE) != 0)
