@@ -117,13 +117,15 @@ static void threads_stop(struct daemon *d)
 }
 
 /* rxm's receive buffers (fabric_env.h) before the first endpoint opens:
- * [fabric] rx-buffers of rx-buffer-size. Unexpected messages wait in them
+ * [fabric] rx-buffers of rx-buffer-size, and a receive queue of
+ * FABRIC_ENV_DAEMON_RX_SIZE (rxm and shm) for the jobs' posted receives. Unexpected messages wait in them
  * (larger ones in memory of their own), then in buffers rxm adds without
  * limit; the sweep (dp_sweep.c) keeps that second part small. */
 static void rxm_env_set(const struct settings *s)
 {
-	struct fabric_env e = { .rx_buffers = (size_t)s->rx_buffers, .rx_buffer_size = s->rx_buffer_size };
-	char line[256];
+	struct fabric_env e = { .rx_buffers = (size_t)s->rx_buffers, .rx_buffer_size = s->rx_buffer_size,
+				.rx_size = FABRIC_ENV_DAEMON_RX_SIZE };
+	char line[384];
 
 	fabric_env_defaults(&e, line, sizeof(line));
 	SC_INFO("rxm receive buffers: %s", line);
