@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -131,6 +132,25 @@ static void rxm_env_set(const struct settings *s)
 	SC_INFO("rxm receive buffers: %s", line);
 }
 
+/* Each rank holds a control connection and a fabric connection (two
+ * descriptors or more); a daemon of 2,048 ranks needs more than the usual
+ * soft limit of 1,024 open files: up to the hard limit (the unit's
+ * LimitNOFILE). */
+static void nofile_raise(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rlim_t was = rl.rlim_cur;
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl))
+			rl.rlim_cur = was;
+	}
+	SC_INFO("open files: up to %llu", (unsigned long long)rl.rlim_cur);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -229,6 +249,7 @@ int main(int argc, char **argv)
 		SC_ERR("event loop setup failed");
 		return 1;
 	}
+	nofile_raise();
 	rxm_env_set(&d->cfg);
 	if ((rc = threads_start(d)) || (rc = control_start(d)) || (rc = http_start(d)))
 		goto out;
