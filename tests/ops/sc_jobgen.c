@@ -20,6 +20,9 @@
  * missing apart. --slow-rank R makes rank R sleep before each call, so it
  * is the straggler the daemon should name (one rank per process only).
  *
+ * Every process waits until all have joined before its first allreduce,
+ * so the jobs run at the same time.
+ *
  * Each process raises its open-file limit to the hard limit (each client
  * holds a few descriptors per aggregator) and prints one line with its
  * ranks, allreduces, connect time, resident memory (VmRSS, VmHWM) and open
@@ -35,6 +38,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
+#include <poll.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -69,6 +73,12 @@ static struct {
 	unsigned slow_us;
 	uint64_t job_id;
 } g = { "tcp;ofi_rxm", { 0 }, 0, 2, 1, 0, 5, 0, 1u << 20, 0, 0, 60000, -1, 0, 0x0b5 };
+
+/* The start barrier: each process writes a byte to ready[1] once all its
+ * ranks have joined, then waits for go[1] to close (EOF on go[0]), which the
+ * parent does once every process is ready (or the join time is up): the
+ * jobs then run at the same time, not one after another. */
+static int ready_pipe[2] = { -1, -1 }, go_pipe[2] = { -1, -1 };
 
 struct inst {
 	struct client *c;
@@ -236,6 +246,8 @@ static int proc_main(int k, void *arg)
 	int rc = 0;
 
 	(void)arg;
+	close(ready_pipe[0]);
+	close(go_pipe[1]);
 	nofile_raise();
 	if (!xs)
 		return 1;
@@ -282,6 +294,10 @@ static int proc_main(int k, void *arg)
 			usleep(n > 64 ? 200 : 100); /* nothing moved: leave the cores to the others */
 	}
 	uint64_t t_conn = sc_now_ms() - t0;
+	char b = 'r';
+	(void)!write(ready_pipe[1], &b, 1);
+	struct pollfd pf = { .fd = go_pipe[0], .events = POLLIN };
+	(void)poll(&pf, 1, (int)g.timeout_ms + 20000); /* EOF: every process joined */
 	rc = 0;
 	for (unsigned i = 0; i < n && !rc; i++)
 		rc = inst_buffers(&xs[i]);
@@ -434,11 +450,33 @@ int main(int argc, char **argv)
 	char line[384];
 	fabric_env_defaults(&fe, line, sizeof(line));
 	uint64_t t0 = sc_now_ms();
+	if (pipe(ready_pipe) || pipe(go_pipe)) {
+		perror("pipe");
+		return 1;
+	}
 	int rc = sc_ranks_start(&ranks, (int)g.nprocs, proc_main, NULL, true);
 	if (rc) {
 		fprintf(stderr, "fork: %s\n", strerror(-rc));
 		return 1;
 	}
+	close(ready_pipe[1]);
+	close(go_pipe[0]);
+	/* every process joined, or the join time is up, or they all exited */
+	unsigned nready = 0;
+	for (uint64_t end = sc_now_ms() + g.timeout_ms + 15000; nready < g.nprocs && sc_now_ms() < end;) {
+		struct pollfd pf = { .fd = ready_pipe[0], .events = POLLIN };
+		char buf[64];
+		if (poll(&pf, 1, 200) <= 0)
+			continue;
+		ssize_t got = read(ready_pipe[0], buf, sizeof(buf));
+		if (got <= 0)
+			break;
+		nready += (unsigned)got;
+	}
+	if (nready == g.nprocs && g.nprocs > 1)
+		printf("sc_jobgen: all %u processes joined after %.2f s\n", g.nprocs,
+		       (double)(sc_now_ms() - t0) / 1000);
+	close(go_pipe[1]);
 	sc_ranks_wait(&ranks, 0, false, NULL, NULL, NULL); /* each process bounds its own time */
 	for (unsigned p = 0; p < g.nprocs; p++) {
 		int st = ranks.status[p];

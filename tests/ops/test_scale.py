@@ -126,7 +126,7 @@ def main():
             s = json.loads(get(http, "/stats"))
             jobs = [j for j in s["jobs"] if j["state"] == "ready"]
             if len(jobs) == njobs:
-                seen = (s, get(http, "/metrics"))
+                seen = (s, get(http, "/metrics"), len(os.listdir("/proc/%d/fd" % d.pid)))
                 break
             time.sleep(0.2)
         out, _ = gen.communicate(timeout=120)
@@ -135,7 +135,10 @@ def main():
         check(gen.returncode == 0, "sc_jobgen exited %d" % gen.returncode)
         hwm = kb(d.pid, "VmHWM")
         if check(seen is not None, "all %d jobs seen ready in /stats" % njobs):
-            s, m = seen
+            s, m, fds = seen
+            # a control connection and a fabric connection per rank (the
+            # unit's LimitNOFILE, systemd/sumcastd.service.in)
+            check(fds <= 3 * total + 100, "daemon holds %d descriptors for %d ranks" % (fds, total))
             book = 0
             for j in s["jobs"]:
                 check(j["nranks"] == nranks and j["window"] == want_w and j["chunk"] == want_c,
@@ -160,8 +163,8 @@ def main():
             check(used <= s["memory_budget"], "memory_used within the default budget")
             bound = idle + (used >> 10) + 64 * total + 32 * 1024
             print("sumcastd: idle RSS %d kB, peak RSS %d kB, memory_used %d kB, bound %d kB; "
-                  "window %d chunk %d, %d receives posted of a queue of %d; %.1f s" %
-                  (idle, hwm, used >> 10, bound, want_w, want_c, posted, queue, elapsed))
+                  "window %d chunk %d, %d receives posted of a queue of %d; %d descriptors; %.1f s" %
+                  (idle, hwm, used >> 10, bound, want_w, want_c, posted, queue, fds, elapsed))
             check(0 < hwm <= bound, "daemon peak RSS %d kB under %d kB" % (hwm, bound))
         check(d.poll() is None, "daemon still running")
     finally:
