@@ -22,6 +22,8 @@ struct admit_grant admit_grant(uint32_t window, uint32_t chunk, uint32_t nranks,
 	struct admit_grant g = { window, chunk };
 	uint64_t n = nranks ? nranks : 1;
 
+	if (!chunk) /* refused by the wire checks; nothing to divide by */
+		return g;
 	/* the chunk first halves while even a window of 2 is above the cap */
 	while (2 * (uint64_t)g.chunk * n > cap) {
 		uint64_t c = ((uint64_t)g.chunk / 2) & ~(uint64_t)7;

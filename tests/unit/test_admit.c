@@ -111,9 +111,12 @@ static void test_other_caps(void **state)
 	g = admit_grant(8, 256 * K, 16, 16 * M, 8 * K, false);
 	assert_int_equal(g.chunk, 256 * K);
 	assert_int_equal(g.window, 4);
-	/* nranks 0 (refused later) does not divide by zero */
+	/* nranks 0 or chunk 0 (refused elsewhere) do not divide by zero */
 	g = admit_grant(8, 256 * K, 0, CAP, MIN, false);
 	assert_int_equal(g.window, 8);
+	g = admit_grant(8, 0, 16, CAP, MIN, false);
+	assert_int_equal(g.window, 8);
+	assert_int_equal(g.chunk, 0);
 }
 
 int main(void)
