@@ -152,9 +152,17 @@ static void handle_msg(struct client *c, struct client_agg *a, size_t ai, const 
 		const struct wire_join_ok *o = &m->u.join_ok;
 		if (a->st != AGG_JOINING)
 			break;
-		if (o->window > c->window) {
+		if (!o->window || o->window > c->window) {
 			client_agg_fail(c, a, -EPROTO, "%s granted a window of %u, more than the %u asked for",
 				 a->name, o->window, c->window);
+			return;
+		}
+		/* A chunk below the one asked for is the aggregator's to give
+		 * ([job] max-inflight): each aggregator's own grant cuts its
+		 * shard (client_req.c); a larger one would not fit the slots. */
+		if (!o->chunk_bytes || o->chunk_bytes % 8 || o->chunk_bytes > c->chunk_bytes) {
+			client_agg_fail(c, a, -EPROTO, "%s granted a chunk of %u bytes, asked for %u "
+				 "(a multiple of 8, not above it)", a->name, o->chunk_bytes, c->chunk_bytes);
 			return;
 		}
 		int rc = fabric_av_insert(a->ep, o->addr, o->addr_len, &a->fi_addr);

@@ -14,12 +14,18 @@ struct fabric_env {
 	size_t rx_buffers;     /* receive buffers of an endpoint, shared by its connections */
 	size_t rx_buffer_size; /* bytes each; a larger message that matches no receive
 				  gets memory of its own size while it waits */
+	size_t rx_size;        /* receives that may be posted at once on an endpoint
+				  (FI_OFI_RXM_RX_SIZE, FI_SHM_RX_SIZE); 0: the
+				  provider's default (rxm 2048, shm 1024) */
 };
 
 /* The defaults of both: 256 buffers of 1 KiB (as strings for settings
  * tables too). */
 #define FABRIC_ENV_RX_BUFFERS 256
 #define FABRIC_ENV_RX_BUFFER_SIZE 1024
+/* The daemon's receive queue: each data thread keeps window x nranks
+ * receives posted per job (docs/journal/2026-11-26-aggregator-receives.md). */
+#define FABRIC_ENV_DAEMON_RX_SIZE 8192
 #define FABRIC_ENV_STR_(x) #x
 #define FABRIC_ENV_STR(x) FABRIC_ENV_STR_(x)
 
@@ -27,7 +33,8 @@ struct fabric_env {
  * connections), FI_OFI_RXM_MSG_RX_SIZE and FI_OFI_RXM_BUFFER_SIZE from e,
  * and FI_OFI_RXM_EAGER_LIMIT to rxm's default eager limit (it follows the
  * buffer size otherwise), each only where the environment has no value of
- * its own. Writes what is in force ("FI_OFI_RXM_USE_SRX=1 ...", an
+ * its own; with e->rx_size, FI_OFI_RXM_RX_SIZE and FI_SHM_RX_SIZE the
+ * same way. Writes what is in force ("FI_OFI_RXM_USE_SRX=1 ...", an
  * operator's value marked "(environment)") into line for the log. Call
  * before the first fabric_open; later it changes nothing libfabric sees. */
 void fabric_env_defaults(const struct fabric_env *e, char *line, size_t cap);

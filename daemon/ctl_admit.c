@@ -16,6 +16,31 @@
 
 static const uint32_t MASK16 = (1u << SC_F16) | (1u << SC_BF16);
 
+struct admit_grant admit_grant(uint32_t window, uint32_t chunk, uint32_t nranks, uint64_t cap,
+			       uint64_t min_chunk, bool sealed)
+{
+	struct admit_grant g = { window, chunk };
+	uint64_t n = nranks ? nranks : 1;
+
+	if (!chunk) /* refused by the wire checks; nothing to divide by */
+		return g;
+	/* the chunk first halves while even a window of 2 is above the cap */
+	while (2 * (uint64_t)g.chunk * n > cap) {
+		uint64_t c = ((uint64_t)g.chunk / 2) & ~(uint64_t)7;
+		if (c < min_chunk)
+			c = min_chunk & ~(uint64_t)7;
+		if (c >= g.chunk || (sealed && c <= 2 * JOB_SEAL_ROOM) || !c)
+			break;
+		g.chunk = (uint32_t)c;
+	}
+	uint64_t w = cap / ((uint64_t)g.chunk * n);
+	if (w < 2)
+		w = 2;
+	if (w < g.window)
+		g.window = (uint32_t)w;
+	return g;
+}
+
 void admit_join(struct conn *c, const struct wire_join *w)
 {
 	struct daemon *d = c->d;
@@ -63,6 +88,11 @@ void admit_join(struct conn *c, const struct wire_join *w)
 		uint64_t base = w->window < (uint64_t)cfg->max_window ? w->window : (uint64_t)cfg->max_window;
 		uint32_t window = base * weight < WIRE_SLOTS_MAX ? (uint32_t)(base * weight) : WIRE_SLOTS_MAX;
 		uint32_t chunk = w->chunk_bytes < cfg->max_chunk ? w->chunk_bytes : (uint32_t)cfg->max_chunk;
+		uint32_t asked_window = window, asked_chunk = chunk;
+		struct admit_grant gr = admit_grant(window, chunk, w->nranks, cfg->max_inflight,
+						    cfg->min_chunk, d->key_len > 0);
+		window = gr.window;
+		chunk = gr.chunk;
 		uint32_t timeout = (uint32_t)cfg->timeout_ms;
 		bool has16 = w->dtype_mask & MASK16;
 		bool mc = d->mc && !(w->flags & WIRE_JOIN_F_UNICAST);
@@ -117,11 +147,15 @@ void admit_join(struct conn *c, const struct wire_join *w)
 		}
 		j->weight = (uint16_t)weight;
 		j->req_weight = (uint16_t)asked;
-		SC_INFO("job 0x%" PRIx64 ": handle %u, %u ranks, window %u (weight %u%s), chunk %u, types 0x%x, "
-			"timeout %u ms, %" PRIu64 " bytes, data thread %u",
+		char capped[96] = "";
+		if (window < asked_window || chunk < asked_chunk)
+			snprintf(capped, sizeof(capped), " (max-inflight: window %u and chunk %u asked)",
+				 asked_window, asked_chunk);
+		SC_INFO("job 0x%" PRIx64 ": handle %u, %u ranks, window %u (weight %u%s), chunk %u%s, types 0x%x, "
+			"timeout %u ms, %" PRIu64 " bytes, %" PRIu64 " receives posted, data thread %u",
 			j->id, j->handle, j->nranks, j->window, j->weight,
-			asked > weight ? ", capped by max-weight" : "", j->chunk, j->dtype_mask,
-			j->timeout_ms, j->mem_bytes, j->thread->index);
+			asked > weight ? ", capped by max-weight" : "", j->chunk, capped, j->dtype_mask,
+			j->timeout_ms, j->mem_bytes, recvs, j->thread->index);
 	} else {
 		if (w->nranks != j->nranks) {
 			conn_refuse_job(c, WIRE_E_NRANKS, "the job has another number of ranks",

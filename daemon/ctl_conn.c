@@ -395,9 +395,13 @@ int conn_listen_start(struct daemon *d)
 		SC_ERR("control.listen = %s: not an IP address", d->cfg.control_listen);
 		return -EINVAL;
 	}
+	/* The kernel's accept queue holds the joins that arrive at once: all
+	 * of a job's ranks do (128 reset some of 2,048 joining together);
+	 * max-connections, which the kernel clamps to net.core.somaxconn. */
+	int backlog = d->cfg.max_connections < 65535 ? (int)d->cfg.max_connections : 65535;
 	d->listener = evconnlistener_new_bind(d->base, accept_cb, d,
 					      LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
-					      128, (struct sockaddr *)&ss, sslen);
+					      backlog, (struct sockaddr *)&ss, sslen);
 	if (!d->listener) {
 		SC_ERR("control listener on %s: %s", addr, strerror(errno));
 		return -errno ? -errno : -EADDRINUSE;

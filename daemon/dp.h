@@ -56,6 +56,8 @@ struct dp_sweep {
 	bool on;             /* the provider keeps unexpected messages (rxm) */
 	bool found;          /* the last pass took something: take a whole burst next */
 	uint64_t next_ns;    /* when to look next */
+	uint64_t posted;     /* receives the thread's jobs keep posted (window x nranks
+				each): the list each cancel walks */
 	uint64_t discarded;  /* since the last log line */
 	uint64_t last_tag, last_log_ns;
 };

@@ -38,7 +38,8 @@
  * 32 more: a flood of small messages outran it 32 to 1.)
  *
  * When: a thread sweeps every SWEEP_INTERVAL_NS (100 us: one receive and
- * its cancel, well under 1 % of a core), and at once again, with a
+ * its cancel, well under 1 % of a core; k x 100 us while its jobs keep
+ * k x 512 receives or more posted, sweep_interval), and at once again, with a
  * full burst, while the last one found something; a thread woken from its
  * idle wait sweeps at once (a foreign message wakes it but completes
  * nothing). What the daemon holds is then rxm's shared receive buffers
@@ -62,6 +63,7 @@
 #include "log.h"
 
 #define SWEEP_INTERVAL_NS 100000ull /* an empty queue is looked at again after 100 us */
+#define SWEEP_POSTED_UNIT 512u      /* ... per this many receives the jobs keep posted */
 #define SWEEP_BURST_MAX 256u        /* receives posted in one pass (and a quarter of the CQ) */
 #define SWEEP_SCRATCH 64u           /* bytes kept of a discarded message (never read) */
 #define SWEEP_LOG_NS 1000000000ull
@@ -165,13 +167,27 @@ void dp_sweep_kick(struct dthread *t)
 	t->sweep->next_ns = 0;
 }
 
+/* rxm's cancel searches the posted receives from the oldest, and the
+ * sweep's receive is the newest: each look walks the jobs' receives
+ * (~25 % of a data thread at 4,096 posted, every 100 us:
+ * docs/journal/2026-11-26-aggregator-receives.md). The wait between two
+ * looks that found nothing grows with them, so that the walk costs what
+ * 512 receives cost every 100 us; one that finds something goes on at
+ * once, as ever. */
+static uint64_t sweep_interval(const struct dp_sweep *w)
+{
+	uint64_t k = w->posted / SWEEP_POSTED_UNIT;
+
+	return SWEEP_INTERVAL_NS * (k > 1 ? k : 1);
+}
+
 void dp_sweep_run(struct dthread *t, uint64_t now)
 {
 	struct dp_sweep *w = t->sweep;
 
 	if (!w->on || now < w->next_ns || !w->nfree)
 		return;
-	w->next_ns = now + SWEEP_INTERVAL_NS;
+	w->next_ns = now + sweep_interval(w);
 	if (sweep_recv_waiting(t)) {
 		SC_LOG_RATELIMIT(SC_LOG_WARN, 1000, "data thread %u: a receive waits for its repost (provider queue full): unexpected messages are kept until it is posted",
 				 t->index);

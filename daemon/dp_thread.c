@@ -81,6 +81,8 @@ static void cmds_run(struct dthread *t)
 		switch (c->type) {
 		case DCMD_ADD_JOB:
 			c->rc = dp_job_add(t, c->job);
+			if (!c->rc)
+				t->sweep->posted += job_recvs(c->job->window, c->job->nranks, c->job->mc);
 			evq_push(t->evq, c);
 			break;
 		case DCMD_ADD_RANK:
@@ -88,6 +90,7 @@ static void cmds_run(struct dthread *t)
 			evq_push(t->evq, c);
 			break;
 		case DCMD_REMOVE_JOB:
+			t->sweep->posted -= job_recvs(c->job->window, c->job->nranks, c->job->mc);
 			dp_job_remove(t, c->job);
 			break;
 		case DCMD_RANK_LEFT:

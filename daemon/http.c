@@ -145,6 +145,16 @@ static void metrics_cb(struct evhttp_request *req, void *arg)
 	for (unsigned i = 0; i < d->nthreads; i++)
 		evbuffer_add_printf(b, "sumcast_data_thread_busy_seconds_total{thread=\"%u\"} %.6f\n", i,
 				    (double)ctr_get(&d->threads[i].busy_ns) * 1e-9);
+	evbuffer_add_printf(b, "# HELP sumcast_posted_receives Receives the jobs of each data thread keep posted (window x nranks per job, twice that with multicast).\n"
+			       "# TYPE sumcast_posted_receives gauge\n");
+	for (unsigned i = 0; i < d->nthreads; i++)
+		evbuffer_add_printf(b, "sumcast_posted_receives{thread=\"%u\"} %" PRIu64 "\n", i,
+				    d->threads[i].rx_reserved);
+	evbuffer_add_printf(b, "# HELP sumcast_receive_queue Receives each data thread's jobs may post: the provider's receive queue less the sweep's.\n"
+			       "# TYPE sumcast_receive_queue gauge\n");
+	for (unsigned i = 0; i < d->nthreads; i++)
+		evbuffer_add_printf(b, "sumcast_receive_queue{thread=\"%u\"} %" PRIu64 "\n", i,
+				    d->threads[i].rx_queue == UINT64_MAX ? 0 : d->threads[i].rx_queue);
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
 			  "text/plain; version=0.0.4; charset=utf-8");
 	evhttp_send_reply(req, 200, "OK", b);
@@ -185,14 +195,15 @@ static void stats_cb(struct evhttp_request *req, void *arg)
 				    "\"window\":%u,\"weight\":%u,\"chunk\":%u,\"types\":\"0x%x\",\"timeout_ms\":%u,"
 				    "\"memory\":%zu,\"buffer_bytes\":%zu,\"bookkeeping_bytes\":%zu,\"thread\":%u,\"state\":\"%s\",\"bytes_in\":%" PRIu64
 				    ",\"bytes_out\":%" PRIu64 ",\"chunks\":%" PRIu64 ",\"ops_outstanding\":%u,"
-				    "\"rate_mbps\":%.1f,\"pace_mbps\":%.1f,\"ranks\":[",
+				    "\"rate_mbps\":%.1f,\"pace_mbps\":%.1f,\"posted_receives\":%" PRIu64 ",\"ranks\":[",
 				    first ? "" : ",", j->id, j->handle, j->nranks, j->acked, j->window,
 				    j->weight, j->chunk, j->dtype_mask, j->timeout_ms, j->mem_bytes, j->region_bytes,
 				    j->mem_bytes - j->region_bytes, j->thread->index,
 				    job_state_name(j->state), ctr_get(&j->bytes_in), ctr_get(&j->bytes_out),
 				    ctr_get(&j->chunks),
 				    atomic_load_explicit((_Atomic uint32_t *)&j->ops_seen, memory_order_relaxed),
-				    j->pace_rate * 8 / 1e6, j->pace_cap * 8 / 1e6);
+				    j->pace_rate * 8 / 1e6, j->pace_cap * 8 / 1e6,
+				    job_recvs(j->window, j->nranks, j->mc));
 		first = false;
 		for (uint32_t r = 0; r < j->nranks; r++) {
 			const struct job_rank *jr = &j->ranks[r];

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -117,16 +118,37 @@ static void threads_stop(struct daemon *d)
 }
 
 /* rxm's receive buffers (fabric_env.h) before the first endpoint opens:
- * [fabric] rx-buffers of rx-buffer-size. Unexpected messages wait in them
+ * [fabric] rx-buffers of rx-buffer-size, and a receive queue of
+ * FABRIC_ENV_DAEMON_RX_SIZE (rxm and shm) for the jobs' posted receives. Unexpected messages wait in them
  * (larger ones in memory of their own), then in buffers rxm adds without
  * limit; the sweep (dp_sweep.c) keeps that second part small. */
 static void rxm_env_set(const struct settings *s)
 {
-	struct fabric_env e = { .rx_buffers = (size_t)s->rx_buffers, .rx_buffer_size = s->rx_buffer_size };
-	char line[256];
+	struct fabric_env e = { .rx_buffers = (size_t)s->rx_buffers, .rx_buffer_size = s->rx_buffer_size,
+				.rx_size = FABRIC_ENV_DAEMON_RX_SIZE };
+	char line[384];
 
 	fabric_env_defaults(&e, line, sizeof(line));
 	SC_INFO("rxm receive buffers: %s", line);
+}
+
+/* Each rank holds a control connection and a fabric connection (two
+ * descriptors or more); a daemon of 2,048 ranks needs more than the usual
+ * soft limit of 1,024 open files: up to the hard limit (the unit's
+ * LimitNOFILE). */
+static void nofile_raise(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rlim_t was = rl.rlim_cur;
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl))
+			rl.rlim_cur = was;
+	}
+	SC_INFO("open files: up to %llu", (unsigned long long)rl.rlim_cur);
 }
 
 int main(int argc, char **argv)
@@ -227,6 +249,7 @@ int main(int argc, char **argv)
 		SC_ERR("event loop setup failed");
 		return 1;
 	}
+	nofile_raise();
 	rxm_env_set(&d->cfg);
 	if ((rc = threads_start(d)) || (rc = control_start(d)) || (rc = http_start(d)))
 		goto out;

@@ -126,6 +126,12 @@ const struct cfg_entry settings_table[] = {
 	  S(pace), 0, 0, true },
 	{ "job", "max-chunk", CFG_SIZE, "4M", "Largest chunk size granted (bytes, multiple of 8)",
 	  S(max_chunk), 8, 67108864, false },
+	{ "job", "max-inflight", CFG_SIZE, "64M",
+	  "Bytes a job may have in flight on this daemon, window x chunk x nranks: a larger job gets a smaller window (not under 2), then a smaller chunk (halved down to min-chunk); what is left above it is charged to memory-budget as any job (docs/daemon.md, \"Admission\")",
+	  S(max_inflight), 4096, 1099511627776.0, true },
+	{ "job", "min-chunk", CFG_SIZE, "16K",
+	  "Smallest chunk max-inflight may cut a job's chunk to (bytes, multiple of 8); a job that asks for less keeps its own",
+	  S(min_chunk), 8, 67108864, true },
 	{ "job", "max-memory-share", CFG_DOUBLE, "0.5",
 	  "Largest share of memory-budget one job may take (after the window and chunk are capped); a JOIN needing more is refused (memory)",
 	  S(max_memory_share), 0.01, 1, true },
@@ -231,6 +237,11 @@ int settings_check(const struct settings *s, struct cfg_error *err)
 	if (s->max_chunk % 8) {
 		snprintf(err->msg, sizeof(err->msg), "job.max-chunk = %llu: must be a multiple of 8",
 			 (unsigned long long)s->max_chunk);
+		return -EINVAL;
+	}
+	if (s->min_chunk % 8) {
+		snprintf(err->msg, sizeof(err->msg), "job.min-chunk = %llu: must be a multiple of 8",
+			 (unsigned long long)s->min_chunk);
 		return -EINVAL;
 	}
 	if (strcmp(s->multicast, "off") && strcmp(s->multicast, "ip") && strcmp(s->multicast, "auto") &&

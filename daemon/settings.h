@@ -60,6 +60,8 @@ struct settings {
 	int64_t max_weight;
 	bool pace;
 	uint64_t max_chunk;
+	uint64_t max_inflight;
+	uint64_t min_chunk;
 	double max_memory_share;
 	/* [auth] */
 	char key_file[CFG_STR_MAX];

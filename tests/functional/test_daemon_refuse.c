@@ -65,7 +65,10 @@ int main(void)
 	f = fopen(keyfile, "w");
 	fprintf(f, "%s\n", key);
 	fclose(f);
-	snprintf(extra, sizeof(extra), "[auth]\nkey-file = %s\n[job]\nmemory-budget = 1G\n", keyfile);
+	/* max-inflight off (1T): the memory refusal below sees the join as
+	 * asked (the cap's grants: test_daemon_inflight) */
+	snprintf(extra, sizeof(extra), "[auth]\nkey-file = %s\n[job]\nmemory-budget = 1G\nmax-inflight = 1T\n",
+		 keyfile);
 	if (sd_start(&d, extra)) {
 		unlink(keyfile);
 		th_skip("sumcastd did not start (see above)");

@@ -59,6 +59,8 @@ static void setup(void)
 	d.cfg.max_memory_share = 1;
 	d.cfg.max_window = 4;
 	d.cfg.max_chunk = 64u << 10;
+	d.cfg.max_inflight = 64u << 20;
+	d.cfg.min_chunk = 16u << 10;
 	d.cfg.max_jobs = 4;
 	/* The data thread answers at once (the commands come one after another). */
 	d.cfg.idle_spin_us = 2000;

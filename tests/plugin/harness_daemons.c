@@ -96,11 +96,32 @@ int daemons_start(char *aggs, size_t len)
 	if (env)
 		extra[n++] = '\n';
 	extra[n] = 0;
+	/* HARNESS_DAEMON0_CONF: lines for aggregator 0 only, after those
+	 * (e.g. "[job]\nmax-inflight = 1M": two aggregators that grant the job
+	 * different windows and chunks) */
+	const char *env0 = getenv("HARNESS_DAEMON0_CONF");
+	char *extra0 = NULL;
+	if (env0 && *env0) {
+		size_t cap0 = n + strlen(env0) + 2, n0 = n;
+		extra0 = malloc(cap0);
+		REQUIRE(extra0, "malloc");
+		memcpy(extra0, extra, n);
+		for (const char *e = env0; *e && n0 < cap0 - 2; e++) {
+			if (e[0] == '\\' && e[1] == 'n') {
+				extra0[n0++] = '\n';
+				e++;
+			} else {
+				extra0[n0++] = *e;
+			}
+		}
+		extra0[n0++] = '\n';
+		extra0[n0] = 0;
+	}
 	aggs[0] = 0;
 	for (int i = 0; i < opt.naggs; i++) {
 		char name[32];
 		snprintf(name, sizeof(name), "agg%d", i);
-		struct sc_daemon_opts o = daemon_opts(name, extra, 0);
+		struct sc_daemon_opts o = daemon_opts(name, i == 0 && extra0 ? extra0 : extra, 0);
 		o.pdeathsig = false;
 		struct sc_daemon *d = &daemons[ndaemons++];
 		int rc = sc_daemon_start(d, &o);
@@ -111,10 +132,12 @@ int daemons_start(char *aggs, size_t len)
 		}
 		if (rc) {
 			free(extra);
+			free(extra0);
 			return 1;
 		}
 		snprintf(aggs + strlen(aggs), len - strlen(aggs), "%s127.0.0.1:%u", i ? "," : "", d->ctl);
 	}
+	free(extra0); /* a restarted aggregator 0 gets the common lines */
 	daemons_extra = extra;
 	return 0;
 }

@@ -1,0 +1,130 @@
+/* The daemon's in-flight cap (daemon/ctl_admit.c, admit_grant): the window
+ * and chunk a job is granted for what it asks, its rank count and
+ * [job] max-inflight / min-chunk. Figures from docs/daemon.md, "Admission". */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "ctl.h"
+
+#define K 1024u
+#define M (1024u * 1024u)
+#define CAP (64ull * M)
+#define MIN (16u * K)
+
+static void grant(uint32_t w, uint32_t c, uint32_t n, uint32_t want_w, uint32_t want_c)
+{
+	struct admit_grant g = admit_grant(w, c, n, CAP, MIN, false);
+	assert_int_equal(g.window, want_w);
+	assert_int_equal(g.chunk, want_c);
+}
+
+/* Small jobs keep what they ask: 8 x 256 KiB x 16 = 32 MiB <= 64 MiB, and
+ * 8 x 256 KiB x 32 = 64 MiB exactly. */
+static void test_small_jobs_unchanged(void **state)
+{
+	(void)state;
+	grant(8, 256 * K, 1, 8, 256 * K);
+	grant(8, 256 * K, 16, 8, 256 * K);
+	grant(8, 256 * K, 32, 8, 256 * K);
+	grant(64, 4 * K, 64, 64, 4 * K);
+}
+
+/* The window comes down first: N = 64 -> 64 MiB / (256 KiB x 64) = 4;
+ * N = 33 -> floor(64 / 8.25) = 7; N = 128 -> 2 (2 x 256 KiB x 128 = 64 MiB). */
+static void test_window_first(void **state)
+{
+	(void)state;
+	grant(8, 256 * K, 33, 7, 256 * K);
+	grant(8, 256 * K, 64, 4, 256 * K);
+	grant(8, 256 * K, 128, 2, 256 * K);
+	/* never above what was asked */
+	grant(3, 256 * K, 64, 3, 256 * K);
+	grant(1, 256 * K, 128, 1, 256 * K);
+}
+
+/* Then the chunk halves, window 2: N = 256 -> 128 KiB; N = 1024 -> 32 KiB;
+ * N = 4096 -> 16 KiB (min-chunk: 2 x 16 KiB x 4096 = 128 MiB, left above
+ * the cap for the budget to judge). */
+static void test_chunk_halves(void **state)
+{
+	(void)state;
+	grant(8, 256 * K, 129, 3, 128 * K); /* 64 MiB / (128 KiB x 129) = 3.97 */
+	grant(8, 256 * K, 256, 2, 128 * K);
+	grant(8, 256 * K, 512, 2, 64 * K);
+	grant(8, 256 * K, 1024, 2, 32 * K);
+	grant(8, 256 * K, 2048, 2, 16 * K);
+	grant(8, 256 * K, 4096, 2, 16 * K);
+	/* every grant with window >= 2 and chunk above min-chunk fits the cap */
+	for (uint32_t n = 1; n <= 4096; n = n * 3 + 1) {
+		struct admit_grant g = admit_grant(8, 256 * K, n, CAP, MIN, false);
+		assert_true(g.window >= 2 && g.window <= 8 && g.chunk % 8 == 0);
+		if (g.chunk > MIN)
+			assert_true((uint64_t)g.window * g.chunk * n <= CAP);
+	}
+}
+
+/* A chunk that is not a power of two stays a multiple of 8; halving stops
+ * at min-chunk (24 KiB -> 16 KiB, not 12 KiB); a job that asks for less
+ * than min-chunk keeps its chunk. */
+static void test_chunk_floor(void **state)
+{
+	(void)state;
+	struct admit_grant g = admit_grant(8, 100008, 4096, CAP, MIN, false);
+	assert_int_equal(g.chunk % 8, 0);
+	assert_int_equal(g.chunk, MIN);
+	g = admit_grant(8, 24 * K, 4096, CAP, MIN, false);
+	assert_int_equal(g.chunk, MIN);
+	assert_int_equal(g.window, 2);
+	g = admit_grant(8, 4 * K, 100000, CAP, MIN, false);
+	assert_int_equal(g.chunk, 4 * K);
+	assert_int_equal(g.window, 2);
+	/* odd figures: 100008 -> 50000 -> 25000 (multiples of 8) at N = 1024 */
+	g = admit_grant(8, 100008, 1024, CAP, 8, false);
+	assert_int_equal(g.chunk, 25000);
+	assert_int_equal(g.window, 2);
+}
+
+/* A sealed job's chunk stays above 2 x JOB_SEAL_ROOM (the seal's room),
+ * even with min-chunk 8. */
+static void test_sealed_floor(void **state)
+{
+	(void)state;
+	struct admit_grant g = admit_grant(8, 4 * K, 1u << 20, CAP, 8, true);
+	assert_true(g.chunk > 2 * JOB_SEAL_ROOM);
+	assert_true(g.chunk / 2 <= 2 * JOB_SEAL_ROOM + 8);
+	/* unsealed it goes on to 32 (2 x 32 x 2^20 = the cap) */
+	g = admit_grant(8, 4 * K, 1u << 20, CAP, 8, false);
+	assert_int_equal(g.chunk, 32);
+}
+
+/* Another cap: 1 MiB with 16 ranks and 8 KiB min-chunk -> chunk 32 KiB,
+ * window 2; 16 MiB -> window 4 at 256 KiB. */
+static void test_other_caps(void **state)
+{
+	(void)state;
+	struct admit_grant g = admit_grant(8, 256 * K, 16, 1 * M, 8 * K, false);
+	assert_int_equal(g.chunk, 32 * K);
+	assert_int_equal(g.window, 2);
+	g = admit_grant(8, 256 * K, 16, 16 * M, 8 * K, false);
+	assert_int_equal(g.chunk, 256 * K);
+	assert_int_equal(g.window, 4);
+	/* nranks 0 or chunk 0 (refused elsewhere) do not divide by zero */
+	g = admit_grant(8, 256 * K, 0, CAP, MIN, false);
+	assert_int_equal(g.window, 8);
+	g = admit_grant(8, 0, 16, CAP, MIN, false);
+	assert_int_equal(g.window, 8);
+	assert_int_equal(g.chunk, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_small_jobs_unchanged), cmocka_unit_test(test_window_first),
+		cmocka_unit_test(test_chunk_halves),	     cmocka_unit_test(test_chunk_floor),
+		cmocka_unit_test(test_sealed_floor),	     cmocka_unit_test(test_other_caps),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
