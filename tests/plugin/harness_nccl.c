@@ -17,6 +17,8 @@ int log_prefix_ok; /* lines that came through NCCL's logger with our prefix */
 int saw_agg_path, saw_fallback;
 int saw_parked, saw_unparked; /* p2p comms parked at close, freed later */
 int saw_fault, saw_naggs = -1;
+int saw_warn;
+unsigned long long saw_job_id;
 uint64_t saw_copied, saw_kept, saw_passed;
 double fb_t_first, fb_t_decided;
 
@@ -32,6 +34,12 @@ static void hlog(ncclDebugLogLevel level, unsigned long flags, const char *file,
 	va_end(ap);
 	if (!strncmp(buf, "NET/Sumcast", 11))
 		__atomic_fetch_add(&log_prefix_ok, 1, __ATOMIC_RELAXED);
+	if (level <= NCCL_LOG_WARN)
+		__atomic_fetch_add(&saw_warn, 1, __ATOMIC_RELAXED);
+	const char *jl = strstr(buf, "collnet job 0x");
+	unsigned long long jid;
+	if (jl && sscanf(jl, "collnet job 0x%llx: rank", &jid) == 1)
+		__atomic_store_n(&saw_job_id, jid, __ATOMIC_RELAXED);
 	if (strstr(buf, "parked until they complete"))
 		__atomic_fetch_add(&saw_parked, 1, __ATOMIC_RELAXED);
 	else if (strstr(buf, "completed after close; freed"))
@@ -376,7 +384,7 @@ bool harness_oversubscribed(void)
 	static long ncpu;
 	if (!ncpu)
 		ncpu = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
-	return opt.nranks + opt.naggs > ncpu;
+	return opt.nranks * opt.heads + opt.naggs > ncpu;
 }
 
 /* NCCL's proxy: chunks of at most 2 MiB, up to 8 outstanding, tested in order. */
