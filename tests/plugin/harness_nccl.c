@@ -362,15 +362,20 @@ ncclResult_t c_ireducescatter_rc(void *cc, void *send, void *recv, size_t bpr, s
 }
 
 /* SUMCAST_HARNESS_POLL_US: sleep this long after a test() that found
- * nothing done (default 0: spin, yielding when there are more ranks than 2).
- * On the emulated cluster W ranks and A daemons share 2 cores with the
- * kernel's veth/tbf/TCP work; spinning ranks would starve it. */
+ * nothing done (default 0: spin, yielding when there are more ranks than 2;
+ * -2 when there are more than 8 processes per CPU, --heads runs of up to
+ * 256: a nap doubling from 16 us to 1 ms while nothing completes, as their
+ * spinning, or short naps by the hundred, would take the cores from the
+ * daemons and the processes that have work). On the emulated cluster W ranks and A daemons
+ * share 2 cores with the kernel's veth/tbf/TCP work; spinning ranks would
+ * starve it. */
 static long poll_us(void)
 {
 	static long v = -1;
 	if (v < 0) {
 		const char *e = getenv("SUMCAST_HARNESS_POLL_US");
-		v = e && atol(e) > 0 ? atol(e) : 0;
+		long ncpu = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
+		v = e && atol(e) > 0 ? atol(e) : opt.nranks * opt.heads > 8 * ncpu ? -2 : 0;
 	}
 	return v;
 }
@@ -394,6 +399,7 @@ void allreduce_chunked(void *cc, uint8_t *send, uint8_t *recv, size_t count, ncc
 	size_t es = type_size(t), per = (2u << 20) / es, nchunks = (count + per - 1) / per;
 	void *reqs[8];
 	size_t issued = 0, done = 0;
+	useconds_t nap = 0;
 	double end = sc_now_s() + 120;
 
 	if (count == 0)
@@ -409,11 +415,16 @@ void allreduce_chunked(void *cc, uint8_t *send, uint8_t *recv, size_t count, ncc
 		}
 		int size = -1;
 		if (done < issued && !c_test(reqs[done % 8], &size)) {
-			if (poll_us())
+			if (poll_us() == -2) {
+				nap = nap ? (nap < 500 ? nap * 2 : 1000) : 16;
+				usleep(nap);
+			} else if (poll_us()) {
 				usleep((useconds_t)poll_us());
-			else if (harness_oversubscribed())
+			} else if (harness_oversubscribed()) {
 				sched_yield(); /* more spinners than cores here: let the peers run */
+			}
 		} else if (done < issued) {
+			nap = 0;
 			size_t off = done * per, n = count - off < per ? count - off : per;
 			REQUIRE((size_t)size == n * es, "test size %d, want %zu", size, n * es);
 			done++;

@@ -39,7 +39,7 @@ void rv_put(const char *name, int rank, const void *buf, size_t len)
 	REQUIRE(rename(t, p) == 0, "rename %s", p);
 }
 
-/* Waits for a rendezvous file: polls from 100 us up to every 10 ms (up to
+/* Waits for a rendezvous file: polls from 100 us up to every 20 ms (up to
  * 256 processes wait at once on 2 cores: a fixed 1 ms poll each would
  * take the cores from the ones they wait for). */
 static void rv_get_path(const char *p, void *buf, size_t len)
@@ -56,7 +56,7 @@ static void rv_get_path(const char *p, void *buf, size_t len)
 		}
 		REQUIRE(sc_now_s() < end, "rendezvous: %s did not appear in time", p);
 		usleep(nap);
-		nap = nap < 10000 ? nap * 2 : 10000;
+		nap = nap < 10000 ? nap * 2 : 20000;
 	}
 }
 
