@@ -1,3 +1,4 @@
+/* Table-driven configuration (config.h): INI, environment, ranges, --dump-config. */
 #include "config.h"
 
 #include <ctype.h>

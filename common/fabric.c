@@ -1,3 +1,4 @@
+/* The thin libfabric wrapper (fabric.h): endpoints, registration, tagged I/O, completions. */
 #include "fabric.h"
 
 #include <errno.h>

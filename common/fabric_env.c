@@ -1,3 +1,4 @@
+/* rxm's buffer settings, set once before the first endpoint (fabric_env.h). */
 #include "fabric_env.h"
 
 #include <stdbool.h>

@@ -1,3 +1,4 @@
+/* Logging for daemon, plugin and tools (log.h): sinks, levels, rate limits. */
 #include "log.h"
 
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* The wire protocol (wire.h): control messages encoded and decoded, JOIN signatures, keys. */
 #include "wire.h"
 
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* sumcastd's settings table and its checks (settings.h). */
 #include "settings.h"
 
 #include <arpa/inet.h>

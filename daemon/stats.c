@@ -1,3 +1,4 @@
+/* Counters and histograms, one writer per set (stats.h). */
 #include "stats.h"
 
 #include <math.h>

@@ -1,3 +1,4 @@
+/* How much of an allreduce goes to the aggregators (split.h): the model and the adaptive controller. */
 #include "split.h"
 
 #include <errno.h>
