@@ -129,6 +129,8 @@ static void check_daemons(void)
 	for (int h = 0; h < opt.heads; h++) {
 		my_head = h;
 		rv_get("jobid", 0, &ids[h], sizeof(ids[h]));
+		for (int k = 0; k < h; k++)
+			REQUIRE(ids[k] != ids[h], "heads %d and %d have the same job id 0x%llx", k, h, ids[h]);
 	}
 	my_head = head;
 	for (int i = 0; i < a.ndaemons; i++) {
@@ -169,6 +171,10 @@ void run_scale(void)
 	/* every node of a communicator announces the same job: rank 0's */
 	if (my_rank == 0)
 		rv_put("jobid", 0, &saw_job_id, sizeof(saw_job_id));
+	unsigned long long job0 = 0;
+	rv_get("jobid", 0, &job0, sizeof(job0));
+	REQUIRE(saw_job_id && saw_job_id == job0, "connect announced job 0x%llx, rank 0 of this "
+	      "communicator job 0x%llx", saw_job_id, job0);
 	if (agg)
 		REQUIRE(saw_agg_path && !saw_fallback && saw_naggs == opt.naggs,
 		      "expected the aggregators: connect logged aggregators=%d (%d of %d) fallback=%d",
@@ -218,7 +224,7 @@ int scale_report(void)
 	int nproc = opt.nranks * opt.heads, rc = 0;
 	double t_first = 1e300, t_last = 0, proc_max = 0, t8 = 0, t2m = 0, idle_max = 0;
 	double t_start = 1e300, t_small = 0, t_big = 0, t_closed = 0, idle_sum = 0, ccpu_max = 0;
-	int threads = 0;
+	int threads = 0, warns = 0;
 	static double conn[SC_RANKS_MAX];
 	uint64_t rss_max = 0, rss_sum = 0, hwm_max = 0;
 	struct scale_aggs a = { 0 };
@@ -250,6 +256,7 @@ int scale_report(void)
 		idle_sum += idle;
 		ccpu_max = r.connect_cpu_s > ccpu_max ? r.connect_cpu_s : ccpu_max;
 		threads = r.threads > threads ? r.threads : threads;
+		warns += r.warns;
 		rss_max = r.rss_kb > rss_max ? r.rss_kb : rss_max;
 		hwm_max = r.hwm_kb > hwm_max ? r.hwm_kb : hwm_max;
 		rss_sum += r.rss_kb;
@@ -269,13 +276,13 @@ int scale_report(void)
 		       "\"fan_in\":%s,\"split\":\"%s\",\"iters\":%d,\"connect_s\":%.3f,"
 		       "\"connect_proc_median_s\":%.3f,\"connect_proc_max_s\":%.3f,\"node_rss_kb_max\":%llu,"
 		       "\"node_rss_kb_mean\":%llu,\"node_hwm_kb_max\":%llu,\"idle_cpu_max\":%.4f,"
-		       "\"idle_cpu_sum\":%.4f,\"connect_cpu_max_s\":%.3f,\"node_threads\":%d,"
+		       "\"idle_cpu_sum\":%.4f,\"connect_cpu_max_s\":%.3f,\"node_threads\":%d,\"plugin_warns\":%d,"
 		       "\"t_8B_us\":%.1f,\"t_2MiB_us\":%.1f,\"agg_jobs_held\":%d,\"agg_rss_kb_max\":%llu,"
 		       "\"agg_posted_recvs_max\":%llu,\"agg_job_memory_max\":%llu,\"agg_min_chunks\":%llu}\n",
 		       opt.nranks, opt.heads, nproc, opt.naggs, fan && *fan ? fan : "null",
 		       opt.split ? opt.split : "default", opt.iters, connect_s, conn[nproc / 2], proc_max,
 		       (unsigned long long)rss_max, (unsigned long long)(rss_sum / (uint64_t)nproc),
-		       (unsigned long long)hwm_max, idle_max, idle_sum, ccpu_max, threads, t8, t2m, a.jobs_ok,
+		       (unsigned long long)hwm_max, idle_max, idle_sum, ccpu_max, threads, warns, t8, t2m, a.jobs_ok,
 		       (unsigned long long)a.rss_kb_max, (unsigned long long)a.posted_max,
 		       (unsigned long long)a.memory_max, (unsigned long long)a.min_chunks);
 	else
