@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tags.h"
 
@@ -54,6 +55,12 @@ int coll_agree(struct coll_comm *cc, int64_t *vals, size_t n, uint32_t round, ui
 	memcpy(ag->in, vals, n * sizeof(*vals));
 	/* epoch 0xFFFF: before failover's epochs exist */
 	coll_agreement_start(cc, ag, sc_tag_agree(0xFFFF, 0, round));
+	/* A blocking collective (NCCL waits in it): while nothing completes,
+	 * nap, doubling from 16 us to 1 ms, so that nodes waiting for slower
+	 * ones leave them the cores (64 nodes and more on a few cores: a
+	 * spinning connect starved the ring's own steps past the timeout). */
+	uint64_t seen = cc->ring.completions;
+	unsigned nap_us = 0;
 	for (;;) {
 		ring_poll(&cc->ring);
 		if (serve)
@@ -65,6 +72,14 @@ int coll_agree(struct coll_comm *cc, int64_t *vals, size_t n, uint32_t round, ui
 			rc = -ETIMEDOUT;
 			break;
 		}
+		if (cc->ring.completions != seen) {
+			seen = cc->ring.completions;
+			nap_us = 0;
+			continue;
+		}
+		nap_us = nap_us ? (nap_us < 500 ? nap_us * 2 : 1000) : 16;
+		struct timespec ts = { 0, (long)nap_us * 1000 };
+		nanosleep(&ts, NULL);
 	}
 	if (rc < 0)
 		ring_op_abort(&ag->op);

@@ -94,12 +94,17 @@ int coll_join(struct coll_comm *cc, uint64_t deadline)
 		cc->client = NULL;
 		return rc;
 	}
+	/* READY comes once every rank has joined: nap between polls, doubling
+	 * from 200 us to 2 ms (hundreds of nodes' processes may wait here on
+	 * a host; the control socket's answer is not latency-bound). */
+	long nap_ns = 200000;
 	do {
 		rc = client_connect_poll(cc->client);
 		if (rc != -EAGAIN)
 			break;
-		struct timespec ts = { 0, 200000 };
+		struct timespec ts = { 0, nap_ns };
 		nanosleep(&ts, NULL);
+		nap_ns = nap_ns < 1000000 ? nap_ns * 2 : 2000000;
 	} while (sc_now_ns() < deadline);
 	if (rc == -EAGAIN) {
 		SC_WARN("aggregators %s: not ready within SUMCAST_CONNECT_TIMEOUT (%s)",

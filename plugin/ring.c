@@ -109,8 +109,10 @@ int ring_poll(struct ring *r)
 	r->polled_ns = sc_now_ns();
 	do {
 		n = fabric_cq_poll(r->f, cqe, 32);
-		if (n > 0)
+		if (n > 0) {
 			r->posted = (uint32_t)n < r->posted ? r->posted - (uint32_t)n : 0;
+			r->completions += (uint64_t)n;
+		}
 		for (int i = 0; i < n; i++) {
 			struct ring_xfer *x = container_of(cqe[i].op, struct ring_xfer, fop);
 			x->len = cqe[i].err ? cqe[i].olen : cqe[i].len;

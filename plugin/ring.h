@@ -71,6 +71,7 @@ struct ring {
 	uint32_t tmp_slots;
 	int err; /* sticky CQ failure */
 	uint32_t posted;   /* operations posted on f and not completed (ring_post, ring_poll) */
+	uint64_t completions; /* completions ring_poll has read, ever (a blocking wait's progress) */
 	uint64_t polled_ns; /* last ring_poll */
 };
 

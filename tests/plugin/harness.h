@@ -14,6 +14,13 @@
  *                 whose rounding depends on the order must equal the rank-order sum)
  *   harness rsag  --nranks N [--version 11|10|9|8] [--trace] [--naggs M --expect joined]
  *                 (ReduceScatter and AllGather windows: harness_rsag.c)
+ *   harness scale --nranks N [--heads H] [--naggs M] [--split S] [--iters K]
+ *                 [--expect agg|ring] [--max-connect S] [--max-idle-cpu S] [--json]
+ *                 (H x N processes, one per GPU rank: head h of every node forms
+ *                 collnet communicator h, as NCCL's CollNet Direct builds them;
+ *                 K allreduces of 8 B and of 2 MiB each, exact; connect time from
+ *                 the first listen to the last connect, idle CPU, RSS, the
+ *                 daemons' jobs: harness_scale.c)
  *   harness fault --nranks N --naggs M --fault KIND[,KIND] [--fault-agg I] [--ops K]
  *                 (aggregator faults during many mixed allreduces: harness_fault.c)
  *   harness bench --nranks N [--naggs M] [-b BYTES] [-e BYTES] [-f FACTOR] [--type T] [--json]
@@ -50,6 +57,7 @@
  *   harness_check.c    reference inputs and results, rank-order sums, the
  *                      trace check, the path check (--expect)
  *   harness_bench.c    the bench mode (bench/allreduce)
+ *   harness_scale.c    the scale test and bench/scale's runs (--heads)
  *   harness_fault.c    the fault test (aggregators killed, stopped, drained,
  *                      restarted, cut off; a node killed)
  *   harness_faultbench.c  the fault benchmark (bench/faults)
@@ -73,7 +81,7 @@
 #include "check.h"
 
 #define SKIP 77
-#define MAX_RANKS 16
+#define MAX_RANKS 256 /* nodes of one communicator */
 #define MAX_AGGS 8
 
 /* ---- options (harness_main.c) ---- */
@@ -94,6 +102,10 @@ struct opts {
 	bool close_inflight; /* p2p: close a send comm with a send in flight */
 	int mc;             /* --multicast: datagrams dropped per mille; -1: unicast results */
 	bool expect_adaptive; /* the trace must show adaptive requests at two splits or more */
+	int heads;          /* collnet communicators per node (CollNet Direct heads), 1: one */
+	int iters;          /* scale: allreduces of each size */
+	double max_connect_s;  /* scale: fail when connect took longer (0: no bound) */
+	double max_idle_cpu;   /* scale: fail when a process used more CPU per idle second (s) */
 };
 extern struct opts opt;
 
@@ -120,6 +132,10 @@ void adapt_check(void);
  * would wait for it), and run_ranks then ends the run. FAIL lines carry
  * the rank ("[rank 2] FAIL ..."). */
 extern int my_rank; /* -1 in the parent */
+/* --heads H: H x nranks processes; process p is head p / nranks of node
+ * p % nranks, rank my_rank = p % nranks of communicator my_head. The
+ * rendezvous names below are per communicator (my_head). */
+extern int my_head, my_proc;
 
 #define NCHECK(call)                                                        \
 	do {                                                                \
@@ -143,6 +159,11 @@ void rm_dir(void);
 void rv_put(const char *name, int rank, const void *buf, size_t len);
 void rv_get(const char *name, int rank, void *buf, size_t len);
 void rv_barrier(const char *name);
+/* A barrier of every process (all heads); process 0 lets the others go
+ * hold_s seconds after the last arrived. */
+void rv_barrier_all(const char *name, double hold_s);
+/* The path of a rendezvous file (this run's generation). */
+void rv_path(char *out, size_t len, const char *name, int head, int rank);
 /* v[0..n) summed over all ranks (n <= 8), in place. */
 void rv_all_sum(const char *name, uint64_t *v, size_t n);
 /* The first rank whose v differs from this rank's, or -1: all equal. */
@@ -176,6 +197,9 @@ extern int log_prefix_ok, saw_agg_path, saw_fallback;
 /* Aggregator faults the plugin logged (its one WARN per fault), and how
  * many aggregators the last collnet connect announced (-1: none yet). */
 extern int saw_fault, saw_naggs;
+/* WARN lines the plugin logged; the job id connect announced (0: none). */
+extern int saw_warn;
+extern unsigned long long saw_job_id;
 extern uint64_t saw_copied; /* bytes the fault lines say were copied from other nodes */
 /* window chunks the fault lines say were redone from kept contributions /
  * copies passed on by nodes that want none of them */
@@ -234,6 +258,10 @@ void run_rsag(void); /* harness_rsag.c: ReduceScatter / AllGather windows */
 extern int bench_coll; /* 0 allreduce, 1 reducescatter, 2 allgather */
 void run_bench(void);
 void run_fault(void);
+/* harness_scale.c: many ranks and communicators (--heads), connect time,
+ * idle CPU, RSS; scale_report: the parent's summary of every process. */
+void run_scale(void);
+int scale_report(void);
 void run_faultbench(void); /* bench/faults: harness_faultbench.c */
 int faultbench_option(int c, const char *arg); /* 0, or -1: usage */
 void faultbench_bytes(size_t b);
@@ -298,6 +326,16 @@ struct agg_view {
 };
 /* 0, or -1 when a daemon did not answer or its /stats did not parse. */
 int daemons_view(int rank, struct agg_view *v);
+/* --heads: one daemon's view of the jobs in ids[0..n): how many it holds
+ * with every one of nranks ranks joined, the fewest chunks any of them
+ * reduced, their DATA bytes in, their posted receives (window x nranks
+ * summed over every job it holds), its RSS (kB). 0 or -1. */
+struct agg_jobs {
+	int held;
+	uint64_t min_chunks, bytes_in, posted_recvs, rss_kb, memory;
+};
+int daemon_jobs(int i, const unsigned long long *ids, int n, struct agg_jobs *out);
+int daemons_count(void);
 /* --multicast: the multicast counters of the daemons that answer
  * /metrics (a killed or stopped one does not), summed. 0, or -1 when none
  * answered. */

@@ -222,3 +222,63 @@ int daemons_view(int rank, struct agg_view *v)
 	}
 	return 0;
 }
+
+int daemons_count(void)
+{
+	return ndaemons;
+}
+
+/* kB of a process's resident memory (VmRSS), 0 when unknown. */
+static uint64_t proc_rss_kb(pid_t pid)
+{
+	char path[64], line[256];
+	unsigned long long kb = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %llu kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+int daemon_jobs(int i, const unsigned long long *ids, int n, struct agg_jobs *out)
+{
+	static char body[1 << 20];
+
+	memset(out, 0, sizeof(*out));
+	out->min_chunks = UINT64_MAX;
+	if (i < 0 || i >= ndaemons || daemons[i].pid <= 0)
+		return -1;
+	if (sc_http_get(daemons[i].http, "/stats", NULL, 0, body, sizeof(body), 10000) != 200)
+		return -1;
+	out->rss_kb = proc_rss_kb(daemons[i].pid);
+	const char *p = strstr(body, "\"jobs\":[");
+	if (!p)
+		return -1;
+	while ((p = strstr(p, "{\"id\":\"0x"))) {
+		const char *next = strstr(p + 1, "{\"id\":\"0x"), *end = next ? next : p + strlen(p);
+		unsigned long long id = 0, nranks = 0, acked = 0, window = 0, chunks = 0, in = 0, mem = 0;
+		if (sscanf(p, "{\"id\":\"0x%llx\"", &id) != 1 || !json_u64(p, end, "\"nranks\"", &nranks) ||
+		    !json_u64(p, end, "\"joined\"", &acked) || !json_u64(p, end, "\"window\"", &window) ||
+		    !json_u64(p, end, "\"chunks\"", &chunks) || !json_u64(p, end, "\"bytes_in\"", &in) ||
+		    !json_u64(p, end, "\"memory\"", &mem))
+			return -1;
+		out->posted_recvs += window * nranks; /* one receive per (slot, rank) */
+		out->memory += mem;
+		for (int k = 0; k < n; k++)
+			if (ids[k] == id && acked == nranks) {
+				out->held++;
+				out->bytes_in += in;
+				if (chunks < out->min_chunks)
+					out->min_chunks = chunks;
+			}
+		p = end;
+	}
+	if (!out->held)
+		out->min_chunks = 0;
+	return 0;
+}

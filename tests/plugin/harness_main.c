@@ -10,14 +10,16 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ranks.h"
+
 struct opts opt = { .nranks = 2, .version = 11, .min_bytes = 8, .max_bytes = 256 << 20, .type = "f32",
-		    .timeout_s = 240 };
+		    .timeout_s = 240, .heads = 1, .iters = 4 };
 const char *harness_plugin_default = "", *harness_daemon_default = "";
 
 void usage(void)
 {
 	fprintf(stderr,
-		"usage: %s p2p|coll|rsag|bench|fault [--nranks N] [--naggs M] [--aggs host:port,...]\n"
+		"usage: %s p2p|coll|rsag|bench|fault|scale [--nranks N] [--naggs M] [--aggs host:port,...]\n"
 		"       [--split auto|F] [--version 11|8] [--plugin PATH] [--daemon PATH]\n"
 		"       (coll and rsag: --version 11|10|9|8)\n"
 		"       [-b|--min-bytes B] [-e|--max-bytes B] [--type T] [--json] [--verbose]\n"
@@ -28,6 +30,7 @@ void usage(void)
 		"              [--small-rs] [--expect-kept] [--multicast PERMILLE]\n"
 		"       faults (bench/faults): [--kinds kill,stop,term,restart] [-e BYTES] [--before S]\n"
 		"              [--after S] [--retention-bytes B] [--type T] [--json]\n"
+		"       scale: [--heads H] [--iters K] [--max-connect S] [--max-idle-cpu S] [--json]\n"
 		"       bench: [-f|--factor F] [--rounds R] [--time-per-size S]\n"
 		"              [--coll allreduce|reducescatter|allgather] [--no-rtt] [--timeline]\n"
 		"              [--variant NAME=SPLIT[@PLUGIN][%%VAR=VALUE...]]... [--splits S,S,...]\n",
@@ -80,6 +83,8 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		{ "coll", 1, 0, 'X' }, { "no-rtt", 0, 0, 'Q' },
 		{ "small-rs", 0, 0, 0x101 }, { "expect-kept", 0, 0, 0x102 }, { "multicast", 1, 0, 0x103 },
 		{ "timeline", 0, 0, 0x104 }, { "expect-adaptive", 0, 0, 0x105 },
+		{ "heads", 1, 0, 0x106 }, { "iters", 1, 0, 0x107 }, { "max-connect", 1, 0, 0x108 },
+		{ "max-idle-cpu", 1, 0, 0x109 },
 		{ 0, 0, 0, 0 }
 	};
 	static char plugin_buf[PATH_MAX + 64], daemon_buf[PATH_MAX + 64], aggs[1024];
@@ -142,6 +147,10 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		case 0x101: fopt.small_rs = true; break;
 		case 0x102: fopt.kept = true; break;
 		case 0x103: opt.mc = atoi(optarg); break;
+		case 0x106: opt.heads = atoi(optarg); break;
+		case 0x107: opt.iters = atoi(optarg); break;
+		case 0x108: opt.max_connect_s = atof(optarg); break;
+		case 0x109: opt.max_idle_cpu = atof(optarg); break;
 		case 'K': case 'B': case 'Z': case 'Y':
 			if (faultbench_option(c, optarg))
 				usage();
@@ -151,8 +160,15 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 	}
 	if (opt.nranks < 1 || opt.nranks > MAX_RANKS || opt.naggs < 0 || opt.naggs > MAX_AGGS ||
 	    (opt.version < 8 || opt.version > 11) || opt.min_bytes < 1 || opt.min_bytes > opt.max_bytes ||
-	    !bench_options_ok())
+	    !bench_options_ok() || opt.heads < 1 || opt.nranks * opt.heads > SC_RANKS_MAX ||
+	    opt.iters < 1 || opt.iters > 10000)
 		usage();
+	/* several communicators per node: the scale mode only */
+	if (opt.heads > 1 && strcmp(opt.mode, "scale"))
+		usage();
+	/* scale: the daemons' counters of each job, no trace (H files per rank) */
+	if (!strcmp(opt.mode, "scale"))
+		opt.trace = false;
 	/* v9 / v10 tables: the collnet tests only (the others call v11 or v8). */
 	if ((opt.version == 9 || opt.version == 10) && strcmp(opt.mode, "coll") && strcmp(opt.mode, "rsag"))
 		usage();
@@ -175,6 +191,11 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 	sigaction(SIGINT, &sa, NULL);
 	setenv("SUMCAST_PROVIDER", "tcp", 0);
 	setenv("SUMCAST_IFACE", "127.0.0.1", 0);
+	/* scale: up to 256 processes and the daemons on this host's few
+	 * cores; the plugin's own connect limit, not the tests' 10 s (every
+	 * other setting, the PING deadline included, its default) */
+	if (!strcmp(opt.mode, "scale"))
+		setenv("SUMCAST_CONNECT_TIMEOUT", "15s", 0);
 	setenv("SUMCAST_CONNECT_TIMEOUT", "10s", 0);
 	if (!strcmp(opt.mode, "fault")) {
 		/* The trace holds what the fault test checks; drained daemons
@@ -272,6 +293,10 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		rc = run_ranks(run_rsag);
 	} else if (!strcmp(opt.mode, "fault")) {
 		rc = run_ranks(run_fault);
+	} else if (!strcmp(opt.mode, "scale")) {
+		rc = run_ranks(run_scale);
+		if (!rc)
+			rc = scale_report();
 	} else if (!strcmp(opt.mode, "faults")) {
 		rc = run_ranks(run_faultbench);
 	} else if (!strcmp(opt.mode, "bench")) {

@@ -17,6 +17,8 @@ int log_prefix_ok; /* lines that came through NCCL's logger with our prefix */
 int saw_agg_path, saw_fallback;
 int saw_parked, saw_unparked; /* p2p comms parked at close, freed later */
 int saw_fault, saw_naggs = -1;
+int saw_warn;
+unsigned long long saw_job_id;
 uint64_t saw_copied, saw_kept, saw_passed;
 double fb_t_first, fb_t_decided;
 
@@ -32,6 +34,12 @@ static void hlog(ncclDebugLogLevel level, unsigned long flags, const char *file,
 	va_end(ap);
 	if (!strncmp(buf, "NET/Sumcast", 11))
 		__atomic_fetch_add(&log_prefix_ok, 1, __ATOMIC_RELAXED);
+	if (level <= NCCL_LOG_WARN)
+		__atomic_fetch_add(&saw_warn, 1, __ATOMIC_RELAXED);
+	const char *jl = strstr(buf, "collnet job 0x");
+	unsigned long long jid;
+	if (jl && sscanf(jl, "collnet job 0x%llx: rank", &jid) == 1)
+		__atomic_store_n(&saw_job_id, jid, __ATOMIC_RELAXED);
 	if (strstr(buf, "parked until they complete"))
 		__atomic_fetch_add(&saw_parked, 1, __ATOMIC_RELAXED);
 	else if (strstr(buf, "completed after close; freed"))
@@ -354,15 +362,20 @@ ncclResult_t c_ireducescatter_rc(void *cc, void *send, void *recv, size_t bpr, s
 }
 
 /* SUMCAST_HARNESS_POLL_US: sleep this long after a test() that found
- * nothing done (default 0: spin, yielding when there are more ranks than 2).
- * On the emulated cluster W ranks and A daemons share 2 cores with the
- * kernel's veth/tbf/TCP work; spinning ranks would starve it. */
+ * nothing done (default 0: spin, yielding when there are more ranks than 2;
+ * -2 when there are more than 8 processes per CPU, --heads runs of up to
+ * 256: a nap doubling from 16 us to 1 ms while nothing completes, as their
+ * spinning, or short naps by the hundred, would take the cores from the
+ * daemons and the processes that have work). On the emulated cluster W ranks and A daemons
+ * share 2 cores with the kernel's veth/tbf/TCP work; spinning ranks would
+ * starve it. */
 static long poll_us(void)
 {
 	static long v = -1;
 	if (v < 0) {
 		const char *e = getenv("SUMCAST_HARNESS_POLL_US");
-		v = e && atol(e) > 0 ? atol(e) : 0;
+		long ncpu = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
+		v = e && atol(e) > 0 ? atol(e) : opt.nranks * opt.heads > 8 * ncpu ? -2 : 0;
 	}
 	return v;
 }
@@ -376,7 +389,7 @@ bool harness_oversubscribed(void)
 	static long ncpu;
 	if (!ncpu)
 		ncpu = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
-	return opt.nranks + opt.naggs > ncpu;
+	return opt.nranks * opt.heads + opt.naggs > ncpu;
 }
 
 /* NCCL's proxy: chunks of at most 2 MiB, up to 8 outstanding, tested in order. */
@@ -386,6 +399,7 @@ void allreduce_chunked(void *cc, uint8_t *send, uint8_t *recv, size_t count, ncc
 	size_t es = type_size(t), per = (2u << 20) / es, nchunks = (count + per - 1) / per;
 	void *reqs[8];
 	size_t issued = 0, done = 0;
+	useconds_t nap = 0;
 	double end = sc_now_s() + 120;
 
 	if (count == 0)
@@ -401,11 +415,16 @@ void allreduce_chunked(void *cc, uint8_t *send, uint8_t *recv, size_t count, ncc
 		}
 		int size = -1;
 		if (done < issued && !c_test(reqs[done % 8], &size)) {
-			if (poll_us())
+			if (poll_us() == -2) {
+				nap = nap ? (nap < 500 ? nap * 2 : 1000) : 16;
+				usleep(nap);
+			} else if (poll_us()) {
 				usleep((useconds_t)poll_us());
-			else if (harness_oversubscribed())
+			} else if (harness_oversubscribed()) {
 				sched_yield(); /* more spinners than cores here: let the peers run */
+			}
 		} else if (done < issued) {
+			nap = 0;
 			size_t off = done * per, n = count - off < per ? count - off : per;
 			REQUIRE((size_t)size == n * es, "test size %d, want %zu", size, n * es);
 			done++;

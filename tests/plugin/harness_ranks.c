@@ -17,16 +17,21 @@
 
 #include "clock.h"
 
-int my_rank = -1;
+int my_rank = -1, my_head, my_proc = -1;
 char rv_dir[PATH_MAX];
 static int run_gen; /* names of one set of ranks never meet the next set's */
 
 /* ---------------- rendezvous (stands in for NCCL's bootstrap) ---------------- */
 
+void rv_path(char *out, size_t len, const char *name, int head, int rank)
+{
+	snprintf(out, len, "%s/%d.%d.%s.%d", rv_dir, run_gen, head, name, rank);
+}
+
 void rv_put(const char *name, int rank, const void *buf, size_t len)
 {
 	char p[PATH_MAX + 64], t[PATH_MAX + 80];
-	snprintf(p, sizeof(p), "%s/%d.%s.%d", rv_dir, run_gen, name, rank);
+	rv_path(p, sizeof(p), name, my_head, rank);
 	snprintf(t, sizeof(t), "%s.tmp", p);
 	FILE *f = fopen(t, "wb");
 	REQUIRE(f && fwrite(buf, 1, len, f) == len, "rv_put %s: %s", t, strerror(errno));
@@ -34,11 +39,13 @@ void rv_put(const char *name, int rank, const void *buf, size_t len)
 	REQUIRE(rename(t, p) == 0, "rename %s", p);
 }
 
-void rv_get(const char *name, int rank, void *buf, size_t len)
+/* Waits for a rendezvous file: polls from 100 us up to every 20 ms (up to
+ * 256 processes wait at once on 2 cores: a fixed 1 ms poll each would
+ * take the cores from the ones they wait for). */
+static void rv_get_path(const char *p, void *buf, size_t len)
 {
-	char p[PATH_MAX + 64];
-	double end = sc_now_s() + 60;
-	snprintf(p, sizeof(p), "%s/%d.%s.%d", rv_dir, run_gen, name, rank);
+	double end = sc_now_s() + (opt.timeout_s > 60 ? opt.timeout_s : 60);
+	useconds_t nap = 100;
 	for (;;) {
 		FILE *f = fopen(p, "rb");
 		if (f) {
@@ -47,9 +54,43 @@ void rv_get(const char *name, int rank, void *buf, size_t len)
 			REQUIRE(n == len, "rv_get %s: %zu of %zu bytes", p, n, len);
 			return;
 		}
-		REQUIRE(sc_now_s() < end, "rendezvous: %s did not appear in 60 s", p);
-		usleep(1000);
+		REQUIRE(sc_now_s() < end, "rendezvous: %s did not appear in time", p);
+		usleep(nap);
+		nap = nap < 10000 ? nap * 2 : 20000;
 	}
+}
+
+void rv_get(const char *name, int rank, void *buf, size_t len)
+{
+	char p[PATH_MAX + 64];
+	rv_path(p, sizeof(p), name, my_head, rank);
+	rv_get_path(p, buf, len);
+}
+
+void rv_barrier_all(const char *name, double hold_s)
+{
+	char p[PATH_MAX + 64], b = 1;
+	int nproc = opt.nranks * opt.heads, head = my_head;
+
+	my_head = -1; /* names of every process */
+	rv_put(name, my_proc, &b, 1);
+	if (my_proc == 0) {
+		for (int q = 0; q < nproc; q++) {
+			rv_path(p, sizeof(p), name, -1, q);
+			rv_get_path(p, &b, 1);
+		}
+		if (hold_s > 0)
+			usleep((useconds_t)(hold_s * 1e6));
+		char go[64];
+		snprintf(go, sizeof(go), "%s.go", name);
+		rv_put(go, 0, &b, 1);
+	} else {
+		char go[64];
+		snprintf(go, sizeof(go), "%s.go", name);
+		rv_path(p, sizeof(p), go, -1, 0);
+		rv_get_path(p, &b, 1);
+	}
+	my_head = head;
 }
 
 void rv_all_sum(const char *name, uint64_t *v, size_t n)
@@ -199,15 +240,20 @@ void on_stop(int sig)
 
 /* Rank r, just forked: its name in FAIL lines, default signals, its
  * namespace, then the mode. */
-static int rank_run(int r, void *arg)
+static int rank_run(int p, void *arg)
 {
 	void (*fn)(void) = *(void (**)(void))arg;
 
-	my_rank = r;
-	snprintf(th_who, sizeof(th_who), "[rank %d] ", r);
+	my_proc = p;
+	my_rank = p % opt.nranks;
+	my_head = p / opt.nranks;
+	if (opt.heads > 1)
+		snprintf(th_who, sizeof(th_who), "[head %d rank %d] ", my_head, my_rank);
+	else
+		snprintf(th_who, sizeof(th_who), "[rank %d] ", my_rank);
 	signal(SIGTERM, SIG_DFL);
 	signal(SIGINT, SIG_DFL);
-	enter_netns(r);
+	enter_netns(my_rank); /* one namespace per node, its heads share it */
 	fn();
 	return 0;
 }
@@ -217,7 +263,11 @@ static void rank_exited(int r, int st, void *arg)
 	int *rc = arg;
 
 	if (!WIFEXITED(st) || WEXITSTATUS(st)) {
-		fprintf(stderr, "rank %d failed (status 0x%x)\n", r, st);
+		if (opt.heads > 1)
+			fprintf(stderr, "head %d rank %d failed (status 0x%x)\n", r / opt.nranks,
+				r % opt.nranks, st);
+		else
+			fprintf(stderr, "rank %d failed (status 0x%x)\n", r, st);
 		*rc = *rc ? *rc : WIFEXITED(st) ? WEXITSTATUS(st) : 1;
 	}
 }
@@ -228,7 +278,7 @@ int run_ranks(void (*fn)(void))
 	int rc = 0, w;
 
 	run_gen++;
-	if (sc_ranks_start(&rs, opt.nranks, rank_run, &fn, false)) {
+	if (sc_ranks_start(&rs, opt.nranks * opt.heads, rank_run, &fn, false)) {
 		fprintf(stderr, "fork: %s\n", strerror(errno));
 		return 1;
 	}

@@ -65,6 +65,18 @@ int sc_ranks_wait(struct sc_ranks *rs, unsigned timeout_ms, bool stop_on_fail,
 	bool failed = false;
 
 	while (sc_ranks_left(rs)) {
+		/* Nothing exited (a peek that reaps nothing): no scan of every
+		 * pid, a nap (up to 256 ranks: a waitpid each every 2 ms would
+		 * be a busy parent). */
+		siginfo_t si = { 0 };
+		if (!failed && waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == 0) {
+			if (timeout_ms && sc_now_ms() > end)
+				return -ETIMEDOUT;
+			if (stop && *stop)
+				return -EINTR;
+			th_sleep_ms(5);
+			continue;
+		}
 		/* Each rank's own pid: the caller's other children (daemons)
 		 * are its to reap. */
 		bool any = false;

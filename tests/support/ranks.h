@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#define SC_RANKS_MAX 64
+#define SC_RANKS_MAX 256
 
 struct sc_ranks {
 	int n;
