@@ -94,8 +94,15 @@ struct opts {
 	bool close_inflight; /* p2p: close a send comm with a send in flight */
 	int mc;             /* --multicast: datagrams dropped per mille; -1: unicast results */
 	bool expect_adaptive; /* the trace must show adaptive requests at two splits or more */
+	int fan_in;         /* --fan-in: SUMCAST_FAN_IN; 0: the plugin's default */
 };
 extern struct opts opt;
+/* The collnet is a tree (opt.fan_in below opt.nranks): its shape as the
+ * plugin computes it (plugin/collnet_tree.c), for the checks. */
+static inline bool tree_on(void)
+{
+	return opt.fan_in >= 2 && opt.nranks > opt.fan_in;
+}
 
 /* Default paths of the plugin and the daemon; "" (the default): next to
  * this binary (../plugin, ../daemon). plugin_harness sets the build's. */
@@ -298,6 +305,20 @@ struct agg_view {
 };
 /* 0, or -1 when a daemon did not answer or its /stats did not parse. */
 int daemons_view(int rank, struct agg_view *v);
+/* A tree's inner jobs on the daemons this run started: every job each
+ * holds, whatever its size. */
+struct tree_view {
+	int ndaemons;
+	int jobs;           /* over all daemons */
+	int joined_all;     /* of those, with every rank joined */
+	int idle;           /* of those, with no DATA byte counted */
+	uint32_t max_nranks;
+	uint64_t sum_nranks, bytes; /* over all daemons and jobs */
+};
+int daemons_tree_view(struct tree_view *v);
+/* --expect agg on a tree: the inner jobs every daemon holds (the view taken
+ * while they are open), and their bytes against every node's trace. */
+void check_tree(const struct tree_view *v, uint64_t trace_sent);
 /* --multicast: the multicast counters of the daemons that answer
  * /metrics (a killed or stopped one does not), summed. 0, or -1 when none
  * answered. */
