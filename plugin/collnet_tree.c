@@ -370,8 +370,14 @@ static void tree_progress(struct coll_comm *cc)
 					op->state = TOP_DONE;
 					op->req = NULL;
 				} else if (d) {
+					/* the trace row of the tree's request: what its
+					 * stages sent and got, repaired, and the latest
+					 * failover epoch any of them ran in */
 					r->agg_give += op->req->agg_give;
 					r->agg_take += op->req->agg_take;
+					r->redone_bytes += op->req->redone_bytes;
+					if (op->req->epoch > r->epoch)
+						r->epoch = op->req->epoch;
 					op->state = TOP_DONE;
 					op->req = NULL;
 				}
