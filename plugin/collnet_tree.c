@@ -72,7 +72,7 @@ struct coll_tree {
 	uint32_t shard[TREE_INNER_MAX]; /* a cross communicator's shard */
 	uint64_t oldest; /* the oldest request that may still be live */
 	struct tree_req reqs[COLL_REQS];
-	uint64_t ops, bytes, ns, agg_sent;
+	uint64_t agg_sent; /* bytes sent to the aggregators at every level */
 };
 
 /* ---- the layout: groups, shards, owners (every node computes the same) ---- */
@@ -467,9 +467,13 @@ int coll_tree_test(struct coll_req *r, int *done, int *size)
 	r->t_agg = t_end;
 	r->frac = r->a ? 1.0 : 0.0;
 	coll_trace_req(cc, r, t_end, 0);
-	t->ops++;
-	t->bytes += r->count * r->es;
-	t->ns += t_end - r->t0;
+	/* closeColl's line: an allreduce through the aggregators when any
+	 * stage of it was */
+	cc->st.ops++;
+	cc->st.bytes += r->count * r->es;
+	cc->st.agg_bytes += r->a * r->es;
+	cc->st.ring_bytes += (r->count - r->a) * r->es;
+	*(r->a ? &cc->st.agg_ns : &cc->st.ring_ns) += t_end - r->t0;
 	t->agg_sent += r->agg_give;
 	if (size)
 		*size = (int)(r->count * r->es);
@@ -526,12 +530,11 @@ void coll_tree_close(struct coll_comm *cc)
 
 	if (!t)
 		return;
-	if (t->ops)
-		SC_INFO("collnet job 0x%016llx rank %u/%u (tree of %u groups): %llu allreduces, %.3f GB "
-			"at %.2f GB/s, %.3f GB sent to the aggregators at every level",
-			(unsigned long long)cc->job_id, cc->rank, cc->nranks, t->G,
-			(unsigned long long)t->ops, t->bytes / 1e9, t->ns ? t->bytes / (double)t->ns : 0.0,
-			t->agg_sent / 1e9);
+	if (cc->st.ops)
+		SC_INFO("collnet job 0x%016llx rank %u/%u (tree of %u groups): %.3f GB sent to the "
+			"aggregators at every level for %.3f GB of allreduces",
+			(unsigned long long)cc->job_id, cc->rank, cc->nranks, t->G, t->agg_sent / 1e9,
+			cc->st.bytes / 1e9);
 	/* in one order on every node; each inner close's waits serve the
 	 * inner communicators not closed yet (coll_serve) */
 	for (uint32_t i = 0; i < t->ninner; i++) {
