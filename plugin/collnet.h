@@ -29,7 +29,10 @@
  *   faults             failover.c (notices, agreement), failover_plan.c
  *                      (its decisions, pure), failover_repair.c (copies and
  *                      redos over the ring)
- *   closeColl          collnet_close.c */
+ *   closeColl          collnet_close.c
+ *   above SUMCAST_FAN_IN nodes: collnet_tree.c, a tree's communicator whose
+ *                      allreduce is three stages on inner communicators,
+ *                      each made and run by the flow above */
 #ifndef SUMCAST_PLUGIN_COLLNET_H
 #define SUMCAST_PLUGIN_COLLNET_H
 
