@@ -29,6 +29,9 @@
  * communicator, request i + 1's reduce-scatter and request i's allgather
  * would come in the order each node's cross allreduce finished.
  *
+ * The arithmetic (groups, owners, neighbours, job ids, each request's
+ * stages) is tree_plan.c's, pure and tested alone.
+ *
  * This communicator keeps its ring (window collectives NCCL issues on it go
  * there: correct, slower) and joins no aggregator itself. */
 #include "collnet.h"
@@ -38,13 +41,10 @@
 #include <string.h>
 
 #include "log.h"
+#include "tree_plan.h"
 
-#define TREE_INNER_MAX 4 /* rs, ag, and a cross per owned shard (at most 2) */
-#define TREE_OPS 6       /* rs x 2, cross allreduce x 2, ag x 2 */
 #define TREE_ADDR_WORDS (1 + FABRIC_ADDR_MAX / 8) /* length, then the address */
-enum { TREE_RS = 0, TREE_AG = 1, TREE_X0 = 2 };
 enum { TOP_WAIT = 0, TOP_ISSUED, TOP_DONE };
-enum { TK_RS = 0, TK_AR, TK_AG };
 
 struct tree_op {
 	uint8_t comm;  /* index into tree->inner */
@@ -57,55 +57,20 @@ struct tree_op {
 struct tree_req {
 	uint32_t nops;
 	int err;
-	struct tree_op ops[TREE_OPS];
+	struct tree_op ops[TREE_STAGES_MAX];
 	ncclDataType_t t;
 	ncclRedOp_t op;
 	size_t sh; /* shard elements */
 };
 
 struct coll_tree {
-	struct coll_handle h0; /* rank 0's settings, for the inner communicators */
-	uint32_t G, Fp;        /* groups, shards */
-	uint32_t group, member, g, start; /* this node's group, place, its size and first rank */
-	uint32_t ninner;
+	struct tree_shape shape; /* groups, shards (tree_plan.h) */
+	struct tree_place pl;    /* this node's group, place, inner communicators */
 	struct coll_comm *inner[TREE_INNER_MAX];
-	uint32_t shard[TREE_INNER_MAX]; /* a cross communicator's shard */
 	uint64_t oldest; /* the oldest request that may still be live */
 	struct tree_req reqs[COLL_REQS];
 	uint64_t agg_sent; /* bytes sent to the aggregators at every level */
 };
-
-/* ---- the layout: groups, shards, owners (every node computes the same) ---- */
-
-static uint32_t grp_size(uint32_t n, uint32_t G, uint32_t k)
-{
-	return n / G + (k < n % G);
-}
-
-static uint32_t grp_start(uint32_t n, uint32_t G, uint32_t k)
-{
-	return k * (n / G) + (k < n % G ? k : n % G);
-}
-
-static uint32_t grp_of(uint32_t n, uint32_t G, uint32_t rank)
-{
-	uint32_t k = 0;
-
-	while (k + 1 < G && grp_start(n, G, k + 1) <= rank)
-		k++;
-	return k;
-}
-
-/* A distinct, deterministic job id for each inner communicator. */
-static uint64_t inner_job(uint64_t job, uint32_t kind, uint32_t idx)
-{
-	uint64_t z = job ^ ((uint64_t)(kind + 1) << 56) ^ ((uint64_t)idx << 24);
-
-	z += 0x9e3779b97f4a7c15ull;
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
 
 /* ---- connect ---- */
 
@@ -147,16 +112,8 @@ int coll_tree_connect(struct coll_comm *cc, const struct coll_handle *h0, uint64
 
 	if (!t)
 		return -ENOMEM;
-	t->h0 = *h0;
-	t->G = (n + F - 1) / F;
-	t->Fp = (n + t->G - 1) / t->G;
-	t->group = grp_of(n, t->G, cc->rank);
-	t->start = grp_start(n, t->G, t->group);
-	t->g = grp_size(n, t->G, t->group);
-	t->member = cc->rank - t->start;
-	t->ninner = 2;
-	for (uint32_t s = t->member; s < t->Fp && t->ninner < TREE_INNER_MAX; s += t->g)
-		t->shard[t->ninner++] = s;
+	tree_shape_of(n, F, &t->shape);
+	tree_place_of(&t->shape, cc->rank, &t->pl);
 
 	coll_aggs_parse(cc);
 	/* rank 0's settings, the aggregator list's length (as min and max),
@@ -168,7 +125,7 @@ int coll_tree_connect(struct coll_comm *cc, const struct coll_handle *h0, uint64
 	for (size_t i = 0; i < nv; i++)
 		v[i] = INT64_MAX;
 	bool ok = cc->naggs > 0;
-	for (uint32_t i = 0; ok && i < t->ninner; i++) {
+	for (uint32_t i = 0; ok && i < t->pl.ninner; i++) {
 		if (inner_open(&fs[i])) {
 			ok = false;
 			break;
@@ -200,30 +157,14 @@ int coll_tree_connect(struct coll_comm *cc, const struct coll_handle *h0, uint64
 		goto out;
 	}
 	cc->tree = t;
-	for (uint32_t i = 0; i < t->ninner; i++) {
-		struct coll_conf c = { .h0 = h0, .parent = cc };
-		uint32_t nx, px, ns, ps; /* the neighbours' global ranks and slots */
-		if (i < TREE_X0) {
-			c.job_id = inner_job(cc->job_id, i, t->group);
-			c.rank = t->member;
-			c.nranks = t->g;
-			nx = t->start + (t->member + 1) % t->g;
-			px = t->start + (t->member + t->g - 1) % t->g;
-			ns = ps = i;
-		} else {
-			uint32_t s = t->shard[i], kn = (t->group + 1) % t->G, kp = (t->group + t->G - 1) % t->G;
-			uint32_t gn = grp_size(n, t->G, kn), gp = grp_size(n, t->G, kp);
-			c.job_id = inner_job(cc->job_id, 2, s);
-			c.rank = t->group;
-			c.nranks = t->G;
-			nx = grp_start(n, t->G, kn) + s % gn;
-			ns = TREE_X0 + s / gn;
-			px = grp_start(n, t->G, kp) + s % gp;
-			ps = TREE_X0 + s / gp;
-		}
-		rc = addr_get(v, nx, ns, &c.next, &c.next_len);
+	for (uint32_t i = 0; i < t->pl.ninner; i++) {
+		struct tree_inner in;
+		tree_inner_of(&t->shape, &t->pl, cc->job_id, i, &in);
+		struct coll_conf c = { .h0 = h0, .parent = cc, .job_id = in.job_id, .rank = in.rank,
+				       .nranks = in.nranks };
+		rc = addr_get(v, in.next, in.next_slot, &c.next, &c.next_len);
 		if (!rc)
-			rc = addr_get(v, px, ps, &c.prev, &c.prev_len);
+			rc = addr_get(v, in.prev, in.prev_slot, &c.prev, &c.prev_len);
 		if (rc) {
 			SC_WARN("collnet job 0x%016llx rank %u: tree: no address for inner communicator %u",
 				(unsigned long long)cc->job_id, cc->rank, i);
@@ -240,13 +181,14 @@ int coll_tree_connect(struct coll_comm *cc, const struct coll_handle *h0, uint64
 		}
 	}
 	char owned[32] = "";
-	for (uint32_t i = TREE_X0, l = 0; i < t->ninner; i++)
-		l += (uint32_t)snprintf(owned + l, sizeof(owned) - l, "%s%u", l ? "," : "", t->shard[i]);
+	for (uint32_t i = TREE_X0, l = 0; i < t->pl.ninner; i++)
+		l += (uint32_t)snprintf(owned + l, sizeof(owned) - l, "%s%u", l ? "," : "", t->pl.shard[i]);
 	SC_INFO("collnet job 0x%016llx: rank %u of %u, tree (fan-in %u): %u groups, this node member "
 		"%u of group %u (%u nodes), shard(s) %s of %u; inner jobs of at most %u nodes; "
 		"connected in %.1f ms",
-		(unsigned long long)cc->job_id, cc->rank, n, F, t->G, t->member, t->group, t->g, owned,
-		t->Fp, t->Fp > t->G ? t->Fp : t->G, (sc_now_ns() - t0) / 1e6);
+		(unsigned long long)cc->job_id, cc->rank, n, F, t->shape.G, t->pl.member, t->pl.group,
+		t->pl.g, owned, t->shape.Fp, t->shape.Fp > t->shape.G ? t->shape.Fp : t->shape.G,
+		(sc_now_ns() - t0) / 1e6);
 	free(v);
 	return 0;
 out:
@@ -264,42 +206,6 @@ out:
 
 /* ---- requests ---- */
 
-static void op_add(struct tree_req *tr, uint8_t comm, uint8_t kind, size_t base, size_t len)
-{
-	tr->ops[tr->nops++] = (struct tree_op){ .comm = comm, .kind = kind, .base = base, .len = len };
-}
-
-/* Request r's stages, in the order they are issued. Empty shards have
- * none: every member of an inner communicator skips the same. */
-static void req_plan(struct coll_tree *t, struct tree_req *tr, size_t count, size_t es)
-{
-	size_t a = es < 64 ? 64 / es : 1;
-	size_t sh = (count + t->Fp - 1) / t->Fp;
-
-	sh = (sh + a - 1) / a * a;
-	tr->sh = sh;
-	tr->nops = 0;
-	if (!count)
-		return;
-	size_t main_len = (size_t)t->g * sh < count ? (size_t)t->g * sh : count;
-	size_t xlo = (size_t)(t->Fp - 1) * sh;
-	bool extra = t->g < t->Fp && xlo < count;
-	for (uint8_t k = TK_RS; k <= TK_AG; k++) {
-		if (k == TK_AR) {
-			for (uint32_t i = TREE_X0; i < t->ninner; i++) {
-				size_t lo = (size_t)t->shard[i] * sh;
-				if (lo < count)
-					op_add(tr, (uint8_t)i, TK_AR, lo, count - lo < sh ? count - lo : sh);
-			}
-			continue;
-		}
-		uint8_t comm = k == TK_RS ? TREE_RS : TREE_AG;
-		op_add(tr, comm, k, 0, main_len);
-		if (extra)
-			op_add(tr, comm, k, xlo, count - xlo);
-	}
-}
-
 static struct coll_mr *inner_mr(struct coll_mr *m, uint32_t i)
 {
 	return m && m->inner && i < m->ninner ? &m->inner[i] : NULL;
@@ -314,7 +220,7 @@ static int op_issue(struct coll_tree *t, struct coll_req *r, struct tree_req *tr
 	char *send = (char *)r->send, *recv = r->recv;
 	struct coll_mr *sm = inner_mr(r->sm, op->comm), *rm = inner_mr(r->rm, op->comm);
 	/* this node's block of the window: NCCL's pointer rule (collnet_window.c) */
-	size_t mine = (size_t)t->member * sh < op->len ? (size_t)t->member * sh : op->len;
+	size_t mine = (size_t)t->pl.member * sh < op->len ? (size_t)t->pl.member * sh : op->len;
 
 	*req = NULL;
 	switch (op->kind) {
@@ -345,7 +251,7 @@ static void tree_progress(struct coll_comm *cc)
 	int prc[TREE_INNER_MAX];
 	bool blocked[TREE_INNER_MAX] = { false };
 
-	for (uint32_t i = 0; i < t->ninner; i++)
+	for (uint32_t i = 0; i < t->pl.ninner; i++)
 		prc[i] = coll_comm_poll(t->inner[i]);
 	while (t->oldest < cc->next_idx) {
 		struct coll_req *r = &cc->reqs[t->oldest % COLL_REQS];
@@ -432,7 +338,11 @@ int coll_tree_iallreduce(struct coll_comm *cc, void *send, void *recv, size_t co
 	memset(tr, 0, sizeof(*tr));
 	tr->t = t;
 	tr->op = op;
-	req_plan(tree, tr, count, r->es);
+	struct tree_stage st[TREE_STAGES_MAX];
+	tr->nops = tree_plan_req(&tree->shape, &tree->pl, count, r->es, st, &tr->sh);
+	for (uint32_t k = 0; k < tr->nops; k++)
+		tr->ops[k] = (struct tree_op){ .comm = st[k].comm, .kind = st[k].kind,
+					       .base = st[k].base, .len = st[k].len };
 	r->t0 = sc_now_ns();
 	r->agg_done = r->ring_done = true;
 	cc->next_idx++;
@@ -488,10 +398,10 @@ int coll_tree_mr_reg(struct coll_comm *cc, void *data, size_t size, struct coll_
 {
 	struct coll_tree *t = cc->tree;
 
-	m->inner = calloc(t->ninner, sizeof(*m->inner));
+	m->inner = calloc(t->pl.ninner, sizeof(*m->inner));
 	if (!m->inner)
 		return -ENOMEM;
-	for (uint32_t i = 0; i < t->ninner; i++) {
+	for (uint32_t i = 0; i < t->pl.ninner; i++) {
 		int rc = coll_mr_reg(t->inner[i], data, size, &m->inner[i]);
 		if (rc) {
 			coll_tree_mr_dereg(m);
@@ -517,7 +427,7 @@ void coll_serve(struct coll_comm *cc)
 
 	if (!p || !p->tree)
 		return;
-	for (uint32_t i = 0; i < p->tree->ninner; i++) {
+	for (uint32_t i = 0; i < p->tree->pl.ninner; i++) {
 		struct coll_comm *x = p->tree->inner[i];
 		if (x && x != cc && failover_progress(x) == 0)
 			(void)coll_adapt_step(x);
@@ -533,11 +443,11 @@ void coll_tree_close(struct coll_comm *cc)
 	if (cc->st.ops)
 		SC_INFO("collnet job 0x%016llx rank %u/%u (tree of %u groups): %.3f GB sent to the "
 			"aggregators at every level for %.3f GB of allreduces",
-			(unsigned long long)cc->job_id, cc->rank, cc->nranks, t->G, t->agg_sent / 1e9,
+			(unsigned long long)cc->job_id, cc->rank, cc->nranks, t->shape.G, t->agg_sent / 1e9,
 			cc->st.bytes / 1e9);
 	/* in one order on every node; each inner close's waits serve the
 	 * inner communicators not closed yet (coll_serve) */
-	for (uint32_t i = 0; i < t->ninner; i++) {
+	for (uint32_t i = 0; i < t->pl.ninner; i++) {
 		struct coll_comm *x = t->inner[i];
 		if (!x)
 			continue;
