@@ -29,7 +29,10 @@
  *   faults             failover.c (notices, agreement), failover_plan.c
  *                      (its decisions, pure), failover_repair.c (copies and
  *                      redos over the ring)
- *   closeColl          collnet_close.c */
+ *   closeColl          collnet_close.c
+ *   above SUMCAST_FAN_IN nodes: collnet_tree.c, a tree's communicator whose
+ *                      allreduce is three stages on inner communicators,
+ *                      each made and run by the flow above */
 #ifndef SUMCAST_PLUGIN_COLLNET_H
 #define SUMCAST_PLUGIN_COLLNET_H
 
@@ -67,6 +70,7 @@ struct coll_handle {
 	uint32_t lat_ns; /* one hop, for the split's latency terms */
 	uint64_t small_bytes;
 	uint32_t eager_bytes; /* eager cut for aggregator chunks and ring columns, 0: none */
+	uint32_t fan_in; /* SUMCAST_FAN_IN: above it the collnet is a tree (collnet_tree.c) */
 };
 _Static_assert(sizeof(struct coll_handle) <= NCCL_NET_HANDLE_MAXSIZE, "handle too large");
 
@@ -79,6 +83,10 @@ struct coll_mr {
 	struct fabric_mr ring; /* on the collnet's endpoint (ring, repairs) */
 	struct fabric_mr agg;  /* on the client's domain (aggregators) */
 	bool has_agg;
+	/* a tree's communicator (collnet_tree.c): the same buffer on each of
+	 * its inner communicators, ninner of them; NULL on a flat one */
+	struct coll_mr *inner;
+	uint32_t ninner;
 };
 
 struct coll_comm;
@@ -86,7 +94,7 @@ struct coll_comm;
 /* What a request is: NCCL's allreduce (aggregators + ring), or CollNet
  * Direct's reduce-scatter / allgather of a window (the ring, or all of it
  * through the aggregators owner-only, client_start: split_window_agg). */
-enum coll_kind { COLL_ALLREDUCE = 0, COLL_REDUCE_SCATTER, COLL_ALLGATHER };
+enum coll_kind { COLL_ALLREDUCE = 0, COLL_REDUCE_SCATTER, COLL_ALLGATHER, COLL_TREE };
 
 struct coll_req {
 	struct coll_comm *cc;
@@ -219,6 +227,8 @@ struct coll_adapt {
 
 /* ---- the communicator ---- */
 
+struct coll_tree;
+
 struct coll_comm {
 	struct fabric *f;
 	struct ring ring;
@@ -243,6 +253,24 @@ struct coll_comm {
 	struct coll_adapt adapt;
 	struct coll_req reqs[COLL_REQS];
 	struct coll_wstage wstage[COLL_REQS];
+	/* a tree (collnet_tree.c): the inner communicators and the requests'
+	 * stages on this, the tree's communicator; NULL: flat */
+	struct coll_tree *tree;
+	/* an inner communicator of a tree: the tree's communicator, whose
+	 * other inner communicators its blocking waits serve (coll_serve) */
+	struct coll_comm *parent;
+};
+
+/* What a communicator is made of, whoever makes it: NCCL's connect from
+ * the handles (collnet_connect.c), or a tree from the addresses its nodes
+ * exchanged (collnet_tree.c). */
+struct coll_conf {
+	const struct coll_handle *h0; /* rank 0's settings */
+	uint64_t job_id;
+	uint32_t rank, nranks;
+	const void *next, *prev;      /* the ring neighbours' addresses */
+	size_t next_len, prev_len;
+	struct coll_comm *parent;     /* a tree's inner communicator: its tree; no trace */
 };
 
 /* ---- the engine's entry points (collnet_*.c), called by collnet_nccl.c ---- */
@@ -271,6 +299,42 @@ int collnet_close_listen(void *listen_comm);
 
 /* ---- shared between the engine's files ---- */
 
+/* collnet_connect.c: a communicator on endpoint f (owned from here on,
+ * closed on failure too): the ring to c's neighbours, the join, the
+ * agreement on the aggregator set, failover and the adaptive split; what
+ * connect did with the handles. Blocking, bounded by
+ * SUMCAST_CONNECT_TIMEOUT twice. */
+int coll_comm_create(struct fabric *f, const struct coll_conf *c, struct coll_comm **out);
+/* The settings of rank 0's handle every communicator of a job shares. */
+void coll_conf_apply(struct coll_comm *cc, const struct coll_handle *h0);
+
+/* collnet_tree.c: above SUMCAST_FAN_IN nodes, the two-level collnet
+ * (docs/plugin.md, "A tree where fan-in ends"). connect's part from the
+ * ring on: the tree's communicator cc has its ring; the rest is made
+ * here. */
+int coll_tree_connect(struct coll_comm *cc, const struct coll_handle *h0, uint64_t t0,
+		      uint64_t deadline);
+int coll_tree_iallreduce(struct coll_comm *cc, void *send, void *recv, size_t count,
+			 ncclDataType_t t, ncclRedOp_t op, struct coll_mr *sm, struct coll_mr *rm,
+			 void **request);
+int coll_tree_test(struct coll_req *r, int *done, int *size);
+int coll_tree_mr_reg(struct coll_comm *cc, void *data, size_t size, struct coll_mr *m);
+void coll_tree_mr_dereg(struct coll_mr *m);
+void coll_tree_close(struct coll_comm *cc);
+/* While an inner communicator waits (close's barrier, the adaptive split's
+ * last agreements), its siblings keep serving notices, agreements and
+ * copies: a node waiting in one may be needed in another. No-op on a
+ * communicator that is not inner. */
+void coll_serve(struct coll_comm *cc);
+
+/* collnet_req.c: test split in two, for a caller that tests several
+ * requests of one communicator (collnet_tree.c): the completion queues
+ * read once and failover / adaptive split driven (coll_comm_poll: 0 or
+ * the error that broke the communicator), then request r checked with
+ * that rc (coll_req_test: collnet_test's answer). */
+int coll_comm_poll(struct coll_comm *cc);
+int coll_req_test(struct coll_req *r, int rc, int *done, int *size);
+
 /* collnet_agree.c: coll_agree, a blocking (bounded by deadline)
  * min-allreduce of n int64 over the ring, under the agreement tags of
  * epoch 0xFFFF (before and after failover's epochs) and `round`; serve:
@@ -282,7 +346,7 @@ int collnet_close_listen(void *listen_comm);
 int coll_agreement_alloc(struct coll_comm *cc, struct coll_agreement *ag, size_t n);
 void coll_agreement_start(struct coll_comm *cc, struct coll_agreement *ag, uint64_t tag);
 void coll_agreement_free(struct coll_agreement *ag);
-enum { COLL_AGREE_CONNECT = 0, COLL_AGREE_CLOSE = 1 };
+enum { COLL_AGREE_CONNECT = 0, COLL_AGREE_CLOSE = 1, COLL_AGREE_TREE = 2 };
 int coll_agree(struct coll_comm *cc, int64_t *vals, size_t n, uint32_t round, uint64_t deadline,
 	       bool serve);
 

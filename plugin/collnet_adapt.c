@@ -231,6 +231,7 @@ void coll_adapt_fini(struct coll_comm *cc, uint64_t deadline)
 		ring_poll(&cc->ring);
 		client_progress(cc->client);
 		(void)failover_step(cc); /* serve the others' notices and copies meanwhile */
+		coll_serve(cc);
 		if (coll_adapt_step(cc))
 			break;
 		if (sc_now_ns() > deadline) {

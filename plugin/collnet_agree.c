@@ -63,8 +63,10 @@ int coll_agree(struct coll_comm *cc, int64_t *vals, size_t n, uint32_t round, ui
 	unsigned nap_us = 0;
 	for (;;) {
 		ring_poll(&cc->ring);
-		if (serve)
+		if (serve) {
 			(void)failover_progress(cc); /* notices, agreements, copies for others */
+			coll_serve(cc); /* and a tree's other inner communicators */
+		}
 		rc = ring_op_progress(&ag->op);
 		if (rc)
 			break;

@@ -39,6 +39,8 @@ int collnet_iallreduce(void *coll_comm, void *send, void *recv, size_t count, nc
 		SC_WARN("iallreduce: type %d / op %d was announced unsupported by reduceSupport", t, op);
 		return -EINVAL;
 	}
+	if (cc->tree)
+		return coll_tree_iallreduce(cc, send, recv, count, t, op, sm, rm, request);
 	rc = failover_progress(cc);
 	if (!rc)
 		rc = coll_adapt_step(cc);

@@ -45,6 +45,7 @@ int collnet_close(void *coll_comm)
 
 	if (!cc)
 		return 0;
+	coll_tree_close(cc); /* a tree's inner communicators first (collnet_tree.c) */
 	coll_adapt_fini(cc, sc_now_ns() + (uint64_t)plugin_cfg.agg_timeout_ms * 1000000ull);
 	close_barrier(cc);
 	s = &cc->st;

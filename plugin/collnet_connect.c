@@ -1,5 +1,7 @@
 /* connect: NCCL's collective setup of a collnet communicator (once per
- * node, the same answer expected everywhere). Every node sets up its ring
+ * node, the same answer expected everywhere). Above rank 0's SUMCAST_FAN_IN
+ * nodes the communicator is a tree's (collnet_tree.c: its ring, then inner
+ * communicators made by coll_comm_create); otherwise every node sets up its ring
  * neighbours (ring.c), tries to join the aggregators (collnet_join.c), then
  * the nodes agree over the ring (a min-allreduce of {naggs, -naggs, joined
  * per aggregator}: collnet_agree.c) before answering. The aggregators every
@@ -28,10 +30,30 @@ static const struct coll_handle *handle_check(void *p, int i)
 	return h;
 }
 
+void coll_conf_apply(struct coll_comm *cc, const struct coll_handle *h0)
+{
+	cc->model = (struct split_model){
+		.fixed = h0->split_ppm < 0 ? -1 : h0->split_ppm / 1e6,
+		.link_gbps = h0->link_mbps / 1000.0,
+		.agg_gbps = h0->agg_mbps / 1000.0,
+		.agg_eff = h0->agg_eff_ppm / 1e6,
+		.nranks = cc->nranks,
+		.small_bytes = h0->small_bytes,
+		.lat_us = h0->lat_ns / 1000.0,
+		.shared_host = h0->flags & COLL_F_SHARED_HOST,
+	};
+	cc->eager_bytes = h0->eager_bytes;
+	cc->ring.eager_bytes = h0->eager_bytes;
+	cc->deterministic = h0->flags & COLL_F_DETERMINISTIC;
+	cc->failover = !(h0->flags & COLL_F_NO_FAILOVER);
+	/* a moving split moves which elements the aggregators sum: not with
+	 * the deterministic (run to run identical) sums */
+	cc->adaptive = h0->split_ppm == -1 && !cc->deterministic;
+}
+
 int collnet_connect(void *handles[], int nranks, int rank, void *listen_comm, void **coll_comm)
 {
 	struct coll_listen *lc = listen_comm;
-	struct coll_comm *cc;
 	const struct coll_handle *h0, *hn, *hp;
 	uint64_t t0 = sc_now_ns();
 	uint64_t deadline = t0 + (uint64_t)plugin_cfg.connect_timeout_ms * 1000000ull;
@@ -48,36 +70,77 @@ int collnet_connect(void *handles[], int nranks, int rank, void *listen_comm, vo
 	hp = handle_check(handles[(rank + nranks - 1) % nranks], (rank + nranks - 1) % nranks);
 	if (!h0 || !hn || !hp)
 		return -EINVAL;
-	cc = calloc(1, sizeof(*cc));
-	if (!cc)
-		return -ENOMEM;
-	cc->f = lc->f;
-	lc->f = NULL; /* NCCL closes the listen comm after a successful connect */
-	cc->rank = (uint32_t)rank;
-	cc->nranks = (uint32_t)nranks;
-	cc->job_id = h0->job_id;
-	cc->model = (struct split_model){
-		.fixed = h0->split_ppm < 0 ? -1 : h0->split_ppm / 1e6,
-		.link_gbps = h0->link_mbps / 1000.0,
-		.agg_gbps = h0->agg_mbps / 1000.0,
-		.agg_eff = h0->agg_eff_ppm / 1e6,
+	struct coll_conf c = {
+		.h0 = h0,
+		.job_id = h0->job_id,
+		.rank = (uint32_t)rank,
 		.nranks = (uint32_t)nranks,
-		.small_bytes = h0->small_bytes,
-		.lat_us = h0->lat_ns / 1000.0,
-		.shared_host = h0->flags & COLL_F_SHARED_HOST,
+		.next = hn->addr,
+		.next_len = hn->addrlen,
+		.prev = hp->addr,
+		.prev_len = hp->addrlen,
 	};
-	rc = ring_init(&cc->ring, cc->f, hn->addr, hn->addrlen, hp->addr, hp->addrlen, cc->rank,
+	struct fabric *f = lc->f;
+	lc->f = NULL; /* NCCL closes the listen comm after a successful connect */
+	if (h0->fan_in >= 2 && (uint32_t)nranks > h0->fan_in) {
+		/* the tree's communicator: its ring, then collnet_tree.c */
+		struct coll_comm *cc = calloc(1, sizeof(*cc));
+		if (!cc) {
+			fabric_close(f);
+			return -ENOMEM;
+		}
+		cc->f = f;
+		cc->rank = c.rank;
+		cc->nranks = c.nranks;
+		cc->job_id = c.job_id;
+		rc = ring_init(&cc->ring, cc->f, c.next, c.next_len, c.prev, c.prev_len, cc->rank,
+			       cc->nranks, plugin_cfg.ring_chunk_bytes, (uint32_t)plugin_cfg.ring_window,
+			       COLL_REQS);
+		bool ring_ok = rc == 0;
+		if (ring_ok) {
+			coll_conf_apply(cc, h0);
+			rc = coll_tree_connect(cc, h0, t0, deadline);
+		}
+		if (rc) {
+			if (ring_ok)
+				ring_fini(&cc->ring);
+			fabric_close(cc->f);
+			ring_free(&cc->ring);
+			free(cc);
+			return rc;
+		}
+		coll_trace_open(cc);
+		*coll_comm = cc;
+		return 0;
+	}
+	return coll_comm_create(f, &c, (struct coll_comm **)coll_comm);
+}
+
+int coll_comm_create(struct fabric *f, const struct coll_conf *c, struct coll_comm **out)
+{
+	struct coll_comm *cc;
+	uint64_t t0 = sc_now_ns();
+	uint64_t deadline = t0 + (uint64_t)plugin_cfg.connect_timeout_ms * 1000000ull;
+	int rank = (int)c->rank, nranks = (int)c->nranks;
+	int rc;
+
+	*out = NULL;
+	cc = calloc(1, sizeof(*cc));
+	if (!cc) {
+		fabric_close(f);
+		return -ENOMEM;
+	}
+	cc->f = f;
+	cc->rank = c->rank;
+	cc->nranks = c->nranks;
+	cc->job_id = c->job_id;
+	cc->parent = c->parent;
+	rc = ring_init(&cc->ring, cc->f, c->next, c->next_len, c->prev, c->prev_len, cc->rank,
 		       cc->nranks, plugin_cfg.ring_chunk_bytes, (uint32_t)plugin_cfg.ring_window,
 		       COLL_REQS);
 	if (rc)
 		goto err_free;
-	cc->eager_bytes = h0->eager_bytes;
-	cc->ring.eager_bytes = h0->eager_bytes;
-	cc->deterministic = h0->flags & COLL_F_DETERMINISTIC;
-	cc->failover = !(h0->flags & COLL_F_NO_FAILOVER);
-	/* a moving split moves which elements the aggregators sum: not with
-	 * the deterministic (run to run identical) sums */
-	cc->adaptive = h0->split_ppm == -1 && !cc->deterministic;
+	coll_conf_apply(cc, c->h0);
 
 	coll_aggs_parse(cc);
 	bool joined = cc->naggs && coll_join(cc, deadline) == 0;
@@ -158,8 +221,9 @@ int collnet_connect(void *handles[], int nranks, int rank, void *listen_comm, vo
 		SC_INFO("collnet job 0x%016llx: rank %d of %d, no SUMCAST_AGGREGATORS: ring only",
 			(unsigned long long)cc->job_id, rank, nranks);
 	}
-	coll_trace_open(cc);
-	*coll_comm = cc;
+	if (!cc->parent)
+		coll_trace_open(cc);
+	*out = cc;
 	return 0;
 
 err_ring:

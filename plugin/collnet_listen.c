@@ -1,8 +1,8 @@
 /* listen: the first step of a collnet communicator. Opens the collnet's own
  * endpoint and fills the handle NCCL passes to every node: its address, a
  * random job id, and the settings every node must share (split,
- * bandwidths, hop latency, small-message threshold, eager cut, and as flags
- * "aggregators on this host", deterministic, failover). connect
+ * bandwidths, hop latency, small-message threshold, eager cut, fan-in, and
+ * as flags "aggregators on this host", deterministic, failover). connect
  * (collnet_connect.c) uses rank 0's copy of those, so every node decides
  * alike. */
 #include "collnet.h"
@@ -64,6 +64,7 @@ int collnet_listen(int dev, void *handle, void **listen_comm)
 		h->flags |= COLL_F_SHARED_HOST;
 	if (plugin_cfg.deterministic)
 		h->flags |= COLL_F_DETERMINISTIC;
+	h->fan_in = (uint32_t)plugin_cfg.fan_in;
 	if (!plugin_cfg.failover)
 		h->flags |= COLL_F_NO_FAILOVER;
 	*listen_comm = lc;

@@ -33,6 +33,8 @@ int coll_mr_reg(struct coll_comm *cc, void *data, size_t size, struct coll_mr *m
 
 void coll_mr_dereg(struct coll_mr *m)
 {
+	if (m->inner)
+		coll_tree_mr_dereg(m);
 	if (m->has_agg)
 		fabric_mr_dereg(&m->agg);
 	fabric_mr_dereg(&m->ring);
@@ -55,6 +57,14 @@ int collnet_reg_mr(void *coll_comm, void *data, size_t size, int type, void **mh
 	if (rc) {
 		free(m);
 		return rc;
+	}
+	if (cc->tree) { /* and on every inner communicator (collnet_tree.c) */
+		rc = coll_tree_mr_reg(cc, data, size ? size : 1, m);
+		if (rc) {
+			coll_mr_dereg(m);
+			free(m);
+			return rc;
+		}
 	}
 	*mhandle = m;
 	return 0;

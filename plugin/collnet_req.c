@@ -65,13 +65,10 @@ static void req_end(struct coll_comm *cc, struct coll_req *r)
 	r->used = false;
 }
 
-int collnet_test(void *request, int *done, int *size)
+int coll_comm_poll(struct coll_comm *cc)
 {
-	struct coll_req *r = request;
-	struct coll_comm *cc = r->cc;
 	int rc;
 
-	*done = 0;
 	/* each completion queue read once per call (a poll() each on tcp), the
 	 * ring's only when something but the standing notice receive is
 	 * posted there, or every RING_QUIET_NS */
@@ -82,6 +79,23 @@ int collnet_test(void *request, int *done, int *size)
 	rc = failover_step(cc);
 	if (!rc)
 		rc = coll_adapt_step(cc);
+	return rc;
+}
+
+int collnet_test(void *request, int *done, int *size)
+{
+	struct coll_req *r = request;
+
+	if (r->coll == COLL_TREE)
+		return coll_tree_test(r, done, size);
+	return coll_req_test(r, coll_comm_poll(r->cc), done, size);
+}
+
+int coll_req_test(struct coll_req *r, int rc, int *done, int *size)
+{
+	struct coll_comm *cc = r->cc;
+
+	*done = 0;
 	/* Every active request moves, not only the one NCCL asks about. */
 	for (int i = 0; i < COLL_REQS; i++)
 		if (cc->reqs[i].used && &cc->reqs[i] != r)

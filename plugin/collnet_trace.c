@@ -28,7 +28,7 @@ void coll_trace_open(struct coll_comm *cc)
 			(unsigned long long)cc->job_id, path);
 }
 
-static const char *const coll_names[] = { "allreduce", "reducescatter", "allgather" };
+static const char *const coll_names[] = { "allreduce", "reducescatter", "allgather", "tree" };
 
 const char *coll_kind_name(enum coll_kind k)
 {

@@ -243,7 +243,8 @@ int collnet_iallgather(void *coll_comm, void *send, int nparts, const ncclNetSGE
 		if (len) { /* NCCL may pass no send pointer for an empty part */
 			memcpy((char *)cc->wstage[slot].mem.buf + lo, send, len);
 			/* no result comes back for the chunks only this node sends */
-			memcpy((char *)parts[0].address + lo, send, len);
+			if ((char *)parts[0].address + lo != (char *)send)
+				memmove((char *)parts[0].address + lo, send, len);
 		}
 		window_req_init(cc, r, COLL_ALLGATHER, window_bytes, SC_U8, SC_OP_SUM,
 				cc->wstage[slot].mem.buf, parts[0].address, st, rm);

@@ -80,6 +80,9 @@ static const struct cfg_entry plugin_table[] = {
 	{ "", "trace", CFG_STRING, "",
 	  "file prefix for a JSON line per allreduce (<prefix>.<job>.<rank>.jsonl); empty: off",
 	  S(trace), 0, 0, false },
+	{ "", "fan_in", CFG_INT, "64",
+	  "most nodes one aggregator job takes in: a collnet of more nodes is a two-level tree of jobs of at most max(ceil(N/G), G) nodes, G = ceil(N/fan_in) groups (rank 0's setting)",
+	  S(fan_in), 2, 2048, false },
 	{ "", "log_level", CFG_STRING, "info", "error|warn|info|debug|trace (NCCL_DEBUG filters too)",
 	  S(log_level), 0, 0, false },
 	CFG_ENTRY_END

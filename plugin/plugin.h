@@ -47,6 +47,7 @@ struct plugin_settings {
 	uint64_t eager_bytes;          /* CFG_SIZE_AUTO_VALUE: the provider's eager limit; 0: off */
 	bool deterministic;            /* aggregators reduce in rank order (rank 0's decides) */
 	char trace[CFG_STR_MAX];       /* file prefix for the per-allreduce trace; "": off */
+	int64_t fan_in;                /* most nodes one aggregator job takes in; above: a tree */
 };
 
 extern struct plugin_settings plugin_cfg;

@@ -106,8 +106,15 @@ struct opts {
 	int iters;          /* scale: allreduces of each size */
 	double max_connect_s;  /* scale: fail when connect took longer (0: no bound) */
 	double max_idle_cpu;   /* scale: fail when a process used more CPU per idle second (s) */
+	int fan_in;         /* --fan-in: SUMCAST_FAN_IN; 0: the plugin's default */
 };
 extern struct opts opt;
+/* The collnet is a tree (opt.fan_in below opt.nranks): its shape as the
+ * plugin computes it (plugin/collnet_tree.c), for the checks. */
+static inline bool tree_on(void)
+{
+	return opt.fan_in >= 2 && opt.nranks > opt.fan_in;
+}
 
 /* Default paths of the plugin and the daemon; "" (the default): next to
  * this binary (../plugin, ../daemon). plugin_harness sets the build's. */
@@ -336,6 +343,20 @@ struct agg_jobs {
 };
 int daemon_jobs(int i, const unsigned long long *ids, int n, struct agg_jobs *out);
 int daemons_count(void);
+/* A tree's inner jobs on the daemons this run started: every job each
+ * holds, whatever its size. */
+struct tree_view {
+	int ndaemons;
+	int jobs;           /* over all daemons */
+	int joined_all;     /* of those, with every rank joined */
+	int idle;           /* of those, with no DATA byte counted */
+	uint32_t max_nranks;
+	uint64_t sum_nranks, bytes; /* over all daemons and jobs */
+};
+int daemons_tree_view(struct tree_view *v);
+/* --expect agg on a tree: the inner jobs every daemon holds (the view taken
+ * while they are open), and their bytes against every node's trace. */
+void check_tree(const struct tree_view *v, uint64_t trace_sent);
 /* --multicast: the multicast counters of the daemons that answer
  * /metrics (a killed or stopped one does not), summed. 0, or -1 when none
  * answered. */

@@ -221,8 +221,14 @@ uint64_t check_trace(void)
 		seen[seq >> 3] |= (uint8_t)(1u << (seq & 7));
 		size_t sent = 0, got = 0;
 		const char *ps = strstr(line, "\"agg_sent\":"), *pg = strstr(line, "\"agg_got\":");
+		/* a tree's allreduce sends its bytes at three levels: about
+		 * (1 + 2/F') of them, each level through the aggregators or not */
+		bool tree = strstr(line, "\"coll\":\"tree\"") != NULL;
+		size_t cap = tree ? 3 * ab : ab;
+		REQUIRE(tree == tree_on(), "trace line %llu: a tree's row iff the collnet is a tree: %s",
+		      (unsigned long long)lines + 1, line);
 		REQUIRE(ps && pg && sscanf(ps, "\"agg_sent\":%zu", &sent) == 1 &&
-		      sscanf(pg, "\"agg_got\":%zu", &got) == 1 && sent <= ab && got <= ab,
+		      sscanf(pg, "\"agg_got\":%zu", &got) == 1 && sent <= cap && got <= cap,
 		      "trace line %llu: agg_sent / agg_got: %s", (unsigned long long)lines + 1, line);
 		adapt_note(line);
 		lines++;
@@ -236,7 +242,7 @@ uint64_t check_trace(void)
 		} else if (strstr(line, "\"coll\":\"allgather\"")) {
 			trace_ag_agg += ab;
 			trace_ag_sent += sent;
-		} else {
+		} else if (!tree) {
 			REQUIRE(sent == ab && got == ab, "trace line %llu: an allreduce sends and gets all it "
 			      "carries: %s", (unsigned long long)lines + 1, line);
 		}
@@ -264,9 +270,18 @@ uint64_t check_trace(void)
 void coll_finish(void *cc, void *mh)
 {
 	struct agg_view view = { 0 };
+	struct tree_view tv = { 0 };
+	bool tree = opt.expect && tree_on();
 
-	if (opt.expect)
+	if (opt.expect && !tree)
 		REQUIRE(daemons_view(my_rank, &view) == 0, "the daemons' /stats: no answer or no parse");
+	if (tree) {
+		/* every node's requests done (so every byte counted), the inner
+		 * jobs seen before any node closes them */
+		rv_barrier("tree-done");
+		REQUIRE(daemons_tree_view(&tv) == 0, "the daemons' /stats: no answer or no parse");
+		rv_barrier("tree-viewed");
+	}
 	NCHECK(CN_CALL(deregMr, cc, mh));
 	NCHECK(CN_CALL(closeColl, cc));
 	uint64_t trace_agg = opt.trace ? check_trace() : 0;
@@ -274,8 +289,41 @@ void coll_finish(void *cc, void *mh)
 		NCHECK(P.c11->finalize(P.cctx));
 		NCHECK(P.n11->finalize(P.nctx));
 	}
-	if (opt.expect)
+	if (tree)
+		check_tree(&tv, trace_agg);
+	else if (opt.expect)
 		check_expect(&view, trace_agg);
+}
+
+/* --expect agg on a tree (--fan-in below --nranks): every daemon holds the
+ * tree's inner jobs and nothing else: 2 per group (reduce-scatter and
+ * allgather, of the group's size) and one per shard (of G ranks), every
+ * rank joined, every one counted data, none larger than max(F', G); and
+ * what they counted is what the nodes' traces say they sent, to the byte. */
+void check_tree(const struct tree_view *v, uint64_t trace_sent)
+{
+	int N = opt.nranks, F = opt.fan_in, G = (N + F - 1) / F, Fp = (N + G - 1) / G, nd = v->ndaemons;
+	uint32_t fan = (uint32_t)(Fp > G ? Fp : G);
+	uint64_t sent = trace_sent;
+
+	REQUIRE(!strcmp(opt.expect, "agg"), "--fan-in below --nranks checks --expect agg only");
+	REQUIRE(saw_agg_path && !saw_fallback,
+	      "expected the aggregators at every level: connect logged aggregators=%d fallback=%d",
+	      saw_agg_path, saw_fallback);
+	REQUIRE(v->jobs == nd * (2 * G + Fp) && v->joined_all == v->jobs,
+	      "expected %d inner jobs on each of %d daemons, every rank joined: %d jobs, %d joined",
+	      2 * G + Fp, nd, v->jobs, v->joined_all);
+	REQUIRE(v->max_nranks == fan && v->sum_nranks == (uint64_t)nd * (uint64_t)(2 * N + Fp * G),
+	      "inner jobs: largest %u ranks (want %u), %llu ranks in all (want %d)", v->max_nranks,
+	      fan, (unsigned long long)v->sum_nranks, nd * (2 * N + Fp * G));
+	REQUIRE(v->idle == 0, "%d of %d inner jobs counted no byte", v->idle, v->jobs);
+	rv_all_sum("tree-sent", &sent, 1);
+	REQUIRE(sent == v->bytes, "the daemons counted %llu bytes in the inner jobs, the nodes' traces "
+	      "list %llu", (unsigned long long)v->bytes, (unsigned long long)sent);
+	if (my_rank == 0)
+		fprintf(stderr, "path: tree of %d groups, %d shards: %d inner jobs on each of %d daemons, "
+			"fan-in %u, %llu bytes counted, as the traces say\n", G, Fp, 2 * G + Fp, nd, fan,
+			(unsigned long long)v->bytes);
 }
 
 void check_expect(const struct agg_view *v, uint64_t trace_agg)

@@ -188,6 +188,36 @@ static int daemon_view_one(struct sc_daemon *d, int rank, int *jobs, int *joined
 	return 0;
 }
 
+int daemons_tree_view(struct tree_view *v)
+{
+	static char body[1 << 18];
+
+	memset(v, 0, sizeof(*v));
+	v->ndaemons = ndaemons;
+	for (int i = 0; i < ndaemons; i++) {
+		if (sc_http_get(daemons[i].http, "/stats", NULL, 0, body, sizeof(body), 10000) != 200)
+			return -1;
+		const char *p = strstr(body, "\"jobs\":[");
+		if (!p)
+			return -1;
+		while ((p = strstr(p, "{\"id\":\"0x"))) {
+			const char *next = strstr(p + 1, "{\"id\":\"0x"), *end = next ? next : p + strlen(p);
+			unsigned long long nranks = 0, acked = 0, b = 0;
+			if (!json_u64(p, end, "\"nranks\"", &nranks) || !json_u64(p, end, "\"joined\"", &acked) ||
+			    !json_u64(p, end, "\"bytes_in\"", &b))
+				return -1;
+			v->jobs++;
+			v->joined_all += acked == nranks;
+			v->idle += b == 0;
+			v->max_nranks = nranks > v->max_nranks ? (uint32_t)nranks : v->max_nranks;
+			v->sum_nranks += nranks;
+			v->bytes += b;
+			p = end;
+		}
+	}
+	return 0;
+}
+
 int daemons_mc(uint64_t *results, uint64_t *nacks)
 {
 	static char body[1 << 16];

@@ -24,6 +24,8 @@ void usage(void)
 		"       (coll and rsag: --version 11|10|9|8)\n"
 		"       [-b|--min-bytes B] [-e|--max-bytes B] [--type T] [--json] [--verbose]\n"
 		"       [--key same|other] [--expect agg|joined|ring] [--trace [--expect-adaptive]]\n"
+		"       [--fan-in F]   (SUMCAST_FAN_IN: above F nodes the collnet is a two-level tree;\n"
+		"       --expect agg then checks the tree's inner jobs on the daemons)\n"
 		"       p2p: [--close-inflight]\n"
 		"       fault: --fault kill|idle|stop|term|restart|all|connect|node|cmd[,KIND]\n"
 		"              [--fault-agg I] [--ops K] [--fault-at K] [--expect-copies]\n"
@@ -85,6 +87,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		{ "timeline", 0, 0, 0x104 }, { "expect-adaptive", 0, 0, 0x105 },
 		{ "heads", 1, 0, 0x106 }, { "iters", 1, 0, 0x107 }, { "max-connect", 1, 0, 0x108 },
 		{ "max-idle-cpu", 1, 0, 0x109 },
+		{ "fan-in", 1, 0, 0x10a },
 		{ 0, 0, 0, 0 }
 	};
 	static char plugin_buf[PATH_MAX + 64], daemon_buf[PATH_MAX + 64], aggs[1024];
@@ -129,6 +132,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 			break;
 		case 'D': opt.deterministic = true; break;
 		case 0x105: opt.expect_adaptive = true; break;
+		case 0x10a: opt.fan_in = atoi(optarg); break;
 		case 'r': opt.trace = true; break;
 		case 'I': opt.close_inflight = true; break;
 		case 'k':
@@ -214,6 +218,13 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 	}
 	if (opt.split)
 		setenv("SUMCAST_SPLIT", opt.split, 1);
+	if (opt.fan_in) {
+		char v[16];
+		if (opt.fan_in < 2)
+			usage();
+		snprintf(v, sizeof(v), "%d", opt.fan_in);
+		setenv("SUMCAST_FAN_IN", v, 1);
+	}
 	if (opt.trace) {
 		char tp[PATH_MAX + 16];
 		snprintf(tp, sizeof(tp), "%s/trace", rv_dir);
