@@ -73,7 +73,7 @@
 #include "check.h"
 
 #define SKIP 77
-#define MAX_RANKS 16
+#define MAX_RANKS 64
 #define MAX_AGGS 8
 
 /* ---- options (harness_main.c) ---- */

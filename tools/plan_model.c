@@ -1,0 +1,408 @@
+/* The sizing model (plan_model.h, docs/sizing.md).
+ *
+ * Fabric mode: the links are the limit. For an allreduce of S bytes per
+ * node over N nodes (H communicators per node, each carrying S/H, all at
+ * once on the same links), M aggregators:
+ *  - ring (the plugin's): 2(N-1) steps of S/N: 2(N-1) hop + r S / B,
+ *    r = 2(N-1)/N;
+ *  - aggregators, flat: latency 2 hop + one chunk's store-and-forward
+ *    through a node link and an aggregator link, then the slowest of
+ *      a node link:         S f / B           (f = 1 flat, 1 + 2/F' tree)
+ *      an aggregator link:  N S f / (M B_a)   (ingress; unicast egress is
+ *                                              never more: full duplex)
+ *      an aggregator's CPU: its messages x per-message cost + its input
+ *                           bytes x (receive copy + 1 / reduce rate),
+ *                           spread over min(data threads, jobs) threads
+ *    (B and B_a times the links' measured efficiency);
+ *  - the tree (N > F): reduce-scatter in groups of F', allreduce of each
+ *    shard among its G owners, allgather in the group, each a job of its
+ *    own; NCCL keeps requests in flight, so the three phases of successive
+ *    requests overlap and the busiest resource sets the pace (f above);
+ *    latency three phases of 2 hops;
+ *  - split at a: both paths' latencies (they share the node's queues, as
+ *    plugin/split.h says) + the slowest of the node link's (a f + (1-a) r)
+ *    S / B and the aggregators' a x (link / agg_eff, CPU);
+ *  - auto: the share plugin/split.c's split_fraction picks for one head's
+ *    S/H bytes (what the plugin starts from), at this model's time.
+ *
+ * Loopback mode (every process on one host of K cores): the cores are the
+ * limit. P = N H + M processes; a dependent step (a ring hop, one message
+ * of the daemon's serial loop) costs a fixed wake-up plus a round of the
+ * other runnable processes' shares, P x share / K (processor sharing); the
+ * bytes cost CPU copying through the kernel, byte_ns x (1 + byte_proc x P)
+ * per byte (cache and scheduler pressure grow with the processes), shared
+ * by K cores.
+ *
+ * Aggregator memory and posted receives follow the daemons' in-flight cap
+ * (plan_grant). */
+#include "plan_model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../plugin/split.h"
+
+/* Where each measured constant comes from (docs/journal/2026-11-26-simulator.md
+ * has the commands and the fits):
+ *
+ * | constant      | value  | source |
+ * |---------------|--------|--------|
+ * | link_eff      | 0.957  | emulated cluster linktest: 478.5 of 500 Mbit/s per link (docs/journal/2026-11-22-cluster-agg-efficiency-32k.md, full run) |
+ * | agg_eff       | 0.85   | the split cliff at W=4, A=1 (same entry; SUMCAST_AGG_EFFICIENCY's default) |
+ * | hop_us        | 10     | the plugin's hop figure when the provider reports none (plugin/collnet_listen.c); tcp on loopback measured 6-10 us a hop (fabric_rtt 12.5-20 us, 2026-11-26-simulator.md) |
+ * | agg_msg_us    | 1.5    | daemon data thread per message, shm (no kernel copy of the stream: the closest to RDMA here): bench/ingest --provider shm --chunk 4K, 1.37 GB/s of 4 KiB contributions = 335 K messages in and as many result sends a second (2026-11-26-simulator.md; an upper bound: 2 shared cores) |
+ * | agg_tcp_ns    | 1.5    | aggregator CPU per byte received on tcp, all of it (copies, reduce, messages, sends): 12.1 s per GB of allreduce at W=8, A=8 = 8 GB of ingress, 32 KiB chunks (docs/benchmarks.md, agg-mcast table) |
+ * | reduce_gbps   | 45     | f32 sum, one core, 4 MiB: 48.7-50.7 GB/s less a margin (docs/journal/2026-11-22-reduce-kernels.md) |
+ * | join_us       | lb_conn_us | one JOIN on a daemon's control thread: bounded by the loopback connect fit's per-process cost |
+ * | lb_*          | fit    | plugin_harness bench at N = 8, 24, 48 (calibration; 16, 32, 64 validate), 2026-11-26-simulator.md |
+ */
+void plan_costs_default(struct plan_costs *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->link_eff = 0.957;
+	c->agg_eff = 0.85;
+	c->hop_us = 10;
+	c->agg_msg_us = 1.5;
+	c->agg_tcp_ns = 1.5;
+	c->reduce_gbps = 45;
+	c->lb_step_us = 20;
+	c->lb_share_us = 1.6;
+	c->lb_agg_msg_us = 8.8;
+	c->lb_byte_ns = 0.8;
+	c->lb_byte_proc = 0.01;
+	c->lb_conn_us = 10000;
+	c->lb_conn_sq_us = 1500;
+	c->join_us = c->lb_conn_us;
+}
+
+void plan_in_defaults(struct plan_in *in)
+{
+	if (!in->heads)
+		in->heads = 1;
+	if (!in->fan_in)
+		in->fan_in = 64;
+	if (!in->chunk)
+		in->chunk = 256 << 10;
+	if (!in->window)
+		in->window = 8;
+	if (!in->max_inflight)
+		in->max_inflight = 64ull << 20;
+	if (!in->min_chunk)
+		in->min_chunk = 16 << 10;
+	if (!in->agg_threads)
+		in->agg_threads = 1;
+	if (!in->cores)
+		in->cores = 1;
+	if (in->cost.link_eff <= 0)
+		plan_costs_default(&in->cost);
+}
+
+static uint64_t bookkeeping(uint32_t n, uint32_t w)
+{
+	/* the daemon's own per-job charge (README, "Memory") */
+	return 680 + 184ull * n + (uint64_t)w * (88 + 184ull * n);
+}
+
+void plan_grant(const struct plan_in *in, uint32_t n, struct plan_grant *g)
+{
+	uint64_t cap = in->max_inflight, c = in->chunk, w;
+
+	if (n < 1)
+		n = 1;
+	/* w = min(requested, max(2, floor(cap / (c N)))); while 2 c N is still
+	 * above the cap, c halves (a multiple of 8) down to min-chunk; what
+	 * is left above the cap is admitted if the budget allows */
+	w = cap / (c * n);
+	if (w < 2)
+		w = 2;
+	if (w > in->window)
+		w = in->window;
+	while (w == 2 && 2 * c * n > cap && c / 2 >= in->min_chunk && (c / 2) % 8 == 0)
+		c /= 2;
+	g->window = (uint32_t)w;
+	g->chunk = c;
+	g->mem_bytes = w * c * (n + (in->wide_types ? 2 : 1)) + bookkeeping(n, (uint32_t)w);
+	g->posted_recvs = w * n;
+}
+
+void plan_tree_shape(uint32_t n, uint32_t fan_in, uint32_t *groups, uint32_t *group_size)
+{
+	uint32_t g = fan_in && n > fan_in ? (n + fan_in - 1) / fan_in : 1;
+
+	*groups = g;
+	*group_size = (n + g - 1) / g;
+}
+
+/* ---- the pieces ---- */
+
+struct ctx {
+	const struct plan_in *in;
+	double n, h, m, s, sh;   /* nodes, heads, aggs, bytes, bytes per head */
+	double r, f;             /* ring factor, tree byte factor */
+	double b, ba;            /* bytes/s of a node link, an aggregator link */
+	double m_used;           /* aggregators a head's bytes are sharded over */
+	double chunk;            /* bytes per aggregator message */
+	double procs;            /* loopback: processes on the host */
+	uint32_t levels, groups, gsize;
+	double jobs;             /* collnet jobs per communicator */
+};
+
+static double dmax(double a, double b)
+{
+	return a > b ? a : b;
+}
+
+/* CPU of one dependent step on the loopback host: wake-up + a round of the
+ * other runnable processes. */
+static double lb_round_us(const struct ctx *x)
+{
+	const struct plan_costs *c = &x->in->cost;
+	return c->lb_share_us * x->procs / x->in->cores;
+}
+
+static double lb_byte_s(const struct ctx *x)
+{
+	const struct plan_costs *c = &x->in->cost;
+	return c->lb_byte_ns * 1e-9 * (1 + c->lb_byte_proc * x->procs) / x->in->cores;
+}
+
+/* Messages one aggregator takes in per allreduce (all heads). */
+static double agg_msgs_in(const struct ctx *x)
+{
+	double per = ceil(x->sh / x->m_used / x->chunk);
+
+	if (per < 1)
+		per = 1;
+	if (x->levels == 1)
+		return x->n * x->h * per * x->m_used / x->m;
+	/* reduce-scatter: the head's bytes; allreduce and allgather: a shard
+	 * of 1/F' each */
+	double sub = ceil(x->sh / x->gsize / x->m_used / x->chunk);
+	if (sub < 1)
+		sub = 1;
+	return x->n * x->h * (per + 2 * sub) * x->m_used / x->m;
+}
+
+static double ring_s(const struct ctx *x)
+{
+	const struct plan_costs *c = &x->in->cost;
+
+	if (x->n < 2)
+		return 0;
+	if (x->in->loopback) {
+		double steps = 2 * (x->n - 1);
+		return steps * (c->lb_step_us + lb_round_us(x)) * 1e-6 + x->n * x->r * x->s * lb_byte_s(x) +
+		       (x->n - 1) * x->s / (c->reduce_gbps * 1e9) / x->in->cores;
+	}
+	return 2 * (x->n - 1) * c->hop_us * 1e-6 + x->r * x->s / x->b;
+}
+
+/* The aggregator path's pieces at split 1: latency, node link, aggregator
+ * link, aggregator CPU (seconds). */
+struct agg_parts {
+	double lat, node, link, cpu;
+};
+
+static void agg_parts(const struct ctx *x, struct agg_parts *p)
+{
+	const struct plan_costs *c = &x->in->cost;
+	double phases = x->levels == 1 ? 1 : 3;
+	double in_bytes = x->n * x->s * x->f / x->m; /* one aggregator's input */
+	double msgs = 2 * agg_msgs_in(x);             /* in and out (unicast) */
+	double jobs = x->h * x->jobs;
+	double threads = dmax(1, fmin(x->in->agg_threads, jobs));
+	double cchunk = fmin(x->chunk, x->sh / x->m_used);
+
+	memset(p, 0, sizeof(*p));
+	if (x->in->loopback) {
+		/* each daemon's data thread takes its messages one at a time, each
+		 * behind a round of the runnable processes; the bytes are copied
+		 * through the kernel by all cores */
+		p->lat = 2 * phases * c->lb_step_us * 1e-6;
+		p->cpu = msgs * (c->lb_agg_msg_us + lb_round_us(x)) * 1e-6 / threads /
+			 fmin(1, (double)x->in->cores / x->m_used);
+		p->node = 2 * x->n * x->s * x->f * lb_byte_s(x) +
+			  x->n * x->s * x->f / (c->reduce_gbps * 1e9) / x->in->cores;
+		p->link = 0;
+		return;
+	}
+	p->lat = phases * (2 * c->hop_us * 1e-6 + cchunk / x->b + cchunk / x->ba);
+	p->node = x->s * x->f / x->b;
+	p->link = x->n * x->s * x->f / x->m / x->ba;
+	/* tcp: the measured CPU per byte received covers it all (receive
+	 * copies, reduce, messages, result sends); RDMA: per message and the
+	 * reduce */
+	if (x->in->tcp)
+		p->cpu = in_bytes * c->agg_tcp_ns * 1e-9 / threads;
+	else
+		p->cpu = (msgs * c->agg_msg_us * 1e-6 + in_bytes / (c->reduce_gbps * 1e9)) / threads;
+}
+
+static double agg_s(const struct ctx *x, const char **bound)
+{
+	struct agg_parts p;
+	double t;
+
+	agg_parts(x, &p);
+	if (x->in->loopback) {
+		/* one pool of cores: the daemon's serial messages and the copies
+		 * add up */
+		if (bound)
+			*bound = p.cpu > p.node ? "agg-cpu" : "host-cpu";
+		return p.lat + p.cpu + p.node;
+	}
+	t = dmax(p.node, dmax(p.link, p.cpu));
+	if (bound)
+		*bound = p.lat > t ? "latency"
+			 : t == p.node ? "node-link"
+			 : t == p.link ? "agg-link" : "agg-cpu";
+	return p.lat + t;
+}
+
+static double split_s(const struct ctx *x, double a)
+{
+	struct agg_parts p;
+	const struct plan_costs *c = &x->in->cost;
+	double e = c->agg_eff > 0 && c->agg_eff <= 1 ? c->agg_eff : 1, node, t;
+
+	if (a <= 0)
+		return ring_s(x);
+	if (a >= 1)
+		return agg_s(x, NULL);
+	agg_parts(x, &p);
+	if (x->in->loopback) /* the work of both, on the same cores */
+		return a * agg_s(x, NULL) + (1 - a) * ring_s(x);
+	node = (a * x->f + (1 - a) * x->r) * x->s / x->b;
+	t = dmax(node, a * dmax(p.link / e, p.cpu));
+	return p.lat + 2 * (x->n - 1) * c->hop_us * 1e-6 + t;
+}
+
+static double connect_s(const struct ctx *x)
+{
+	const struct plan_costs *c = &x->in->cost;
+	double p = x->n * x->h, joins;
+
+	if (x->in->loopback)
+		return (p * c->lb_conn_us + p * p * c->lb_conn_sq_us) * 1e-6 / x->in->cores;
+	/* every rank of every job joins every aggregator: one control thread
+	 * takes them in turn; HELLO and JOIN are two round trips; then the
+	 * agreement goes round the ring (2(N-1) hops) */
+	joins = x->h * x->n * (x->levels == 1 ? 1 : 3);
+	return (4 * c->hop_us + joins * c->join_us + 2 * (x->n - 1) * c->hop_us) * 1e-6;
+}
+
+int plan_run(const struct plan_in *in0, struct plan_out *o, char *err, int errlen)
+{
+	struct plan_in in = *in0;
+	struct ctx x;
+	struct plan_grant g;
+
+	plan_in_defaults(&in);
+	memset(o, 0, sizeof(*o));
+#define BAD(...) do { snprintf(err, (size_t)errlen, __VA_ARGS__); return -1; } while (0)
+	if (in.nodes < 2 || in.nodes > 1u << 20)
+		BAD("nodes %u: 2 to %u", in.nodes, 1u << 20);
+	if (in.heads > 64)
+		BAD("heads %u: 1 to 64", in.heads);
+	if (in.aggs < 1 || in.aggs > 1u << 16)
+		BAD("aggs %u: 1 to %u", in.aggs, 1u << 16);
+	if (in.bytes < 1 || in.bytes > (1ull << 40))
+		BAD("bytes %llu: 1 to 1T", (unsigned long long)in.bytes);
+	if (in.fan_in < 2)
+		BAD("fan-in %u: at least 2", in.fan_in);
+	if (in.nodes > in.fan_in * in.fan_in)
+		BAD("nodes %u: two levels at fan-in %u reach %u", in.nodes, in.fan_in, in.fan_in * in.fan_in);
+	if (in.chunk < 64 || in.chunk % 8 || in.chunk > (64u << 20))
+		BAD("chunk %llu: a multiple of 8 from 64 B to 64 MiB", (unsigned long long)in.chunk);
+	if (in.window < 1 || in.window > 1024)
+		BAD("window %u: 1 to 1024", in.window);
+	if (!in.loopback && (!(in.link_gbps > 0 && in.link_gbps <= 1e5) ||
+			     !(in.agg_link_gbps > 0 && in.agg_link_gbps <= 1e5)))
+		BAD("link speeds: above 0 and at most 100000 Gb/s");
+	if (in.loopback && (in.cores < 1 || in.cores > 4096))
+		BAD("cores %u: 1 to 4096", in.cores);
+#undef BAD
+
+	memset(&x, 0, sizeof(x));
+	x.in = &in;
+	x.n = in.nodes;
+	x.h = in.heads;
+	x.m = in.aggs;
+	x.s = (double)in.bytes;
+	x.sh = x.s / x.h;
+	x.r = 2 * (x.n - 1) / x.n;
+	plan_tree_shape(in.nodes, in.fan_in, &x.groups, &x.gsize);
+	x.levels = x.groups > 1 ? 2 : 1;
+	x.f = x.levels == 1 ? 1 : 1 + 2.0 / x.gsize;
+	x.jobs = x.levels == 1 ? 1 : 2.0 * x.groups + x.gsize;
+	x.b = in.link_gbps * 1e9 / 8 * in.cost.link_eff;
+	x.ba = in.agg_link_gbps * 1e9 / 8 * in.cost.link_eff;
+	x.m_used = fmax(1, fmin(x.m, ceil(x.sh / 64)));
+	x.procs = x.n * x.h + x.m;
+
+	/* grants: flat, one job of N per head; tree, 2G jobs of F' and F'
+	 * jobs of G per head */
+	if (x.levels == 1) {
+		plan_grant(&in, in.nodes, &g);
+		o->grant = g;
+		o->agg_mem_bytes = (uint64_t)in.heads * g.mem_bytes;
+		o->agg_posted_recvs = (uint64_t)in.heads * g.posted_recvs;
+	} else {
+		struct plan_grant gg;
+		plan_grant(&in, x.gsize, &g);
+		plan_grant(&in, x.groups, &gg);
+		o->grant = x.gsize >= x.groups ? g : gg;
+		o->agg_mem_bytes = (uint64_t)in.heads * (2ull * x.groups * g.mem_bytes + (uint64_t)x.gsize * gg.mem_bytes);
+		o->agg_posted_recvs =
+			(uint64_t)in.heads * (2ull * x.groups * g.posted_recvs + (uint64_t)x.gsize * gg.posted_recvs);
+	}
+	x.chunk = (double)o->grant.chunk;
+
+	o->tree_levels = x.levels;
+	o->groups = x.groups;
+	o->group_size = x.gsize;
+	o->max_job_ranks = x.levels == 1 ? in.nodes : (x.gsize > x.groups ? x.gsize : x.groups);
+	o->jobs_per_agg = (uint32_t)(in.heads * x.jobs);
+	o->byte_factor = x.f;
+
+	o->t_ring_us = ring_s(&x) * 1e6;
+	o->t_agg_us = agg_s(&x, &o->bound) * 1e6;
+
+	/* the split the plugin starts from: its own model (plugin/split.c),
+	 * with the figures it would have: on loopback the provider gives none
+	 * (25 Gb/s) and every aggregator is on this host */
+	struct split_model sm = {
+		.fixed = SPLIT_AUTO,
+		.link_gbps = in.loopback ? 25 : in.link_gbps,
+		.agg_gbps = in.loopback ? 25 : in.agg_link_gbps,
+		.agg_eff = in.cost.agg_eff,
+		.nranks = in.nodes,
+		.naggs = in.aggs,
+		.small_bytes = 64 << 10,
+		.lat_us = in.cost.hop_us,
+		.shared_host = in.loopback,
+	};
+	o->split_model = split_model_fraction(&sm);
+	o->split = split_fraction(&sm, (size_t)x.sh);
+	o->t_split_us = split_s(&x, o->split_model) * 1e6;
+	o->t_auto_us = split_s(&x, o->split) * 1e6;
+	o->speedup_vs_ring = o->t_auto_us > 0 ? o->t_ring_us / o->t_auto_us : 0;
+
+	/* the fewest aggregators whose links and CPU keep up with the node
+	 * links at split 1 (bounded search) */
+	o->aggs_needed = 0;
+	for (uint32_t m = 1; m <= 4 * in.nodes && m <= 1u << 16; m++) {
+		struct ctx y = x;
+		struct agg_parts p;
+		y.m = m;
+		y.m_used = fmax(1, fmin(m, ceil(x.sh / 64)));
+		agg_parts(&y, &p);
+		if (in.loopback ? p.cpu <= p.node : dmax(p.link, p.cpu) <= p.node * 1.0001) {
+			o->aggs_needed = m;
+			break;
+		}
+	}
+	o->connect_s = connect_s(&x);
+	return 0;
+}
