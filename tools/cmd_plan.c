@@ -242,6 +242,21 @@ int cmd_plan(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	plan_in_defaults(&in);
+	/* every row checked before the first is printed: bad input prints
+	 * nothing but the sentence */
+	for (int i = 0; i < nn; i++)
+		for (int k = 0; k < na; k++)
+			for (int l = 0; l < nb; l++) {
+				struct plan_out out;
+				char err[256];
+				in.nodes = (uint32_t)nodes[i];
+				in.aggs = (uint32_t)aggs[k];
+				in.bytes = bytes[l];
+				if (plan_run(&in, &out, err, sizeof(err))) {
+					fprintf(stderr, "sumcastctl plan: %s\n", err);
+					return EXIT_USAGE;
+				}
+			}
 	if (!json) {
 		if (in.loopback)
 			printf("# loopback: every process on one host of %u cores (tcp, costs measured here)\n",
@@ -260,10 +275,8 @@ int cmd_plan(int argc, char **argv)
 				in.nodes = (uint32_t)nodes[i];
 				in.aggs = (uint32_t)aggs[k];
 				in.bytes = bytes[l];
-				if (plan_run(&in, &out, err, sizeof(err))) {
-					fprintf(stderr, "sumcastctl plan: %s\n", err);
-					return EXIT_USAGE;
-				}
+				if (plan_run(&in, &out, err, sizeof(err)))
+					return EXIT_USAGE; /* checked above */
 				if (json)
 					plan_row_json(&in, &out);
 				else

@@ -3,11 +3,13 @@
  * Fabric mode: the links are the limit. For an allreduce of S bytes per
  * node over N nodes (H communicators per node, each carrying S/H, all at
  * once on the same links), M aggregators:
- *  - ring (the plugin's): 2(N-1) steps of S/N: 2(N-1) hop + r S / B,
+ *  - B is one head's link (each head has its NIC, as on GPU nodes with a
+ *    NIC per GPU; with H = 1 the node's link): a node moves S over H B;
+ *  - ring (the plugin's): 2(N-1) steps of S/N: 2(N-1) hop + r S / (H B),
  *    r = 2(N-1)/N;
  *  - aggregators, flat: latency 2 hop + one chunk's store-and-forward
  *    through a node link and an aggregator link, then the slowest of
- *      a node link:         S f / B           (f = 1 flat, 1 + 2/F' tree)
+ *      a node's links:      S f / (H B)       (f = 1 flat, 1 + 2/F' tree)
  *      an aggregator link:  N S f / (M B_a)   (ingress; unicast egress is
  *                                              never more: full duplex)
  *      an aggregator's CPU: its messages x per-message cost + its input
@@ -167,7 +169,9 @@ static double lb_byte_s(const struct ctx *x)
 	return c->lb_byte_ns * 1e-9 * (1 + c->lb_byte_proc * x->procs) / x->in->cores;
 }
 
-/* Messages one aggregator takes in per allreduce (all heads). */
+/* Messages one aggregator takes in per allreduce (all heads): one of the
+ * m_used a head's bytes are sharded over (aligned ranges: a small message
+ * goes to fewer than M). */
 static double agg_msgs_in(const struct ctx *x)
 {
 	double per = ceil(x->sh / x->m_used / x->chunk);
@@ -175,13 +179,13 @@ static double agg_msgs_in(const struct ctx *x)
 	if (per < 1)
 		per = 1;
 	if (x->levels == 1)
-		return x->n * x->h * per * x->m_used / x->m;
+		return x->n * x->h * per;
 	/* reduce-scatter: the head's bytes; allreduce and allgather: a shard
 	 * of 1/F' each */
 	double sub = ceil(x->sh / x->gsize / x->m_used / x->chunk);
 	if (sub < 1)
 		sub = 1;
-	return x->n * x->h * (per + 2 * sub) * x->m_used / x->m;
+	return x->n * x->h * (per + 2 * sub);
 }
 
 static double ring_s(const struct ctx *x)
@@ -208,7 +212,7 @@ static void agg_parts(const struct ctx *x, struct agg_parts *p)
 {
 	const struct plan_costs *c = &x->in->cost;
 	double phases = x->levels == 1 ? 1 : 3;
-	double in_bytes = x->n * x->s * x->f / x->m; /* one aggregator's input */
+	double in_bytes = x->n * x->s * x->f / x->m_used; /* one aggregator's input */
 	double msgs = 2 * agg_msgs_in(x);             /* in and out (unicast) */
 	double jobs = x->h * x->jobs;
 	double threads = dmax(1, fmin(x->in->agg_threads, jobs));
@@ -229,7 +233,7 @@ static void agg_parts(const struct ctx *x, struct agg_parts *p)
 	}
 	p->lat = phases * (2 * c->hop_us * 1e-6 + cchunk / x->b + cchunk / x->ba);
 	p->node = x->s * x->f / x->b;
-	p->link = x->n * x->s * x->f / x->m / x->ba;
+	p->link = in_bytes / x->ba;
 	/* tcp: the measured CPU per byte received covers it all (receive
 	 * copies, reduce, messages, result sends); RDMA: per message and the
 	 * reduce */
@@ -336,7 +340,9 @@ int plan_run(const struct plan_in *in0, struct plan_out *o, char *err, int errle
 	x.levels = x.groups > 1 ? 2 : 1;
 	x.f = x.levels == 1 ? 1 : 1 + 2.0 / x.gsize;
 	x.jobs = x.levels == 1 ? 1 : 2.0 * x.groups + x.gsize;
-	x.b = in.link_gbps * 1e9 / 8 * in.cost.link_eff;
+	/* each head has its own link (one NIC per GPU, as SUMCAST_LINK_GBPS
+	 * is what each head's plugin sees): a node moves S over H of them */
+	x.b = x.h * in.link_gbps * 1e9 / 8 * in.cost.link_eff;
 	x.ba = in.agg_link_gbps * 1e9 / 8 * in.cost.link_eff;
 	x.m_used = fmax(1, fmin(x.m, ceil(x.sh / 64)));
 	x.procs = x.n * x.h + x.m;
@@ -390,9 +396,11 @@ int plan_run(const struct plan_in *in0, struct plan_out *o, char *err, int errle
 	o->speedup_vs_ring = o->t_auto_us > 0 ? o->t_ring_us / o->t_auto_us : 0;
 
 	/* the fewest aggregators whose links and CPU keep up with the node
-	 * links at split 1 (bounded search) */
+	 * links at split 1: both fall as M grows, so a bisection over
+	 * [1, 2^20] (0: none does, e.g. a message too small to shard) */
 	o->aggs_needed = 0;
-	for (uint32_t m = 1; m <= 4 * in.nodes && m <= 1u << 16; m++) {
+	for (uint32_t lo = 1, hi = 1u << 20; lo <= hi;) {
+		uint32_t m = lo + (hi - lo) / 2;
 		struct ctx y = x;
 		struct agg_parts p;
 		y.m = m;
@@ -400,7 +408,9 @@ int plan_run(const struct plan_in *in0, struct plan_out *o, char *err, int errle
 		agg_parts(&y, &p);
 		if (in.loopback ? p.cpu <= p.node : dmax(p.link, p.cpu) <= p.node * 1.0001) {
 			o->aggs_needed = m;
-			break;
+			hi = m - 1;
+		} else {
+			lo = m + 1;
 		}
 	}
 	o->connect_s = connect_s(&x);

@@ -40,7 +40,7 @@ struct plan_in {
 	uint32_t nodes;        /* N: ranks of each collnet communicator */
 	uint32_t heads;        /* H: communicators per node (CollNet Direct heads) */
 	uint32_t aggs;         /* M */
-	double link_gbps;      /* B: a node's link */
+	double link_gbps;      /* B: one head's link (a NIC per GPU; H = 1: the node's) */
 	double agg_link_gbps;  /* B_a: one aggregator's link */
 	uint64_t bytes;        /* S: the allreduce, per node (each head carries S/H) */
 	uint32_t fan_in;       /* F: SUMCAST_FAN_IN (64) */

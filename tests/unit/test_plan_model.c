@@ -213,9 +213,13 @@ static void split_and_speedup(void **state)
 	in.aggs = 2;
 	in.heads = 8;
 	in.agg_threads = 8;
+	in.link_gbps = 100.0 / 8; /* each head's NIC: 100 Gb/s a node */
 	o = run(&in);
 	assert_int_equal(o.aggs_needed, 4);
-	in.heads = 1;
+	in.link_gbps = 100; /* 100 Gb/s a head: N H B / B_a = 32 */
+	o = run(&in);
+	assert_int_equal(o.aggs_needed, 32);
+	in.heads = 1; /* one 100 Gb/s node link, one data thread */
 	in.agg_threads = 1;
 	o = run(&in);
 	assert_true(o.aggs_needed > 4);
