@@ -143,12 +143,20 @@ static void plan_row_json(const struct plan_in *in, const struct plan_out *po)
 	json_object_set_new(j, "job_window", json_integer(po->grant.window));
 	json_object_set_new(j, "job_chunk", json_integer((json_int_t)po->grant.chunk));
 	json_object_set_new(j, "aggs_needed", json_integer(po->aggs_needed));
+	json_object_set_new(j, "agg_cpu_short", json_boolean(po->agg_cpu_short));
 	json_object_set_new(j, "connect_s", json_real(round(po->connect_s * 1e4) / 1e4));
 	char *s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
 	if (s)
 		puts(s);
 	free(s);
 	json_decref(j);
+}
+
+static void plan_legend(void)
+{
+	printf("# split: share to the aggregators (auto); speedup: ring / auto; agg mem, recvs: per\n"
+	       "# aggregator, all jobs; needed: aggregators that carry everything at the node links'\n"
+	       "# speed (*: their CPU never keeps up); bound: what limits the aggregators alone\n");
 }
 
 static void plan_header(void)
@@ -166,12 +174,13 @@ static void plan_row(const struct plan_in *in, const struct plan_out *po)
 		snprintf(tree, sizeof(tree), "flat %u", in->nodes);
 	else
 		snprintf(tree, sizeof(tree), "%ux%u", po->groups, po->group_size);
-	printf("%6u %5u %5u %9s %-11s %6.3f %7.2fx %10s %10s %10s %10s %9llu %7u %8.2fs %-9s\n", in->nodes,
+	printf("%6u %5u %5u %9s %-11s %6.3f %7.2fx %10s %10s %10s %10s %9llu %6u%s %8.2fs %-9s\n", in->nodes,
 	       in->heads, in->aggs, plan_bytes((double)in->bytes, b[0], sizeof(b[0])), tree, po->split,
 	       po->speedup_vs_ring, plan_time(po->t_ring_us, b[1], sizeof(b[1])),
 	       plan_time(po->t_agg_us, b[2], sizeof(b[2])), plan_time(po->t_auto_us, b[3], sizeof(b[3])),
 	       plan_bytes((double)po->agg_mem_bytes, b[4], sizeof(b[4])),
-	       (unsigned long long)po->agg_posted_recvs, po->aggs_needed, po->connect_s, po->bound);
+	       (unsigned long long)po->agg_posted_recvs, po->aggs_needed, po->agg_cpu_short ? "*" : " ",
+	       po->connect_s, po->bound);
 }
 
 int cmd_plan(int argc, char **argv)
@@ -267,6 +276,8 @@ int cmd_plan(int argc, char **argv)
 			       (unsigned long long)in.chunk, in.window);
 		plan_header();
 	}
+	if (!json)
+		atexit(plan_legend);
 	for (int i = 0; i < nn; i++) {
 		for (int k = 0; k < na; k++) {
 			for (int l = 0; l < nb; l++) {

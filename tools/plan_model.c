@@ -56,8 +56,8 @@
  * | agg_msg_us    | 1.5    | daemon data thread per message, shm (no kernel copy of the stream: the closest to RDMA here): bench/ingest --provider shm --chunk 4K, 1.37 GB/s of 4 KiB contributions = 335 K messages in and as many result sends a second (2026-11-26-simulator.md; an upper bound: 2 shared cores) |
  * | agg_tcp_ns    | 1.5    | aggregator CPU per byte received on tcp, all of it (copies, reduce, messages, sends): 12.1 s per GB of allreduce at W=8, A=8 = 8 GB of ingress, 32 KiB chunks (docs/benchmarks.md, agg-mcast table) |
  * | reduce_gbps   | 45     | f32 sum, one core, 4 MiB: 48.7-50.7 GB/s less a margin (docs/journal/2026-11-22-reduce-kernels.md) |
- * | join_us       | lb_conn_us | one JOIN on a daemon's control thread: bounded by the loopback connect fit's per-process cost |
- * | lb_*          | fit    | plugin_harness bench at N = 8, 24, 48 (calibration; 16, 32, 64 validate), 2026-11-26-simulator.md |
+ * | lb_*          | fit    | plugin_harness bench, N = 4, 8, 24, 48 nodes, M = 2, 8 B and 2 MiB, the fastest of 2-4 runs each (calibration: least squares on the log of the times; N = 16, 32, 64 validate), 2026-11-26-simulator.md |
+ * | lb_conn_sq_us | 4571   | connect on loopback grows as P^2: the slowest node's "connected in" at N = 4, 8, 24, 48, same runs |
  */
 void plan_costs_default(struct plan_costs *c)
 {
@@ -68,14 +68,17 @@ void plan_costs_default(struct plan_costs *c)
 	c->agg_msg_us = 1.5;
 	c->agg_tcp_ns = 1.5;
 	c->reduce_gbps = 45;
-	c->lb_step_us = 20;
-	c->lb_share_us = 1.6;
-	c->lb_agg_msg_us = 8.8;
-	c->lb_byte_ns = 0.8;
-	c->lb_byte_proc = 0.01;
-	c->lb_conn_us = 10000;
-	c->lb_conn_sq_us = 1500;
-	c->join_us = c->lb_conn_us;
+	c->lb_ring_step_us = 13.62;
+	c->lb_ring_share_us = 1.984;
+	c->lb_ring_msg_us = 14.03;
+	c->lb_ring_byte_ns = 0.479;
+	c->lb_ring_byte_proc = 0.0322;
+	c->lb_agg_step_us = 9.54;
+	c->lb_agg_msg_us = 5.84;
+	c->lb_agg_share_us = 0.284;
+	c->lb_agg_byte_ns = 0.614;
+	c->lb_agg_byte_proc = 0.0093;
+	c->lb_conn_sq_us = 4571;
 }
 
 void plan_in_defaults(struct plan_in *in)
@@ -155,18 +158,17 @@ static double dmax(double a, double b)
 	return a > b ? a : b;
 }
 
-/* CPU of one dependent step on the loopback host: wake-up + a round of the
- * other runnable processes. */
-static double lb_round_us(const struct ctx *x)
+/* Loopback: what P runnable processes add to each dependent step, and
+ * the CPU per byte, which grows with the processes on the host (caches,
+ * the scheduler), both shared by K cores. */
+static double lb_procs_k(const struct ctx *x, double per_us)
 {
-	const struct plan_costs *c = &x->in->cost;
-	return c->lb_share_us * x->procs / x->in->cores;
+	return per_us * x->procs / x->in->cores;
 }
 
-static double lb_byte_s(const struct ctx *x)
+static double lb_bytes_s(const struct ctx *x, double ns, double growth)
 {
-	const struct plan_costs *c = &x->in->cost;
-	return c->lb_byte_ns * 1e-9 * (1 + c->lb_byte_proc * x->procs) / x->in->cores;
+	return ns * 1e-9 * (1 + growth * x->procs) / x->in->cores;
 }
 
 /* Messages one aggregator takes in per allreduce (all heads): one of the
@@ -195,8 +197,13 @@ static double ring_s(const struct ctx *x)
 	if (x->n < 2)
 		return 0;
 	if (x->in->loopback) {
-		double steps = 2 * (x->n - 1);
-		return steps * (c->lb_step_us + lb_round_us(x)) * 1e-6 + x->n * x->r * x->s * lb_byte_s(x) +
+		/* 2(N-1) steps; in each, every node sends S/N (ring chunks of
+		 * 512 KiB), through rendezvous above the eager cut (16 KiB) */
+		double seg = x->sh / x->n, msgs = seg > 16384 ? x->n * x->h * ceil(seg / (512 << 10)) : 0;
+		double step = c->lb_ring_step_us + lb_procs_k(x, c->lb_ring_share_us) +
+			      msgs * c->lb_ring_msg_us / x->in->cores;
+		return 2 * (x->n - 1) * step * 1e-6 +
+		       x->n * x->r * x->s * lb_bytes_s(x, c->lb_ring_byte_ns, c->lb_ring_byte_proc) +
 		       (x->n - 1) * x->s / (c->reduce_gbps * 1e9) / x->in->cores;
 	}
 	return 2 * (x->n - 1) * c->hop_us * 1e-6 + x->r * x->s / x->b;
@@ -221,12 +228,12 @@ static void agg_parts(const struct ctx *x, struct agg_parts *p)
 	memset(p, 0, sizeof(*p));
 	if (x->in->loopback) {
 		/* each daemon's data thread takes its messages one at a time, each
-		 * behind a round of the runnable processes; the bytes are copied
+		 * behind what the runnable processes take; the bytes are copied
 		 * through the kernel by all cores */
-		p->lat = 2 * phases * c->lb_step_us * 1e-6;
-		p->cpu = msgs * (c->lb_agg_msg_us + lb_round_us(x)) * 1e-6 / threads /
+		p->lat = 2 * phases * c->lb_agg_step_us * 1e-6;
+		p->cpu = msgs * (c->lb_agg_msg_us + lb_procs_k(x, c->lb_agg_share_us)) * 1e-6 / threads /
 			 fmin(1, (double)x->in->cores / x->m_used);
-		p->node = 2 * x->n * x->s * x->f * lb_byte_s(x) +
+		p->node = 2 * x->n * x->s * x->f * lb_bytes_s(x, c->lb_agg_byte_ns, c->lb_agg_byte_proc) +
 			  x->n * x->s * x->f / (c->reduce_gbps * 1e9) / x->in->cores;
 		p->link = 0;
 		return;
@@ -285,15 +292,16 @@ static double split_s(const struct ctx *x, double a)
 static double connect_s(const struct ctx *x)
 {
 	const struct plan_costs *c = &x->in->cost;
-	double p = x->n * x->h, joins;
+	double p = x->n * x->h;
 
 	if (x->in->loopback)
-		return (p * c->lb_conn_us + p * p * c->lb_conn_sq_us) * 1e-6 / x->in->cores;
-	/* every rank of every job joins every aggregator: one control thread
-	 * takes them in turn; HELLO and JOIN are two round trips; then the
-	 * agreement goes round the ring (2(N-1) hops) */
-	joins = x->h * x->n * (x->levels == 1 ? 1 : 3);
-	return (4 * c->hop_us + joins * c->join_us + 2 * (x->n - 1) * c->hop_us) * 1e-6;
+		return p * p * c->lb_conn_sq_us * 1e-6 / x->in->cores;
+	/* HELLO and JOIN are two round trips to each aggregator (in
+	 * parallel), then the agreement goes round the ring (2(N-1) hops;
+	 * in the tree each job's own, at once). A lower bound: the daemons'
+	 * work per JOIN and per job (buffers) is not measured apart from the
+	 * loopback's, where the processes' CPU dominates (docs/sizing.md) */
+	return (4 * c->hop_us + 2 * (x->n - 1) * c->hop_us) * 1e-6;
 }
 
 int plan_run(const struct plan_in *in0, struct plan_out *o, char *err, int errlen)
@@ -375,13 +383,19 @@ int plan_run(const struct plan_in *in0, struct plan_out *o, char *err, int errle
 	o->t_ring_us = ring_s(&x) * 1e6;
 	o->t_agg_us = agg_s(&x, &o->bound) * 1e6;
 
-	/* the split the plugin starts from: its own model (plugin/split.c),
-	 * with the figures it would have: on loopback the provider gives none
-	 * (25 Gb/s) and every aggregator is on this host */
+	/* the split: the plugin's own model (plugin/split.c) for one head's
+	 * S/H bytes. On loopback with the figures the plugin has there (the
+	 * provider gives none: 25 Gb/s; every aggregator on this host: ring
+	 * or aggregators, never a split), which is where auto starts and what
+	 * the short bench runs measure. On a fabric with each head's share of
+	 * the aggregators, B_a / (H f): the H communicators (and the tree's
+	 * extra bytes) share them, which one head's plugin does not know when
+	 * it starts; the adaptive split measures its way there (within 0.97-1.06
+	 * of the best fixed split: docs/benchmarks.md) */
 	struct split_model sm = {
 		.fixed = SPLIT_AUTO,
 		.link_gbps = in.loopback ? 25 : in.link_gbps,
-		.agg_gbps = in.loopback ? 25 : in.agg_link_gbps,
+		.agg_gbps = in.loopback ? 25 : in.agg_link_gbps / (x.h * x.f),
 		.agg_eff = in.cost.agg_eff,
 		.nranks = in.nodes,
 		.naggs = in.aggs,
@@ -389,28 +403,46 @@ int plan_run(const struct plan_in *in0, struct plan_out *o, char *err, int errle
 		.lat_us = in.cost.hop_us,
 		.shared_host = in.loopback,
 	};
-	o->split_model = split_model_fraction(&sm);
-	o->split = split_fraction(&sm, (size_t)x.sh);
+	o->split_model = split_fraction(&sm, (size_t)x.sh);
+	o->split = o->split_model;
 	o->t_split_us = split_s(&x, o->split_model) * 1e6;
-	o->t_auto_us = split_s(&x, o->split) * 1e6;
+	o->t_auto_us = o->t_split_us;
+	/* on a fabric the adaptive split climbs from there to the best fixed
+	 * split it measures (endpoints included; 0.97-1.06 of the best:
+	 * docs/benchmarks.md): the best of a grid of 1/64 steps, whose time
+	 * this model knows where the plugin's start does not (CPU, the tree) */
+	for (int i = 0; !in.loopback && i <= 64; i++) {
+		double t = split_s(&x, i / 64.0) * 1e6;
+		if (t < o->t_auto_us * (1 - 1e-9)) {
+			o->t_auto_us = t;
+			o->split = i / 64.0;
+		}
+	}
 	o->speedup_vs_ring = o->t_auto_us > 0 ? o->t_ring_us / o->t_auto_us : 0;
 
-	/* the fewest aggregators whose links and CPU keep up with the node
-	 * links at split 1: both fall as M grows, so a bisection over
-	 * [1, 2^20] (0: none does, e.g. a message too small to shard) */
-	o->aggs_needed = 0;
-	for (uint32_t lo = 1, hi = 1u << 20; lo <= hi;) {
-		uint32_t m = lo + (hi - lo) / 2;
+	/* the fewest aggregators that carry everything (split 1) as fast as
+	 * the node links: their links need M >= N H B f / B_a; their CPU
+	 * falls as M grows only while each job's shard spans several chunks
+	 * (every aggregator takes at least one message of every rank of every
+	 * job), so from there M doubles (at most 16 times) until it keeps up;
+	 * when it never does, the link count stays and agg_cpu_short says so */
+	{
 		struct ctx y = x;
 		struct agg_parts p;
-		y.m = m;
-		y.m_used = fmax(1, fmin(m, ceil(x.sh / 64)));
-		agg_parts(&y, &p);
-		if (in.loopback ? p.cpu <= p.node : dmax(p.link, p.cpu) <= p.node * 1.0001) {
-			o->aggs_needed = m;
-			hi = m - 1;
-		} else {
-			lo = m + 1;
+		double ml = ceil(x.n * x.h * in.link_gbps * x.f / in.agg_link_gbps * (1 - 1e-12));
+		if (in.loopback)
+			ml = 1;
+		y.m = ml < 1 ? 1 : ml > (1u << 20) ? (1u << 20) : ml;
+		o->aggs_needed = (uint32_t)y.m;
+		o->agg_cpu_short = true;
+		for (int i = 0; i <= 16 && y.m <= (1u << 20); i++, y.m *= 2) {
+			y.m_used = fmax(1, fmin(y.m, ceil(x.sh / 64)));
+			agg_parts(&y, &p);
+			if (p.cpu <= p.node * 1.0001) {
+				o->aggs_needed = (uint32_t)y.m;
+				o->agg_cpu_short = false;
+				break;
+			}
 		}
 	}
 	o->connect_s = connect_s(&x);

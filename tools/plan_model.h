@@ -23,15 +23,21 @@ struct plan_costs {
 	double agg_msg_us;    /* aggregator data thread, per message (in or out) */
 	double agg_tcp_ns;    /* aggregator CPU per byte received on tcp (all of it) */
 	double reduce_gbps;   /* one core, f32 sum, GB/s of input */
-	double join_us;       /* aggregator control plane, per JOIN */
-	/* loopback (every process on one host of K cores: the CPUs are the limit) */
-	double lb_step_us;    /* fixed part of one dependent step (wake-up, poll) */
-	double lb_share_us;   /* CPU one runnable process takes per scheduling round */
-	double lb_agg_msg_us; /* daemon data thread, per message */
-	double lb_byte_ns;    /* CPU per byte through the loopback (send + receive copy) */
-	double lb_byte_proc;  /* growth of lb_byte_ns per process on the host */
-	double lb_conn_us;    /* connect: CPU per node process */
-	double lb_conn_sq_us; /* connect: CPU per pair of node processes */
+	/* loopback (every process on one host of K cores: the CPUs are the
+	 * limit); P = processes on the host. The ring and the aggregators are
+	 * different code paths (the plugin's ring over p2p; the client and a
+	 * daemon's data thread), each with its own figures */
+	double lb_ring_step_us;  /* a ring step's fixed part (wake-up, poll) */
+	double lb_ring_share_us; /* CPU a runnable process takes per round, per ring step */
+	double lb_ring_msg_us;   /* a ring message above the eager cut (rendezvous) */
+	double lb_ring_byte_ns;  /* CPU per ring byte (send and receive copies) */
+	double lb_ring_byte_proc;/* growth of that per process on the host */
+	double lb_agg_step_us;   /* the aggregator path's fixed part, per phase and way */
+	double lb_agg_msg_us;    /* daemon data thread, per message */
+	double lb_agg_share_us;  /* what a runnable process adds to each of them */
+	double lb_agg_byte_ns;   /* CPU per byte to and from the daemons */
+	double lb_agg_byte_proc; /* growth of that per process on the host */
+	double lb_conn_sq_us;    /* connect: CPU per pair of node processes */
 };
 
 void plan_costs_default(struct plan_costs *c);
@@ -72,8 +78,10 @@ struct plan_out {
 	uint32_t max_job_ranks;/* largest fan-in of any aggregator job: max(F', G) */
 	uint32_t jobs_per_agg; /* collnet jobs each aggregator holds: H (flat), H (2G + F') (tree) */
 	double byte_factor;    /* bytes a node sends per byte of S through the aggregators: 1 or 1 + 2/F' */
-	double split;          /* share to the aggregators that split=auto starts at (plugin/split.c) */
-	double split_model;    /* the bandwidth model's split for large messages */
+	double split;          /* share to the aggregators under split=auto: on loopback where it
+				* starts (plugin/split.c), on a fabric the best this model finds
+				* (where the adaptive split climbs) */
+	double split_model;    /* where the plugin's model starts it (plugin/split.c) */
 	double t_ring_us;      /* the plugin's ring alone */
 	double t_agg_us;       /* the aggregators alone (flat or tree) */
 	double t_split_us;     /* at split_model */
@@ -84,6 +92,7 @@ struct plan_out {
 	uint64_t agg_posted_recvs;/* per aggregator, all jobs */
 	struct plan_grant grant;  /* of the largest job */
 	uint32_t aggs_needed;  /* the fewest aggregators that carry everything (split 1) at the nodes' link speed */
+	bool agg_cpu_short;    /* at no count up to 2^16 x that do their CPUs keep up (per-message costs) */
 	double connect_s;      /* collnet connect */
 };
 

@@ -71,13 +71,18 @@ def main():
             check(b[f] >= a[f], f"{f} falls from {a['bytes']} to {b['bytes']} B: {a[f]} -> {b[f]}")
     # flat: memory and posted receives of one job per head, as the grant
     # (window 8 x chunk 256K x (16 + 1) at N = 16, under the 64 MiB cap)
-    r = rows("--nodes", "16", "--heads", "8", "--aggs", "16", "--link-gbps", "100",
-             "--agg-link-gbps", "100", "--bytes", "256M")[0]
+    r = rows("--nodes", "16", "--heads", "8", "--aggs", "128", "--link-gbps", "100",
+             "--agg-link-gbps", "100", "--bytes", "256M", "--agg-threads", "8")[0]
     sane(r, "N=16 H=8")
     check(r["agg_posted_recvs"] == 8 * 8 * 16, f"posted {r['agg_posted_recvs']}, want 8 heads x 8 x 16")
     check(8 * 8 * (256 << 10) * 17 <= r["agg_mem_bytes"] <= 8 * (8 * (256 << 10) * 17 + 65536),
           f"agg_mem_bytes {r['agg_mem_bytes']}")
-    check(r["split"] == 1 and r["aggs_needed"] == 16 * 8, f"M = N H at equal links: split {r['split']}, needed {r['aggs_needed']}")
+    check(r["split"] == 1 and r["aggs_needed"] == 16 * 8,
+          f"M = N H at equal links (a link per head): split {r['split']}, needed {r['aggs_needed']}")
+    r = rows("--nodes", "16", "--heads", "8", "--aggs", "16", "--link-gbps", "100",
+             "--agg-link-gbps", "100", "--bytes", "256M", "--agg-threads", "8")[0]
+    check(0 < r["split"] < 0.3 and 1 < r["speedup_vs_ring"] < 1.2,
+          f"M = N at equal links, 8 heads: split {r['split']}, speedup {r['speedup_vs_ring']}")
     # the tree: N > F, every job's fan-in <= max(F', G)
     for n, f in ((256, 64), (1024, 64), (4096, 64), (100, 16)):
         r = rows("--nodes", str(n), "--heads", "8", "--aggs", "64", "--link-gbps", "100",
@@ -100,7 +105,7 @@ def main():
     # the table for people
     p = plan("--nodes", "64", "--heads", "8", "--aggs", "16", "--link-gbps", "100", "--agg-link-gbps", "400",
              "--bytes", "64M")
-    check("speedup" in p.stdout and "agg mem" in p.stdout and len(p.stdout.splitlines()) == 3,
+    check("speedup" in p.stdout and "agg mem" in p.stdout and len(p.stdout.splitlines()) == 6,
           f"table: {p.stdout!r}")
     # bad input: exit 64 and a sentence
     for bad in (["--nodes", "1", "--aggs", "1", "--link-gbps", "1", "--agg-link-gbps", "1", "--bytes", "8"],
