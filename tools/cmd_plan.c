@@ -27,11 +27,11 @@ static void plan_usage(FILE *out)
 		"Usage: sumcastctl plan --nodes N --heads H --aggs M --link-gbps B --agg-link-gbps BA\n"
 		"                       --bytes S[,S...] [--fan-in F] [--chunk C] [--window W]\n"
 		"                       [--agg-threads T] [--tcp] [--loopback --cores K] [--json]\n"
-		"Predicts a collnet allreduce of S bytes per node (each of the H heads carries S/H)\n"
-		"from the sizing model (docs/sizing.md): ring, aggregators (flat, or a two-level tree\n"
-		"when N > F), the split split=auto starts at, memory and posted receives per\n"
-		"aggregator, the aggregators needed, connect time. --nodes, --aggs, --bytes take comma\n"
-		"lists (one row each). Sizes: bytes with K, M, G, T.\n"
+		"Predicts a collnet allreduce of S bytes per node (each of the H heads carries S/H\n"
+		"over its own link of B Gb/s) from the sizing model (docs/sizing.md): the ring, the\n"
+		"aggregators alone (flat, or a two-level tree when N > F), split=auto's share and time,\n"
+		"memory and posted receives per aggregator, the aggregators needed, connect time.\n"
+		"--nodes, --aggs, --bytes take comma lists (one row each). Sizes: K, M, G, T.\n"
 		"  --fan-in F        SUMCAST_FAN_IN (64)       --chunk C      SUMCAST_CHUNK_BYTES (256K)\n"
 		"  --window W        SUMCAST_WINDOW (8)        --agg-threads  [data] threads (1)\n"
 		"  --max-inflight C  [job] max-inflight (64M)  --tcp          tcp;ofi_rxm: aggregators copy\n"
@@ -168,19 +168,19 @@ static void plan_header(void)
 
 static void plan_row(const struct plan_in *in, const struct plan_out *po)
 {
-	char b[5][32], tree[32];
+	char b[6][32], tree[32];
 
 	if (po->tree_levels == 1)
 		snprintf(tree, sizeof(tree), "flat %u", in->nodes);
 	else
 		snprintf(tree, sizeof(tree), "%ux%u", po->groups, po->group_size);
-	printf("%6u %5u %5u %9s %-11s %6.3f %7.2fx %10s %10s %10s %10s %9llu %6u%s %8.2fs %-9s\n", in->nodes,
+	printf("%6u %5u %5u %9s %-11s %6.3f %7.2fx %10s %10s %10s %10s %9llu %6u%s %9s %-9s\n", in->nodes,
 	       in->heads, in->aggs, plan_bytes((double)in->bytes, b[0], sizeof(b[0])), tree, po->split,
 	       po->speedup_vs_ring, plan_time(po->t_ring_us, b[1], sizeof(b[1])),
 	       plan_time(po->t_agg_us, b[2], sizeof(b[2])), plan_time(po->t_auto_us, b[3], sizeof(b[3])),
 	       plan_bytes((double)po->agg_mem_bytes, b[4], sizeof(b[4])),
 	       (unsigned long long)po->agg_posted_recvs, po->aggs_needed, po->agg_cpu_short ? "*" : " ",
-	       po->connect_s, po->bound);
+	       plan_time(po->connect_s * 1e6, b[5], sizeof(b[5])), po->bound);
 }
 
 int cmd_plan(int argc, char **argv)
