@@ -34,8 +34,9 @@ static void plan_usage(FILE *out)
 		"--nodes, --aggs, --bytes take comma lists (one row each). Sizes: K, M, G, T.\n"
 		"  --fan-in F        SUMCAST_FAN_IN (64)       --chunk C      SUMCAST_CHUNK_BYTES (256K)\n"
 		"  --window W        SUMCAST_WINDOW (8)        --agg-threads  [data] threads (1)\n"
-		"  --max-inflight C  [job] max-inflight (64M)  --tcp          tcp;ofi_rxm: aggregators copy\n"
-		"                    what they receive (default: RDMA, verbs or efa)\n"
+		"  --max-inflight C  [job] max-inflight (64M)  --mem-budget C [job] memory-budget (1G)\n"
+		"  --rx-queue Q      a data thread's provider receive queue (8192)\n"
+		"  --tcp             tcp;ofi_rxm: aggregators copy what they receive (default: RDMA)\n"
 		"  --loopback        every process on one host of --cores K cores (the costs measured\n"
 		"                    here on tcp loopback); link speeds then not needed\n"
 		"  --json            one JSON object per row\n");
@@ -144,6 +145,8 @@ static void plan_row_json(const struct plan_in *in, const struct plan_out *po)
 	json_object_set_new(j, "job_chunk", json_integer((json_int_t)po->grant.chunk));
 	json_object_set_new(j, "aggs_needed", json_integer(po->aggs_needed));
 	json_object_set_new(j, "agg_cpu_short", json_boolean(po->agg_cpu_short));
+	json_object_set_new(j, "admitted", json_boolean(!po->refused));
+	json_object_set_new(j, "refused", json_string(po->refused ? po->refused : ""));
 	json_object_set_new(j, "connect_s", json_real(round(po->connect_s * 1e4) / 1e4));
 	char *s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
 	if (s)
@@ -156,14 +159,15 @@ static void plan_legend(void)
 {
 	printf("# split: share to the aggregators (auto); speedup: ring / auto; agg mem, recvs: per\n"
 	       "# aggregator, all jobs; needed: aggregators that carry everything at the node links'\n"
-	       "# speed (*: their CPU never keeps up); bound: what limits the aggregators alone\n");
+	       "# speed (*: their CPU never keeps up); bound: what limits the aggregators alone, or\n"
+	       "# why the daemons would refuse the jobs at these settings (memory, receive queue)\n");
 }
 
 static void plan_header(void)
 {
 	printf("%6s %5s %5s %9s %-11s %6s %8s %10s %10s %10s %10s %9s %7s %9s %-9s\n", "nodes", "heads",
 	       "aggs", "bytes", "tree", "split", "speedup", "ring", "aggs only", "auto", "agg mem", "recvs",
-	       "needed", "connect", "bound");
+	       "needed", "connect", "bound / refused");
 }
 
 static void plan_row(const struct plan_in *in, const struct plan_out *po)
@@ -180,7 +184,8 @@ static void plan_row(const struct plan_in *in, const struct plan_out *po)
 	       plan_time(po->t_agg_us, b[2], sizeof(b[2])), plan_time(po->t_auto_us, b[3], sizeof(b[3])),
 	       plan_bytes((double)po->agg_mem_bytes, b[4], sizeof(b[4])),
 	       (unsigned long long)po->agg_posted_recvs, po->aggs_needed, po->agg_cpu_short ? "*" : " ",
-	       plan_time(po->connect_s * 1e6, b[5], sizeof(b[5])), po->bound);
+	       plan_time(po->connect_s * 1e6, b[5], sizeof(b[5])),
+	       po->refused ? po->refused : po->bound);
 }
 
 int cmd_plan(int argc, char **argv)
@@ -197,6 +202,8 @@ int cmd_plan(int argc, char **argv)
 		{ "window", required_argument, NULL, 'w' },
 		{ "agg-threads", required_argument, NULL, 'T' },
 		{ "max-inflight", required_argument, NULL, 'I' },
+		{ "mem-budget", required_argument, NULL, 'B' },
+		{ "rx-queue", required_argument, NULL, 'Q' },
 		{ "tcp", no_argument, NULL, 'r' },
 		{ "loopback", no_argument, NULL, 'L' },
 		{ "cores", required_argument, NULL, 'K' },
@@ -224,6 +231,8 @@ int cmd_plan(int argc, char **argv)
 		case 'w': in.window = (uint32_t)plan_num("--window", optarg, 1, 1024); break;
 		case 'T': in.agg_threads = (uint32_t)plan_num("--agg-threads", optarg, 1, 256); break;
 		case 'I': in.max_inflight = plan_size("--max-inflight", optarg); break;
+		case 'B': in.mem_budget = plan_size("--mem-budget", optarg); break;
+		case 'Q': in.rx_queue = (uint32_t)plan_num("--rx-queue", optarg, 16, 1 << 24); break;
 		case 'r': in.tcp = true; break;
 		case 'L': in.loopback = true; break;
 		case 'K': in.cores = (uint32_t)plan_num("--cores", optarg, 1, 4096); break;

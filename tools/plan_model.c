@@ -99,6 +99,10 @@ void plan_in_defaults(struct plan_in *in)
 		in->agg_threads = 1;
 	if (!in->cores)
 		in->cores = 1;
+	if (!in->mem_budget)
+		in->mem_budget = 1ull << 30;
+	if (!in->rx_queue)
+		in->rx_queue = 8192;
 	if (in->cost.link_eff <= 0)
 		plan_costs_default(&in->cost);
 }
@@ -446,5 +450,17 @@ int plan_run(const struct plan_in *in0, struct plan_out *o, char *err, int errle
 		}
 	}
 	o->connect_s = connect_s(&x);
+
+	/* admission at the daemons' settings (README "Memory", "Receive
+	 * queue"): jobs spread evenly over the data threads */
+	{
+		double threads = fmax(1, fmin(in.agg_threads, x.h * x.jobs));
+		uint32_t keep = in.rx_queue / 4 < 256 ? in.rx_queue / 4 : 256;
+		o->refused = NULL;
+		if (o->agg_mem_bytes > in.mem_budget || o->grant.mem_bytes > in.mem_budget / 2)
+			o->refused = "memory";
+		else if ((double)o->agg_posted_recvs / threads > in.rx_queue - keep)
+			o->refused = "receive queue";
+	}
 	return 0;
 }

@@ -55,6 +55,8 @@ struct plan_in {
 	uint64_t max_inflight; /* the daemons' [job] max-inflight (64 MiB) */
 	uint64_t min_chunk;    /* the daemons' [job] min-chunk (16 KiB) */
 	uint32_t agg_threads;  /* data threads per aggregator ([data] threads) */
+	uint64_t mem_budget;   /* [job] memory-budget (1 GiB) */
+	uint32_t rx_queue;     /* a data thread's provider receive queue (8192) */
 	bool wide_types;       /* f16/bf16 among the job's types: + 2 buffers (the plugin joins with all) */
 	bool tcp;              /* tcp;ofi_rxm: the aggregator copies what it receives (else RDMA: verbs, efa) */
 	bool loopback;         /* every process on one host of `cores` cores */
@@ -93,6 +95,11 @@ struct plan_out {
 	struct plan_grant grant;  /* of the largest job */
 	uint32_t aggs_needed;  /* the fewest aggregators that carry everything (split 1) at the nodes' link speed */
 	bool agg_cpu_short;    /* at no count up to 2^16 x that do their CPUs keep up (per-message costs) */
+	/* whether the daemons admit the jobs at these settings: NULL, or why
+	 * not ("memory": over the budget, or one job over half of it;
+	 * "receive queue": a data thread's jobs post more than its queue less
+	 * the quarter, at most 256, kept for foreign messages) */
+	const char *refused;
 	double connect_s;      /* collnet connect */
 };
 

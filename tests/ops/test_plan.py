@@ -83,6 +83,15 @@ def main():
              "--agg-link-gbps", "100", "--bytes", "256M", "--agg-threads", "8")[0]
     check(0 < r["split"] < 0.3 and 1 < r["speedup_vs_ring"] < 1.2,
           f"M = N at equal links, 8 heads: split {r['split']}, speedup {r['speedup_vs_ring']}")
+    check(r.get("admitted") is True and r.get("refused") == "", f"N=16 H=8 admitted: {r.get('refused')!r}")
+    # one job of 4,096 ranks: 2 x 16 KiB x 4,096 posted on one data thread
+    # is more than its queue (8192 less 256); 8 of them, over the budget
+    r = rows("--nodes", "4096", "--heads", "1", "--aggs", "64", "--link-gbps", "100",
+             "--agg-link-gbps", "100", "--bytes", "1G", "--fan-in", "4096")[0]
+    check(r.get("admitted") is False and r.get("refused") == "receive queue", f"N=4096 H=1: {r.get('refused')!r}")
+    r = rows("--nodes", "4096", "--heads", "8", "--aggs", "64", "--link-gbps", "100",
+             "--agg-link-gbps", "100", "--bytes", "1G", "--fan-in", "4096", "--agg-threads", "8")[0]
+    check(r.get("admitted") is False and r.get("refused") == "memory", f"N=4096 H=8: {r.get('refused')!r}")
     # the tree: N > F, every job's fan-in <= max(F', G)
     for n, f in ((256, 64), (1024, 64), (4096, 64), (100, 16)):
         r = rows("--nodes", str(n), "--heads", "8", "--aggs", "64", "--link-gbps", "100",
@@ -105,7 +114,7 @@ def main():
     # the table for people
     p = plan("--nodes", "64", "--heads", "8", "--aggs", "16", "--link-gbps", "100", "--agg-link-gbps", "400",
              "--bytes", "64M")
-    check("speedup" in p.stdout and "agg mem" in p.stdout and len(p.stdout.splitlines()) == 6,
+    check("speedup" in p.stdout and "agg mem" in p.stdout and len(p.stdout.splitlines()) == 7,
           f"table: {p.stdout!r}")
     # bad input: exit 64 and a sentence
     for bad in (["--nodes", "1", "--aggs", "1", "--link-gbps", "1", "--agg-link-gbps", "1", "--bytes", "8"],

@@ -225,6 +225,31 @@ static void split_and_speedup(void **state)
 	assert_true(o.aggs_needed > 4);
 }
 
+/* Admission at the daemons' defaults: 1 GiB budget (a job at most half),
+ * a receive queue of 8192 less 256 per data thread. */
+static void admission(void **state)
+{
+	(void)state;
+	struct plan_in in = fabric(16, 1, 4, 100, 100, 1 << 20);
+	struct plan_out o = run(&in);
+	assert_null(o.refused);
+	in = fabric(4096, 1, 64, 100, 100, 1 << 20);
+	in.fan_in = 4096; /* flat: 2 x 16 KiB x 4096 = 8192 receives on one thread */
+	o = run(&in);
+	assert_int_equal(o.agg_posted_recvs, 8192);
+	assert_string_equal(o.refused, "receive queue");
+	in.rx_queue = 16384;
+	o = run(&in);
+	assert_null(o.refused);
+	in.heads = 8; /* 8 jobs of 128 MiB: over 1 GiB */
+	in.agg_threads = 8;
+	o = run(&in);
+	assert_string_equal(o.refused, "memory");
+	in.mem_budget = 2ull << 30;
+	o = run(&in);
+	assert_null(o.refused);
+}
+
 static void refuses_bad_input(void **state)
 {
 	struct plan_out o;
@@ -251,7 +276,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(monotonic_in_bytes), cmocka_unit_test(tree_shape_and_bytes),
 		cmocka_unit_test(grant_and_memory),   cmocka_unit_test(ring_formula),
-		cmocka_unit_test(split_and_speedup),  cmocka_unit_test(refuses_bad_input),
+		cmocka_unit_test(split_and_speedup),  cmocka_unit_test(admission),
+		cmocka_unit_test(refuses_bad_input),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
