@@ -1,8 +1,8 @@
 /* The sizing model (plan_model.h, docs/sizing.md).
  *
  * Fabric mode: the links are the limit. For an allreduce of S bytes per
- * node over N nodes (H communicators per node, each carrying S/H, all at
- * once on the same links), M aggregators:
+ * node over N nodes (H communicators per node, each an allreduce of S/H,
+ * the --bytes figure, all at once on their links), M aggregators:
  *  - B is one head's link (each head has its NIC, as on GPU nodes with a
  *    NIC per GPU; with H = 1 the node's link): a node moves S over H B;
  *  - ring (the plugin's): 2(N-1) steps of S/N: 2(N-1) hop + r S / (H B),
@@ -24,8 +24,7 @@
  *  - split at a: both paths' latencies (they share the node's queues, as
  *    plugin/split.h says) + the slowest of the node link's (a f + (1-a) r)
  *    S / B and the aggregators' a x (link / agg_eff, CPU);
- *  - auto: the share plugin/split.c's split_fraction picks for one head's
- *    S/H bytes (what the plugin starts from), at this model's time.
+ *  - auto: the best split (see plan_run).
  *
  * Loopback mode (every process on one host of K cores): the cores are the
  * limit. P = N H + M processes; a dependent step (a ring hop, one message
@@ -345,8 +344,11 @@ int plan_run(const struct plan_in *in0, struct plan_out *o, char *err, int errle
 	x.n = in.nodes;
 	x.h = in.heads;
 	x.m = in.aggs;
-	x.s = (double)in.bytes;
-	x.sh = x.s / x.h;
+	/* --bytes is one communicator's allreduce (each head's: what the
+	 * plugin's iallreduce gets, NCCL's S / H under CollNet Direct); a node
+	 * moves H of them at once */
+	x.sh = (double)in.bytes;
+	x.s = x.sh * x.h;
 	x.r = 2 * (x.n - 1) / x.n;
 	plan_tree_shape(in.nodes, in.fan_in, &x.groups, &x.gsize);
 	x.levels = x.groups > 1 ? 2 : 1;

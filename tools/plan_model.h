@@ -48,7 +48,7 @@ struct plan_in {
 	uint32_t aggs;         /* M */
 	double link_gbps;      /* B: one head's link (a NIC per GPU; H = 1: the node's) */
 	double agg_link_gbps;  /* B_a: one aggregator's link */
-	uint64_t bytes;        /* S: the allreduce, per node (each head carries S/H) */
+	uint64_t bytes;        /* one communicator's (head's) allreduce: S/H of a node's S */
 	uint32_t fan_in;       /* F: SUMCAST_FAN_IN (64) */
 	uint64_t chunk;        /* SUMCAST_CHUNK_BYTES (256 KiB) */
 	uint32_t window;       /* SUMCAST_WINDOW (8) */
