@@ -106,6 +106,12 @@ void plan_in_defaults(struct plan_in *in)
 		plan_costs_default(&in->cost);
 }
 
+/* Sums of grants over many jobs in double, then back (never wraps). */
+static uint64_t clamp_u64(double v)
+{
+	return v >= 1.8e19 ? UINT64_MAX : (uint64_t)v;
+}
+
 static uint64_t bookkeeping(uint32_t n, uint32_t w)
 {
 	/* the daemon's own per-job charge (README, "Memory") */
@@ -326,12 +332,17 @@ int plan_run(const struct plan_in *in0, struct plan_out *o, char *err, int errle
 		BAD("bytes %llu: 1 to 1T", (unsigned long long)in.bytes);
 	if (in.fan_in < 2)
 		BAD("fan-in %u: at least 2", in.fan_in);
-	if (in.nodes > in.fan_in * in.fan_in)
-		BAD("nodes %u: two levels at fan-in %u reach %u", in.nodes, in.fan_in, in.fan_in * in.fan_in);
+	if (in.nodes > (uint64_t)in.fan_in * in.fan_in)
+		BAD("nodes %u: two levels at fan-in %u reach %llu", in.nodes, in.fan_in,
+		    (unsigned long long)in.fan_in * in.fan_in);
 	if (in.chunk < 64 || in.chunk % 8 || in.chunk > (64u << 20))
 		BAD("chunk %llu: a multiple of 8 from 64 B to 64 MiB", (unsigned long long)in.chunk);
 	if (in.window < 1 || in.window > 1024)
 		BAD("window %u: 1 to 1024", in.window);
+	if (in.max_inflight < 4096 || in.max_inflight > (1ull << 40))
+		BAD("max-inflight %llu: 4K to 1T", (unsigned long long)in.max_inflight);
+	if (in.min_chunk < 8 || in.min_chunk > in.chunk)
+		BAD("min-chunk %llu: 8 B to the chunk", (unsigned long long)in.min_chunk);
 	if (!in.loopback && (!(in.link_gbps > 0 && in.link_gbps <= 1e5) ||
 			     !(in.agg_link_gbps > 0 && in.agg_link_gbps <= 1e5)))
 		BAD("link speeds: above 0 and at most 100000 Gb/s");
@@ -366,16 +377,16 @@ int plan_run(const struct plan_in *in0, struct plan_out *o, char *err, int errle
 	if (x.levels == 1) {
 		plan_grant(&in, in.nodes, &g);
 		o->grant = g;
-		o->agg_mem_bytes = (uint64_t)in.heads * g.mem_bytes;
-		o->agg_posted_recvs = (uint64_t)in.heads * g.posted_recvs;
+		o->agg_mem_bytes = clamp_u64(x.h * (double)g.mem_bytes);
+		o->agg_posted_recvs = clamp_u64(x.h * (double)g.posted_recvs);
 	} else {
 		struct plan_grant gg;
 		plan_grant(&in, x.gsize, &g);
 		plan_grant(&in, x.groups, &gg);
 		o->grant = x.gsize >= x.groups ? g : gg;
-		o->agg_mem_bytes = (uint64_t)in.heads * (2ull * x.groups * g.mem_bytes + (uint64_t)x.gsize * gg.mem_bytes);
+		o->agg_mem_bytes = clamp_u64(x.h * (2.0 * x.groups * (double)g.mem_bytes + (double)x.gsize * (double)gg.mem_bytes));
 		o->agg_posted_recvs =
-			(uint64_t)in.heads * (2ull * x.groups * g.posted_recvs + (uint64_t)x.gsize * gg.posted_recvs);
+			clamp_u64(x.h * (2.0 * x.groups * (double)g.posted_recvs + (double)x.gsize * (double)gg.posted_recvs));
 	}
 	x.chunk = (double)o->grant.chunk;
 
