@@ -111,6 +111,14 @@ def main():
     for r in rs:
         sane(r, f"loopback N={r.get('nodes')} {r.get('bytes')} B")
         check(r.get("loopback") is True and r.get("cores") == 2, "loopback row says so")
+    # bench/scale's shape: 8 heads x N node processes on this host; more
+    # processes never make it faster
+    rs = rows("--nodes", "8,16", "--heads", "8", "--aggs", "2", "--bytes", "8,2M", "--loopback", "--cores", "2")
+    check(len(rs) == 4, f"loopback 8 heads rows {len(rs)}")
+    for r in rs:
+        sane(r, f"loopback N={r.get('nodes')} H=8 {r.get('bytes')} B")
+    check(rs[2]["t_agg_us"] > rs[0]["t_agg_us"] and rs[3]["t_ring_us"] > rs[1]["t_ring_us"],
+          "loopback: 16 x 8 processes slower than 8 x 8")
     # the table for people
     p = plan("--nodes", "64", "--heads", "8", "--aggs", "16", "--link-gbps", "100", "--agg-link-gbps", "400",
              "--bytes", "64M")
