@@ -1,20 +1,20 @@
 /* The sizing model (plan_model.h, docs/sizing.md).
  *
- * Fabric mode: the links are the limit. For an allreduce of S bytes per
- * node over N nodes (H communicators per node, each an allreduce of S/H,
- * the --bytes figure, all at once on their links), M aggregators:
- *  - B is one head's link (each head has its NIC, as on GPU nodes with a
- *    NIC per GPU; with H = 1 the node's link): a node moves S over H B;
- *  - ring (the plugin's): 2(N-1) steps of S/N: 2(N-1) hop + r S / (H B),
- *    r = 2(N-1)/N;
+ * Fabric mode: the links are the limit. N nodes, H communicators per node
+ * (CollNet heads), each an allreduce of S bytes (--bytes) on its own link
+ * of B (a NIC per GPU; H = 1: the node's link), all at once; M aggregators
+ * with links of B_a, shared by the H communicators:
+ *  - ring (the plugin's, one per head): 2(N-1) steps of S/N:
+ *    2(N-1) hop + r S / B, r = 2(N-1)/N;
  *  - aggregators, flat: latency 2 hop + one chunk's store-and-forward
  *    through a node link and an aggregator link, then the slowest of
- *      a node's links:      S f / (H B)       (f = 1 flat, 1 + 2/F' tree)
- *      an aggregator link:  N S f / (M B_a)   (ingress; unicast egress is
+ *      a head's link:       S f / B           (f = 1 flat, 1 + 2/F' tree)
+ *      an aggregator link:  N H S f / (M B_a) (ingress; unicast egress is
  *                                              never more: full duplex)
- *      an aggregator's CPU: its messages x per-message cost + its input
- *                           bytes x (receive copy + 1 / reduce rate),
- *                           spread over min(data threads, jobs) threads
+ *      an aggregator's CPU: RDMA, its messages x per-message cost + its
+ *                           input bytes / reduce rate; tcp, its input
+ *                           bytes x the measured CPU per byte; spread over
+ *                           min(data threads, jobs) threads
  *    (B and B_a times the links' measured efficiency);
  *  - the tree (N > F): reduce-scatter in groups of F', allreduce of each
  *    shard among its G owners, allgather in the group, each a job of its
@@ -22,17 +22,18 @@
  *    requests overlap and the busiest resource sets the pace (f above);
  *    latency three phases of 2 hops;
  *  - split at a: both paths' latencies (they share the node's queues, as
- *    plugin/split.h says) + the slowest of the node link's (a f + (1-a) r)
+ *    plugin/split.h says) + the slowest of a head link's (a f + (1-a) r)
  *    S / B and the aggregators' a x (link / agg_eff, CPU);
  *  - auto: the best split (see plan_run).
  *
  * Loopback mode (every process on one host of K cores): the cores are the
- * limit. P = N H + M processes; a dependent step (a ring hop, one message
- * of the daemon's serial loop) costs a fixed wake-up plus a round of the
- * other runnable processes' shares, P x share / K (processor sharing); the
+ * limit. P = N H + M processes. The ring and the aggregators are different
+ * code paths, each with its own figures: a dependent step (a ring step,
+ * one message of a daemon's serial loop) costs a fixed part plus what the
+ * other runnable processes take, P x share / K (processor sharing); the
  * bytes cost CPU copying through the kernel, byte_ns x (1 + byte_proc x P)
  * per byte (cache and scheduler pressure grow with the processes), shared
- * by K cores.
+ * by the K cores.
  *
  * Aggregator memory and posted receives follow the daemons' in-flight cap
  * (plan_grant). */
@@ -55,7 +56,7 @@
  * | agg_msg_us    | 1.5    | daemon data thread per message, shm (no kernel copy of the stream: the closest to RDMA here): bench/ingest --provider shm --chunk 4K, 1.37 GB/s of 4 KiB contributions = 335 K messages in and as many result sends a second (2026-11-26-simulator.md; an upper bound: 2 shared cores) |
  * | agg_tcp_ns    | 1.5    | aggregator CPU per byte received on tcp, all of it (copies, reduce, messages, sends): 12.1 s per GB of allreduce at W=8, A=8 = 8 GB of ingress, 32 KiB chunks (docs/benchmarks.md, agg-mcast table) |
  * | reduce_gbps   | 45     | f32 sum, one core, 4 MiB: 48.7-50.7 GB/s less a margin (docs/journal/2026-11-22-reduce-kernels.md) |
- * | lb_*          | fit    | plugin_harness bench, N = 4, 8, 24, 48 nodes, M = 2, 8 B and 2 MiB, the fastest of 2-4 runs each (calibration: least squares on the log of the times; N = 16, 32, 64 validate), 2026-11-26-simulator.md |
+ * | lb_*          | fit    | plugin_harness bench, N = 4, 8, 24, 48 nodes, M = 2, 8 B and 2 MiB, the fastest of 1-6 runs each (calibration: least squares on the log of the times; N = 16, 32, 64 validate), 2026-11-26-simulator.md |
  * | lb_conn_sq_us | 4571   | connect on loopback grows as P^2: the slowest node's "connected in" at N = 4, 8, 24, 48, same runs |
  */
 void plan_costs_default(struct plan_costs *c)
@@ -69,14 +70,14 @@ void plan_costs_default(struct plan_costs *c)
 	c->reduce_gbps = 45;
 	c->lb_ring_step_us = 13.62;
 	c->lb_ring_share_us = 1.984;
-	c->lb_ring_msg_us = 14.03;
-	c->lb_ring_byte_ns = 0.479;
-	c->lb_ring_byte_proc = 0.0322;
-	c->lb_agg_step_us = 9.54;
-	c->lb_agg_msg_us = 5.84;
-	c->lb_agg_share_us = 0.284;
-	c->lb_agg_byte_ns = 0.614;
-	c->lb_agg_byte_proc = 0.0093;
+	c->lb_ring_msg_us = 9.01;
+	c->lb_ring_byte_ns = 0.477;
+	c->lb_ring_byte_proc = 0.0302;
+	c->lb_agg_step_us = 7.95;
+	c->lb_agg_msg_us = 6.34;
+	c->lb_agg_share_us = 0.242;
+	c->lb_agg_byte_ns = 0.600;
+	c->lb_agg_byte_proc = 0.0083;
 	c->lb_conn_sq_us = 4571;
 }
 
