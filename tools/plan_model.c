@@ -57,7 +57,7 @@
  * | agg_tcp_ns    | 1.5    | aggregator CPU per byte received on tcp, all of it (copies, reduce, messages, sends): 12.1 s per GB of allreduce at W=8, A=8 = 8 GB of ingress, 32 KiB chunks (docs/benchmarks.md, agg-mcast table) |
  * | reduce_gbps   | 45     | f32 sum, one core, 4 MiB: 48.7-50.7 GB/s less a margin (docs/journal/2026-11-22-reduce-kernels.md) |
  * | lb_*          | fit    | plugin_harness bench, N = 4, 8, 24, 48 nodes, M = 2, 8 B and 2 MiB, the fastest of 1-6 runs each (calibration: least squares on the log of the times; N = 16, 32, 64 validate), 2026-11-26-simulator.md |
- * | lb_conn_sq_us | 4571   | connect on loopback grows as P^2: the slowest node's "connected in" at N = 4, 8, 24, 48, same runs |
+ * | lb_conn_sq_us | 4562   | connect on loopback grows as P^2: the slowest node's "connected in" at N = 4, 8, 24, 48, same runs |
  */
 void plan_costs_default(struct plan_costs *c)
 {
@@ -68,17 +68,17 @@ void plan_costs_default(struct plan_costs *c)
 	c->agg_msg_us = 1.5;
 	c->agg_tcp_ns = 1.5;
 	c->reduce_gbps = 45;
-	c->lb_ring_step_us = 13.62;
-	c->lb_ring_share_us = 1.984;
-	c->lb_ring_msg_us = 9.01;
-	c->lb_ring_byte_ns = 0.477;
-	c->lb_ring_byte_proc = 0.0302;
-	c->lb_agg_step_us = 7.95;
-	c->lb_agg_msg_us = 6.34;
-	c->lb_agg_share_us = 0.242;
-	c->lb_agg_byte_ns = 0.600;
-	c->lb_agg_byte_proc = 0.0083;
-	c->lb_conn_sq_us = 4571;
+	c->lb_ring_step_us = 14.94;
+	c->lb_ring_share_us = 1.682;
+	c->lb_ring_msg_us = 7.90;
+	c->lb_ring_byte_ns = 0.475;
+	c->lb_ring_byte_proc = 0.0303;
+	c->lb_agg_step_us = 6.19;
+	c->lb_agg_msg_us = 7.00;
+	c->lb_agg_share_us = 0.161;
+	c->lb_agg_byte_ns = 0.598;
+	c->lb_agg_byte_proc = 0.0086;
+	c->lb_conn_sq_us = 4562;
 }
 
 void plan_in_defaults(struct plan_in *in)
