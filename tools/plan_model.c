@@ -56,7 +56,7 @@
  * | agg_msg_us    | 1.5    | daemon data thread per message, shm (no kernel copy of the stream: the closest to RDMA here): bench/ingest --provider shm --chunk 4K, 1.37 GB/s of 4 KiB contributions = 335 K messages in and as many result sends a second (2026-11-26-simulator.md; an upper bound: 2 shared cores) |
  * | agg_tcp_ns    | 1.5    | aggregator CPU per byte received on tcp, all of it (copies, reduce, messages, sends): 12.1 s per GB of allreduce at W=8, A=8 = 8 GB of ingress, 32 KiB chunks (docs/benchmarks.md, agg-mcast table) |
  * | reduce_gbps   | 45     | f32 sum, one core, 4 MiB: 48.7-50.7 GB/s less a margin (docs/journal/2026-11-22-reduce-kernels.md) |
- * | lb_*          | fit    | plugin_harness bench, N = 4, 8, 24, 48 nodes, M = 2, 8 B and 2 MiB, the fastest of 1-6 runs each (calibration: least squares on the log of the times; N = 16, 32, 64 validate), 2026-11-26-simulator.md |
+ * | lb_*          | fit    | plugin_harness bench, N = 4, 8, 24, 48 nodes, M = 2, 8 B and 2 MiB, the fastest of 1-8 runs each (calibration: least squares on the log of the times; N = 16, 32, 64 validate), 2026-11-26-simulator.md |
  * | lb_conn_sq_us | 4562   | connect on loopback grows as P^2: the slowest node's "connected in" at N = 4, 8, 24, 48, same runs |
  */
 void plan_costs_default(struct plan_costs *c)
