@@ -47,7 +47,9 @@ static void usage(FILE *out)
 		"                  most often last (the straggler) with its mean wait\n"
 		"  top             status + jobs, refreshed every --interval; q or Ctrl-C quits\n"
 		"  config          the daemon's effective configuration\n"
-		"  metrics [PREFIX] the Prometheus text (only families starting with PREFIX)\n\n"
+		"  metrics [PREFIX] the Prometheus text (only families starting with PREFIX)\n"
+		"  plan ...        sizing: aggregators, tree, split, memory and speed-up for a job\n"
+		"                  (asks no daemon; sumcastctl plan --help)\n\n"
 		"Options:\n"
 		"  -H, --host H        daemon's HTTP address (default 127.0.0.1, env SUMCASTCTL_HOST)\n"
 		"  -p, --port P        daemon's HTTP port ([http] port, default 7801, env SUMCASTCTL_PORT)\n"
@@ -129,6 +131,8 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	cmd = argv[optind++];
+	if (!strcmp(cmd, "plan")) /* its own flags; no daemon */
+		return cmd_plan(argc - optind + 1, argv + optind - 1);
 	if (argc - optind > (!strcmp(cmd, "metrics") ? 1 : 0)) {
 		fprintf(stderr, "sumcastctl: unexpected argument %s\n", argv[argc - 1]);
 		return EXIT_USAGE;

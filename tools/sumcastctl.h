@@ -118,4 +118,8 @@ int cmd_top(void);
 int cmd_config(void);
 int cmd_metrics(const char *prefix);
 
+/* ---- cmd_plan.c: the sizing model (plan_model.h); argv[0] is "plan" ---- */
+
+int cmd_plan(int argc, char **argv);
+
 #endif

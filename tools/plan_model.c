@@ -1,0 +1,480 @@
+/* The sizing model (plan_model.h, docs/sizing.md).
+ *
+ * Fabric mode: the links are the limit. N nodes, H communicators per node
+ * (CollNet heads), each an allreduce of S bytes (--bytes) on its own link
+ * of B (a NIC per GPU; H = 1: the node's link), all at once; M aggregators
+ * with links of B_a, shared by the H communicators:
+ *  - ring (the plugin's, one per head): 2(N-1) steps of S/N:
+ *    2(N-1) hop + r S / B, r = 2(N-1)/N;
+ *  - aggregators, flat: latency 2 hop + one chunk's store-and-forward
+ *    through a node link and an aggregator link, then the slowest of
+ *      a head's link:       S f / B           (f = 1 flat, 1 + 2/F' tree)
+ *      an aggregator link:  N H S f / (M B_a) (ingress; unicast egress is
+ *                                              never more: full duplex)
+ *      an aggregator's CPU: RDMA, its messages x per-message cost + its
+ *                           input bytes / reduce rate; tcp, its input
+ *                           bytes x the measured CPU per byte; spread over
+ *                           min(data threads, jobs) threads
+ *    (B and B_a times the links' measured efficiency);
+ *  - the tree (N > F): reduce-scatter in groups of F', allreduce of each
+ *    shard among its G owners, allgather in the group, each a job of its
+ *    own; NCCL keeps requests in flight, so the three phases of successive
+ *    requests overlap and the busiest resource sets the pace (f above);
+ *    latency three phases of 2 hops;
+ *  - split at a: both paths' latencies (they share the node's queues, as
+ *    plugin/split.h says) + the slowest of a head link's (a f + (1-a) r)
+ *    S / B and the aggregators' a x (link / agg_eff, CPU);
+ *  - auto: the best split (see plan_run).
+ *
+ * Loopback mode (every process on one host of K cores): the cores are the
+ * limit. P = N H + M processes. The ring and the aggregators are different
+ * code paths, each with its own figures: a dependent step (a ring step,
+ * one message of a daemon's serial loop) costs a fixed part plus what the
+ * other runnable processes take, P x share / K (processor sharing); the
+ * bytes cost CPU copying through the kernel, byte_ns x (1 + byte_proc x P)
+ * per byte (cache and scheduler pressure grow with the processes), shared
+ * by the K cores.
+ *
+ * Aggregator memory and posted receives follow the daemons' in-flight cap
+ * (plan_grant). */
+#include "plan_model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../plugin/split.h"
+
+/* Where each measured constant comes from (docs/journal/2026-11-26-simulator.md
+ * has the commands and the fits):
+ *
+ * | constant      | value  | source |
+ * |---------------|--------|--------|
+ * | link_eff      | 0.957  | emulated cluster linktest: 478.5 of 500 Mbit/s per link (docs/journal/2026-11-22-cluster-agg-efficiency-32k.md, full run) |
+ * | agg_eff       | 0.85   | the split cliff at W=4, A=1 (same entry; SUMCAST_AGG_EFFICIENCY's default) |
+ * | hop_us        | 10     | the plugin's hop figure when the provider reports none (plugin/collnet_listen.c); tcp on loopback measured 6-10 us a hop (fabric_rtt 12.5-20 us, 2026-11-26-simulator.md) |
+ * | agg_msg_us    | 1.5    | daemon data thread per message, shm (no kernel copy of the stream: the closest to RDMA here): bench/ingest --provider shm --chunk 4K, 1.37 GB/s of 4 KiB contributions = 335 K messages in and as many result sends a second (2026-11-26-simulator.md; an upper bound: 2 shared cores) |
+ * | agg_tcp_ns    | 1.5    | aggregator CPU per byte received on tcp, all of it (copies, reduce, messages, sends): 12.1 s per GB of allreduce at W=8, A=8 = 8 GB of ingress, 32 KiB chunks (docs/benchmarks.md, agg-mcast table) |
+ * | reduce_gbps   | 45     | f32 sum, one core, 4 MiB: 48.7-50.7 GB/s less a margin (docs/journal/2026-11-22-reduce-kernels.md) |
+ * | lb_*          | fit    | plugin_harness bench, N = 4, 8, 24, 48 nodes, M = 2, 8 B and 2 MiB, the fastest of 1-8 runs each (calibration: least squares on the log of the times; N = 16, 32, 64 validate), 2026-11-26-simulator.md |
+ * | lb_conn_sq_us | 4562   | connect on loopback grows as P^2: the slowest node's "connected in" at N = 4, 8, 24, 48, same runs |
+ */
+void plan_costs_default(struct plan_costs *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->link_eff = 0.957;
+	c->agg_eff = 0.85;
+	c->hop_us = 10;
+	c->agg_msg_us = 1.5;
+	c->agg_tcp_ns = 1.5;
+	c->reduce_gbps = 45;
+	c->lb_ring_step_us = 14.94;
+	c->lb_ring_share_us = 1.682;
+	c->lb_ring_msg_us = 7.90;
+	c->lb_ring_byte_ns = 0.475;
+	c->lb_ring_byte_proc = 0.0303;
+	c->lb_agg_step_us = 6.19;
+	c->lb_agg_msg_us = 7.00;
+	c->lb_agg_share_us = 0.161;
+	c->lb_agg_byte_ns = 0.598;
+	c->lb_agg_byte_proc = 0.0086;
+	c->lb_conn_sq_us = 4562;
+}
+
+void plan_in_defaults(struct plan_in *in)
+{
+	if (!in->heads)
+		in->heads = 1;
+	if (!in->fan_in)
+		in->fan_in = 64;
+	if (!in->chunk)
+		in->chunk = 256 << 10;
+	if (!in->window)
+		in->window = 8;
+	if (!in->max_inflight)
+		in->max_inflight = 64ull << 20;
+	if (!in->min_chunk)
+		in->min_chunk = 16 << 10;
+	if (!in->agg_threads)
+		in->agg_threads = 1;
+	if (!in->cores)
+		in->cores = 1;
+	if (!in->mem_budget)
+		in->mem_budget = 1ull << 30;
+	if (!in->rx_queue)
+		in->rx_queue = 8192;
+	if (in->cost.link_eff <= 0)
+		plan_costs_default(&in->cost);
+}
+
+/* Sums of grants over many jobs in double, then back (never wraps). */
+static uint64_t clamp_u64(double v)
+{
+	return v >= 1.8e19 ? UINT64_MAX : (uint64_t)v;
+}
+
+static uint64_t bookkeeping(uint32_t n, uint32_t w)
+{
+	/* the daemon's own per-job charge (README, "Memory") */
+	return 680 + 184ull * n + (uint64_t)w * (88 + 184ull * n);
+}
+
+void plan_grant(const struct plan_in *in, uint32_t n, struct plan_grant *g)
+{
+	uint64_t cap = in->max_inflight, c = in->chunk, w;
+
+	if (n < 1)
+		n = 1;
+	/* w = min(requested, max(2, floor(cap / (c N)))); while 2 c N is still
+	 * above the cap, c halves (a multiple of 8) down to min-chunk; what
+	 * is left above the cap is admitted if the budget allows */
+	w = cap / (c * n);
+	if (w < 2)
+		w = 2;
+	if (w > in->window)
+		w = in->window;
+	while (w == 2 && 2 * c * n > cap && c / 2 >= in->min_chunk && (c / 2) % 8 == 0)
+		c /= 2;
+	g->window = (uint32_t)w;
+	g->chunk = c;
+	g->mem_bytes = w * c * (n + (in->wide_types ? 2 : 1)) + bookkeeping(n, (uint32_t)w);
+	g->posted_recvs = w * n;
+}
+
+void plan_tree_shape(uint32_t n, uint32_t fan_in, uint32_t *groups, uint32_t *group_size)
+{
+	uint32_t g = fan_in && n > fan_in ? (n + fan_in - 1) / fan_in : 1;
+
+	*groups = g;
+	*group_size = (n + g - 1) / g;
+}
+
+/* ---- the pieces ---- */
+
+struct ctx {
+	const struct plan_in *in;
+	double n, h, m, s, sh;   /* nodes, heads, aggs, bytes, bytes per head */
+	double r, f;             /* ring factor, tree byte factor */
+	double b, ba;            /* bytes/s of a node link, an aggregator link */
+	double m_used;           /* aggregators a head's bytes are sharded over */
+	double chunk;            /* bytes per aggregator message */
+	double procs;            /* loopback: processes on the host */
+	uint32_t levels, groups, gsize;
+	double jobs;             /* collnet jobs per communicator */
+};
+
+static double dmax(double a, double b)
+{
+	return a > b ? a : b;
+}
+
+/* Loopback: what P runnable processes add to each dependent step, and
+ * the CPU per byte, which grows with the processes on the host (caches,
+ * the scheduler), both shared by K cores. */
+static double lb_procs_k(const struct ctx *x, double per_us)
+{
+	return per_us * x->procs / x->in->cores;
+}
+
+static double lb_bytes_s(const struct ctx *x, double ns, double growth)
+{
+	return ns * 1e-9 * (1 + growth * x->procs) / x->in->cores;
+}
+
+/* Messages one aggregator takes in per allreduce (all heads): one of the
+ * m_used a head's bytes are sharded over (aligned ranges: a small message
+ * goes to fewer than M). */
+static double agg_msgs_in(const struct ctx *x)
+{
+	double per = ceil(x->sh / x->m_used / x->chunk);
+
+	if (per < 1)
+		per = 1;
+	if (x->levels == 1)
+		return x->n * x->h * per;
+	/* reduce-scatter: the head's bytes; allreduce and allgather: a shard
+	 * of 1/F' each */
+	double sub = ceil(x->sh / x->gsize / x->m_used / x->chunk);
+	if (sub < 1)
+		sub = 1;
+	return x->n * x->h * (per + 2 * sub);
+}
+
+static double ring_s(const struct ctx *x)
+{
+	const struct plan_costs *c = &x->in->cost;
+
+	if (x->n < 2)
+		return 0;
+	if (x->in->loopback) {
+		/* 2(N-1) steps; in each, every node sends S/N (ring chunks of
+		 * 512 KiB), through rendezvous above the eager cut (16 KiB) */
+		double seg = x->sh / x->n, msgs = seg > 16384 ? x->n * x->h * ceil(seg / (512 << 10)) : 0;
+		double step = c->lb_ring_step_us + lb_procs_k(x, c->lb_ring_share_us) +
+			      msgs * c->lb_ring_msg_us / x->in->cores;
+		return 2 * (x->n - 1) * step * 1e-6 +
+		       x->n * x->r * x->s * lb_bytes_s(x, c->lb_ring_byte_ns, c->lb_ring_byte_proc) +
+		       (x->n - 1) * x->s / (c->reduce_gbps * 1e9) / x->in->cores;
+	}
+	return 2 * (x->n - 1) * c->hop_us * 1e-6 + x->r * x->s / x->b;
+}
+
+/* The aggregator path's pieces at split 1: latency, node link, aggregator
+ * link, aggregator CPU (seconds). */
+struct agg_parts {
+	double lat, node, link, cpu;
+};
+
+static void agg_parts(const struct ctx *x, struct agg_parts *p)
+{
+	const struct plan_costs *c = &x->in->cost;
+	double phases = x->levels == 1 ? 1 : 3;
+	double in_bytes = x->n * x->s * x->f / x->m_used; /* one aggregator's input */
+	double msgs = 2 * agg_msgs_in(x);             /* in and out (unicast) */
+	double jobs = x->h * x->jobs;
+	double threads = dmax(1, fmin(x->in->agg_threads, jobs));
+	double cchunk = fmin(x->chunk, x->sh / x->m_used);
+
+	memset(p, 0, sizeof(*p));
+	if (x->in->loopback) {
+		/* each daemon's data thread takes its messages one at a time, each
+		 * behind what the runnable processes take; the bytes are copied
+		 * through the kernel by all cores */
+		p->lat = 2 * phases * c->lb_agg_step_us * 1e-6;
+		p->cpu = msgs * (c->lb_agg_msg_us + lb_procs_k(x, c->lb_agg_share_us)) * 1e-6 / threads /
+			 fmin(1, (double)x->in->cores / x->m_used);
+		p->node = 2 * x->n * x->s * x->f * lb_bytes_s(x, c->lb_agg_byte_ns, c->lb_agg_byte_proc) +
+			  x->n * x->s * x->f / (c->reduce_gbps * 1e9) / x->in->cores;
+		p->link = 0;
+		return;
+	}
+	p->lat = phases * (2 * c->hop_us * 1e-6 + cchunk / x->b + cchunk / x->ba);
+	p->node = x->s * x->f / x->b;
+	p->link = in_bytes / x->ba;
+	/* tcp: the measured CPU per byte received covers it all (receive
+	 * copies, reduce, messages, result sends); RDMA: per message and the
+	 * reduce */
+	if (x->in->tcp)
+		p->cpu = in_bytes * c->agg_tcp_ns * 1e-9 / threads;
+	else
+		p->cpu = (msgs * c->agg_msg_us * 1e-6 + in_bytes / (c->reduce_gbps * 1e9)) / threads;
+}
+
+static double agg_s(const struct ctx *x, const char **bound)
+{
+	struct agg_parts p;
+	double t;
+
+	agg_parts(x, &p);
+	if (x->in->loopback) {
+		/* one pool of cores: the daemon's serial messages and the copies
+		 * add up */
+		if (bound)
+			*bound = p.cpu > p.node ? "agg-cpu" : "host-cpu";
+		return p.lat + p.cpu + p.node;
+	}
+	t = dmax(p.node, dmax(p.link, p.cpu));
+	if (bound)
+		*bound = p.lat > t ? "latency"
+			 : t == p.node ? "node-link"
+			 : t == p.link ? "agg-link" : "agg-cpu";
+	return p.lat + t;
+}
+
+static double split_s(const struct ctx *x, double a)
+{
+	struct agg_parts p;
+	const struct plan_costs *c = &x->in->cost;
+	double e = c->agg_eff > 0 && c->agg_eff <= 1 ? c->agg_eff : 1, node, t;
+
+	if (a <= 0)
+		return ring_s(x);
+	if (a >= 1)
+		return agg_s(x, NULL);
+	agg_parts(x, &p);
+	if (x->in->loopback) /* the work of both, on the same cores */
+		return a * agg_s(x, NULL) + (1 - a) * ring_s(x);
+	node = (a * x->f + (1 - a) * x->r) * x->s / x->b;
+	t = dmax(node, a * dmax(p.link / e, p.cpu));
+	return p.lat + 2 * (x->n - 1) * c->hop_us * 1e-6 + t;
+}
+
+static double connect_s(const struct ctx *x)
+{
+	const struct plan_costs *c = &x->in->cost;
+	double p = x->n * x->h;
+
+	if (x->in->loopback)
+		return p * p * c->lb_conn_sq_us * 1e-6 / x->in->cores;
+	/* HELLO and JOIN are two round trips to each aggregator (in
+	 * parallel), then the agreement goes round the ring (2(N-1) hops;
+	 * in the tree each job's own, at once). A lower bound: the daemons'
+	 * work per JOIN and per job (buffers) is not measured apart from the
+	 * loopback's, where the processes' CPU dominates (docs/sizing.md) */
+	return (4 * c->hop_us + 2 * (x->n - 1) * c->hop_us) * 1e-6;
+}
+
+int plan_run(const struct plan_in *in0, struct plan_out *o, char *err, int errlen)
+{
+	struct plan_in in = *in0;
+	struct ctx x;
+	struct plan_grant g;
+
+	plan_in_defaults(&in);
+	memset(o, 0, sizeof(*o));
+#define BAD(...) do { snprintf(err, (size_t)errlen, __VA_ARGS__); return -1; } while (0)
+	if (in.nodes < 2 || in.nodes > 1u << 20)
+		BAD("nodes %u: 2 to %u", in.nodes, 1u << 20);
+	if (in.heads > 64)
+		BAD("heads %u: 1 to 64", in.heads);
+	if (in.aggs < 1 || in.aggs > 1u << 16)
+		BAD("aggs %u: 1 to %u", in.aggs, 1u << 16);
+	if (in.bytes < 1 || in.bytes > (1ull << 40))
+		BAD("bytes %llu: 1 to 1T", (unsigned long long)in.bytes);
+	if (in.fan_in < 2)
+		BAD("fan-in %u: at least 2", in.fan_in);
+	if (in.nodes > (uint64_t)in.fan_in * in.fan_in)
+		BAD("nodes %u: two levels at fan-in %u reach %llu", in.nodes, in.fan_in,
+		    (unsigned long long)in.fan_in * in.fan_in);
+	if (in.chunk < 64 || in.chunk % 8 || in.chunk > (64u << 20))
+		BAD("chunk %llu: a multiple of 8 from 64 B to 64 MiB", (unsigned long long)in.chunk);
+	if (in.window < 1 || in.window > 1024)
+		BAD("window %u: 1 to 1024", in.window);
+	if (in.max_inflight < 4096 || in.max_inflight > (1ull << 40))
+		BAD("max-inflight %llu: 4K to 1T", (unsigned long long)in.max_inflight);
+	if (in.min_chunk < 8 || in.min_chunk > in.chunk)
+		BAD("min-chunk %llu: 8 B to the chunk", (unsigned long long)in.min_chunk);
+	if (!in.loopback && (!(in.link_gbps > 0 && in.link_gbps <= 1e5) ||
+			     !(in.agg_link_gbps > 0 && in.agg_link_gbps <= 1e5)))
+		BAD("link speeds: above 0 and at most 100000 Gb/s");
+	if (in.loopback && (in.cores < 1 || in.cores > 4096))
+		BAD("cores %u: 1 to 4096", in.cores);
+#undef BAD
+
+	memset(&x, 0, sizeof(x));
+	x.in = &in;
+	x.n = in.nodes;
+	x.h = in.heads;
+	x.m = in.aggs;
+	/* --bytes is one communicator's allreduce (each head's: what the
+	 * plugin's iallreduce gets, NCCL's S / H under CollNet Direct); a node
+	 * moves H of them at once */
+	x.sh = (double)in.bytes;
+	x.s = x.sh * x.h;
+	x.r = 2 * (x.n - 1) / x.n;
+	plan_tree_shape(in.nodes, in.fan_in, &x.groups, &x.gsize);
+	x.levels = x.groups > 1 ? 2 : 1;
+	x.f = x.levels == 1 ? 1 : 1 + 2.0 / x.gsize;
+	x.jobs = x.levels == 1 ? 1 : 2.0 * x.groups + x.gsize;
+	/* each head has its own link (one NIC per GPU, as SUMCAST_LINK_GBPS
+	 * is what each head's plugin sees): a node moves S over H of them */
+	x.b = x.h * in.link_gbps * 1e9 / 8 * in.cost.link_eff;
+	x.ba = in.agg_link_gbps * 1e9 / 8 * in.cost.link_eff;
+	x.m_used = fmax(1, fmin(x.m, ceil(x.sh / 64)));
+	x.procs = x.n * x.h + x.m;
+
+	/* grants: flat, one job of N per head; tree, 2G jobs of F' and F'
+	 * jobs of G per head */
+	if (x.levels == 1) {
+		plan_grant(&in, in.nodes, &g);
+		o->grant = g;
+		o->agg_mem_bytes = clamp_u64(x.h * (double)g.mem_bytes);
+		o->agg_posted_recvs = clamp_u64(x.h * (double)g.posted_recvs);
+	} else {
+		struct plan_grant gg;
+		plan_grant(&in, x.gsize, &g);
+		plan_grant(&in, x.groups, &gg);
+		o->grant = x.gsize >= x.groups ? g : gg;
+		o->agg_mem_bytes = clamp_u64(x.h * (2.0 * x.groups * (double)g.mem_bytes + (double)x.gsize * (double)gg.mem_bytes));
+		o->agg_posted_recvs =
+			clamp_u64(x.h * (2.0 * x.groups * (double)g.posted_recvs + (double)x.gsize * (double)gg.posted_recvs));
+	}
+	x.chunk = (double)o->grant.chunk;
+
+	o->tree_levels = x.levels;
+	o->groups = x.groups;
+	o->group_size = x.gsize;
+	o->max_job_ranks = x.levels == 1 ? in.nodes : (x.gsize > x.groups ? x.gsize : x.groups);
+	o->jobs_per_agg = (uint32_t)(in.heads * x.jobs);
+	o->byte_factor = x.f;
+
+	o->t_ring_us = ring_s(&x) * 1e6;
+	o->t_agg_us = agg_s(&x, &o->bound) * 1e6;
+
+	/* the split: the plugin's own model (plugin/split.c) for one head's
+	 * S/H bytes. On loopback with the figures the plugin has there (the
+	 * provider gives none: 25 Gb/s; every aggregator on this host: ring
+	 * or aggregators, never a split), which is where auto starts and what
+	 * the short bench runs measure. On a fabric with each head's share of
+	 * the aggregators, B_a / (H f): the H communicators (and the tree's
+	 * extra bytes) share them, which one head's plugin does not know when
+	 * it starts; the adaptive split measures its way there (within 0.97-1.06
+	 * of the best fixed split: docs/benchmarks.md) */
+	struct split_model sm = {
+		.fixed = SPLIT_AUTO,
+		.link_gbps = in.loopback ? 25 : in.link_gbps,
+		.agg_gbps = in.loopback ? 25 : in.agg_link_gbps / (x.h * x.f),
+		.agg_eff = in.cost.agg_eff,
+		.nranks = in.nodes,
+		.naggs = in.aggs,
+		.small_bytes = 64 << 10,
+		.lat_us = in.cost.hop_us,
+		.shared_host = in.loopback,
+	};
+	o->split_model = split_fraction(&sm, (size_t)x.sh);
+	o->split = o->split_model;
+	o->t_split_us = split_s(&x, o->split_model) * 1e6;
+	o->t_auto_us = o->t_split_us;
+	/* on a fabric the adaptive split climbs from there to the best fixed
+	 * split it measures (endpoints included; 0.97-1.06 of the best:
+	 * docs/benchmarks.md): the best of a grid of 1/64 steps, whose time
+	 * this model knows where the plugin's start does not (CPU, the tree) */
+	for (int i = 0; !in.loopback && i <= 64; i++) {
+		double t = split_s(&x, i / 64.0) * 1e6;
+		if (t < o->t_auto_us * (1 - 1e-9)) {
+			o->t_auto_us = t;
+			o->split = i / 64.0;
+		}
+	}
+	o->speedup_vs_ring = o->t_auto_us > 0 ? o->t_ring_us / o->t_auto_us : 0;
+
+	/* the fewest aggregators that carry everything (split 1) as fast as
+	 * the node links: their links need M >= N H B f / B_a; their CPU
+	 * falls as M grows only while each job's shard spans several chunks
+	 * (every aggregator takes at least one message of every rank of every
+	 * job), so from there M doubles (at most 16 times) until it keeps up;
+	 * when it never does, the link count stays and agg_cpu_short says so */
+	{
+		struct ctx y = x;
+		struct agg_parts p;
+		double ml = ceil(x.n * x.h * in.link_gbps * x.f / in.agg_link_gbps * (1 - 1e-12));
+		if (in.loopback)
+			ml = 1;
+		y.m = ml < 1 ? 1 : ml > (1u << 20) ? (1u << 20) : ml;
+		o->aggs_needed = (uint32_t)y.m;
+		o->agg_cpu_short = true;
+		for (int i = 0; i <= 16 && y.m <= (1u << 20); i++, y.m *= 2) {
+			y.m_used = fmax(1, fmin(y.m, ceil(x.sh / 64)));
+			agg_parts(&y, &p);
+			if (p.cpu <= p.node * 1.0001) {
+				o->aggs_needed = (uint32_t)y.m;
+				o->agg_cpu_short = false;
+				break;
+			}
+		}
+	}
+	o->connect_s = connect_s(&x);
+
+	/* admission at the daemons' settings (README "Memory", "Receive
+	 * queue"): jobs spread evenly over the data threads */
+	{
+		double threads = fmax(1, fmin(in.agg_threads, x.h * x.jobs));
+		uint32_t keep = in.rx_queue / 4 < 256 ? in.rx_queue / 4 : 256;
+		o->refused = NULL;
+		if (o->agg_mem_bytes > in.mem_budget || o->grant.mem_bytes > in.mem_budget / 2)
+			o->refused = "memory";
+		else if ((double)o->agg_posted_recvs / threads > in.rx_queue - keep)
+			o->refused = "receive queue";
+	}
+	return 0;
+}
