@@ -98,21 +98,6 @@ void admit_join(struct conn *c, const struct wire_join *w);
 void admit_rank_added(struct daemon *d, struct dcmd *ev);
 /* LEAVE on c: the rank is gone cleanly, the connection closes. */
 void admit_leave(struct conn *c, const struct wire_leave *l);
-/* The in-flight cap ([job] max-inflight, docs/daemon.md "Admission"):
- * from the window (already capped by max-window x weight) and chunk
- * (already capped by max-chunk) a job asks for, the window and chunk it is
- * granted so that window x chunk x nranks <= cap where the floors allow.
- * The window comes down first, to floor(cap / (chunk x nranks)) but not
- * under 2 (nor above what was asked); while 2 x chunk x nranks is still
- * above the cap the chunk halves (a multiple of 8), not under min_chunk
- * and, for a sealed job (sealed), staying above 2 x JOB_SEAL_ROOM; a job
- * that asked for less than min_chunk keeps its chunk. Pure arithmetic
- * (tests/unit/test_admit.c). */
-struct admit_grant {
-	uint32_t window, chunk;
-};
-struct admit_grant admit_grant(uint32_t window, uint32_t chunk, uint32_t nranks, uint64_t cap,
-			       uint64_t min_chunk, bool sealed);
 
 /* ---- ctl_job.c: job lifecycle (job.h: who calls what) ---- */
 

@@ -11,35 +11,11 @@
 #include "fabric.h"
 #include "log.h"
 #include "mcast_link.h"
+#include "grant.h"
 #include "notify.h"
 #include "reduce.h"
 
 static const uint32_t MASK16 = (1u << SC_F16) | (1u << SC_BF16);
-
-struct admit_grant admit_grant(uint32_t window, uint32_t chunk, uint32_t nranks, uint64_t cap,
-			       uint64_t min_chunk, bool sealed)
-{
-	struct admit_grant g = { window, chunk };
-	uint64_t n = nranks ? nranks : 1;
-
-	if (!chunk) /* refused by the wire checks; nothing to divide by */
-		return g;
-	/* the chunk first halves while even a window of 2 is above the cap */
-	while (2 * (uint64_t)g.chunk * n > cap) {
-		uint64_t c = ((uint64_t)g.chunk / 2) & ~(uint64_t)7;
-		if (c < min_chunk)
-			c = min_chunk & ~(uint64_t)7;
-		if (c >= g.chunk || (sealed && c <= 2 * JOB_SEAL_ROOM) || !c)
-			break;
-		g.chunk = (uint32_t)c;
-	}
-	uint64_t w = cap / ((uint64_t)g.chunk * n);
-	if (w < 2)
-		w = 2;
-	if (w < g.window)
-		g.window = (uint32_t)w;
-	return g;
-}
 
 void admit_join(struct conn *c, const struct wire_join *w)
 {
@@ -89,8 +65,8 @@ void admit_join(struct conn *c, const struct wire_join *w)
 		uint32_t window = base * weight < WIRE_SLOTS_MAX ? (uint32_t)(base * weight) : WIRE_SLOTS_MAX;
 		uint32_t chunk = w->chunk_bytes < cfg->max_chunk ? w->chunk_bytes : (uint32_t)cfg->max_chunk;
 		uint32_t asked_window = window, asked_chunk = chunk;
-		struct admit_grant gr = admit_grant(window, chunk, w->nranks, cfg->max_inflight,
-						    cfg->min_chunk, d->key_len > 0);
+		struct grant gr = grant_inflight(window, chunk, w->nranks, cfg->max_inflight, cfg->min_chunk,
+						  d->key_len ? 2 * JOB_SEAL_ROOM : 0);
 		window = gr.window;
 		chunk = gr.chunk;
 		uint32_t timeout = (uint32_t)cfg->timeout_ms;

@@ -259,6 +259,7 @@ struct coll_comm {
 	/* an inner communicator of a tree: the tree's communicator, whose
 	 * other inner communicators its blocking waits serve (coll_serve) */
 	struct coll_comm *parent;
+	uint32_t ask_window, ask_chunk; /* coll_conf's window, chunk (0: the settings) */
 };
 
 /* What a communicator is made of, whoever makes it: NCCL's connect from
@@ -271,6 +272,7 @@ struct coll_conf {
 	const void *next, *prev;      /* the ring neighbours' addresses */
 	size_t next_len, prev_len;
 	struct coll_comm *parent;     /* a tree's inner communicator: its tree; no trace */
+	uint32_t window, chunk;       /* asked of the aggregators; 0: SUMCAST_WINDOW / _CHUNK_BYTES */
 };
 
 /* ---- the engine's entry points (collnet_*.c), called by collnet_nccl.c ---- */

@@ -135,6 +135,8 @@ int coll_comm_create(struct fabric *f, const struct coll_conf *c, struct coll_co
 	cc->nranks = c->nranks;
 	cc->job_id = c->job_id;
 	cc->parent = c->parent;
+	cc->ask_window = c->window;
+	cc->ask_chunk = c->chunk;
 	rc = ring_init(&cc->ring, cc->f, c->next, c->next_len, c->prev, c->prev_len, cc->rank,
 		       cc->nranks, plugin_cfg.ring_chunk_bytes, (uint32_t)plugin_cfg.ring_window,
 		       COLL_REQS);

@@ -160,8 +160,10 @@ int coll_tree_connect(struct coll_comm *cc, const struct coll_handle *h0, uint64
 	for (uint32_t i = 0; i < t->pl.ninner; i++) {
 		struct tree_inner in;
 		tree_inner_of(&t->shape, &t->pl, cc->job_id, i, &in);
+		struct grant ask = tree_inner_ask(&t->shape, in.nranks, (uint32_t)plugin_cfg.window,
+						  (uint32_t)plugin_cfg.chunk_bytes);
 		struct coll_conf c = { .h0 = h0, .parent = cc, .job_id = in.job_id, .rank = in.rank,
-				       .nranks = in.nranks };
+				       .nranks = in.nranks, .window = ask.window, .chunk = ask.chunk };
 		rc = addr_get(v, in.next, in.next_slot, &c.next, &c.next_len);
 		if (!rc)
 			rc = addr_get(v, in.prev, in.prev_slot, &c.prev, &c.prev_len);

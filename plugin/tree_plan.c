@@ -9,6 +9,20 @@ void tree_shape_of(uint32_t n, uint32_t F, struct tree_shape *s)
 	s->Fp = (n + s->G - 1) / s->G;
 }
 
+uint64_t tree_rank_slots(const struct tree_shape *s)
+{
+	return 2ull * s->n + (uint64_t)s->Fp * s->G;
+}
+
+struct grant tree_inner_ask(const struct tree_shape *s, uint32_t nranks, uint32_t window,
+			    uint32_t chunk)
+{
+	uint64_t slots = tree_rank_slots(s);
+	uint64_t cap = slots ? GRANT_INFLIGHT_DEFAULT * nranks / slots : GRANT_INFLIGHT_DEFAULT;
+
+	return grant_inflight(window, chunk, nranks, cap, GRANT_MIN_CHUNK_DEFAULT, 0);
+}
+
 uint32_t tree_grp_size(const struct tree_shape *s, uint32_t k)
 {
 	return s->n / s->G + (k < s->n % s->G);

@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "grant.h"
+
 #define TREE_INNER_MAX 4 /* rs, ag, and a cross per owned shard (at most 2) */
 #define TREE_STAGES_MAX 6 /* rs x 2, cross allreduce x 2, ag x 2 */
 enum { TREE_RS = 0, TREE_AG = 1, TREE_X0 = 2 }; /* inner communicator slots */
@@ -52,6 +54,17 @@ struct tree_inner {
 };
 void tree_inner_of(const struct tree_shape *s, const struct tree_place *p, uint64_t job,
 		   uint32_t slot, struct tree_inner *out);
+
+/* What a tree asks each aggregator for one inner job of nranks ranks: the
+ * share of a default daemon's in-flight cap (common/grant.h) that its
+ * ranks are of all the rank slots of the tree's inner jobs (2n for the
+ * group jobs, F' x G for the cross jobs), under the same rule the daemon
+ * applies. Without it each of the 2G + F' inner jobs would be granted a
+ * whole cap of its own: 2G + F' times a flat job's memory and receives on
+ * every aggregator. A daemon with a smaller cap cuts further. */
+uint64_t tree_rank_slots(const struct tree_shape *s);
+struct grant tree_inner_ask(const struct tree_shape *s, uint32_t nranks, uint32_t window,
+			    uint32_t chunk);
 
 /* One stage of an allreduce of count elements of es bytes: on inner
  * communicator `comm`, kind TK_*, the window (TK_RS, TK_AG: blocks of sh

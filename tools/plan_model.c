@@ -44,6 +44,8 @@
 #include <string.h>
 
 #include "../plugin/split.h"
+#include "../plugin/tree_plan.h"
+#include "grant.h"
 
 /* Where each measured constant comes from (docs/journal/2026-11-26-simulator.md
  * has the commands and the fits):
@@ -119,34 +121,38 @@ static uint64_t bookkeeping(uint32_t n, uint32_t w)
 	return 680 + 184ull * n + (uint64_t)w * (88 + 184ull * n);
 }
 
-void plan_grant(const struct plan_in *in, uint32_t n, struct plan_grant *g)
+void plan_grant(const struct plan_in *in, uint32_t n, const struct tree_shape *tree, struct plan_grant *g)
 {
-	uint64_t cap = in->max_inflight, c = in->chunk, w;
+	uint32_t window = in->window, chunk = (uint32_t)in->chunk;
 
 	if (n < 1)
 		n = 1;
-	/* w = min(requested, max(2, floor(cap / (c N)))); while 2 c N is still
-	 * above the cap, c halves (a multiple of 8) down to min-chunk; what
-	 * is left above the cap is admitted if the budget allows */
-	w = cap / (c * n);
-	if (w < 2)
-		w = 2;
-	if (w > in->window)
-		w = in->window;
-	while (w == 2 && 2 * c * n > cap && c / 2 >= in->min_chunk && (c / 2) % 8 == 0)
-		c /= 2;
-	g->window = (uint32_t)w;
+	/* a tree's inner job asks for its share of a default daemon's cap
+	 * (plugin/tree_plan.c); the daemon then applies its own
+	 * (common/grant.c): window first, not under 2, then the chunk halves
+	 * down to min-chunk; what is left above the cap is admitted if the
+	 * budget allows */
+	if (tree) {
+		struct grant ask = tree_inner_ask(tree, n, window, chunk);
+		window = ask.window;
+		chunk = ask.chunk;
+	}
+	struct grant gr = grant_inflight(window, chunk, n, in->max_inflight, in->min_chunk, 0);
+	uint64_t w = gr.window, c = gr.chunk;
+	g->window = gr.window;
 	g->chunk = c;
-	g->mem_bytes = w * c * (n + (in->wide_types ? 2 : 1)) + bookkeeping(n, (uint32_t)w);
+	g->mem_bytes = w * c * (n + (in->wide_types ? 2 : 1)) + bookkeeping(n, gr.window);
 	g->posted_recvs = w * n;
 }
 
 void plan_tree_shape(uint32_t n, uint32_t fan_in, uint32_t *groups, uint32_t *group_size)
 {
-	uint32_t g = fan_in && n > fan_in ? (n + fan_in - 1) / fan_in : 1;
+	struct tree_shape sh = { .n = n, .G = 1, .Fp = n };
 
-	*groups = g;
-	*group_size = (n + g - 1) / g;
+	if (fan_in && n > fan_in)
+		tree_shape_of(n, fan_in, &sh);
+	*groups = sh.G;
+	*group_size = sh.Fp;
 }
 
 /* ---- the pieces ---- */
@@ -376,14 +382,16 @@ int plan_run(const struct plan_in *in0, struct plan_out *o, char *err, int errle
 	/* grants: flat, one job of N per head; tree, 2G jobs of F' and F'
 	 * jobs of G per head */
 	if (x.levels == 1) {
-		plan_grant(&in, in.nodes, &g);
+		plan_grant(&in, in.nodes, NULL, &g);
 		o->grant = g;
 		o->agg_mem_bytes = clamp_u64(x.h * (double)g.mem_bytes);
 		o->agg_posted_recvs = clamp_u64(x.h * (double)g.posted_recvs);
 	} else {
 		struct plan_grant gg;
-		plan_grant(&in, x.gsize, &g);
-		plan_grant(&in, x.groups, &gg);
+		struct tree_shape sh;
+		tree_shape_of(in.nodes, in.fan_in, &sh);
+		plan_grant(&in, x.gsize, &sh, &g);
+		plan_grant(&in, x.groups, &sh, &gg);
 		o->grant = x.gsize >= x.groups ? g : gg;
 		o->agg_mem_bytes = clamp_u64(x.h * (2.0 * x.groups * (double)g.mem_bytes + (double)x.gsize * (double)gg.mem_bytes));
 		o->agg_posted_recvs =

@@ -103,8 +103,11 @@ struct plan_out {
 	double connect_s;      /* collnet connect */
 };
 
-/* Decision 1's grant for a job of `nranks` ranks. */
-void plan_grant(const struct plan_in *in, uint32_t nranks, struct plan_grant *g);
+/* What one aggregator grants a job of `nranks` ranks (common/grant.h). */
+struct tree_shape;
+/* tree: the tree whose inner job it is (its ask, plugin/tree_plan.h), or NULL */
+void plan_grant(const struct plan_in *in, uint32_t nranks, const struct tree_shape *tree,
+		struct plan_grant *g);
 /* Two-level tree shape for N ranks at fan-in F: groups G = ceil(N/F) (1
  * when N <= F), F' = ceil(N/G). */
 void plan_tree_shape(uint32_t n, uint32_t fan_in, uint32_t *groups, uint32_t *group_size);

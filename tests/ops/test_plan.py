@@ -60,7 +60,7 @@ def sane(r, what):
 
 
 def main():
-    # decision 3's flags; a comma list of sizes with suffixes: one row each, in order
+    # sumcastctl plan's flags; a comma list of sizes with suffixes: one row each, in order
     rs = rows("--nodes", "16", "--heads", "1", "--aggs", "4", "--link-gbps", "100",
               "--agg-link-gbps", "100", "--bytes", "8,64K,2M,64M,1G")
     check([r.get("bytes") for r in rs] == [8, 65536, 2 << 20, 64 << 20, 1 << 30], f"bytes {[r.get('bytes') for r in rs]}")

@@ -191,12 +191,55 @@ static void stages_cover(void **state)
 				}
 }
 
+/* The inner jobs' asks (tree_inner_ask): summed over every inner job of a
+ * tree, window x chunk x nranks stays within one default daemon's cap, as
+ * a flat job's grant does, unless the floors (window 2, min-chunk) are
+ * reached; a small tree asks for the settings unchanged. */
+static void inner_asks(void **state)
+{
+	(void)state;
+	static const uint32_t ns[] = { 8, 130, 256, 1000, 1024, 4096 };
+	for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
+		struct tree_shape s;
+		tree_shape_of(ns[i], ns[i] <= 130 ? 4 : 64, &s);
+		uint64_t total = 0, floor = 0;
+		for (uint32_t k = 0; k < s.G; k++) { /* rs and ag per group */
+			uint32_t g = tree_grp_size(&s, k);
+			struct grant a = tree_inner_ask(&s, g, 8, 256 << 10);
+			assert_true(a.window >= 2 && a.window <= 8);
+			assert_true(a.chunk >= GRANT_MIN_CHUNK_DEFAULT && a.chunk <= (256u << 10));
+			total += 2ull * a.window * a.chunk * g;
+			floor += 2ull * 2 * GRANT_MIN_CHUNK_DEFAULT * g;
+		}
+		struct grant x = tree_inner_ask(&s, s.G, 8, 256 << 10); /* a cross job */
+		total += (uint64_t)s.Fp * x.window * x.chunk * s.G;
+		floor += (uint64_t)s.Fp * 2 * GRANT_MIN_CHUNK_DEFAULT * s.G;
+		assert_int_equal(tree_rank_slots(&s), 2ull * s.n + (uint64_t)s.Fp * s.G);
+		assert_true(total <= (floor > GRANT_INFLIGHT_DEFAULT ? floor : GRANT_INFLIGHT_DEFAULT));
+	}
+	/* 8 nodes in 2 groups of 4: 24 slots, 64 MiB x 4 / 24 = 10.7 MiB per
+	 * group job of 4, above 8 x 256 KiB x 4: the settings unchanged; 1,024
+	 * in 16 groups of 64: 3,072 slots, 64 MiB x 64 / 3,072 = 1.33 MiB per
+	 * group job: window 2, chunk 256 KiB / 32 = 8 KiB -> min-chunk 16 KiB */
+	struct tree_shape s;
+	tree_shape_of(8, 4, &s);
+	struct grant a = tree_inner_ask(&s, 4, 8, 256 << 10);
+	assert_int_equal(a.window, 8);
+	assert_int_equal(a.chunk, 256 << 10);
+	tree_shape_of(1024, 64, &s);
+	assert_int_equal(tree_rank_slots(&s), 3072);
+	a = tree_inner_ask(&s, 64, 8, 256 << 10);
+	assert_int_equal(a.window, 2);
+	assert_int_equal(a.chunk, 16 << 10);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(shape_groups),
 		cmocka_unit_test(inner_rings),
 		cmocka_unit_test(stages_cover),
+		cmocka_unit_test(inner_asks),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

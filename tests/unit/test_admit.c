@@ -1,4 +1,4 @@
-/* The daemon's in-flight cap (daemon/ctl_admit.c, admit_grant): the window
+/* The in-flight cap (common/grant.c, grant_inflight, which daemon/ctl_admit.c applies): the window
  * and chunk a job is granted for what it asks, its rank count and
  * [job] max-inflight / min-chunk. Figures from docs/daemon.md, "Admission". */
 #include <setjmp.h>
@@ -7,7 +7,10 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "ctl.h"
+#include "config.h"
+#include "grant.h"
+#include "job.h"
+#include "settings.h"
 
 #define K 1024u
 #define M (1024u * 1024u)
@@ -16,7 +19,7 @@
 
 static void grant(uint32_t w, uint32_t c, uint32_t n, uint32_t want_w, uint32_t want_c)
 {
-	struct admit_grant g = admit_grant(w, c, n, CAP, MIN, false);
+	struct grant g = grant_inflight(w, c, n, CAP, MIN, 0);
 	assert_int_equal(g.window, want_w);
 	assert_int_equal(g.chunk, want_c);
 }
@@ -59,7 +62,7 @@ static void test_chunk_halves(void **state)
 	grant(8, 256 * K, 4096, 2, 16 * K);
 	/* every grant with window >= 2 and chunk above min-chunk fits the cap */
 	for (uint32_t n = 1; n <= 4096; n = n * 3 + 1) {
-		struct admit_grant g = admit_grant(8, 256 * K, n, CAP, MIN, false);
+		struct grant g = grant_inflight(8, 256 * K, n, CAP, MIN, 0);
 		assert_true(g.window >= 2 && g.window <= 8 && g.chunk % 8 == 0);
 		if (g.chunk > MIN)
 			assert_true((uint64_t)g.window * g.chunk * n <= CAP);
@@ -72,17 +75,17 @@ static void test_chunk_halves(void **state)
 static void test_chunk_floor(void **state)
 {
 	(void)state;
-	struct admit_grant g = admit_grant(8, 100008, 4096, CAP, MIN, false);
+	struct grant g = grant_inflight(8, 100008, 4096, CAP, MIN, 0);
 	assert_int_equal(g.chunk % 8, 0);
 	assert_int_equal(g.chunk, MIN);
-	g = admit_grant(8, 24 * K, 4096, CAP, MIN, false);
+	g = grant_inflight(8, 24 * K, 4096, CAP, MIN, 0);
 	assert_int_equal(g.chunk, MIN);
 	assert_int_equal(g.window, 2);
-	g = admit_grant(8, 4 * K, 100000, CAP, MIN, false);
+	g = grant_inflight(8, 4 * K, 100000, CAP, MIN, 0);
 	assert_int_equal(g.chunk, 4 * K);
 	assert_int_equal(g.window, 2);
 	/* odd figures: 100008 -> 50000 -> 25000 (multiples of 8) at N = 1024 */
-	g = admit_grant(8, 100008, 1024, CAP, 8, false);
+	g = grant_inflight(8, 100008, 1024, CAP, 8, 0);
 	assert_int_equal(g.chunk, 25000);
 	assert_int_equal(g.window, 2);
 }
@@ -92,11 +95,11 @@ static void test_chunk_floor(void **state)
 static void test_sealed_floor(void **state)
 {
 	(void)state;
-	struct admit_grant g = admit_grant(8, 4 * K, 1u << 20, CAP, 8, true);
+	struct grant g = grant_inflight(8, 4 * K, 1u << 20, CAP, 8, 2 * JOB_SEAL_ROOM);
 	assert_true(g.chunk > 2 * JOB_SEAL_ROOM);
 	assert_true(g.chunk / 2 <= 2 * JOB_SEAL_ROOM + 8);
 	/* unsealed it goes on to 32 (2 x 32 x 2^20 = the cap) */
-	g = admit_grant(8, 4 * K, 1u << 20, CAP, 8, false);
+	g = grant_inflight(8, 4 * K, 1u << 20, CAP, 8, 0);
 	assert_int_equal(g.chunk, 32);
 }
 
@@ -105,26 +108,42 @@ static void test_sealed_floor(void **state)
 static void test_other_caps(void **state)
 {
 	(void)state;
-	struct admit_grant g = admit_grant(8, 256 * K, 16, 1 * M, 8 * K, false);
+	struct grant g = grant_inflight(8, 256 * K, 16, 1 * M, 8 * K, 0);
 	assert_int_equal(g.chunk, 32 * K);
 	assert_int_equal(g.window, 2);
-	g = admit_grant(8, 256 * K, 16, 16 * M, 8 * K, false);
+	g = grant_inflight(8, 256 * K, 16, 16 * M, 8 * K, 0);
 	assert_int_equal(g.chunk, 256 * K);
 	assert_int_equal(g.window, 4);
 	/* nranks 0 or chunk 0 (refused elsewhere) do not divide by zero */
-	g = admit_grant(8, 256 * K, 0, CAP, MIN, false);
+	g = grant_inflight(8, 256 * K, 0, CAP, MIN, 0);
 	assert_int_equal(g.window, 8);
-	g = admit_grant(8, 0, 16, CAP, MIN, false);
+	g = grant_inflight(8, 0, 16, CAP, MIN, 0);
 	assert_int_equal(g.window, 8);
 	assert_int_equal(g.chunk, 0);
+}
+
+/* The daemon's defaults are the constants the plugin's tree and the sizing
+ * model assume of a daemon left at its defaults. */
+static void test_defaults_shared(void **state)
+{
+	(void)state;
+	struct settings s;
+	struct cfg_error err;
+	assert_int_equal(cfg_set_defaults(settings_table, &s, &err), 0);
+	assert_int_equal(s.max_inflight, GRANT_INFLIGHT_DEFAULT);
+	assert_int_equal(s.min_chunk, GRANT_MIN_CHUNK_DEFAULT);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_small_jobs_unchanged), cmocka_unit_test(test_window_first),
-		cmocka_unit_test(test_chunk_halves),	     cmocka_unit_test(test_chunk_floor),
-		cmocka_unit_test(test_sealed_floor),	     cmocka_unit_test(test_other_caps),
+		cmocka_unit_test(test_small_jobs_unchanged),
+		cmocka_unit_test(test_defaults_shared),
+		cmocka_unit_test(test_window_first),
+		cmocka_unit_test(test_chunk_halves),
+		cmocka_unit_test(test_chunk_floor),
+		cmocka_unit_test(test_sealed_floor),
+		cmocka_unit_test(test_other_caps),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

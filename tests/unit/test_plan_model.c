@@ -1,6 +1,6 @@
 /* tools/plan_model.c, the sizing model behind `sumcastctl plan`: its
  * invariants. Times never fall as the message grows; the tree's bytes per
- * node are S (1 + 2/F') and its shape is decision 2's (groups of at most
+ * node are S (1 + 2/F') and its shape is the plugin's tree's (groups of at most
  * F, as even as possible); the grant and memory follow the daemons'
  * in-flight cap rule; the ring time is 2(N-1) hops + r S / B; bad input is
  * refused with a sentence. */
@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "../../tools/plan_model.h"
+#include "../../plugin/tree_plan.h"
 
 static struct plan_in fabric(uint32_t n, uint32_t h, uint32_t m, double b, double ba, uint64_t s)
 {
@@ -80,7 +81,7 @@ static void monotonic_in_bytes(void **state)
 			}
 }
 
-/* Decision 2: G = ceil(N/F) groups, F' = ceil(N/G), bytes per node
+/* The tree (plugin/tree_plan.h): G = ceil(N/F) groups, F' = ceil(N/G), bytes per node
  * S (1 + 2/F'), the largest job's fan-in max(F', G), two levels up to F^2. */
 static void tree_shape_and_bytes(void **state)
 {
@@ -126,7 +127,7 @@ static void tree_shape_and_bytes(void **state)
 	assert_non_null(strstr(err, "two levels"));
 }
 
-/* Decision 1: w = min(window, max(2, floor(cap / (c N)))); while 2 c N >
+/* The grant (common/grant.h): w = min(window, max(2, floor(cap / (c N)))); while 2 c N >
  * cap the chunk halves down to min-chunk; memory w c (N + 1, + 2 with 16-bit
  * types) + bookkeeping; posted receives w N. */
 static void grant_and_memory(void **state)
@@ -135,14 +136,14 @@ static void grant_and_memory(void **state)
 		uint32_t n, w;
 		uint64_t c;
 	} c[] = { { 2, 8, 256 << 10 }, { 32, 8, 256 << 10 }, { 33, 7, 256 << 10 }, { 64, 4, 256 << 10 },
-		  { 128, 2, 256 << 10 }, { 129, 2, 128 << 10 }, { 1024, 2, 32 << 10 },
+		  { 128, 2, 256 << 10 }, { 129, 3, 128 << 10 }, { 1024, 2, 32 << 10 },
 		  { 4096, 2, 16 << 10 } /* the floor: 2 x 16K x 4096 = 128 MiB, left above the cap */ };
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
 		struct plan_in in = fabric(c[i].n, 1, 1, 100, 100, 1 << 20);
 		struct plan_grant g;
-		plan_grant(&in, c[i].n, &g);
+		plan_grant(&in, c[i].n, NULL, &g);
 		if (g.window != c[i].w || g.chunk != c[i].c)
 			fail_msg("N=%u: window %u chunk %llu, want %u %llu", c[i].n, g.window,
 				 (unsigned long long)g.chunk, c[i].w, (unsigned long long)c[i].c);
@@ -152,7 +153,7 @@ static void grant_and_memory(void **state)
 		if (c[i].n <= 1024) /* the cap holds wherever min-chunk allows */
 			assert_true((uint64_t)g.window * g.chunk * c[i].n <= in.max_inflight);
 		in.wide_types = true;
-		plan_grant(&in, c[i].n, &g);
+		plan_grant(&in, c[i].n, NULL, &g);
 		assert_int_equal(g.mem_bytes, (uint64_t)g.window * g.chunk * (c[i].n + 2) + book);
 
 		/* per aggregator: H jobs of the flat communicator */
@@ -160,7 +161,7 @@ static void grant_and_memory(void **state)
 		in.heads = 8;
 		struct plan_out o = run(&in);
 		if (o.tree_levels == 1) {
-			plan_grant(&in, c[i].n, &g);
+			plan_grant(&in, c[i].n, NULL, &g);
 			assert_int_equal(o.agg_mem_bytes, 8 * g.mem_bytes);
 			assert_int_equal(o.agg_posted_recvs, 8 * g.posted_recvs);
 		}
@@ -169,8 +170,12 @@ static void grant_and_memory(void **state)
 	struct plan_in in = fabric(1024, 8, 4, 100, 100, 1 << 20);
 	struct plan_grant gf, gg;
 	struct plan_out o = run(&in);
-	plan_grant(&in, 64, &gf);
-	plan_grant(&in, 16, &gg);
+	struct tree_shape sh;
+	tree_shape_of(1024, 64, &sh);
+	plan_grant(&in, 64, &sh, &gf);
+	plan_grant(&in, 16, &sh, &gg);
+	/* the tree's inner jobs ask for their share of one cap (plugin/tree_plan.c) */
+	assert_true(2 * 16 * gf.window * gf.chunk * 64 + 64 * gg.window * gg.chunk * 16 <= 2 * (64ull << 20));
 	assert_int_equal(o.agg_mem_bytes, 8 * (2 * 16 * gf.mem_bytes + 64 * gg.mem_bytes));
 	assert_int_equal(o.agg_posted_recvs, 8 * (2 * 16 * gf.posted_recvs + 64 * gg.posted_recvs));
 }
