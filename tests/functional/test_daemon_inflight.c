@@ -1,4 +1,4 @@
-/* [job] max-inflight (daemon/ctl_admit.c, admit_grant) end to end: three
+/* [job] max-inflight (common/grant.c, applied by daemon/ctl_admit.c) end to end: three
  * real daemons with different caps grant one job three different windows
  * and chunks, and the client library honours each aggregator's own grant.
  *
