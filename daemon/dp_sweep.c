@@ -37,8 +37,9 @@
  * peek progresses the endpoint, which takes in up to 32 more messages, so
  * a pass peeks at most SWEEP_SAFE_BURST times, and a flood outruns it.
  *
- * How, in a flood (SWEEP_FAST_AFTER messages discarded without the queue
- * once found empty), until the queue is found empty: a receive for any
+ * How, in a flood (the queue not once found empty for SWEEP_FAST_AFTER_NS,
+ * 10 ms: a backlog of late messages is gone well before; a flood sender's
+ * 10 ms is a few hundred messages), until the queue is found empty: a receive for any
  * tag from anyone into a 64-byte scratch buffer, cancelled at once. Posting it takes the oldest unexpected message if
  * there is one (eager: the first 64 bytes are copied, the rest dropped;
  * rendezvous: 64 bytes are read from the sender, which then completes) and
@@ -52,8 +53,8 @@
  * faster than any sender fills it. (FI_PEEK | FI_DISCARD alone progressed
  * once per message discarded, and each progress took in up to 32 more: a
  * flood of small messages outran it 32 to 1.) Such a receive does read a
- * rendezvous message through its connection: a sender that floods past
- * SWEEP_FAST_AFTER and then leaves a large message behind as it closes can
+ * rendezvous message through its connection: a sender that floods for
+ * longer than SWEEP_FAST_AFTER_NS and then leaves a large message behind as it closes can
  * still crash the daemon (docs/daemon.md, "Threat model").
  *
  * When: a thread sweeps every SWEEP_INTERVAL_NS (100 us: one receive and
@@ -86,7 +87,7 @@
 #define SWEEP_BURST_MAX 256u        /* receives posted in one pass (and a quarter of the CQ) */
 #define SWEEP_SCRATCH 64u           /* bytes kept of a discarded message (never read) */
 #define SWEEP_SAFE_BURST 8u         /* FI_DISCARD peeks in one pass (each one progresses) */
-#define SWEEP_FAST_AFTER 256u       /* discards without an empty queue that make a flood */
+#define SWEEP_FAST_AFTER_NS 10000000ull /* a queue never empty for this long is a flood */
 #define SWEEP_LOG_NS 1000000000ull
 
 int dp_sweep_init(struct dthread *t, size_t cq_size)
@@ -242,7 +243,7 @@ bool dp_sweep_done(struct dthread *t, const struct fabric_cqe *e, uint64_t now)
 	w->free[w->nfree++] = o->slot;
 	if (e->err == -FI_ECANCELED || e->err == -FI_ENOMSG) {
 		/* The queue was empty: whatever comes next is looked at first. */
-		w->run = 0;
+		w->run_ns = 0;
 		w->fast = false;
 		return false;
 	}
@@ -253,10 +254,12 @@ bool dp_sweep_done(struct dthread *t, const struct fabric_cqe *e, uint64_t now)
 	}
 	dp_count_err(t, ERR_UNEXPECTED);
 	w->discarded++;
-	if (!w->fast && ++w->run >= SWEEP_FAST_AFTER) {
+	if (!w->run_ns)
+		w->run_ns = now ? now : 1;
+	if (!w->fast && now - w->run_ns >= SWEEP_FAST_AFTER_NS) {
 		w->fast = true;
-		SC_LOG_RATELIMIT(SC_LOG_WARN, 1000, "data thread %u: a flood of unexpected messages (%u without a pause): discarding them by receive and cancel until the queue is empty",
-				 t->index, w->run);
+		SC_LOG_RATELIMIT(SC_LOG_WARN, 1000, "data thread %u: a flood of unexpected messages (none empty for %llu ms): discarding them by receive and cancel until the queue is empty",
+				 t->index, (unsigned long long)(SWEEP_FAST_AFTER_NS / 1000000));
 	}
 	w->last_tag = e->tag;
 	/* There may be more: the next pass takes a whole burst. */
