@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -481,6 +482,13 @@ int fabric_trecv(struct fabric *f, void *buf, size_t len, void *desc, fi_addr_t 
 {
 	ssize_t rc = fi_trecv(f->ep, buf, len, desc, src, tag, ignore, &op->fi);
 	return (int)rc;
+}
+
+int fabric_tdiscard(struct fabric *f, fi_addr_t src, uint64_t tag, uint64_t ignore, struct fabric_op *op)
+{
+	struct fi_msg_tagged m = { .addr = src, .tag = tag, .ignore = ignore, .context = &op->fi };
+
+	return (int)fi_trecvmsg(f->ep, &m, FI_PEEK | FI_DISCARD | FI_COMPLETION);
 }
 
 int fabric_cancel(struct fabric *f, struct fabric_op *op)

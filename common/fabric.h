@@ -171,6 +171,12 @@ int fabric_trecv(struct fabric *f, void *buf, size_t len, void *desc, fi_addr_t 
  * peer shows elsewhere). 0, -FI_EAGAIN or another negative FI_E*. */
 int fabric_tinject(struct fabric *f, const void *buf, size_t len, fi_addr_t dest, uint64_t tag,
 		   uint32_t data);
+/* Drops the oldest unexpected tagged message that matches (fi_trecvmsg
+ * with FI_PEEK | FI_DISCARD): its completion arrives without error once one
+ * was dropped (len 0, its tag), or with -FI_ENOMSG when none matched. The
+ * message's data is never touched, nor is its sender's connection. Each
+ * call progresses the endpoint. */
+int fabric_tdiscard(struct fabric *f, fi_addr_t src, uint64_t tag, uint64_t ignore, struct fabric_op *op);
 /* Cancel a posted receive; its completion arrives with -FI_ECANCELED. */
 int fabric_cancel(struct fabric *f, struct fabric_op *op);
 

@@ -22,8 +22,25 @@
  * sits in the unexpected queue is foreign (or late: a job that ended) and
  * is discarded.
  *
- * How: a receive for any tag from anyone into a 64-byte scratch buffer,
- * cancelled at once. Posting it takes the oldest unexpected message if
+ * How, first: fi_trecvmsg with FI_PEEK | FI_DISCARD for any tag from
+ * anyone (fabric_tdiscard) drops the oldest unexpected message without
+ * touching its data or its sender's connection. That matters: rxm 1.17
+ * keeps an unexpected rendezvous message (larger than the eager limit:
+ * only its header has arrived) after its sender's connection is shut down
+ * (the sender closed its endpoint, or exited): rxm_close_conn() sets
+ * conn->msg_ep to NULL and leaves the message queued, and a receive that
+ * matches it then reads the payload through that NULL endpoint
+ * (rxm_rndv_read -> fi_readv): SIGSEGV. A sender that sends a large
+ * message and closes before the sweep took it (a rank whose aggregator it
+ * fenced while the aggregator was stopped; anyone who reaches the data
+ * port) killed the daemon (functional/test_daemon_departed). But each such
+ * peek progresses the endpoint, which takes in up to 32 more messages, so
+ * a pass peeks at most SWEEP_SAFE_BURST times, and a flood outruns it.
+ *
+ * How, in a flood (the queue not once found empty for SWEEP_FAST_AFTER_NS,
+ * 10 ms: a backlog of late messages is gone well before; a flood sender's
+ * 10 ms is a few hundred messages), until the queue is found empty: a receive for any
+ * tag from anyone into a 64-byte scratch buffer, cancelled at once. Posting it takes the oldest unexpected message if
  * there is one (eager: the first 64 bytes are copied, the rest dropped;
  * rendezvous: 64 bytes are read from the sender, which then completes) and
  * completes it truncated; otherwise the cancel removes it. Nothing can
@@ -33,9 +50,12 @@
  * completions they leave (fabric_cq_poll reads errors with fi_cq_readerr):
  * a whole burst costs one progress at the next CQ read, which takes in at
  * most rxm's 32 messages, so a burst of SWEEP_BURST_MAX empties the queue
- * faster than any sender fills it. (The earlier FI_PEEK | FI_DISCARD
- * progressed once per message discarded, and each progress took in up to
- * 32 more: a flood of small messages outran it 32 to 1.)
+ * faster than any sender fills it. (FI_PEEK | FI_DISCARD alone progressed
+ * once per message discarded, and each progress took in up to 32 more: a
+ * flood of small messages outran it 32 to 1.) Such a receive does read a
+ * rendezvous message through its connection: a sender that floods for
+ * longer than SWEEP_FAST_AFTER_NS and then leaves a large message behind as it closes can
+ * still crash the daemon (docs/daemon.md, "Threat model").
  *
  * When: a thread sweeps every SWEEP_INTERVAL_NS (100 us: one receive and
  * its cancel, well under 1 % of a core; k x 100 us while its jobs keep
@@ -66,6 +86,8 @@
 #define SWEEP_POSTED_UNIT 512u      /* ... per this many receives the jobs keep posted */
 #define SWEEP_BURST_MAX 256u        /* receives posted in one pass (and a quarter of the CQ) */
 #define SWEEP_SCRATCH 64u           /* bytes kept of a discarded message (never read) */
+#define SWEEP_SAFE_BURST 8u         /* FI_DISCARD peeks in one pass (each one progresses) */
+#define SWEEP_FAST_AFTER_NS 10000000ull /* a queue never empty for this long is a flood */
 #define SWEEP_LOG_NS 1000000000ull
 
 int dp_sweep_init(struct dthread *t, size_t cq_size)
@@ -154,6 +176,9 @@ static bool sweep_recv_waiting(const struct dthread *t)
  * nothing: 0 (one completion will come), or a negative FI_E*. */
 static int sweep_take(struct dthread *t, struct dp_sweep *w, struct dop *o)
 {
+	if (!w->fast)
+		return fabric_tdiscard(t->fabric, FI_ADDR_UNSPEC, 0, ~0ull, &o->op);
+
 	int rc = fabric_trecv(t->fabric, w->scratch, SWEEP_SCRATCH, w->mr.desc, FI_ADDR_UNSPEC, 0, ~0ull,
 			      &o->op);
 
@@ -193,7 +218,7 @@ void dp_sweep_run(struct dthread *t, uint64_t now)
 				 t->index);
 		return;
 	}
-	uint32_t n = w->found ? w->nfree : 1;
+	uint32_t n = !w->found ? 1 : w->fast || w->nfree < SWEEP_SAFE_BURST ? w->nfree : SWEEP_SAFE_BURST;
 	w->found = false;
 	for (uint32_t i = 0; i < n; i++) {
 		struct dop *o = &w->ops[w->free[w->nfree - 1]];
@@ -216,8 +241,12 @@ bool dp_sweep_done(struct dthread *t, const struct fabric_cqe *e, uint64_t now)
 	struct dop *o = (struct dop *)e->op;
 
 	w->free[w->nfree++] = o->slot;
-	if (e->err == -FI_ECANCELED)
-		return false; /* the queue was empty */
+	if (e->err == -FI_ECANCELED || e->err == -FI_ENOMSG) {
+		/* The queue was empty: whatever comes next is looked at first. */
+		w->run_ns = 0;
+		w->fast = false;
+		return false;
+	}
 	if (e->err && e->err != -FI_ETRUNC) {
 		SC_LOG_RATELIMIT(SC_LOG_WARN, 1000, "data thread %u: discarding an unexpected message: %s",
 				 t->index, fi_strerror(-e->err));
@@ -225,6 +254,13 @@ bool dp_sweep_done(struct dthread *t, const struct fabric_cqe *e, uint64_t now)
 	}
 	dp_count_err(t, ERR_UNEXPECTED);
 	w->discarded++;
+	if (!w->run_ns)
+		w->run_ns = now ? now : 1;
+	if (!w->fast && now - w->run_ns >= SWEEP_FAST_AFTER_NS) {
+		w->fast = true;
+		SC_LOG_RATELIMIT(SC_LOG_WARN, 1000, "data thread %u: a flood of unexpected messages (none empty for %llu ms): discarding them by receive and cancel until the queue is empty",
+				 t->index, (unsigned long long)(SWEEP_FAST_AFTER_NS / 1000000));
+	}
 	w->last_tag = e->tag;
 	/* There may be more: the next pass takes a whole burst. */
 	w->found = true;
