@@ -56,6 +56,7 @@ struct dp_sweep {
 	bool on;             /* the provider keeps unexpected messages (rxm) */
 	bool found;          /* the last pass took something: take a whole burst next */
 	bool fast;           /* a flood: take by receive + cancel, not by FI_DISCARD */
+	uint32_t run_count;  /* messages discarded since the queue was last found empty */
 	uint64_t run_ns;     /* when the queue was first found non-empty since it was
 				last found empty (0: it is empty) */
 	uint64_t next_ns;    /* when to look next */

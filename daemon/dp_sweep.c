@@ -38,8 +38,11 @@
  * a pass peeks at most SWEEP_SAFE_BURST times, and a flood outruns it.
  *
  * How, in a flood (the queue not once found empty for SWEEP_FAST_AFTER_NS,
- * 10 ms: a backlog of late messages is gone well before; a flood sender's
- * 10 ms is a few hundred messages), until the queue is found empty: a receive for any
+ * 10 ms, and SWEEP_FAST_AFTER_COUNT, 64, messages discarded since: a
+ * backlog of late messages, a few windows of chunks per rank of a job
+ * that ended, is gone before either on a quiet host, and before the count
+ * on a loaded one, where 10 ms pass while the daemon waits for a core; a
+ * flood sender's 10 ms is thousands of messages), until the queue is found empty: a receive for any
  * tag from anyone into a 64-byte scratch buffer, cancelled at once. Posting it takes the oldest unexpected message if
  * there is one (eager: the first 64 bytes are copied, the rest dropped;
  * rendezvous: 64 bytes are read from the sender, which then completes) and
@@ -87,7 +90,8 @@
 #define SWEEP_BURST_MAX 256u        /* receives posted in one pass (and a quarter of the CQ) */
 #define SWEEP_SCRATCH 64u           /* bytes kept of a discarded message (never read) */
 #define SWEEP_SAFE_BURST 8u         /* FI_DISCARD peeks in one pass (each one progresses) */
-#define SWEEP_FAST_AFTER_NS 10000000ull /* a queue never empty for this long is a flood */
+#define SWEEP_FAST_AFTER_NS 10000000ull /* a queue never empty for this long ... */
+#define SWEEP_FAST_AFTER_COUNT 64u      /* ... and this many discarded is a flood */
 #define SWEEP_LOG_NS 1000000000ull
 
 int dp_sweep_init(struct dthread *t, size_t cq_size)
@@ -244,6 +248,7 @@ bool dp_sweep_done(struct dthread *t, const struct fabric_cqe *e, uint64_t now)
 	if (e->err == -FI_ECANCELED || e->err == -FI_ENOMSG) {
 		/* The queue was empty: whatever comes next is looked at first. */
 		w->run_ns = 0;
+		w->run_count = 0;
 		w->fast = false;
 		return false;
 	}
@@ -256,7 +261,9 @@ bool dp_sweep_done(struct dthread *t, const struct fabric_cqe *e, uint64_t now)
 	w->discarded++;
 	if (!w->run_ns)
 		w->run_ns = now ? now : 1;
-	if (!w->fast && now - w->run_ns >= SWEEP_FAST_AFTER_NS) {
+	w->run_count++;
+	if (!w->fast && now - w->run_ns >= SWEEP_FAST_AFTER_NS &&
+	    w->run_count >= SWEEP_FAST_AFTER_COUNT) {
 		w->fast = true;
 		SC_LOG_RATELIMIT(SC_LOG_WARN, 1000, "data thread %u: a flood of unexpected messages (none empty for %llu ms): discarding them by receive and cancel until the queue is empty",
 				 t->index, (unsigned long long)(SWEEP_FAST_AFTER_NS / 1000000));

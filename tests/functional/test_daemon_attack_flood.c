@@ -48,7 +48,7 @@
 #define FLOOD_INFLIGHT 64u
 #define FLOOD_BIG_LEN (256u << 10)
 #define FLOOD_BOUND_KIB (48 * 1024)
-#define FLOOD_BACK_KIB (16 * 1024)
+#define FLOOD_BACK_KIB (24 * 1024) /* the sweep's FI_DISCARD phase: 13-17 MiB (dp_sweep.c) */
 
 struct flood {
 	const char *what;
