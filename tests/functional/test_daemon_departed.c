@@ -30,6 +30,19 @@
 
 #include "test_daemon_harness.h"
 
+/* The departed sender closes its endpoint with its rendezvous sends never
+ * completed, which is the point; rxm then leaks their state (112 bytes a
+ * send) in this process, not in the daemon. LeakSanitizer is told to
+ * ignore what the sender allocates; the daemon's own leaks still count. */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#define SENDER_LEAKS_BEGIN() __lsan_disable()
+#define SENDER_LEAKS_END() __lsan_enable()
+#else
+#define SENDER_LEAKS_BEGIN() ((void)0)
+#define SENDER_LEAKS_END() ((void)0)
+#endif
+
 #define CHUNK (64u << 10)
 #define DEPARTED_N 16u
 #define DEPARTED_LEN (256u << 10)
@@ -71,6 +84,7 @@ static bool depart(const uint8_t *addr, size_t alen, uint32_t round)
 	uint8_t *buf = aligned_alloc(4096, DEPARTED_LEN);
 	bool ok = false, connected = false;
 
+	SENDER_LEAKS_BEGIN();
 	if (!buf || fabric_open(&p, &f) || fabric_mr_reg(f, buf, DEPARTED_LEN, &mr) ||
 	    fabric_av_insert(f, addr, alen, &dst)) {
 		printf("  round %u: no endpoint\n", round);
@@ -119,6 +133,7 @@ cont:
 out:
 	if (f)
 		fabric_close(f);
+	SENDER_LEAKS_END();
 	free(buf);
 	return ok;
 }
