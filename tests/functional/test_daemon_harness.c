@@ -1,5 +1,6 @@
 #include "test_daemon_harness.h"
 
+#include "proc.h"
 #include "sumcastd_proc.h"
 #include "client.h"
 
@@ -151,19 +152,7 @@ bool sd_wait_log(const struct sd *d, const char *s, int before, char *line, size
 
 long sd_rss_kib(const struct sd *d)
 {
-	char path[64], line[256];
-	long kib = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)d->pid);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
-			break;
-	fclose(f);
-	return kib;
+	return (long)sc_proc_status(d->pid, "VmRSS");
 }
 
 struct rss_wait {

@@ -55,6 +55,7 @@
 #include "fabric.h"
 #include "fabric_env.h"
 #include "hostport.h"
+#include "proc.h"
 #include "ranks.h"
 
 #define MAX_RANKS 65536u
@@ -94,25 +95,6 @@ static float expect(const struct inst *x, size_t i)
 {
 	double n = g.nranks;
 	return (float)((x->job + 1) * n * (n + 1) / 2 + n * (double)(i % 5));
-}
-
-/* "VmRSS" or "VmHWM" of this process, kB; 0 when unreadable. */
-static unsigned long status_kb(const char *key)
-{
-	char line[256];
-	unsigned long v = 0;
-	size_t kl = strlen(key);
-	FILE *f = fopen("/proc/self/status", "r");
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, key, kl) && line[kl] == ':') {
-			v = strtoul(line + kl + 1, NULL, 10);
-			break;
-		}
-	fclose(f);
-	return v;
 }
 
 static unsigned open_fds(void)
@@ -337,10 +319,10 @@ static int proc_main(int k, void *arg)
 	for (unsigned i = 0; i < n; i++)
 		ops += xs[i].ops;
 	printf("sc_jobgen: proc %d: %u ranks (job %u rank %u .. job %u rank %u), %lu allreduces of "
-	       "%zu f32 in %.2f s, connected in %.2f s, VmRSS %lu kB, VmHWM %lu kB, %u fds\n",
+	       "%zu f32 in %.2f s, connected in %.2f s, VmRSS %lld kB, VmHWM %lld kB, %u fds\n",
 	       k, n, n ? xs[0].job : 0, n ? xs[0].rank : 0, n ? xs[n - 1].job : 0,
 	       n ? xs[n - 1].rank : 0, ops, g.count, (double)(sc_now_ms() - t1) / 1000,
-	       (double)t_conn / 1000, status_kb("VmRSS"), status_kb("VmHWM"), open_fds());
+	       (double)t_conn / 1000, sc_proc_status(0, "VmRSS"), sc_proc_status(0, "VmHWM"), open_fds());
 out:
 	for (unsigned i = 0; i < n; i++) {
 		fabric_mr_dereg(&xs[i].smr);

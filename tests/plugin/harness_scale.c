@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "proc.h"
 #include "ranks.h"
 
 /* What each process leaves for the parent. */
@@ -40,39 +41,6 @@ struct scale_aggs {
 	int ndaemons, jobs_ok;
 	uint64_t rss_kb_max, posted_max, memory_max, min_chunks, bytes_in;
 };
-
-static void proc_mem(uint64_t *rss, uint64_t *hwm)
-{
-	char line[256];
-	unsigned long long v;
-	FILE *f = fopen("/proc/self/status", "r");
-
-	*rss = *hwm = 0;
-	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "VmRSS: %llu kB", &v) == 1)
-			*rss = v;
-		else if (sscanf(line, "VmHWM: %llu kB", &v) == 1)
-			*hwm = v;
-	}
-	fclose(f);
-}
-
-static int count_threads(void)
-{
-	char line[256];
-	int n = 0;
-	FILE *f = fopen("/proc/self/status", "r");
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "Threads: %d", &n) == 1)
-			break;
-	fclose(f);
-	return n;
-}
 
 static double cpu_s(void)
 {
@@ -186,7 +154,9 @@ void run_scale(void)
 	res.t_small = sc_now_s();
 	res.t2m_us = allreduces(cc, send, recv, big, mh);
 	res.t_big = sc_now_s();
-	proc_mem(&res.rss_kb, &res.hwm_kb);
+	long long rss = sc_proc_status(0, "VmRSS"), hwm = sc_proc_status(0, "VmHWM");
+	res.rss_kb = rss > 0 ? (uint64_t)rss : 0;
+	res.hwm_kb = hwm > 0 ? (uint64_t)hwm : 0;
 	/* every request of every process done: the daemons' counters, then an
 	 * idle second (process 0 holds the barrier) */
 	rv_barrier_all("done", 0);
@@ -197,7 +167,8 @@ void run_scale(void)
 	rv_barrier_all("idle", 1.0);
 	res.idle_cpu_s = cpu_s() - c0;
 	res.idle_wall_s = sc_now_s() - w0;
-	res.threads = count_threads();
+	long long nthreads = sc_proc_status(0, "Threads");
+	res.threads = nthreads > 0 ? (int)nthreads : 0;
 	NCHECK(CN_CALL(deregMr, cc, mh));
 	NCHECK(CN_CALL(closeColl, cc));
 	if (opt.version == 11) {
