@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include "proc.h"
 #include "sumcastd_proc.h"
 
 static struct sc_daemon daemons[MAX_AGGS];
@@ -153,39 +154,70 @@ static bool json_u64(const char *p, const char *end, const char *key, unsigned l
 	return false;
 }
 
-/* One daemon's /stats: the jobs of opt.nranks ranks, whether every rank has
- * joined, and the DATA bytes it counted from rank. */
-static int daemon_view_one(struct sc_daemon *d, int rank, int *jobs, int *joined, uint64_t *bytes)
+/* Daemon d's /stats, fetched into body (cap bytes): each job's object
+ * [p, end) handed to each(), which returns false when the job lacks a
+ * field it reads. 0, or -1 when the daemon did not answer or a job was
+ * short of a field. */
+static int stats_jobs(const struct sc_daemon *d, char *body, size_t cap,
+		      bool (*each)(const char *p, const char *end, void *arg), void *arg)
 {
-	static char body[1 << 18];
-	int status = sc_http_get(d->http, "/stats", NULL, 0, body, sizeof(body), 10000);
-
-	*jobs = *joined = 0;
-	*bytes = 0;
-	if (status != 200)
+	if (sc_http_get(d->http, "/stats", NULL, 0, body, cap, 10000) != 200)
 		return -1;
 	const char *p = strstr(body, "\"jobs\":[");
 	if (!p)
 		return -1;
 	while ((p = strstr(p, "{\"id\":\"0x"))) {
 		const char *next = strstr(p + 1, "{\"id\":\"0x"), *end = next ? next : p + strlen(p);
-		unsigned long long nranks = 0, acked = 0, b = 0;
-		if (!json_u64(p, end, "\"nranks\"", &nranks) || !json_u64(p, end, "\"joined\"", &acked))
+		if (!each(p, end, arg))
 			return -1;
-		if (nranks == (unsigned long long)opt.nranks) {
-			char key[32];
-			const char *r = strstr(p, "\"ranks\":[");
-			snprintf(key, sizeof(key), "{\"rank\":%d,", rank);
-			r = r && r < end ? strstr(r, key) : NULL;
-			if (!r || r >= end || !json_u64(r, end, "\"bytes\"", &b))
-				return -1;
-			(*jobs)++;
-			*joined += acked == nranks;
-			*bytes += b;
-		}
 		p = end;
 	}
 	return 0;
+}
+
+/* One daemon's view for daemons_view: the jobs of opt.nranks ranks,
+ * whether every rank has joined, and the DATA bytes it counted from rank. */
+struct view_one {
+	int rank, jobs, joined;
+	uint64_t bytes;
+};
+
+static bool view_one_job(const char *p, const char *end, void *arg)
+{
+	struct view_one *o = arg;
+	unsigned long long nranks = 0, acked = 0, b = 0;
+
+	if (!json_u64(p, end, "\"nranks\"", &nranks) || !json_u64(p, end, "\"joined\"", &acked))
+		return false;
+	if (nranks != (unsigned long long)opt.nranks)
+		return true;
+	char key[32];
+	const char *r = strstr(p, "\"ranks\":[");
+	snprintf(key, sizeof(key), "{\"rank\":%d,", o->rank);
+	r = r && r < end ? strstr(r, key) : NULL;
+	if (!r || r >= end || !json_u64(r, end, "\"bytes\"", &b))
+		return false;
+	o->jobs++;
+	o->joined += acked == nranks;
+	o->bytes += b;
+	return true;
+}
+
+static bool tree_view_job(const char *p, const char *end, void *arg)
+{
+	struct tree_view *v = arg;
+	unsigned long long nranks = 0, acked = 0, b = 0;
+
+	if (!json_u64(p, end, "\"nranks\"", &nranks) || !json_u64(p, end, "\"joined\"", &acked) ||
+	    !json_u64(p, end, "\"bytes_in\"", &b))
+		return false;
+	v->jobs++;
+	v->joined_all += acked == nranks;
+	v->idle += b == 0;
+	v->max_nranks = nranks > v->max_nranks ? (uint32_t)nranks : v->max_nranks;
+	v->sum_nranks += nranks;
+	v->bytes += b;
+	return true;
 }
 
 int daemons_tree_view(struct tree_view *v)
@@ -194,27 +226,9 @@ int daemons_tree_view(struct tree_view *v)
 
 	memset(v, 0, sizeof(*v));
 	v->ndaemons = ndaemons;
-	for (int i = 0; i < ndaemons; i++) {
-		if (sc_http_get(daemons[i].http, "/stats", NULL, 0, body, sizeof(body), 10000) != 200)
+	for (int i = 0; i < ndaemons; i++)
+		if (stats_jobs(&daemons[i], body, sizeof(body), tree_view_job, v))
 			return -1;
-		const char *p = strstr(body, "\"jobs\":[");
-		if (!p)
-			return -1;
-		while ((p = strstr(p, "{\"id\":\"0x"))) {
-			const char *next = strstr(p + 1, "{\"id\":\"0x"), *end = next ? next : p + strlen(p);
-			unsigned long long nranks = 0, acked = 0, b = 0;
-			if (!json_u64(p, end, "\"nranks\"", &nranks) || !json_u64(p, end, "\"joined\"", &acked) ||
-			    !json_u64(p, end, "\"bytes_in\"", &b))
-				return -1;
-			v->jobs++;
-			v->joined_all += acked == nranks;
-			v->idle += b == 0;
-			v->max_nranks = nranks > v->max_nranks ? (uint32_t)nranks : v->max_nranks;
-			v->sum_nranks += nranks;
-			v->bytes += b;
-			p = end;
-		}
-	}
 	return 0;
 }
 
@@ -244,11 +258,13 @@ int daemons_view(int rank, struct agg_view *v)
 	memset(v, 0, sizeof(*v));
 	v->ndaemons = ndaemons;
 	for (int i = 0; i < ndaemons; i++) {
-		int jobs, joined;
-		if (daemon_view_one(&daemons[i], rank, &jobs, &joined, &v->bytes[i]))
+		static char body[1 << 18];
+		struct view_one o = { .rank = rank };
+		if (stats_jobs(&daemons[i], body, sizeof(body), view_one_job, &o))
 			return -1;
-		v->jobs += jobs;
-		v->holding += jobs == 1 && joined == 1;
+		v->bytes[i] = o.bytes;
+		v->jobs += o.jobs;
+		v->holding += o.jobs == 1 && o.joined == 1;
 	}
 	return 0;
 }
@@ -258,56 +274,48 @@ int daemons_count(void)
 	return ndaemons;
 }
 
-/* kB of a process's resident memory (VmRSS), 0 when unknown. */
-static uint64_t proc_rss_kb(pid_t pid)
-{
-	char path[64], line[256];
-	unsigned long long kb = 0;
+struct jobs_of {
+	const unsigned long long *ids;
+	int n;
+	struct agg_jobs *out;
+};
 
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %llu kB", &kb) == 1)
-			break;
-	fclose(f);
-	return kb;
+static bool jobs_of_job(const char *p, const char *end, void *arg)
+{
+	struct jobs_of *j = arg;
+	struct agg_jobs *out = j->out;
+	unsigned long long id = 0, nranks = 0, acked = 0, window = 0, chunks = 0, in = 0, mem = 0;
+
+	if (sscanf(p, "{\"id\":\"0x%llx\"", &id) != 1 || !json_u64(p, end, "\"nranks\"", &nranks) ||
+	    !json_u64(p, end, "\"joined\"", &acked) || !json_u64(p, end, "\"window\"", &window) ||
+	    !json_u64(p, end, "\"chunks\"", &chunks) || !json_u64(p, end, "\"bytes_in\"", &in) ||
+	    !json_u64(p, end, "\"memory\"", &mem))
+		return false;
+	out->posted_recvs += window * nranks; /* one receive per (slot, rank) */
+	out->memory += mem;
+	for (int k = 0; k < j->n; k++)
+		if (j->ids[k] == id && acked == nranks) {
+			out->held++;
+			out->bytes_in += in;
+			if (chunks < out->min_chunks)
+				out->min_chunks = chunks;
+		}
+	return true;
 }
 
 int daemon_jobs(int i, const unsigned long long *ids, int n, struct agg_jobs *out)
 {
 	static char body[1 << 20];
+	struct jobs_of j = { ids, n, out };
 
 	memset(out, 0, sizeof(*out));
 	out->min_chunks = UINT64_MAX;
 	if (i < 0 || i >= ndaemons || daemons[i].pid <= 0)
 		return -1;
-	if (sc_http_get(daemons[i].http, "/stats", NULL, 0, body, sizeof(body), 10000) != 200)
+	if (stats_jobs(&daemons[i], body, sizeof(body), jobs_of_job, &j))
 		return -1;
-	out->rss_kb = proc_rss_kb(daemons[i].pid);
-	const char *p = strstr(body, "\"jobs\":[");
-	if (!p)
-		return -1;
-	while ((p = strstr(p, "{\"id\":\"0x"))) {
-		const char *next = strstr(p + 1, "{\"id\":\"0x"), *end = next ? next : p + strlen(p);
-		unsigned long long id = 0, nranks = 0, acked = 0, window = 0, chunks = 0, in = 0, mem = 0;
-		if (sscanf(p, "{\"id\":\"0x%llx\"", &id) != 1 || !json_u64(p, end, "\"nranks\"", &nranks) ||
-		    !json_u64(p, end, "\"joined\"", &acked) || !json_u64(p, end, "\"window\"", &window) ||
-		    !json_u64(p, end, "\"chunks\"", &chunks) || !json_u64(p, end, "\"bytes_in\"", &in) ||
-		    !json_u64(p, end, "\"memory\"", &mem))
-			return -1;
-		out->posted_recvs += window * nranks; /* one receive per (slot, rank) */
-		out->memory += mem;
-		for (int k = 0; k < n; k++)
-			if (ids[k] == id && acked == nranks) {
-				out->held++;
-				out->bytes_in += in;
-				if (chunks < out->min_chunks)
-					out->min_chunks = chunks;
-			}
-		p = end;
-	}
+	long long rss = sc_proc_status(daemons[i].pid, "VmRSS");
+	out->rss_kb = rss > 0 ? (uint64_t)rss : 0;
 	if (!out->held)
 		out->min_chunks = 0;
 	return 0;
