@@ -261,49 +261,41 @@ int cmd_plan(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	plan_in_defaults(&in);
-	/* every row checked before the first is printed: bad input prints
-	 * nothing but the sentence */
-	for (int i = 0; i < nn; i++)
-		for (int k = 0; k < na; k++)
-			for (int l = 0; l < nb; l++) {
-				struct plan_out out;
-				char err[256];
-				in.nodes = (uint32_t)nodes[i];
-				in.aggs = (uint32_t)aggs[k];
-				in.bytes = bytes[l];
-				if (plan_run(&in, &out, err, sizeof(err))) {
-					fprintf(stderr, "sumcastctl plan: %s\n", err);
-					return EXIT_USAGE;
-				}
-			}
-	if (!json) {
-		if (in.loopback)
-			printf("# loopback: every process on one host of %u cores (tcp, costs measured here)\n",
-			       in.cores);
-		else
-			printf("# node links %g Gb/s, aggregator links %g Gb/s%s; fan-in %u, chunk %llu, window %u\n",
-			       in.link_gbps, in.agg_link_gbps, in.tcp ? " (tcp: receive copies on the aggregators)" : " (RDMA)", in.fan_in,
-			       (unsigned long long)in.chunk, in.window);
-		plan_header();
-	}
-	if (!json)
-		atexit(plan_legend);
-	for (int i = 0; i < nn; i++) {
-		for (int k = 0; k < na; k++) {
-			for (int l = 0; l < nb; l++) {
-				struct plan_out out;
-				char err[256];
-				in.nodes = (uint32_t)nodes[i];
-				in.aggs = (uint32_t)aggs[k];
-				in.bytes = bytes[l];
-				if (plan_run(&in, &out, err, sizeof(err)))
-					return EXIT_USAGE; /* checked above */
-				if (json)
-					plan_row_json(&in, &out);
-				else
-					plan_row(&in, &out);
-			}
+	/* Two passes over the rows: the first only checks them, so that bad
+	 * input prints nothing but the sentence; the second prints them (the
+	 * model is cheap to run again). */
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass == 1 && !json) {
+			if (in.loopback)
+				printf("# loopback: every process on one host of %u cores (tcp, costs measured here)\n",
+				       in.cores);
+			else
+				printf("# node links %g Gb/s, aggregator links %g Gb/s%s; fan-in %u, chunk %llu, window %u\n",
+				       in.link_gbps, in.agg_link_gbps,
+				       in.tcp ? " (tcp: receive copies on the aggregators)" : " (RDMA)", in.fan_in,
+				       (unsigned long long)in.chunk, in.window);
+			plan_header();
+			atexit(plan_legend);
 		}
+		for (int i = 0; i < nn; i++)
+			for (int k = 0; k < na; k++)
+				for (int l = 0; l < nb; l++) {
+					struct plan_out out;
+					char err[256];
+					in.nodes = (uint32_t)nodes[i];
+					in.aggs = (uint32_t)aggs[k];
+					in.bytes = bytes[l];
+					if (plan_run(&in, &out, err, sizeof(err))) {
+						fprintf(stderr, "sumcastctl plan: %s\n", err);
+						return EXIT_USAGE;
+					}
+					if (pass == 0)
+						continue;
+					if (json)
+						plan_row_json(&in, &out);
+					else
+						plan_row(&in, &out);
+				}
 	}
 	return 0;
 }
