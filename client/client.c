@@ -84,6 +84,67 @@ void client_agg_fence(struct client *c, size_t agg, const char *why)
 		client_agg_fail(c, &c->aggs[agg], -ECONNABORTED, "%s: %s", c->aggs[agg].name, why);
 }
 
+/* ---- joining again ---- */
+
+int client_agg_rejoin(struct client *c, size_t agg, uint32_t timeout_ms)
+{
+	if (agg >= c->naggs || c->aggs[agg].st != AGG_DEAD)
+		return -EINVAL;
+	struct client_agg *a = &c->aggs[agg];
+	for (uint32_t i = 0; i < c->max_requests; i++)
+		if (c->reqs[i].in_use && (c->reqs[i].aggs >> agg & 1))
+			return -EBUSY;
+	for (uint32_t si = 0; si < c->window; si++)
+		if (a->slots[si].req >= 0)
+			return -EBUSY;
+	int rc = fabric_open_sibling(c->fab, 0, &a->ep);
+	if (rc)
+		return rc < 0 ? rc : -rc;
+	/* Everything of the membership that ended: what JOIN_OK sets comes
+	 * again, the rest starts as at create. */
+	for (uint32_t si = 0; si < c->window; si++) {
+		struct client_slot *s = &a->slots[si];
+		memset(s, 0, sizeof(*s));
+		s->c = c;
+		s->ai = (uint32_t)agg;
+		s->si = si;
+		s->req = -1;
+		s->chunk = CLIENT_NO_CHUNK;
+	}
+	for (uint32_t k = 0; a->ret && k < c->window; k++)
+		a->ret[k].chunk = CLIENT_NO_CHUNK;
+	if (a->mc_rx.slots)
+		sc_mc_rx_fini(&a->mc_rx);
+	if (a->sealed)
+		sc_seal_fini(&a->seal);
+	a->sealed = a->mc = false;
+	a->mc_hi = 0;
+	a->mc_why[0] = '\0';
+	a->rlen = a->wlen = a->woff = 0;
+	a->job_handle = a->window = a->chunk_bytes = a->timeout_ms = 0;
+	a->av_inserted = false;
+	a->next_c = a->next_assign = a->hi = 0;
+	a->inflight = 0;
+	STAILQ_INIT(&a->queue);
+	defer_queue_init(&a->deferred);
+	a->last_ns = a->heard_ns = a->ping_ns = a->ping_wait_ns = 0;
+	a->ver = a->weight = 0;
+	a->has_load = false;
+	a->err = 0;
+	a->why[0] = '\0';
+	a->rejoin_ns = sc_now_ns() + (uint64_t)(timeout_ms ? timeout_ms : c->timeout_ms) * 1000000ull;
+	c->failed &= ~(1ull << agg);
+	client_ctl_connect(c, a);
+	return 0;
+}
+
+int client_agg_joined(const struct client *c, size_t agg)
+{
+	if (agg >= c->naggs || c->aggs[agg].st == AGG_DEAD)
+		return -1;
+	return c->aggs[agg].st == AGG_READY;
+}
+
 /* ---- creation ---- */
 
 static int params_check(const struct client_params *p, char *why, size_t len)
@@ -407,6 +468,14 @@ int client_progress(struct client *c)
 		client_ctl_liveness(c, t);
 		for (size_t ai = 0; ai < c->naggs; ai++) {
 			struct client_agg *a = &c->aggs[ai];
+			if (a->rejoin_ns && a->st == AGG_READY)
+				a->rejoin_ns = 0;
+			else if (a->rejoin_ns && a->st != AGG_DEAD && t > a->rejoin_ns)
+				client_agg_fail(c, a, -ETIMEDOUT, "%s: joining again: not READY in time (%s)",
+						a->name, client_agg_state_what[a->st]);
+		}
+		for (size_t ai = 0; ai < c->naggs; ai++) {
+			struct client_agg *a = &c->aggs[ai];
 			if (a->st != AGG_READY || !a->inflight)
 				continue;
 			uint32_t lim = (a->timeout_ms && a->timeout_ms < c->timeout_ms ? a->timeout_ms
@@ -464,7 +533,7 @@ size_t client_naggs(const struct client *c)
 
 bool client_agg_alive(const struct client *c, size_t agg)
 {
-	return agg < c->naggs && c->aggs[agg].st != AGG_DEAD;
+	return agg < c->naggs && c->aggs[agg].st == AGG_READY;
 }
 
 int client_agg_load(const struct client *c, size_t agg, unsigned *load_pm, unsigned *jobs)

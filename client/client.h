@@ -216,6 +216,20 @@ uint64_t client_failed(const struct client *c);
 const char *client_agg_why(const struct client *c, size_t agg);
 /* Fences agg now (another rank saw it fail): no-op if already failed. */
 void client_agg_fence(struct client *c, size_t agg, const char *why);
+/* v1.10: joins agg again after it failed: the same job id, rank and
+ * parameters, on a fresh endpoint of its own, as at connect. Nothing of
+ * its earlier membership survives: chunk numbers start at 0 again, the
+ * retention of its results is dropped. -EBUSY while a request in flight
+ * here was sharded over agg (its repair may still read what agg held),
+ * -EINVAL unless agg failed; else 0, and the join runs in
+ * client_progress: client_agg_joined() says when it is done, and a join
+ * that fails or is not READY within timeout_ms fails agg again (it shows
+ * in client_failed() as before). The caller decides with the other ranks
+ * when requests use agg again (client_allreduce_on's mask). */
+int client_agg_rejoin(struct client *c, size_t agg, uint32_t timeout_ms);
+/* 1: agg is READY; 0: its join is under way; -1: it failed (or was never
+ * rejoined and is dead). */
+int client_agg_joined(const struct client *c, size_t agg);
 /* The window agg granted (0 before JOIN_OK). */
 uint32_t client_agg_window(const struct client *c, size_t agg);
 /* v1.9: the weight agg granted (1 from an aggregator of protocol < 4; 0

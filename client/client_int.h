@@ -124,6 +124,7 @@ struct client_agg {
 	uint64_t mc_hi;            /* 1 + the highest chunk completed from the group */
 	uint64_t mc_by_group, mc_by_unicast, mc_nacks;
 	char mc_why[200];
+	uint64_t rejoin_ns;        /* joining again (client_agg_rejoin): READY by then, 0: not */
 	bool sealed;               /* the daemon seals this job's data (WIRE_OK_F_SEALED) */
 	struct sc_seal seal;       /* keyed at JOIN_OK when sealed */
 	int err;

@@ -160,6 +160,16 @@ struct coll_agreement {
 
 struct fo_item;
 
+/* One aggregator out of use, failed or drained: when it may be tried again
+ * (failover.c, "Coming back"). */
+struct fo_out {
+	uint64_t from;      /* the first request that no longer used it */
+	uint64_t next_ns;   /* join it again no earlier than this */
+	uint64_t hold_ns;   /* the wait after its next fault (doubles while it flaps) */
+	uint64_t back_ns;   /* when it came back last, 0: never */
+	uint32_t back_epoch;/* the epoch it came back in: older fault notices of it are stale */
+};
+
 struct failover {
 	uint32_t epoch;  /* decisions taken (0: the connect-time set) */
 	uint64_t known;  /* aggregators known to have failed, here or by notice */
@@ -169,17 +179,27 @@ struct failover {
 	uint64_t t_first_ns; /* first sign of the fault being agreed */
 	uint64_t deadline_ns; /* agreement and repairs must be done by then */
 	int err;         /* a repair failed: the communicator is broken */
-	/* notices: the known mask travels the ring (prev -> us -> next) */
+	/* notices: the known mask, the sender's epoch and the agreement it
+	 * wants travel the ring (prev -> us -> next) */
 	struct ring_xfer nrx, ntx[4];
 	struct fabric_buf nmem;
-	uint64_t *nbuf;  /* nmem: [0] receive, [1..4] sends */
+	uint64_t *nbuf;  /* nmem: [0, 3) receive, [3 + 3i, 6 + 3i) send i */
 	bool nrx_posted;
 	uint64_t told;   /* largest mask sent to next */
+	uint64_t want;   /* 1 + the agreement (fo_run) some node asked for; 0: none */
+	uint64_t told_want;
+	uint64_t later;  /* failures notified from an epoch this node has not reached */
+	uint32_t later_epoch;
+	/* coming back (failover.c): aggregators being joined again here, not
+	 * yet agreed; drained ones (out of use, not fenced), and those of them
+	 * this node has still to leave */
+	uint64_t back, gone, leaving;
+	uint64_t closed; /* drained, and every node has left it: it may be joined again */
+	struct fo_out outs[CLIENT_AGGS_MAX];
+	struct fo_round1 r1;
 	/* agreement: a min-allreduce over the ring (one per round) */
 	struct coll_agreement agree;
 	uint64_t fenced; /* the set this node reported in round 1 */
-	uint64_t r1_lo[CLIENT_AGGS_MAX];
-	uint64_t r1_next;
 	/* history */
 	struct fo_epoch *epochs;
 	size_t nepochs;
@@ -192,7 +212,7 @@ struct failover {
 	struct fabric_mr ret_mr;
 	bool ret_reg;
 	/* totals for the close summary */
-	uint64_t faults, copied_bytes, redone_bytes;
+	uint64_t faults, copied_bytes, redone_bytes, readmits, drains;
 };
 
 /* ---- the adaptive split (collnet_adapt.c; split.h has the controller) ---- */

@@ -52,8 +52,29 @@
  *     keeps what it sent, client.h), zero from an allgather's receivers;
  *     the owner takes the sum, the others drop it.
  * Requests from S on are sharded over the surviving aggregators (or go to
- * the ring alone when none is left). A failed aggregator is not used again
- * by this communicator; a restarted one serves the next communicator.
+ * the ring alone when none is left).
+ *
+ * Coming back. Every SUMCAST_READMIT (1 s) each node tries to join a
+ * failed (or drained) aggregator again, alone: the same job id and rank on
+ * a fresh endpoint (client_agg_rejoin), once nothing of it is still needed
+ * here (no repair, no request in flight over it, and every request below
+ * the one that stopped using it issued). The daemon sends READY only when
+ * every rank has joined, so a dead address costs each node a refused
+ * connect, and a half-reachable one a join that times out: neither needs
+ * the others. A node that has it READY asks for an agreement (the notice
+ * carries the wanted run); round 1 then carries per aggregator "tried"
+ * (max) and "READY here" (min) and the lowest next index. It comes back
+ * (fo_plan_back) from S on when READY on every node, not failing now, and
+ * every node is past its old requests; else every node fences its new
+ * membership and waits. An aggregator that fails again within
+ * SUMCAST_READMIT_MAX of coming back waits twice as long each time (capped
+ * there): a flapping host costs bounded time, never a result.
+ *
+ * Drain. A daemon that is stopped asks its ranks to move off (DRAIN); round
+ * 1 carries it (max), and from S on the aggregator is out of use with no
+ * fence and no repair: requests below S complete on it as usual, and each
+ * node leaves it (LEAVE) once it has issued every request below S and none
+ * of them is in flight over it. Once restarted it comes back as above.
  *
  * Bounds: agreement and repairs must finish within SUMCAST_AGG_TIMEOUT of
  * the first sign of the fault; a node that does not take part by then is
@@ -75,6 +96,44 @@ enum { FO_IDLE = 0, FO_ROUND1, FO_ROUND2 };
 static uint64_t fo_timeout_ns(void)
 {
 	return (uint64_t)plugin_cfg.agg_timeout_ms * 1000000ull;
+}
+
+static uint64_t ms_ns(int64_t ms)
+{
+	return (uint64_t)ms * 1000000ull;
+}
+
+static uint64_t aggs_mask(const struct coll_comm *cc)
+{
+	return cc->naggs >= 64 ? ~0ull : (1ull << cc->naggs) - 1;
+}
+
+/* The agreement run this node is at: every run ends in a new epoch
+ * (attempt 0) or a new attempt, so runs only grow. */
+static uint64_t fo_run(const struct failover *fo)
+{
+	return (uint64_t)fo->epoch << 32 | fo->attempt;
+}
+
+/* The set requests use now. */
+static uint64_t fo_live(const struct failover *fo)
+{
+	return fo->epochs[fo->nepochs - 1].live;
+}
+
+/* Aggregators that asked this node to move off (DRAIN). */
+static uint64_t fo_draining(const struct coll_comm *cc)
+{
+	(void)cc;
+	return 0;
+}
+
+/* Leaves drained aggregator ai: 0 once done, -EBUSY while busy. */
+static int fo_retire(struct coll_comm *cc, size_t ai)
+{
+	(void)cc;
+	(void)ai;
+	return -ENOSYS;
 }
 
 void failover_fail(struct coll_comm *cc, int err, const char *what)
@@ -128,12 +187,31 @@ static void notice_post_rx(struct coll_comm *cc)
 
 	if (fo->nrx_posted || cc->nranks < 2)
 		return;
-	int rc = ring_post(&cc->ring, &fo->nrx, false, &fo->nbuf[0], sizeof(uint64_t), fo->nmem.mr.desc,
+	int rc = ring_post(&cc->ring, &fo->nrx, false, &fo->nbuf[0], 3 * sizeof(uint64_t), fo->nmem.mr.desc,
 			   sc_tag_notice());
 	if (rc == 0)
 		fo->nrx_posted = true;
 	else
 		fo->nrx.state = RING_X_IDLE; /* -FI_EAGAIN: next pass */
+}
+
+/* Failures a node notified at its epoch `ep`: an aggregator that came back
+ * after that epoch is not meant (the notice is older than its return); a
+ * notice from an epoch this node has not reached yet waits for it (the
+ * sender may mean an aggregator that comes back here in that epoch). */
+static void note_notice(struct coll_comm *cc, uint64_t mask, uint32_t ep)
+{
+	struct failover *fo = &cc->fo;
+
+	if (ep > fo->epoch) {
+		fo->later |= mask;
+		fo->later_epoch = ep > fo->later_epoch ? ep : fo->later_epoch;
+		return;
+	}
+	for (size_t ai = 0; ai < cc->naggs; ai++)
+		if (fo->outs[ai].back_epoch > ep)
+			mask &= ~(1ull << ai);
+	note_known(cc, mask, false);
 }
 
 static void notice_progress(struct coll_comm *cc)
@@ -144,14 +222,21 @@ static void notice_progress(struct coll_comm *cc)
 		return;
 	if (fo->nrx_posted && fo->nrx.state == RING_X_DONE) {
 		fo->nrx_posted = false;
-		if (fo->nrx.err)
+		if (fo->nrx.err) {
 			failover_fail(cc, fo->nrx.err, "receiving a fault notice from the previous node");
-		else
-			note_known(cc, fo->nbuf[0] & (cc->naggs >= 64 ? ~0ull : (1ull << cc->naggs) - 1),
-				   false);
+		} else {
+			note_notice(cc, fo->nbuf[0] & aggs_mask(cc), (uint32_t)fo->nbuf[1]);
+			if (fo->nbuf[2] > fo->want)
+				fo->want = fo->nbuf[2];
+		}
+	}
+	if (fo->later && fo->epoch >= fo->later_epoch) {
+		uint64_t m = fo->later;
+		fo->later = 0;
+		note_notice(cc, m, fo->later_epoch);
 	}
 	notice_post_rx(cc);
-	if ((fo->known & ~fo->told) == 0)
+	if ((fo->known & ~fo->told) == 0 && fo->want <= fo->told_want)
 		return;
 	for (int i = 0; i < 4; i++) {
 		struct ring_xfer *x = &fo->ntx[i];
@@ -159,9 +244,11 @@ static void notice_progress(struct coll_comm *cc)
 			continue;
 		if (x->state == RING_X_DONE && x->err)
 			failover_fail(cc, x->err, "sending a fault notice to the next node");
-		fo->nbuf[1 + i] = fo->known;
-		int rc = ring_post(&cc->ring, x, true, &fo->nbuf[1 + i], sizeof(uint64_t), fo->nmem.mr.desc,
-				   sc_tag_notice());
+		uint64_t *b = &fo->nbuf[3 + 3 * i];
+		b[0] = fo->known;
+		b[1] = fo->epoch;
+		b[2] = fo->want;
+		int rc = ring_post(&cc->ring, x, true, b, 3 * sizeof(uint64_t), fo->nmem.mr.desc, sc_tag_notice());
 		if (rc) {
 			x->state = RING_X_IDLE;
 			if (rc != -FI_EAGAIN)
@@ -169,6 +256,7 @@ static void notice_progress(struct coll_comm *cc)
 			return;
 		}
 		fo->told = fo->known;
+		fo->told_want = fo->want;
 		return;
 	}
 }
@@ -194,9 +282,16 @@ static int round1_start(struct coll_comm *cc)
 	if (rc)
 		return rc;
 	fo->fenced = fo->known & ~fo->dead;
-	for (size_t ai = 0; ai < cc->naggs; ai++)
+	struct fo_round1_in in = { .fenced = fo->fenced, .lo = lo, .next = cc->next_idx, .tried = fo->back,
+				   .drain = fo_draining(cc) & fo_live(fo), .left = fo->gone & ~fo->leaving };
+	for (size_t ai = 0; ai < cc->naggs; ai++) {
 		lo[ai] = fo->fenced >> ai & 1 ? client_agg_lo(cc->client, ai) : 0;
-	fo_plan_round1_fill(cc->naggs, fo->fenced, lo, cc->next_idx, fo->agree.in);
+		if (client_agg_joined(cc->client, ai) == 1)
+			in.joined |= fo->back & 1ull << ai;
+	}
+	fo_plan_round1_fill(cc->naggs, &in, fo->agree.in);
+	if (fo->deadline_ns < sc_now_ns() + fo_timeout_ns())
+		fo->deadline_ns = sc_now_ns() + fo_timeout_ns();
 	agree_go(cc, 1);
 	fo->state = FO_ROUND1;
 	return 0;
@@ -219,7 +314,7 @@ static int round2_start(struct coll_comm *cc, uint64_t set)
 		if (!(set >> ai & 1))
 			continue;
 		for (uint32_t j = 0; j < w[ai]; j++) {
-			uint64_t c = fo->r1_lo[ai] + j;
+			uint64_t c = fo->r1.lo[ai] + j;
 			fo_plan_round2_fill(fo->agree.in + k, w[ai], j, cc->rank,
 					    client_chunk_held(cc->client, ai, c),
 					    client_chunk_lacks(cc->client, ai, c));
@@ -233,51 +328,65 @@ static int round2_start(struct coll_comm *cc, uint64_t set)
 
 /* ---- decision ---- */
 
-/* Round 2 is in: the next epoch, the agreed state of each failed
- * aggregator, then this node's part of the repair (failover_plan.c decides
- * it, failover_repair.c carries it out). */
-static int decide(struct coll_comm *cc, uint64_t set, uint64_t from)
+/* The wait before aggregator ai is tried again after it failed: the
+ * readmit interval, doubled each time it fails again within readmit_max of
+ * coming back (a flapping host), capped at readmit_max. */
+static void out_hold(struct fo_out *o, uint64_t now, bool flapped)
+{
+	uint64_t base = ms_ns(plugin_cfg.readmit_ms), cap = ms_ns(plugin_cfg.readmit_max_ms);
+
+	if (cap < base)
+		cap = base;
+	if (!flapped || !o->hold_ns)
+		o->hold_ns = base;
+	else
+		o->hold_ns = 2 * o->hold_ns < cap ? 2 * o->hold_ns : cap;
+	o->next_ns = now + o->hold_ns;
+}
+
+/* The set's repairs: the agreed state of each failed aggregator (round 2),
+ * then this node's part (failover_plan.c decides it, failover_repair.c
+ * carries it out), and the fault's WARN line. */
+static int decide_faults(struct coll_comm *cc, uint64_t set, uint64_t from, uint64_t now)
 {
 	struct failover *fo = &cc->fo;
-	struct fo_epoch *e = realloc(fo->epochs, (fo->nepochs + 1) * sizeof(*e));
 	struct fo_counts n = { 0 };
 	int rc = 0;
-
-	if (!e)
-		return -ENOMEM;
-	fo->epochs = e;
-	fo->epoch++;
-	e[fo->nepochs] = fo_plan_epoch_next(&e[fo->nepochs - 1], set, from);
-	fo->nepochs++;
 	size_t k = 0;
+
 	for (size_t ai = 0; ai < cc->naggs; ai++) {
 		if (!(set >> ai & 1))
 			continue;
 		struct fo_dead *d = &fo->deads[ai];
+		struct fo_out *o = &fo->outs[ai];
 		uint32_t w = client_agg_window(cc->client, ai);
 		d->agreed = true;
 		d->epoch = fo->epoch;
-		rc = fo_plan_round2_read(fo->agree.out + k, fo->r1_lo[ai], w, d);
+		rc = fo_plan_round2_read(fo->agree.out + k, fo->r1.lo[ai], w, d);
 		if (rc)
 			return rc;
 		k += 2 * (size_t)w;
+		if (!(fo->gone >> ai & 1))
+			o->from = from;
+		out_hold(o, now, o->back_ns && now - o->back_ns < ms_ns(plugin_cfg.readmit_max_ms));
 		if (SC_LOG_DEBUG <= sc_log_level_cur) {
 			char hl[512];
-			size_t o = 0;
-			for (uint32_t j = 0; j < w && o + 48 < sizeof(hl); j++)
-				o += (size_t)snprintf(hl + o, sizeof(hl) - o, " %" PRIu64 ":%s/%s", d->lo + j,
-						      d->holder[j] == FO_NONE ? "-" : "h",
-						      d->lacker[j] == FO_NONE ? "-" : "l");
+			size_t off = 0;
+			for (uint32_t j = 0; j < w && off + 48 < sizeof(hl); j++)
+				off += (size_t)snprintf(hl + off, sizeof(hl) - off, " %" PRIu64 ":%s/%s", d->lo + j,
+							d->holder[j] == FO_NONE ? "-" : "h",
+							d->lacker[j] == FO_NONE ? "-" : "l");
 			SC_DBG("collnet rank %u: epoch %u aggregator %zu: lo %" PRIu64 ", from request %" PRIu64
 			       ", here lo %" PRIu64 ";%s", cc->rank, fo->epoch, ai, d->lo, from,
 			       client_agg_lo(cc->client, ai), hl);
 		}
 	}
 	fo->dead |= set;
+	fo->gone &= ~set;
+	fo->leaving &= ~set;
 	fo->faults += (uint64_t)__builtin_popcountll(set);
 	rc = failover_repair_plan(cc, set, &n);
-	uint64_t live = e[fo->nepochs - 1].live;
-	double ms = (sc_now_ns() - fo->t_first_ns) / 1e6;
+	double ms = (now - fo->t_first_ns) / 1e6;
 	for (size_t ai = 0; ai < cc->naggs; ai++)
 		if (set >> ai & 1)
 			SC_WARN("collnet job 0x%016llx rank %u: aggregator %s failed (%s); epoch %u: from "
@@ -285,10 +394,89 @@ static int decide(struct coll_comm *cc, uint64_t set, uint64_t from)
 				" chunk(s) (%zu bytes) are copied from other nodes and %" PRIu64
 				" chunk(s) (%zu bytes) redone over the ring; agreed %.1f ms after the first sign; "
 				"window chunks: %" PRIu64 " redone from what this node kept after its request "
-				"completed, %" PRIu64 " copies passed on for others",
+				"completed, %" PRIu64 " copies passed on for others; tried again in %.1f s",
 				(unsigned long long)cc->job_id, cc->rank, cc->aggs[ai], fo->deads[ai].why,
-				fo->epoch, from, __builtin_popcountll(live), n.lacking, n.copy_bytes,
-				n.redo_chunks, n.redo_bytes, ms, n.kept, n.passed);
+				fo->epoch, from, __builtin_popcountll(fo_live(fo)), n.lacking, n.copy_bytes,
+				n.redo_chunks, n.redo_bytes, ms, n.kept, n.passed, fo->outs[ai].hold_ns / 1e9);
+	return rc;
+}
+
+/* Round 1 (and round 2 when something failed) is in: the next epoch, with
+ * `set` failed, `gone` drained and `back` returned from request `from` on;
+ * the joins of this run that did not make it are fenced. */
+static int decide(struct coll_comm *cc, uint64_t set, uint64_t back, uint64_t drain, uint64_t from)
+{
+	struct failover *fo = &cc->fo;
+	uint64_t now = sc_now_ns();
+	uint64_t missed = fo->r1.tried & ~back;
+	int rc = 0;
+
+	fo->closed |= fo->r1.left & fo->gone & ~set;
+
+	/* A join of this run that is not taken back: every node fences its
+	 * new membership, and tries again after a wait that grows if some
+	 * node had it READY (it is reachable from some nodes only, or flaps). */
+	for (size_t ai = 0; ai < cc->naggs; ai++) {
+		if (!(missed >> ai & 1))
+			continue;
+		if ((fo->back >> ai & 1) && client_agg_joined(cc->client, ai) >= 0)
+			client_agg_fence(cc->client, ai, "not taken back: not READY again on every node");
+		const char *why = !(fo->r1.joined >> ai & 1) ? "not READY again on every node"
+				  : fo->r1.any >> ai & 1 ? "it failed again"
+							 : "a node has yet to issue requests of its old membership";
+		out_hold(&fo->outs[ai], now, true);
+		SC_INFO("collnet job 0x%016llx rank %u: aggregator %s not taken back (%s); tried again in "
+			"%.1f s", (unsigned long long)cc->job_id, cc->rank, cc->aggs[ai], why,
+			fo->outs[ai].hold_ns / 1e9);
+	}
+	fo->back = 0;
+	if (!(set | back | drain)) {
+		fo->attempt++;
+		return 0;
+	}
+	struct fo_epoch *e = realloc(fo->epochs, (fo->nepochs + 1) * sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	fo->epochs = e;
+	fo->epoch++;
+	fo->attempt = 0;
+	e[fo->nepochs] = fo_plan_epoch_next(&e[fo->nepochs - 1], set | drain, back, from);
+	fo->nepochs++;
+	if (set)
+		rc = decide_faults(cc, set, from, now);
+	for (size_t ai = 0; ai < cc->naggs; ai++) {
+		struct fo_out *o = &fo->outs[ai];
+		if (back >> ai & 1) {
+			struct fo_dead *d = &fo->deads[ai];
+			double out_s = o->next_ns > o->hold_ns ? (now - (o->next_ns - o->hold_ns)) / 1e9 : 0;
+			free(d->holder);
+			free(d->lacker);
+			memset(d, 0, sizeof(*d));
+			o->back_ns = now;
+			o->back_epoch = fo->epoch;
+			fo->readmits++;
+			SC_INFO("collnet job 0x%016llx rank %u: aggregator %s is back (READY again on every "
+				"node, out %.1f s); epoch %u: from request %" PRIu64 " on %d aggregator(s) + ring",
+				(unsigned long long)cc->job_id, cc->rank, cc->aggs[ai], out_s, fo->epoch, from,
+				__builtin_popcountll(fo_live(fo)));
+		}
+		if (drain >> ai & 1) {
+			o->from = from;
+			o->next_ns = now + ms_ns(plugin_cfg.readmit_ms);
+			o->hold_ns = ms_ns(plugin_cfg.readmit_ms);
+			fo->drains++;
+			SC_INFO("collnet job 0x%016llx rank %u: aggregator %s drains (it asked the nodes to "
+				"move off); epoch %u: from request %" PRIu64 " on %d aggregator(s) + ring, nothing "
+				"copied or redone", (unsigned long long)cc->job_id, cc->rank, cc->aggs[ai],
+				fo->epoch, from, __builtin_popcountll(fo_live(fo)));
+		}
+	}
+	fo->known &= ~back;
+	fo->dead &= ~back;
+	fo->told &= ~back;
+	fo->gone = (fo->gone & ~back) | drain;
+	fo->closed &= ~(back | drain);
+	fo->leaving |= drain;
 	return rc;
 }
 
@@ -299,8 +487,33 @@ static void agree_progress(struct coll_comm *cc)
 	int rc;
 
 	if (fo->state == FO_IDLE) {
-		if (!(fo->known & ~fo->dead))
-			return;
+		bool fault = fo->known & ~fo->dead;
+		uint64_t ready = 0, pending = 0;
+		for (size_t ai = 0; ai < na; ai++) {
+			if (!(fo->back >> ai & 1))
+				continue;
+			int j = client_agg_joined(cc->client, ai);
+			if (j == 1)
+				ready |= 1ull << ai;
+			else if (j == 0)
+				pending |= 1ull << ai;
+		}
+		uint64_t drain = fo_draining(cc) & fo_live(fo);
+		if (!fault) {
+			/* A join that failed here needs nobody else: the daemon
+			 * sends READY to none until all have joined. */
+			for (size_t ai = 0; ai < na; ai++)
+				if ((fo->back & ~ready & ~pending) >> ai & 1) {
+					fo->back &= ~(1ull << ai);
+					fo->outs[ai].next_ns = sc_now_ns() + ms_ns(plugin_cfg.readmit_ms);
+					SC_DBG("collnet rank %u: joining aggregator %zu again failed: %s", cc->rank, ai,
+					       client_agg_why(cc->client, ai));
+				}
+			if (ready || drain)
+				fo->want = fo->want > fo_run(fo) + 1 ? fo->want : fo_run(fo) + 1;
+			if (fo->want <= fo_run(fo) || pending)
+				return; /* nothing to agree on, or wait for our joins (bounded) */
+		}
 		rc = round1_start(cc);
 		if (rc)
 			failover_fail(cc, rc, "starting the agreement");
@@ -314,19 +527,27 @@ static void agree_progress(struct coll_comm *cc)
 		return;
 	}
 	if (fo->state == FO_ROUND1) {
-		struct fo_round1 r1;
-		fo_plan_round1_read(na, fo->agree.out, &r1);
-		memcpy(fo->r1_lo, r1.lo, sizeof(fo->r1_lo));
-		fo->r1_next = r1.next;
+		fo_plan_round1_read(na, fo->agree.out, &fo->r1);
 		coll_agreement_free(&fo->agree);
-		if (!fo_plan_round1_agreed(&r1)) {
+		if (!fo_plan_round1_agreed(&fo->r1)) {
 			/* Not every node had fenced the same set: all fence the
 			 * union, and report again. */
-			note_known(cc, r1.any, false);
+			note_known(cc, fo->r1.any, false);
 			fo->attempt++;
 			rc = round1_start(cc);
+		} else if (fo->r1.any) {
+			rc = round2_start(cc, fo->r1.any);
 		} else {
-			rc = round2_start(cc, r1.any);
+			/* nothing failed: a return or a drain, no repair */
+			uint64_t froms[CLIENT_AGGS_MAX];
+			for (size_t ai = 0; ai < na; ai++)
+				froms[ai] = fo->outs[ai].from;
+			uint64_t back = fo_plan_back(na, &fo->r1, fo->dead | fo->gone, froms);
+			rc = decide(cc, 0, back, fo_plan_drain(&fo->r1, fo_live(fo)), fo->r1.next);
+			fo->state = FO_IDLE;
+			if (rc)
+				failover_fail(cc, rc, "taking an aggregator back");
+			return;
 		}
 		if (rc)
 			failover_fail(cc, rc, "starting the agreement");
@@ -334,12 +555,55 @@ static void agree_progress(struct coll_comm *cc)
 	}
 	/* round 2: decided */
 	uint64_t set = fo->fenced;
-	rc = decide(cc, set, fo->r1_next);
+	uint64_t froms[CLIENT_AGGS_MAX];
+	for (size_t ai = 0; ai < na; ai++)
+		froms[ai] = fo->outs[ai].from;
+	uint64_t back = fo_plan_back(na, &fo->r1, (fo->dead | fo->gone) & ~set, froms);
+	rc = decide(cc, set, back, fo_plan_drain(&fo->r1, fo_live(fo)) & ~set, fo->r1.next);
 	coll_agreement_free(&fo->agree);
 	fo->state = FO_IDLE;
-	fo->attempt = 0;
 	if (rc)
 		failover_fail(cc, rc, "setting up the repairs");
+}
+
+/* ---- coming back, moving off ---- */
+
+/* Joins an aggregator out of use again once its wait is over and nothing
+ * of its old membership is needed here any more; leaves a drained one once
+ * this node's requests below its switch point are done. */
+static void out_progress(struct coll_comm *cc)
+{
+	struct failover *fo = &cc->fo;
+	uint64_t now = sc_now_ns();
+
+	for (size_t ai = 0; ai < cc->naggs; ai++) {
+		uint64_t bit = 1ull << ai;
+		struct fo_out *o = &fo->outs[ai];
+		if ((fo->leaving & bit) && cc->next_idx >= o->from && fo_retire(cc, ai) == 0) {
+			fo->leaving &= ~bit;
+			o->next_ns = now + ms_ns(plugin_cfg.readmit_ms);
+		}
+		/* Left here: once every node has (an agreement says so) its old
+		 * membership is over, and nothing of it can be needed again. */
+		if ((fo->gone & ~fo->leaving & ~fo->closed & bit) && now >= o->next_ns) {
+			fo->want = fo->want > fo_run(fo) + 1 ? fo->want : fo_run(fo) + 1;
+			o->next_ns = now + ms_ns(plugin_cfg.readmit_ms);
+		}
+		if (!plugin_cfg.readmit_ms || fo->state != FO_IDLE || !SLIST_EMPTY(&fo->items) ||
+		    (fo->known & ~fo->dead) || !((fo->dead | (fo->gone & fo->closed)) & ~fo->back & bit) ||
+		    now < o->next_ns || cc->next_idx < o->from)
+			continue;
+		int64_t t = 2 * plugin_cfg.agg_deadline_ms;
+		int rc = client_agg_rejoin(cc->client, ai, (uint32_t)(t > 2000 ? t : 2000));
+		if (rc == 0) {
+			fo->back |= bit;
+			SC_DBG("collnet rank %u: joining aggregator %s again", cc->rank, cc->aggs[ai]);
+		} else if (rc != -EBUSY) {
+			o->next_ns = now + ms_ns(plugin_cfg.readmit_ms);
+			SC_DBG("collnet rank %u: cannot join aggregator %s again: %s", cc->rank, cc->aggs[ai],
+			       strerror(-rc));
+		}
+	}
 }
 
 /* ---- interface ---- */
@@ -360,11 +624,16 @@ int failover_init(struct coll_comm *cc, uint64_t live)
 	/* aggregators not in the connect-time set are simply never used */
 	fo->known = fo->dead = cc->naggs >= 64 ? ~live : ((1ull << cc->naggs) - 1) & ~live;
 	fo->told = fo->known;
-	if ((rc = fabric_buf_alloc(cc->f, 5 * sizeof(uint64_t), &fo->nmem)) ||
+	/* One READY here but not on every node is let go, so that it can come
+	 * back like any failed one. */
+	for (size_t ai = 0; ai < cc->naggs; ai++)
+		if ((fo->dead >> ai & 1) && client_agg_joined(cc->client, ai) >= 0)
+			client_agg_fence(cc->client, ai, "not in use: not READY on every node at connect");
+	if ((rc = fabric_buf_alloc(cc->f, 15 * sizeof(uint64_t), &fo->nmem)) ||
 	    (rc = fabric_buf_alloc(cc->f, fo->sink_bytes, &fo->sink)))
 		return rc;
 	fo->nbuf = fo->nmem.buf;
-	memset(fo->nbuf, 0, 5 * sizeof(uint64_t));
+	memset(fo->nbuf, 0, 15 * sizeof(uint64_t));
 	void *ret = client_retention(cc->client, &rlen);
 	if (ret) {
 		rc = fabric_mr_reg(cc->f, ret, rlen, &fo->ret_mr);
@@ -424,7 +693,9 @@ int failover_step(struct coll_comm *cc)
 
 	if (!cc->client || !cc->failover || fo->err)
 		return fo->err;
-	uint64_t mine = client_failed(cc->client) & ~fo->known;
+	/* a drained aggregator this node has left fails only its next
+	 * membership, which is not in use until the nodes agree on it */
+	uint64_t mine = client_failed(cc->client) & ~fo->known & ~(fo->gone & ~fo->leaving);
 	if (mine)
 		note_known(cc, mine, true);
 	notice_progress(cc);
@@ -432,6 +703,8 @@ int failover_step(struct coll_comm *cc)
 		agree_progress(cc);
 	if (!fo->err)
 		failover_repair_progress(cc);
+	if (!fo->err)
+		out_progress(cc);
 	if (!fo->err && (fo->state != FO_IDLE || !SLIST_EMPTY(&fo->items) || (fo->known & ~fo->dead)) &&
 	    sc_now_ns() > fo->deadline_ns)
 		failover_fail(cc, -ETIMEDOUT, fo->state != FO_IDLE ? "a node does not take part in the agreement"
@@ -441,7 +714,7 @@ int failover_step(struct coll_comm *cc)
 
 bool failover_busy(const struct coll_comm *cc)
 {
-	return cc->client && cc->failover && (cc->fo.known & ~cc->fo.dead);
+	return cc->client && cc->failover && ((cc->fo.known & ~cc->fo.dead) || cc->fo.state != FO_IDLE);
 }
 
 uint64_t failover_live_for(const struct coll_comm *cc, uint64_t idx, uint32_t *epoch)

@@ -20,29 +20,36 @@ uint64_t fo_plan_live_for(const struct fo_epoch *e, size_t n, uint64_t idx, uint
 	return e[n - 1].live;
 }
 
-struct fo_epoch fo_plan_epoch_next(const struct fo_epoch *prev, uint64_t set, uint64_t from)
+struct fo_epoch fo_plan_epoch_next(const struct fo_epoch *prev, uint64_t set, uint64_t back,
+				   uint64_t from)
 {
-	return (struct fo_epoch){ .from = from, .live = prev->live & ~set };
+	return (struct fo_epoch){ .from = from, .live = (prev->live & ~set) | back };
 }
 
-/* ---- round 1: [0, na) -(failed) for the max, [na, 2 na) failed for the
- * min, [2 na, 3 na) the low marks, [3 na] -(next index) for the max ---- */
+/* ---- round 1, naggs values each: [0] -(failed) for the max, [1] failed
+ * for the min, [2] the low marks, [3] -(tried) for the max, [4] joined for
+ * the min, [5] -(drain) for the max, [6] left for the min; then -(next
+ * index) for the max and the next index for the min ---- */
 
 size_t fo_plan_round1_len(size_t naggs)
 {
-	return 3 * naggs + 1;
+	return 7 * naggs + 2;
 }
 
-void fo_plan_round1_fill(size_t naggs, uint64_t fenced, const uint64_t *lo, uint64_t next,
-			 int64_t *v)
+void fo_plan_round1_fill(size_t naggs, const struct fo_round1_in *in, int64_t *v)
 {
 	for (size_t ai = 0; ai < naggs; ai++) {
-		bool f = fenced >> ai & 1;
+		bool f = in->fenced >> ai & 1;
 		v[ai] = -(int64_t)f;
 		v[naggs + ai] = f;
-		v[2 * naggs + ai] = f ? (int64_t)lo[ai] : FO_NONE;
+		v[2 * naggs + ai] = f ? (int64_t)in->lo[ai] : FO_NONE;
+		v[3 * naggs + ai] = -(int64_t)(in->tried >> ai & 1);
+		v[4 * naggs + ai] = (int64_t)(in->joined >> ai & 1);
+		v[5 * naggs + ai] = -(int64_t)(in->drain >> ai & 1);
+		v[6 * naggs + ai] = (int64_t)(in->left >> ai & 1);
 	}
-	v[3 * naggs] = -(int64_t)next;
+	v[7 * naggs] = -(int64_t)in->next;
+	v[7 * naggs + 1] = (int64_t)in->next;
 }
 
 void fo_plan_round1_read(size_t naggs, const int64_t *v, struct fo_round1 *out)
@@ -52,13 +59,33 @@ void fo_plan_round1_read(size_t naggs, const int64_t *v, struct fo_round1 *out)
 		out->any |= (uint64_t)(-v[ai] == 1) << ai;
 		out->all |= (uint64_t)(v[naggs + ai] == 1) << ai;
 		out->lo[ai] = (uint64_t)v[2 * naggs + ai];
+		out->tried |= (uint64_t)(-v[3 * naggs + ai] == 1) << ai;
+		out->joined |= (uint64_t)(v[4 * naggs + ai] == 1) << ai;
+		out->drain |= (uint64_t)(-v[5 * naggs + ai] == 1) << ai;
+		out->left |= (uint64_t)(v[6 * naggs + ai] == 1) << ai;
 	}
-	out->next = (uint64_t)-v[3 * naggs];
+	out->next = (uint64_t)-v[7 * naggs];
+	out->next_min = (uint64_t)v[7 * naggs + 1];
 }
 
 bool fo_plan_round1_agreed(const struct fo_round1 *r)
 {
 	return r->any == r->all;
+}
+
+uint64_t fo_plan_back(size_t naggs, const struct fo_round1 *r, uint64_t out, const uint64_t *out_from)
+{
+	uint64_t back = 0;
+
+	for (size_t ai = 0; ai < naggs; ai++)
+		if ((r->joined & out & ~r->any) >> ai & 1 && r->next_min >= out_from[ai])
+			back |= 1ull << ai;
+	return back;
+}
+
+uint64_t fo_plan_drain(const struct fo_round1 *r, uint64_t live)
+{
+	return r->drain & live & ~r->any;
 }
 
 /* ---- round 2: per aggregator of the set, w holders then w lackers ---- */

@@ -41,31 +41,55 @@ struct fo_epoch {
 /* The aggregator set of request idx among epochs e[0 .. n) (n >= 1, e[0]
  * the connect-time set), and its epoch (the index in e). */
 uint64_t fo_plan_live_for(const struct fo_epoch *e, size_t n, uint64_t idx, uint32_t *epoch);
-/* The epoch after `set` failed: from request `from` (round 1's next
- * index) on, prev's aggregators less `set` (none left: the ring alone). */
-struct fo_epoch fo_plan_epoch_next(const struct fo_epoch *prev, uint64_t set, uint64_t from);
+/* The epoch after `set` failed or drained and `back` came back: from
+ * request `from` (round 1's next index) on, prev's aggregators less `set`,
+ * with `back` (none left: the ring alone). */
+struct fo_epoch fo_plan_epoch_next(const struct fo_epoch *prev, uint64_t set, uint64_t back,
+				   uint64_t from);
 
 /* ---- round 1 ---- */
 
 /* int64 values of round 1 for naggs aggregators. */
 size_t fo_plan_round1_len(size_t naggs);
-/* This node's values: `fenced`, the aggregators it saw fail and not yet
- * agreed on; lo[a] for each of them, the lowest chunk whose result it
- * lacks (client_agg_lo; not read for the others); `next`, the requests it
- * issued. */
-void fo_plan_round1_fill(size_t naggs, uint64_t fenced, const uint64_t *lo, uint64_t next,
-			 int64_t *v);
+/* What one node reports in round 1 besides its failed set. */
+struct fo_round1_in {
+	uint64_t fenced;   /* the aggregators it saw fail and not yet agreed on */
+	const uint64_t *lo;/* lo[a] for each of them: the lowest chunk whose result it
+			    * lacks (client_agg_lo; not read for the others) */
+	uint64_t next;     /* the requests it issued */
+	uint64_t tried;    /* aggregators it joined again (or tried to) since the last agreement */
+	uint64_t joined;   /* of those, READY here */
+	uint64_t drain;    /* aggregators that asked it to move off (DRAIN) */
+	uint64_t left;     /* drained aggregators it has left (LEAVE) */
+};
+/* This node's values. */
+void fo_plan_round1_fill(size_t naggs, const struct fo_round1_in *in, int64_t *v);
 struct fo_round1 {
 	uint64_t any;  /* failed on some node */
 	uint64_t all;  /* failed on every node */
 	uint64_t lo[CLIENT_AGGS_MAX]; /* the lowest low mark any node reported (FO_NONE: none) */
 	uint64_t next; /* S: every request any node issued has an index below it */
+	uint64_t next_min; /* every node issued every request below it */
+	uint64_t tried;    /* joined again (or tried) on some node */
+	uint64_t joined;   /* READY again on every node */
+	uint64_t drain;    /* asked some node to move off */
+	uint64_t left;     /* drained and left by every node: its old membership is over */
 };
 /* The agreed (element-wise minimum over the nodes) values. */
 void fo_plan_round1_read(size_t naggs, const int64_t *v, struct fo_round1 *out);
 /* true: every node reported the same set, round 2 decides on it. false:
  * they did not; every node fences r->any and round 1 runs again. */
 bool fo_plan_round1_agreed(const struct fo_round1 *r);
+/* Of the aggregators out of use (`out`: failed and decided, or drained and
+ * left), those taken back from request r->next on: READY again on every
+ * node, not failing again now, and every node past out_from[a] (the first
+ * request that stopped using it: a request below it that a node has yet to
+ * issue would be sharded over the old membership). The rest of r->tried
+ * is left out again (each node fences its new membership). */
+uint64_t fo_plan_back(size_t naggs, const struct fo_round1 *r, uint64_t out, const uint64_t *out_from);
+/* The aggregators that move off at r->next without a repair: asked to by a
+ * DRAIN on some node, in use (live), not failed. */
+uint64_t fo_plan_drain(const struct fo_round1 *r, uint64_t live);
 
 /* ---- round 2 ---- */
 

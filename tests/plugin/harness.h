@@ -204,6 +204,10 @@ extern int log_prefix_ok, saw_agg_path, saw_fallback;
 /* Aggregator faults the plugin logged (its one WARN per fault), and how
  * many aggregators the last collnet connect announced (-1: none yet). */
 extern int saw_fault, saw_naggs;
+/* re-admissions logged ("is back"), and the waits the fault lines name
+ * ("tried again in S s"), in order */
+extern int saw_back, saw_nholds;
+extern double saw_holds[16];
 /* WARN lines the plugin logged; the job id connect announced (0: none). */
 extern int saw_warn;
 extern unsigned long long saw_job_id;
@@ -282,6 +286,8 @@ struct fault_opts {
 	bool small_rs;   /* every collective a small reduce-scatter (one window) */
 	bool kept;       /* some node must redo a window chunk from what it kept */
 	bool done1, done2;
+	bool readmit;    /* the aggregator must come back into this communicator */
+	int flaps;       /* --fault flap: kill and restart it this many times */
 };
 extern struct fault_opts fopt;
 int fault_option(const char *kinds); /* 0, or -1: usage */

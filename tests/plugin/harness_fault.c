@@ -13,7 +13,9 @@
  *            recovered (its late results must land nowhere)
  *   term     SIGTERM aggregator I (drain, then ABORT "shutdown")
  *   restart  SIGKILL aggregator I and start a new one on the same port; the
- *            next communicator uses it again
+ *            next communicator uses it again (and, with --readmit, this one)
+ *   flap     restart, and again each time every node has it back, --flaps
+ *            times (3): it comes back later each time, results stay exact
  *   all      SIGKILL every aggregator: the ring alone goes on
  *   connect  SIGKILL aggregator I while the nodes connect
  *   node     the last node dies: every other node must get an error (no
@@ -22,7 +24,12 @@
  *            one node's route to an aggregator, or the aggregator's route to
  *            one node, in the emulated cluster's namespaces)
  * With --expect-copies, some node must have copied a result from another
- * (a result that reached only some nodes).
+ * (a result that reached only some nodes). With --readmit the aggregator
+ * must come back into the running communicator: every 50 collectives
+ * (nothing in flight anywhere) the nodes count who logged it back, the run
+ * goes on until all have and 200 collectives more (bounded), and the
+ * daemon on its port must then hold the communicator's job with chunks
+ * reduced (for restart: a process that never saw the job before).
  * A second kind after a comma is a second fault later on (aggregator I + 1).
  *
  * It can fail: before the fault the aggregators must have carried data
@@ -48,14 +55,14 @@
 #define PIECE (2u << 20)     /* NCCL's proxy cuts requests at this size */
 
 enum fkind { F_NONE, F_KILL, F_IDLE, F_STOP, F_TERM, F_RESTART, F_ALL, F_CONNECT, F_NODE,
-	     F_CMD };
+	     F_CMD, F_FLAP };
 
 struct fault_opts fopt;
 
 static enum fkind kind_of(const char *s, size_t n)
 {
 	static const char *const names[] = { "", "kill", "idle", "stop", "term", "restart", "all",
-					     "connect", "node", "cmd" };
+					     "connect", "node", "cmd", "flap" };
 	for (int k = 1; k < (int)(sizeof(names) / sizeof(names[0])); k++)
 		if (strlen(names[k]) == n && !strncmp(s, names[k], n))
 			return (enum fkind)k;
@@ -348,6 +355,7 @@ static void inject(enum fkind k, int which)
 		REQUIRE(daemon_signal(a, SIGTERM) == 0, "SIGTERM aggregator %d", a);
 		break;
 	case F_RESTART:
+	case F_FLAP:
 		REQUIRE(daemon_signal(a, SIGKILL) == 0, "SIGKILL aggregator %d", a);
 		wait_port_free(daemon_port(a));
 		REQUIRE(daemon_restart(a) == 0, "restarting aggregator %d on port %u", a, daemon_port(a));
@@ -435,6 +443,12 @@ void run_fault(void)
 	bool victim = fopt.k1 == F_NODE && my_rank == opt.nranks - 1;
 	uint64_t t_fault = 0, fault_seq = UINT64_MAX;
 	bool stopped = false, got_error = false;
+	/* --readmit: the next count of who has it back, how many returns each
+	 * node must have logged, the collective they all had, the last count */
+	uint64_t ckpt = 0, want_back = 1, all_back_at = 0, backs = 0;
+	int flaps = fopt.flaps ? fopt.flaps : 3, flapped = 0;
+	if (fopt.k1 == F_FLAP)
+		fopt.readmit = true;
 
 	REQUIRE(region, "malloc");
 	plugin_open(true);
@@ -496,7 +510,41 @@ void run_fault(void)
 			if (!t_fault) {
 				t_fault = sc_now_ns();
 				fault_seq = issued_pieces; /* trace seqs below this are before it */
+				ckpt = next + 50;
 			}
+		}
+		/* --readmit: every 50 collectives after the fault, with nothing
+		 * in flight anywhere, count the nodes that have it back; go on
+		 * until all have, then 200 more (and for flap, kill it again) */
+		if (fopt.readmit && t_fault && next >= ckpt && next < ops) {
+			bool busy = false;
+			for (int q = 0; q < Q; q++)
+				busy |= jobs[q].active;
+			if (busy)
+				goto progress;
+			char name[48];
+			uint64_t v[1] = { (uint64_t)saw_back >= want_back };
+			snprintf(name, sizeof(name), "back%" PRIu64, next);
+			rv_all_sum(name, v, 1);
+			backs = v[0];
+			ckpt = next + 50;
+			if (backs == (uint64_t)opt.nranks) {
+				if (fopt.k1 == F_FLAP && flapped + 1 < flaps) {
+					flapped++;
+					want_back++;
+					if (my_rank == 0)
+						inject(F_FLAP, 0);
+				} else if (!all_back_at) {
+					all_back_at = next;
+					fprintf(stderr, "[rank %d] every node has aggregator %d back at collective %"
+						PRIu64 " (%.1f s after the first fault)\n", my_rank, fault_agg(0), next,
+						(sc_now_ns() - t_fault) / 1e9);
+				}
+			}
+			if (!all_back_at && next + 50 >= ops && ops < 20 * fopt.ops)
+				ops += 50;
+			else if (all_back_at && ops < all_back_at + 200)
+				ops = all_back_at + 200;
 		}
 		/* SIGSTOP's end: once this node recovered, and a while later */
 		if ((fopt.k1 == F_STOP || fopt.k2 == F_STOP) && my_rank == 0 && !stopped && saw_fault &&
@@ -586,6 +634,34 @@ progress:
 		return;
 	}
 	REQUIRE(!got_error, "an aggregator fault reached NCCL as an error");
+	if (fopt.readmit) {
+		REQUIRE(all_back_at, "not every node took aggregator %d back within %" PRIu64 " collectives "
+			"(%d nodes had it back %" PRIu64 " time(s) at the last count; this node logged %d)",
+			fault_agg(0), ops, (int)backs, want_back, saw_back);
+		/* The daemon on its port serves this communicator's job again. */
+		if (my_rank == 0 && !tree_on()) {
+			struct agg_jobs aj;
+			unsigned long long id = saw_job_id;
+			REQUIRE(daemon_jobs(fault_agg(0), &id, 1, &aj) == 0, "aggregator %d's /stats", fault_agg(0));
+			REQUIRE(aj.held == 1 && aj.min_chunks > 0,
+				"aggregator %d holds %d job(s) 0x%llx with every rank joined, %" PRIu64 " chunks "
+				"reduced: it did not serve the running communicator after it came back",
+				fault_agg(0), aj.held, id, aj.min_chunks);
+			fprintf(stderr, "[rank 0] aggregator %d came back into job 0x%llx: %" PRIu64 " chunks "
+				"reduced for it since\n", fault_agg(0), id, aj.min_chunks);
+		}
+		if (fopt.k1 == F_FLAP) {
+			/* it failed again soon after each return: each wait at least
+			 * the one before, the last one longer than the first */
+			REQUIRE(saw_nholds >= flaps, "%d fault lines named a wait, want %d", saw_nholds, flaps);
+			for (int i = 1; i < saw_nholds; i++)
+				REQUIRE(saw_holds[i] >= saw_holds[i - 1], "wait %d (%.1f s) is shorter than the one "
+					"before (%.1f s)", i, saw_holds[i], saw_holds[i - 1]);
+			REQUIRE(saw_holds[saw_nholds - 1] >= 2 * saw_holds[0], "the last wait %.1f s is not "
+				"twice the first %.1f s: a flapping aggregator is not kept out longer",
+				saw_holds[saw_nholds - 1], saw_holds[0]);
+		}
+	}
 	/* Close at once, as NCCL's teardown does: a node done before another
 	 * may still be needed by it (agreement, copies), which the plugin's
 	 * close must serve, not this harness's rendezvous. */
@@ -597,6 +673,8 @@ progress:
 
 	/* The fault was seen, agreed and repaired: counters, not only sums. */
 	int faults = (fopt.k1 != F_NONE) + (fopt.k2 != F_NONE);
+	if (fopt.k1 == F_FLAP)
+		faults = flaps;
 	if (fopt.k1 == F_ALL)
 		faults = opt.naggs;
 	struct trace_sum ts;

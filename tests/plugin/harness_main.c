@@ -27,8 +27,9 @@ void usage(void)
 		"       [--fan-in F]   (SUMCAST_FAN_IN: above F nodes the collnet is a two-level tree;\n"
 		"       --expect agg then checks the tree's inner jobs on the daemons)\n"
 		"       p2p: [--close-inflight]\n"
-		"       fault: --fault kill|idle|stop|term|restart|all|connect|node|cmd[,KIND]\n"
-		"              [--fault-agg I] [--ops K] [--fault-at K] [--expect-copies]\n"
+		"       fault: --fault kill|idle|stop|term|restart|flap|all|connect|node|cmd[,KIND]\n"
+		"              [--fault-agg I] [--ops K] [--fault-at K] [--expect-copies] [--readmit]\n"
+		"              [--flaps K]\n"
 		"              [--small-rs] [--expect-kept] [--multicast PERMILLE]\n"
 		"       faults (bench/faults): [--kinds kill,stop,term,restart] [-e BYTES] [--before S]\n"
 		"              [--after S] [--retention-bytes B] [--type T] [--json]\n"
@@ -83,6 +84,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		{ "fault-at", 1, 0, 'A' }, { "expect-copies", 0, 0, 'C' }, { "kinds", 1, 0, 'K' },
 		{ "before", 1, 0, 'B' }, { "after", 1, 0, 'Z' }, { "retention-bytes", 1, 0, 'Y' },
 		{ "coll", 1, 0, 'X' }, { "no-rtt", 0, 0, 'Q' },
+		{ "readmit", 0, 0, 0x10b }, { "flaps", 1, 0, 0x10c },
 		{ "small-rs", 0, 0, 0x101 }, { "expect-kept", 0, 0, 0x102 }, { "multicast", 1, 0, 0x103 },
 		{ "timeline", 0, 0, 0x104 }, { "expect-adaptive", 0, 0, 0x105 },
 		{ "heads", 1, 0, 0x106 }, { "iters", 1, 0, 0x107 }, { "max-connect", 1, 0, 0x108 },
@@ -150,6 +152,8 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		case 'C': fopt.copies = true; break;
 		case 0x101: fopt.small_rs = true; break;
 		case 0x102: fopt.kept = true; break;
+		case 0x10b: fopt.readmit = true; break;
+		case 0x10c: fopt.flaps = atoi(optarg); break;
 		case 0x103: opt.mc = atoi(optarg); break;
 		case 0x106: opt.heads = atoi(optarg); break;
 		case 0x107: opt.iters = atoi(optarg); break;

@@ -17,6 +17,8 @@ int log_prefix_ok; /* lines that came through NCCL's logger with our prefix */
 int saw_agg_path, saw_fallback;
 int saw_parked, saw_unparked; /* p2p comms parked at close, freed later */
 int saw_fault, saw_naggs = -1;
+int saw_back, saw_nholds;
+double saw_holds[16];
 int saw_warn;
 unsigned long long saw_job_id;
 uint64_t saw_copied, saw_kept, saw_passed;
@@ -71,8 +73,14 @@ static void hlog(ncclDebugLogLevel level, unsigned long flags, const char *file,
 			fb_t_decided = sc_now_s();
 			fb_t_first = fb_t_decided - ms / 1e3;
 		}
+		const char *t = strstr(buf, "; tried again in ");
+		double hold = 0;
+		if (t && sscanf(t, "; tried again in %lf s", &hold) == 1 && saw_nholds < 16)
+			saw_holds[saw_nholds++] = hold;
 		__atomic_fetch_add(&saw_fault, 1, __ATOMIC_RELAXED);
 	}
+	if (strstr(buf, ": aggregator ") && strstr(buf, " is back (READY again on every node"))
+		__atomic_fetch_add(&saw_back, 1, __ATOMIC_RELAXED);
 	/* The plugin sends debug lines only when SUMCAST_LOG_LEVEL asks. */
 	if (level <= NCCL_LOG_WARN || (opt.verbose && level == NCCL_LOG_INFO) || level == NCCL_LOG_TRACE)
 		fprintf(stderr, "[rank %d] %s %s:%d %s\n", my_rank,

@@ -191,7 +191,8 @@ static void run(struct world *w)
 			uint64_t lo[NA];
 			for (size_t a = 0; a < w->naggs; a++)
 				lo[a] = m_lo(&w->node[k], a);
-			fo_plan_round1_fill(w->naggs, w->node[k].fenced, lo, w->node[k].next, vals[k]);
+			struct fo_round1_in in = { .fenced = w->node[k].fenced, .lo = lo, .next = w->node[k].next };
+			fo_plan_round1_fill(w->naggs, &in, vals[k]);
 		}
 		ring_min(vals, w->n, len, agreed);
 		fo_plan_round1_read(w->naggs, agreed, &w->r1);
@@ -435,7 +436,7 @@ static void kill_allreduce(void **state)
 	}
 	/* requests from S on use the other aggregator */
 	struct fo_epoch e[2] = { { 0, 3 } };
-	e[1] = fo_plan_epoch_next(&e[0], w->set, w->r1.next);
+	e[1] = fo_plan_epoch_next(&e[0], w->set, 0, w->r1.next);
 	uint32_t ep;
 	assert_int_equal(w->r1.next, 3);
 	assert_int_equal(fo_plan_live_for(e, 2, 2, &ep), 3);
@@ -507,21 +508,138 @@ static void set_differs_two_aggregators(void **state)
 	world_free(w);
 }
 
+static void fill1(uint64_t fenced, const uint64_t *lo, uint64_t next, int64_t *v)
+{
+	struct fo_round1_in in = { .fenced = fenced, .lo = lo, .next = next };
+
+	fo_plan_round1_fill(4, &in, v);
+}
+
+/* The element-wise minimum of n nodes' round-1 values. */
+static void min_of(int64_t v[][32], int n, size_t len, int64_t *m)
+{
+	for (size_t i = 0; i < len; i++) {
+		m[i] = v[0][i];
+		for (int k = 1; k < n; k++)
+			if (v[k][i] < m[i])
+				m[i] = v[k][i];
+	}
+}
+
+/* Re-admission: aggregator 1 failed at request 20 (out_from) and 2 drained
+ * at 30. Aggregator 1 is taken back only once READY on every node, no node
+ * sees it fail again, and every node has issued request 20 and beyond;
+ * a node that did not join leaves it out. */
+static void readmit_values(void **state)
+{
+	(void)state;
+	int64_t v[3][32], m[32];
+	uint64_t lo[4] = { 0 }, out_from[4] = { 0, 20, 30, 0 };
+	uint64_t out = 0x6; /* 1 failed, 2 drained and left */
+	struct fo_round1 r;
+	size_t len = fo_plan_round1_len(4);
+
+	assert_true(len <= 32);
+	for (int k = 0; k < 3; k++) {
+		struct fo_round1_in in = { .lo = lo, .next = 25 + (uint64_t)k, .tried = 0x6, .joined = 0x6 };
+		fo_plan_round1_fill(4, &in, v[k]);
+	}
+	min_of(v, 3, len, m);
+	fo_plan_round1_read(4, m, &r);
+	assert_true(fo_plan_round1_agreed(&r));
+	assert_int_equal(r.any, 0);
+	assert_int_equal(r.tried, 0x6);
+	assert_int_equal(r.joined, 0x6);
+	assert_int_equal(r.next, 27);
+	assert_int_equal(r.next_min, 25);
+	/* 2 left at 30, node 0 has issued only 25: not yet */
+	assert_int_equal(fo_plan_back(4, &r, out, out_from), 0x2);
+	/* node 1 is not READY on 1 (still joining, or refused) */
+	struct fo_round1_in in1 = { .lo = lo, .next = 31, .tried = 0x6, .joined = 0x4 };
+	fo_plan_round1_fill(4, &in1, v[1]);
+	struct fo_round1_in in0 = { .lo = lo, .next = 30, .tried = 0x6, .joined = 0x6 };
+	fo_plan_round1_fill(4, &in0, v[0]);
+	in0.next = 32;
+	fo_plan_round1_fill(4, &in0, v[2]);
+	min_of(v, 3, len, m);
+	fo_plan_round1_read(4, m, &r);
+	assert_int_equal(r.tried, 0x6);
+	assert_int_equal(r.joined, 0x4);
+	assert_int_equal(r.next_min, 30);
+	assert_int_equal(fo_plan_back(4, &r, out, out_from), 0x4);
+	/* node 2 sees 2 fail again while the others report it READY: a fault,
+	 * not a return */
+	struct fo_round1_in in2 = { .fenced = 0x4, .lo = lo, .next = 31, .tried = 0x6, .joined = 0x2 };
+	fo_plan_round1_fill(4, &in2, v[2]);
+	min_of(v, 3, len, m);
+	fo_plan_round1_read(4, m, &r);
+	assert_int_equal(r.any, 0x4);
+	assert_int_equal(fo_plan_back(4, &r, out, out_from), 0);
+	/* nobody tried: nothing comes back, whatever out says */
+	for (int k = 0; k < 3; k++) {
+		struct fo_round1_in in = { .lo = lo, .next = 40 };
+		fo_plan_round1_fill(4, &in, v[k]);
+	}
+	min_of(v, 3, len, m);
+	fo_plan_round1_read(4, m, &r);
+	assert_int_equal(fo_plan_back(4, &r, out, out_from), 0);
+}
+
+/* Drain: one node heard DRAIN from aggregator 0 and 3; 3 is not in use,
+ * 0 fails at the same time on another node: only the live, not failed
+ * ones move off, and the epoch after it takes back what returned. */
+static void drain_values(void **state)
+{
+	(void)state;
+	int64_t v[2][32], m[32];
+	uint64_t lo[4] = { 0 };
+	struct fo_round1 r;
+	size_t len = fo_plan_round1_len(4);
+	struct fo_round1_in a = { .lo = lo, .next = 8, .drain = 0x9 };
+	struct fo_round1_in b = { .lo = lo, .next = 8, .drain = 0x2 };
+
+	fo_plan_round1_fill(4, &a, v[0]);
+	fo_plan_round1_fill(4, &b, v[1]);
+	min_of(v, 2, len, m);
+	fo_plan_round1_read(4, m, &r);
+	assert_int_equal(r.drain, 0xB);
+	assert_int_equal(r.left, 0);
+	a.left = 0x2;
+	b.left = 0x6;
+	fo_plan_round1_fill(4, &a, v[0]);
+	fo_plan_round1_fill(4, &b, v[1]);
+	min_of(v, 2, len, m);
+	fo_plan_round1_read(4, m, &r);
+	assert_int_equal(r.left, 0x2);
+	assert_int_equal(fo_plan_drain(&r, 0x7), 0x3);
+	struct fo_epoch e[2] = { { 0, 0x7 } };
+	e[1] = fo_plan_epoch_next(&e[0], fo_plan_drain(&r, 0x7), 0x8, r.next);
+	uint32_t ep;
+	assert_int_equal(fo_plan_live_for(e, 2, 7, &ep), 0x7);
+	assert_int_equal(fo_plan_live_for(e, 2, 8, &ep), 0xC);
+	assert_int_equal(ep, 1);
+	b.fenced = 0x1;
+	fo_plan_round1_fill(4, &b, v[1]);
+	min_of(v, 2, len, m);
+	fo_plan_round1_read(4, m, &r);
+	assert_int_equal(fo_plan_drain(&r, 0x7), 0x2);
+}
+
 /* The first attempt of round 1 on its own: the values are the nodes'
  * minimum; any (a max), all (a min), the lowest low mark of the nodes that
  * fenced it, the largest next index. */
 static void round1_values(void **state)
 {
 	(void)state;
-	int64_t v[3][16], m[16];
+	int64_t v[3][32], m[32];
 	uint64_t lo0[4] = { 7, 9, 0, 0 }, lo1[4] = { 5, 1, 0, 0 }, lo2[4] = { 6, 4, 0, 0 };
 	struct fo_round1 r;
 
-	assert_int_equal(fo_plan_round1_len(4), 13);
-	fo_plan_round1_fill(4, 0x3, lo0, 10, v[0]); /* fenced 0, 1 */
-	fo_plan_round1_fill(4, 0x1, lo1, 12, v[1]); /* fenced 0: its lo[1] is not read */
-	fo_plan_round1_fill(4, 0x3, lo2, 11, v[2]);
-	for (int i = 0; i < 13; i++)
+	assert_int_equal(fo_plan_round1_len(4), 30);
+	fill1(0x3, lo0, 10, v[0]); /* fenced 0, 1 */
+	fill1(0x1, lo1, 12, v[1]); /* fenced 0: its lo[1] is not read */
+	fill1(0x3, lo2, 11, v[2]);
+	for (int i = 0; i < 30; i++)
 		m[i] = v[0][i] < v[1][i] ? (v[0][i] < v[2][i] ? v[0][i] : v[2][i])
 					 : (v[1][i] < v[2][i] ? v[1][i] : v[2][i]);
 	fo_plan_round1_read(4, m, &r);
@@ -532,8 +650,9 @@ static void round1_values(void **state)
 	assert_int_equal(r.lo[1], 4);
 	assert_int_equal(r.lo[2], (uint64_t)FO_NONE);
 	assert_int_equal(r.next, 12);
-	fo_plan_round1_fill(4, 0x3, lo1, 12, v[1]);
-	for (int i = 0; i < 13; i++)
+	assert_int_equal(r.next_min, 10);
+	fill1(0x3, lo1, 12, v[1]);
+	for (int i = 0; i < 30; i++)
 		m[i] = v[0][i] < v[1][i] ? (v[0][i] < v[2][i] ? v[0][i] : v[2][i])
 					 : (v[1][i] < v[2][i] ? v[1][i] : v[2][i]);
 	fo_plan_round1_read(4, m, &r);
@@ -772,7 +891,7 @@ static void every_aggregator(void **state)
 	check_repair(w);
 	assert_int_equal(w->set, 3);
 	struct fo_epoch e[2] = { { 0, 3 } };
-	e[1] = fo_plan_epoch_next(&e[0], w->set, w->r1.next);
+	e[1] = fo_plan_epoch_next(&e[0], w->set, 0, w->r1.next);
 	assert_int_equal(e[1].live, 0);
 	assert_int_equal(e[1].from, 1);
 	uint32_t ep;
@@ -906,6 +1025,8 @@ int main(void)
 		cmocka_unit_test(every_aggregator),
 		cmocka_unit_test(late_request),
 		cmocka_unit_test(pieces_and_refusals),
+		cmocka_unit_test(readmit_values),
+		cmocka_unit_test(drain_values),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
