@@ -98,6 +98,17 @@ static uint64_t fo_timeout_ns(void)
 	return (uint64_t)plugin_cfg.agg_timeout_ms * 1000000ull;
 }
 
+/* What is under way for a fault must be done SUMCAST_AGG_TIMEOUT from now
+ * at the latest (an agreement only on returns and drains has no bound of
+ * its own: UINT64_MAX, like a collective waiting for a slow node). */
+static void fo_bound(struct failover *fo)
+{
+	uint64_t t = sc_now_ns() + fo_timeout_ns();
+
+	if (fo->deadline_ns == UINT64_MAX || fo->deadline_ns < t)
+		fo->deadline_ns = t;
+}
+
 static uint64_t ms_ns(int64_t ms)
 {
 	return (uint64_t)ms * 1000000ull;
@@ -165,8 +176,7 @@ static void note_known(struct coll_comm *cc, uint64_t mask, bool here)
 	uint64_t now = sc_now_ns();
 	if (!(fo->known & ~fo->dead))
 		fo->t_first_ns = now; /* the first sign of what the next agreement decides */
-	if (fo->deadline_ns < now + fo_timeout_ns())
-		fo->deadline_ns = now + fo_timeout_ns();
+	fo_bound(fo);
 	for (size_t ai = 0; ai < cc->naggs; ai++) {
 		if (!(fresh >> ai & 1))
 			continue;
@@ -290,8 +300,10 @@ static int round1_start(struct coll_comm *cc)
 			in.joined |= fo->back & 1ull << ai;
 	}
 	fo_plan_round1_fill(cc->naggs, &in, fo->agree.in);
-	if (fo->deadline_ns < sc_now_ns() + fo_timeout_ns())
-		fo->deadline_ns = sc_now_ns() + fo_timeout_ns();
+	if (fo->fenced)
+		fo_bound(fo);
+	else if (SLIST_EMPTY(&fo->items))
+		fo->deadline_ns = UINT64_MAX; /* returns and drains only: no bound */
 	agree_go(cc, 1);
 	fo->state = FO_ROUND1;
 	return 0;
@@ -729,8 +741,8 @@ int failover_req_started(struct coll_comm *cc, struct coll_req *r)
 
 	if (rc)
 		failover_fail(cc, rc, "setting up the repair of a request");
-	else if (cc->fo.deadline_ns < sc_now_ns() + fo_timeout_ns())
-		cc->fo.deadline_ns = sc_now_ns() + fo_timeout_ns();
+	else
+		fo_bound(&cc->fo);
 	return rc;
 }
 

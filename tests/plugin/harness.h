@@ -340,7 +340,7 @@ struct agg_view {
 /* 0, or -1 when a daemon did not answer or its /stats did not parse. */
 int daemons_view(int rank, struct agg_view *v);
 /* --heads: one daemon's view of the jobs in ids[0..n): how many it holds
- * with every one of nranks ranks joined, the fewest chunks any of them
+ * ready with every one of nranks ranks joined, the fewest chunks any of them
  * reduced, their DATA bytes in, their posted receives (window x nranks
  * summed over every job it holds), its RSS (kB). 0 or -1. */
 struct agg_jobs {

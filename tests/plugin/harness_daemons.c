@@ -293,8 +293,10 @@ static bool jobs_of_job(const char *p, const char *end, void *arg)
 		return false;
 	out->posted_recvs += window * nranks; /* one receive per (slot, rank) */
 	out->memory += mem;
+	const char *st = strstr(p, "\"state\":\"ready\"");
+	bool ready = st && st < end; /* not one that ended and still holds memory */
 	for (int k = 0; k < j->n; k++)
-		if (j->ids[k] == id && acked == nranks) {
+		if (j->ids[k] == id && acked == nranks && ready) {
 			out->held++;
 			out->bytes_in += in;
 			if (chunks < out->min_chunks)
