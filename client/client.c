@@ -97,11 +97,9 @@ int client_agg_rejoin(struct client *c, size_t agg, uint32_t timeout_ms)
 	for (uint32_t si = 0; si < c->window; si++)
 		if (a->slots[si].req >= 0)
 			return -EBUSY;
-	int rc = fabric_open_sibling(c->fab, 0, &a->ep);
-	if (rc)
-		return rc < 0 ? rc : -rc;
 	/* Everything of the membership that ended: what JOIN_OK sets comes
-	 * again, the rest starts as at create. */
+	 * again, the rest starts as at create. Its endpoint is opened when the
+	 * daemon answers (HELLO): a dead address costs a refused connect. */
 	for (uint32_t si = 0; si < c->window; si++) {
 		struct client_slot *s = &a->slots[si];
 		memset(s, 0, sizeof(*s));

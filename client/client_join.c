@@ -146,6 +146,14 @@ static void handle_msg(struct client *c, struct client_agg *a, size_t ai, const 
 		}
 		/* the newest both speak (wire.h, "Versions") */
 		a->ver = m->u.hello.version_max < WIRE_VERSION ? m->u.hello.version_max : WIRE_VERSION;
+		if (!a->ep) { /* joining again (client_agg_rejoin): a fresh endpoint */
+			int rc = fabric_open_sibling(c->fab, 0, &a->ep);
+			if (rc) {
+				client_agg_fail(c, a, rc < 0 ? rc : -rc, "%s: opening an endpoint to join again: %s",
+						a->name, fi_strerror(rc < 0 ? -rc : rc));
+				return;
+			}
+		}
 		send_join(c, a, ai, m->u.hello.nonce);
 		return;
 	case WIRE_JOIN_OK: {

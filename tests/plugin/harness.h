@@ -207,6 +207,7 @@ extern int saw_fault, saw_naggs;
 /* re-admissions logged ("is back"), and the waits the fault lines name
  * ("tried again in S s"), in order */
 extern int saw_back, saw_nholds;
+extern double saw_back_t;
 extern double saw_holds[16];
 /* WARN lines the plugin logged; the job id connect announced (0: none). */
 extern int saw_warn;
@@ -372,5 +373,7 @@ int daemons_mc(uint64_t *results, uint64_t *nacks);
 int daemon_signal(int i, int sig);
 uint16_t daemon_port(int i);
 int daemon_restart(int i);
+/* Nothing answers aggregator i's control port (the old process is gone). */
+bool daemon_port_free(int i);
 
 #endif

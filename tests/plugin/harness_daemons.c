@@ -2,8 +2,11 @@
  * (tests/support/sumcastd_proc.h), stopped when the run ends. */
 #include "harness.h"
 
-#include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "proc.h"
@@ -53,6 +56,19 @@ uint16_t daemon_port(int i)
 
 /* A new sumcastd on aggregator i's control port (the old one is gone). In
  * the calling process: it dies with it. */
+bool daemon_port_free(int i)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(daemon_port(i)) };
+
+	if (fd < 0)
+		return false;
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	int rc = connect(fd, (struct sockaddr *)&a, sizeof(a));
+	close(fd);
+	return rc != 0;
+}
+
 int daemon_restart(int i)
 {
 	char name[32];

@@ -42,9 +42,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -321,21 +318,16 @@ static int fault_agg(int which)
 	return (fopt.agg + which) % (opt.naggs ? opt.naggs : 1);
 }
 
-static void wait_port_free(uint16_t port)
+static void wait_port_free(int a)
 {
 	uint64_t end = sc_now_ms() + 10000;
 
 	while (sc_now_ms() < end) {
-		int fd = socket(AF_INET, SOCK_STREAM, 0);
-		struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
-		inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-		int rc = connect(fd, (struct sockaddr *)&a, sizeof(a));
-		close(fd);
-		if (rc)
+		if (daemon_port_free(a))
 			return;
 		usleep(20000);
 	}
-	REQUIRE(false, "port %u still answers 10 s after SIGKILL", port);
+	REQUIRE(false, "port %u still answers 10 s after SIGKILL", daemon_port(a));
 }
 
 static void inject(enum fkind k, int which)
@@ -357,7 +349,7 @@ static void inject(enum fkind k, int which)
 	case F_RESTART:
 	case F_FLAP:
 		REQUIRE(daemon_signal(a, SIGKILL) == 0, "SIGKILL aggregator %d", a);
-		wait_port_free(daemon_port(a));
+		wait_port_free(a);
 		REQUIRE(daemon_restart(a) == 0, "restarting aggregator %d on port %u", a, daemon_port(a));
 		break;
 	case F_ALL:

@@ -23,6 +23,21 @@
  *             sampled alternately (6 rounds, median) so that other load on
  *             the machine hits both alike; after/fresh should be about 1
  * The failed aggregator is restarted (or resumed) before the next kind.
+ *
+ * Kinds of a return (the aggregator comes back into the running
+ * communicator, plugin/failover.c "Coming back"): readmit (SIGKILL and a
+ * new daemon on its port at once), resume (SIGSTOP, SIGCONT 3 s later:
+ * past the PING deadline), upgrade (SIGTERM: it drains and exits, a new
+ * daemon on its port once the port is free). Per kind:
+ *   back      from the restart (or SIGCONT) to the return, on the slowest
+ *             node
+ *   out       from the first sign to the return
+ *   before / out / after   throughput before the fault, while it was out,
+ *             and from 0.5 s after the return (after/before should be ~1)
+ *   faults    fault lines the nodes logged (an upgrade that drains: 0)
+ * The row "watch" is what watching for a return costs: one aggregator's
+ * address is dead, SUMCAST_READMIT 1 s against 0 (never), interleaved in
+ * the same ranks, median of 5.
  * Benchmarks report; they never fail on time. */
 #include "harness.h"
 
@@ -30,10 +45,14 @@
 #include <math.h>
 #include <string.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "clock.h"
 
-static const char *fb_kinds = "kill,stop,term,restart";
+static const char *fb_kinds = "kill,stop,term,restart,readmit,resume,upgrade";
+static bool fb_watch_on = true;
 static size_t fb_bytes = 2u << 20, fb_ret_bytes = 64u << 20;
 static double fb_before = 2.0, fb_after = 3.0;
 static ncclDataType_t fb_type = ncclFloat32;
@@ -224,13 +243,174 @@ static void fb_retention(uint8_t *region, size_t half)
 		       fb_ret_bytes, type_name(fb_type), opt.naggs, on * 1e3, off * 1e3, (on / off - 1) * 100);
 }
 
+/* ---- returns ---- */
+
+static double fb_t_heal; /* restart or SIGCONT, rank 0's clock */
+
+/* Rank 0, each allreduce: the fault at `fb_before`, the heal when due. */
+static void fb_return_tick(double elapsed)
+{
+	if (!fb_t_inject && elapsed >= fb_before) {
+		fb_t_inject = sc_now_s();
+		int sig = fb_kind == 4 ? SIGKILL : fb_kind == 5 ? SIGSTOP : SIGTERM;
+		REQUIRE(daemon_signal(fb_agg, sig) == 0, "signal to aggregator %d", fb_agg);
+	}
+	if (!fb_t_inject || fb_t_heal)
+		return;
+	if (fb_kind == 5) { /* resume: past the PING deadline */
+		if (sc_now_s() - fb_t_inject >= 3.0) {
+			daemon_signal(fb_agg, SIGCONT);
+			fb_t_heal = sc_now_s();
+		}
+		return;
+	}
+	if (!daemon_port_free(fb_agg) && sc_now_s() - fb_t_inject < 10)
+		return; /* a draining daemon exits by itself */
+	if (daemon_restart(fb_agg) == 0)
+		fb_t_heal = sc_now_s();
+}
+
+/* One return kind: a communicator over every aggregator, --before
+ * seconds, the fault and the heal, until 3 s after every node has it back
+ * (at most 30 s). */
+static void fb_return(uint8_t *region, size_t half, size_t count, struct sample *s, size_t cap,
+		      const char *kname, int round)
+{
+	char name[32];
+	snprintf(name, sizeof(name), "rb-%d", round);
+	fb_open(name);
+	coll_rv_name = name;
+	void *mh, *cc = coll_setup(region, 2 * half, &mh);
+	size_t n = 0;
+	saw_fault = saw_back = 0;
+	saw_back_t = fb_t_first = fb_t_decided = 0;
+	fb_t_inject = fb_t_heal = 0;
+	uint32_t *flag = (uint32_t *)(region + half + count * type_size(fb_type) + 64);
+	double t_start = sc_now_s(), t_all_back = 0;
+	for (size_t k = 0;; k++) {
+		double el = sc_now_s() - t_start;
+		if (k % 8 == 0) {
+			/* rank 0 says when all have it back (a sum) and when to stop */
+			flag[0] = saw_back > 0;
+			flag[1] = my_rank == 0 && (el > 30 || (t_all_back && sc_now_s() - t_all_back > 3));
+			allreduce_chunked(cc, (uint8_t *)flag, (uint8_t *)flag, 2, ncclUint32, ncclSum, mh);
+			if (flag[0] == (uint32_t)opt.nranks && !t_all_back)
+				t_all_back = sc_now_s();
+			if (flag[1])
+				break;
+		}
+		if (my_rank == 0)
+			fb_return_tick(el);
+		double t0 = sc_now_s();
+		allreduce_chunked(cc, region, region + half, count, fb_type, ncclSum, mh);
+		if (n < cap)
+			s[n++] = (struct sample){ t0, sc_now_s() };
+	}
+	/* every node's return and first sign; rank 0's injection and heal */
+	double mine[4] = { saw_back_t, fb_t_first, fb_t_inject, fb_t_heal }, all[MAX_RANKS][4];
+	char tname[48];
+	snprintf(tname, sizeof(tname), "times-%s", name);
+	rv_put(tname, my_rank, mine, sizeof(mine));
+	for (int r = 0; r < opt.nranks; r++)
+		rv_get(tname, r, all[r], sizeof(all[r]));
+	double back = 0, first = INFINITY;
+	bool everyone = true;
+	for (int r = 0; r < opt.nranks; r++) {
+		everyone &= all[r][0] > 0;
+		back = all[r][0] > back ? all[r][0] : back;
+		if (all[r][1] > 0 && all[r][1] < first)
+			first = all[r][1];
+	}
+	double t_inj = all[0][2], t_heal = all[0][3];
+	if (!isfinite(first))
+		first = t_inj; /* a drain: no fault line, out from the signal */
+	uint64_t faults = (uint64_t)saw_fault;
+	snprintf(tname, sizeof(tname), "faults-%s", name);
+	rv_all_sum(tname, &faults, 1);
+	double before = fb_gbps(s, n, t_start, t_inj, fb_bytes);
+	double out = everyone ? fb_gbps(s, n, first, back, fb_bytes) : 0;
+	double after = everyone ? fb_gbps(s, n, back + 0.5, INFINITY, fb_bytes) : 0;
+	fb_close(cc, mh);
+	snprintf(tname, sizeof(tname), "end-%s", name);
+	rv_barrier(tname);
+	if (my_rank != 0)
+		return;
+	double back_ms = everyone && t_heal ? (back - t_heal) * 1e3 : NAN;
+	double out_ms = everyone ? (back - first) * 1e3 : NAN;
+	if (opt.json)
+		printf("{\"bench\":\"faults\",\"row\":\"return\",\"kind\":\"%s\",\"nranks\":%d,\"naggs\":%d,"
+		       "\"bytes\":%zu,\"type\":\"%s\",\"back_ms\":%.1f,\"out_ms\":%.1f,\"before_gbps\":%.4f,"
+		       "\"out_gbps\":%.4f,\"after_gbps\":%.4f,\"after_before\":%.3f,\"faults_logged\":%llu}\n",
+		       kname, opt.nranks, opt.naggs, fb_bytes, type_name(fb_type), back_ms, out_ms, before, out,
+		       after, before > 0 ? after / before : 0, (unsigned long long)faults);
+	else
+		printf(" %-8s %9.1f %9.1f %10.3f %10.3f %10.3f %8.3f %7llu\n", kname, back_ms, out_ms, before,
+		       out, after, before > 0 ? after / before : 0, (unsigned long long)faults);
+	fflush(stdout);
+}
+
+/* What watching for a return costs: a dead address in the list, readmit
+ * on (1 s) and off, interleaved, median of 5. */
+static void fb_watch(uint8_t *region, size_t half, size_t count, const char *aggs_all)
+{
+	void *cc[2], *mh[2];
+	struct plug inst[2];
+	double t[2][5];
+	char list[1100];
+
+	/* a port nobody listens on: bound and closed */
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t al = sizeof(a);
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	REQUIRE(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+		getsockname(fd, (struct sockaddr *)&a, &al) == 0, "a free port");
+	close(fd);
+	snprintf(list, sizeof(list), "%s,127.0.0.1:%u", aggs_all, ntohs(a.sin_port));
+	setenv("SUMCAST_AGGREGATORS", list, 1);
+	for (int v = 0; v < 2; v++) {
+		setenv("SUMCAST_READMIT", v ? "0" : "1s", 1);
+		fb_open(v ? "watch-off" : "watch-on");
+		inst[v] = P;
+		coll_rv_name = v ? "watch-off" : "watch-on";
+		cc[v] = coll_setup(region, 2 * half, &mh[v]);
+	}
+	unsetenv("SUMCAST_READMIT");
+	setenv("SUMCAST_AGGREGATORS", aggs_all, 1);
+	for (int round = 0; round < 5; round++)
+		for (int k = 0; k < 2; k++) {
+			int v = (round + k) % 2;
+			P = inst[v];
+			double t0 = sc_now_s();
+			for (int i = 0; i < 20; i++) /* ~1 s or more: a probe or two in it */
+				allreduce_chunked(cc[v], region, region + half, count, fb_type, ncclSum, mh[v]);
+			t[v][round] = sc_now_s() - t0;
+		}
+	double on = median(t[0], 5), off = median(t[1], 5);
+	for (int v = 0; v < 2; v++) {
+		P = inst[v];
+		fb_close(cc[v], mh[v]);
+	}
+	if (my_rank != 0)
+		return;
+	if (opt.json)
+		printf("{\"bench\":\"faults\",\"row\":\"watch\",\"nranks\":%d,\"naggs\":%d,\"bytes\":%zu,"
+		       "\"readmit_on_s\":%.6f,\"readmit_off_s\":%.6f,\"cost\":%.4f}\n", opt.nranks, opt.naggs,
+		       fb_bytes, on, off, on / off - 1);
+	else
+		printf("# watching for a return (one dead address tried every 1 s), 20 x %zu bytes, median "
+		       "of 5 interleaved: on %.1f ms, off %.1f ms: %+.1f%%\n", fb_bytes, on * 1e3, off * 1e3,
+		       (on / off - 1) * 100);
+}
+
 void run_faultbench(void)
 {
 	size_t half = (fb_ret_bytes > fb_bytes ? fb_ret_bytes : fb_bytes) + 8192;
 	uint8_t *region = aligned_alloc(4096, 2 * half);
 	size_t cap = 200000, count = fb_bytes / type_size(fb_type);
 	struct sample *s = malloc(cap * sizeof(*s));
-	static const char *const kind_names[] = { "kill", "stop", "term", "restart" };
+	static const char *const kind_names[] = { "kill", "stop", "term", "restart", "readmit",
+						  "resume", "upgrade" };
 	char aggs_all[1024];
 
 	REQUIRE(!opt.type || faultbench_option('t', opt.type) == 0, "--type %s: unknown", opt.type);
@@ -250,15 +430,26 @@ void run_faultbench(void)
 		       "fresh GB/s", "aft/fre");
 	setenv("SUMCAST_SPLIT", opt.split ? opt.split : "1", 1);
 	int round = 0;
+	bool return_head = false;
 	for (const char *k = fb_kinds; *k; round++) {
 		size_t len = strcspn(k, ",");
 		fb_kind = -1;
-		for (int i = 0; i < 4; i++)
+		for (int i = 0; i < 7; i++)
 			if (strlen(kind_names[i]) == len && !strncmp(k, kind_names[i], len))
 				fb_kind = i;
 		REQUIRE(fb_kind >= 0, "--kinds: unknown kind %.*s", (int)len, k);
 		k += len + (k[len] == ',');
 		fb_agg = round % opt.naggs;
+		if (fb_kind >= 4) {
+			if (my_rank == 0 && !opt.json && !return_head)
+				printf("# returns: the aggregator comes back into the running communicator\n"
+				       "#%-8s %9s %9s %10s %10s %10s %8s %7s\n", "kind", "back ms", "out ms",
+				       "before GB/s", "out GB/s", "after GB/s", "aft/bef", "faults");
+			return_head = true;
+			setenv("SUMCAST_AGGREGATORS", aggs_all, 1);
+			fb_return(region, half, count, s, cap, kind_names[fb_kind], round);
+			continue;
+		}
 		char name[32];
 		snprintf(name, sizeof(name), "fb-%d", round);
 		setenv("SUMCAST_AGGREGATORS", aggs_all, 1);
@@ -363,6 +554,10 @@ void run_faultbench(void)
 			       kind_names[fb_kind], detect_lo, detect_hi, agree_max * 1e3, rec, p50 * 1e3,
 			       maxl * 1e3, before, after, fresh, fresh > 0 ? after / fresh : 0);
 		fflush(stdout);
+	}
+	if (fb_watch_on) {
+		setenv("SUMCAST_SPLIT", opt.split ? opt.split : "1", 1);
+		fb_watch(region, half, count, aggs_all);
 	}
 	free(s);
 	free(region);

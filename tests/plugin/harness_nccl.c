@@ -18,6 +18,7 @@ int saw_agg_path, saw_fallback;
 int saw_parked, saw_unparked; /* p2p comms parked at close, freed later */
 int saw_fault, saw_naggs = -1;
 int saw_back, saw_nholds;
+double saw_back_t; /* when this node logged its latest return */
 double saw_holds[16];
 int saw_warn;
 unsigned long long saw_job_id;
@@ -79,8 +80,10 @@ static void hlog(ncclDebugLogLevel level, unsigned long flags, const char *file,
 			saw_holds[saw_nholds++] = hold;
 		__atomic_fetch_add(&saw_fault, 1, __ATOMIC_RELAXED);
 	}
-	if (strstr(buf, ": aggregator ") && strstr(buf, " is back (READY again on every node"))
+	if (strstr(buf, ": aggregator ") && strstr(buf, " is back (READY again on every node")) {
+		saw_back_t = sc_now_s();
 		__atomic_fetch_add(&saw_back, 1, __ATOMIC_RELAXED);
+	}
 	/* The plugin sends debug lines only when SUMCAST_LOG_LEVEL asks. */
 	if (level <= NCCL_LOG_WARN || (opt.verbose && level == NCCL_LOG_INFO) || level == NCCL_LOG_TRACE)
 		fprintf(stderr, "[rank %d] %s %s:%d %s\n", my_rank,
