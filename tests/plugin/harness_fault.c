@@ -16,6 +16,10 @@
  *            next communicator uses it again (and, with --readmit, this one)
  *   flap     restart, and again each time every node has it back, --flaps
  *            times (3): it comes back later each time, results stay exact
+ *   rolling  a rolling upgrade: SIGTERM aggregator 0 (it drains and exits),
+ *            a new daemon on its port once the port is free, and when every
+ *            node has it back the next one, to the last: no node may log a
+ *            fault, repair or copy anything
  *   all      SIGKILL every aggregator: the ring alone goes on
  *   connect  SIGKILL aggregator I while the nodes connect
  *   node     the last node dies: every other node must get an error (no
@@ -52,14 +56,14 @@
 #define PIECE (2u << 20)     /* NCCL's proxy cuts requests at this size */
 
 enum fkind { F_NONE, F_KILL, F_IDLE, F_STOP, F_TERM, F_RESTART, F_ALL, F_CONNECT, F_NODE,
-	     F_CMD, F_FLAP };
+	     F_CMD, F_FLAP, F_ROLLING };
 
 struct fault_opts fopt;
 
 static enum fkind kind_of(const char *s, size_t n)
 {
 	static const char *const names[] = { "", "kill", "idle", "stop", "term", "restart", "all",
-					     "connect", "node", "cmd", "flap" };
+					     "connect", "node", "cmd", "flap", "rolling" };
 	for (int k = 1; k < (int)(sizeof(names) / sizeof(names[0])); k++)
 		if (strlen(names[k]) == n && !strncmp(s, names[k], n))
 			return (enum fkind)k;
@@ -346,6 +350,9 @@ static void inject(enum fkind k, int which)
 	case F_TERM:
 		REQUIRE(daemon_signal(a, SIGTERM) == 0, "SIGTERM aggregator %d", a);
 		break;
+	case F_ROLLING:
+		REQUIRE(daemon_signal(0, SIGTERM) == 0, "SIGTERM aggregator 0");
+		break;
 	case F_RESTART:
 	case F_FLAP:
 		REQUIRE(daemon_signal(a, SIGKILL) == 0, "SIGKILL aggregator %d", a);
@@ -439,7 +446,9 @@ void run_fault(void)
 	 * node must have logged, the collective they all had, the last count */
 	uint64_t ckpt = 0, want_back = 1, all_back_at = 0, backs = 0;
 	int flaps = fopt.flaps ? fopt.flaps : 3, flapped = 0;
-	if (fopt.k1 == F_FLAP)
+	int rolled = 0;            /* rolling: aggregators upgraded so far */
+	bool roll_waiting = false; /* rank 0: SIGTERM sent, the old one not gone yet */
+	if (fopt.k1 == F_FLAP || fopt.k1 == F_ROLLING)
 		fopt.readmit = true;
 
 	REQUIRE(region, "malloc");
@@ -494,6 +503,7 @@ void run_fault(void)
 				}
 			} else if (my_rank == 0) {
 				inject(k, f);
+				roll_waiting = k == F_ROLLING;
 			}
 			if (f)
 				fopt.done2 = true;
@@ -526,6 +536,15 @@ void run_fault(void)
 					want_back++;
 					if (my_rank == 0)
 						inject(F_FLAP, 0);
+				} else if (fopt.k1 == F_ROLLING && rolled + 1 < opt.naggs) {
+					rolled++;
+					want_back++;
+					if (my_rank == 0) {
+						REQUIRE(daemon_signal(rolled, SIGTERM) == 0, "SIGTERM aggregator %d", rolled);
+						fprintf(stderr, "[rank 0] upgrading aggregator %d at %.3f s\n", rolled,
+							sc_now_s());
+						roll_waiting = true;
+					}
 				} else if (!all_back_at) {
 					all_back_at = next;
 					fprintf(stderr, "[rank %d] every node has aggregator %d back at collective %"
@@ -537,6 +556,12 @@ void run_fault(void)
 				ops += 50;
 			else if (all_back_at && ops < all_back_at + 200)
 				ops = all_back_at + 200;
+		}
+		/* rolling: the drained daemon has exited: its successor */
+		if (roll_waiting && daemon_port_free(rolled)) {
+			REQUIRE(daemon_restart(rolled) == 0, "restarting aggregator %d", rolled);
+			fprintf(stderr, "[rank 0] aggregator %d restarted at %.3f s\n", rolled, sc_now_s());
+			roll_waiting = false;
 		}
 		/* SIGSTOP's end: once this node recovered, and a while later */
 		if ((fopt.k1 == F_STOP || fopt.k2 == F_STOP) && my_rank == 0 && !stopped && saw_fault &&
@@ -630,17 +655,21 @@ progress:
 		REQUIRE(all_back_at, "not every node took aggregator %d back within %" PRIu64 " collectives "
 			"(%d nodes had it back %" PRIu64 " time(s) at the last count; this node logged %d)",
 			fault_agg(0), ops, (int)backs, want_back, saw_back);
-		/* The daemon on its port serves this communicator's job again. */
-		if (my_rank == 0 && !tree_on()) {
+		/* The daemon on its port serves this communicator's job again
+		 * (rolling: every one of them). */
+		for (int i = 0; my_rank == 0 && !tree_on() && i < opt.naggs; i++) {
+			int a = fopt.k1 == F_ROLLING ? i : fault_agg(0);
 			struct agg_jobs aj;
 			unsigned long long id = saw_job_id;
-			REQUIRE(daemon_jobs(fault_agg(0), &id, 1, &aj) == 0, "aggregator %d's /stats", fault_agg(0));
+			REQUIRE(daemon_jobs(a, &id, 1, &aj) == 0, "aggregator %d's /stats", a);
 			REQUIRE(aj.held == 1 && aj.min_chunks > 0,
 				"aggregator %d holds %d job(s) 0x%llx with every rank joined, %" PRIu64 " chunks "
 				"reduced: it did not serve the running communicator after it came back",
-				fault_agg(0), aj.held, id, aj.min_chunks);
+				a, aj.held, id, aj.min_chunks);
 			fprintf(stderr, "[rank 0] aggregator %d came back into job 0x%llx: %" PRIu64 " chunks "
-				"reduced for it since\n", fault_agg(0), id, aj.min_chunks);
+				"reduced for it since\n", a, id, aj.min_chunks);
+			if (fopt.k1 != F_ROLLING)
+				break;
 		}
 		if (fopt.k1 == F_FLAP) {
 			/* it failed again soon after each return: each wait at least
@@ -667,6 +696,8 @@ progress:
 	int faults = (fopt.k1 != F_NONE) + (fopt.k2 != F_NONE);
 	if (fopt.k1 == F_FLAP)
 		faults = flaps;
+	if (fopt.k1 == F_ROLLING)
+		faults = 0; /* drains: no fault */
 	if (fopt.k1 == F_ALL)
 		faults = opt.naggs;
 	struct trace_sum ts;
@@ -697,8 +728,14 @@ progress:
 	/* A drain (F_TERM) ends the job at once when nothing is in flight,
 	 * which a loaded host can make happen: then there is nothing to
 	 * repair, and the fault lines and the later epoch are the proof. */
-	if (fopt.k1 != F_IDLE && fopt.k1 != F_CONNECT && fopt.k1 != F_TERM)
+	if (fopt.k1 != F_IDLE && fopt.k1 != F_CONNECT && fopt.k1 != F_TERM && fopt.k1 != F_ROLLING)
 		REQUIRE(v[2] > 0, "no node repaired anything although requests were in flight");
+	if (fopt.k1 == F_ROLLING) {
+		/* a planned drain costs capacity only */
+		REQUIRE(v[0] == 0, "%" PRIu64 " fault lines over the nodes during a rolling upgrade, want 0", v[0]);
+		REQUIRE(v[2] == 0 && v[5] == 0, "a rolling upgrade repaired %" PRIu64 " bytes (%" PRIu64
+			" copied from a node), want 0", v[2], v[5]);
+	}
 	if (fopt.copies)
 		REQUIRE(v[5] > 0, "no node copied a result from another");
 	/* A reduce-scatter chunk its owner lacks after the others' requests
