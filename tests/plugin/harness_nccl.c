@@ -21,6 +21,7 @@ int saw_warn;
 unsigned long long saw_job_id;
 uint64_t saw_copied, saw_kept, saw_passed;
 double fb_t_first, fb_t_decided;
+uint64_t saw_fault_last_ns;
 
 static void hlog(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
 		 const char *fmt, ...)
@@ -71,6 +72,7 @@ static void hlog(ncclDebugLogLevel level, unsigned long flags, const char *file,
 			fb_t_decided = sc_now_s();
 			fb_t_first = fb_t_decided - ms / 1e3;
 		}
+		__atomic_store_n(&saw_fault_last_ns, sc_now_ns(), __ATOMIC_RELAXED);
 		__atomic_fetch_add(&saw_fault, 1, __ATOMIC_RELAXED);
 	}
 	/* The plugin sends debug lines only when SUMCAST_LOG_LEVEL asks. */
