@@ -71,7 +71,7 @@ run_case() { # name at cut-node cmd undo [harness args...]
     grep -m1 -E 'aggregator .* failed' "$SC_RUN_DIR/$name.log" | sed 's/^/  /'
     # per node: fault lines logged (and wanted), requests after them through the aggregators
     grep -E '^\[rank [0-9]+\] trace:' "$SC_RUN_DIR/$name.log" | sort -V |
-      sed -E 's/^\[rank ([0-9]+)\].* ([0-9]+) fault lines \(want ([0-9]+)\).*after the last fault line ([0-9]+) rows, ([0-9]+) bytes.*/  node \1: \2 fault lines (want \3), then \4 requests, \5 bytes through the aggregators/'
+      sed -E 's/^\[rank ([0-9]+)\].* ([0-9]+) fault lines \(want ([0-9]+)\).*after the last fault line ([0-9]+) rows of a later epoch, ([0-9]+) bytes.*/  node \1: \2 fault lines (want \3), then \4 requests in a later epoch, \5 bytes through the aggregators/'
   else
     echo "FAIL: case $name:" >&2; tail -n 30 "$SC_RUN_DIR/$name.log" >&2; rc=1
   fi

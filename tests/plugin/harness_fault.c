@@ -425,7 +425,9 @@ static void run_cmd(void)
 struct trace_sum {
 	uint64_t rows, agg_before, redone, epoch_max, errors;
 	uint64_t win_agg, win_redone; /* reduce-scatter / allgather rows */
-	/* rows started after this node's last fault line, their agg_bytes */
+	/* rows started after this node's last fault line in a later epoch
+	 * (a node behind the others may still start requests of the old one,
+	 * which failover repairs), their agg_bytes */
 	uint64_t rows_after, agg_after;
 };
 
@@ -460,7 +462,7 @@ static void trace_sum(uint64_t fault_seq, struct trace_sum *s)
 			t0 = strtoull(p + 11, NULL, 10);
 		if (seq < fault_seq)
 			s->agg_before += ab;
-		if (saw_fault_last_ns && t0 > saw_fault_last_ns) {
+		if (saw_fault_last_ns && t0 > saw_fault_last_ns && ep >= 1) {
 			s->rows_after++;
 			s->agg_after += ab;
 		}
@@ -661,7 +663,7 @@ progress:
 	fprintf(stderr, "[rank %d] trace: %" PRIu64 " rows, %" PRIu64 " bytes through the aggregators before the fault, "
 		"%" PRIu64 " bytes repaired (%" PRIu64 " of windows), epoch %" PRIu64 "; %d fault lines "
 		"(want %d); %" PRIu64 " window bytes through the aggregators; after the last fault line "
-		"%" PRIu64 " rows, %" PRIu64 " bytes through the aggregators\n", my_rank, ts.rows,
+		"%" PRIu64 " rows of a later epoch, %" PRIu64 " bytes through the aggregators\n", my_rank, ts.rows,
 		ts.agg_before, ts.redone, ts.win_redone, ts.epoch_max, saw_fault, want, ts.win_agg,
 		ts.rows_after, ts.agg_after);
 	REQUIRE(ts.errors == 0, "the trace lists %" PRIu64 " failed requests", ts.errors);
@@ -682,14 +684,15 @@ progress:
 		if (at1 + Q < ops && want > 0)
 			REQUIRE(ts.epoch_max >= 1, "no request ran in a later epoch");
 		/* After a kill or a cut at a fixed split, the requests this node
-		 * started once its last communicator had agreed still reach the
-		 * aggregators left (on the node cut off, whose every
-		 * communicator left the aggregator, only those can carry them). */
+		 * started in a later epoch once its last communicator had agreed
+		 * still reach the aggregators: the ones left, the only ones a
+		 * later epoch has (on a tree, a communicator without the fault
+		 * keeps both). */
 		bool left = opt.naggs > faults && fopt.k1 != F_ALL && opt.split &&
 			    strcmp(opt.split, "auto") && atof(opt.split) > 0;
 		if ((fopt.k1 == F_KILL || fopt.k1 == F_CMD) && left && at1 + Q < ops && want > 0)
-			REQUIRE(ts.agg_after > 0, "%" PRIu64 " requests started after this node's last "
-				"fault line, none sent a byte to the aggregators left", ts.rows_after);
+			REQUIRE(ts.agg_after > 0, "%" PRIu64 " requests of a later epoch started after this "
+				"node's last fault line, none sent a byte to the aggregators left", ts.rows_after);
 	}
 	rv_all_sum("counters", v, 9);
 	/* A drain (F_TERM) ends the job at once when nothing is in flight,
