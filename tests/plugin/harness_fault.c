@@ -96,15 +96,15 @@ bool fault_options_ok(void)
  * route (cmd) one per inner communicator this node shares with the node
  * cut off (--cut-node): all of its own for that node, the group's two for
  * the others of its group, the cross one of a shard it owns for that
- * shard's owner in another group, none for the rest. Other kinds keep one:
- * a stopped aggregator resumes once rank 0 has recovered, and a
- * communicator that had not noticed by then never does. */
+ * shard's owner in another group, none for the rest. Other kinds (and two
+ * faults) keep one each: a stopped aggregator resumes once rank 0 has
+ * recovered, and a communicator that had not noticed by then never does. */
 static int fault_lines_want(int faults)
 {
 	struct tree_shape s;
 	struct tree_place me, cut;
 
-	if (!tree_on() || (fopt.k1 != F_KILL && fopt.k1 != F_CMD))
+	if (!tree_on() || (fopt.k1 != F_KILL && fopt.k1 != F_CMD) || fopt.k2 != F_NONE)
 		return faults;
 	tree_shape_of((uint32_t)opt.nranks, (uint32_t)opt.fan_in, &s);
 	tree_place_of(&s, (uint32_t)my_rank, &me);
