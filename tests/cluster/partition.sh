@@ -1,9 +1,12 @@
 #!/bin/bash
-# tests/cluster/partition.sh: an aggregator unreachable from only some nodes, in the emulated
-# cluster (bench/cluster/lib.sh: one network namespace per host, veth + bridge + tbf).
-# 4 workers, 2 aggregators; the plugin harness's fault test (1000 mixed allreduces, exact
-# results on every node, bitwise across nodes, the fault logged once per node, the repair run)
-# while, at allreduce 333:
+# tests/cluster/partition.sh [flat|tree]: an aggregator unreachable from only some nodes, in
+# the emulated cluster (bench/cluster/lib.sh: one network namespace per host, veth + bridge +
+# tbf), 2 aggregators; the plugin harness's fault test (mixed allreduces, exact results on
+# every node, bitwise across nodes, the fault logged by every communicator that had it, the
+# repair run, later requests still through the aggregator left) while a route is cut.
+#
+# flat (default; ctest cluster/partition): 4 workers, one collnet of 4 nodes, split 0.5,
+# 1000 collectives; at collective 333:
 #   1. node 3's route to aggregator 0 is cut (a blackhole route in node 3's namespace): node 3
 #      cannot reach it, nodes 0-2 still can;
 #   2. aggregator 0's route to node 3 is cut instead: results of aggregator 0 reach nodes 0-2
@@ -14,8 +17,25 @@
 #   4. case 2 with reduce-scatter windows only (owner-only results): what the victim
 #      owns and lacks is recomputed from the contributions the other nodes kept after their
 #      requests completed (--expect-kept).
-# Exit 0 pass, 1 fail, 77 skipped (not root, no netns/veth/tbf, nothing built) with the reason.
+# tree (ctest cluster/partition_tree): 8 workers, SUMCAST_FAN_IN=4, so the collnet is a
+# two-level tree (docs/plugin.md, "A tree where fan-in ends": 2 groups of 4, 4 shards; each
+# node in its group's reduce-scatter and allgather communicators and its shard's cross one,
+# 8 inner jobs on each aggregator), split 1 (every stage through the aggregators), 400
+# collectives; at collective 133:
+#   a. node 3's route to aggregator 0 is cut: the inner communicators with node 3 in them
+#      (group 0's two, shard 3's cross one with node 7) each notice, agree and repair on their
+#      own; node 3 logs 3 fault lines, nodes 0-2 two, node 7 one, nodes 4-6 none (the harness's
+#      --cut-node);
+#   b. aggregator 0's route to node 5 is cut, with sealed data (both daemons restarted with
+#      a key, the nodes given it): node 5's communicators (group 1's two, shard 1's cross one
+#      with node 1), results node 5 lacks copied from the others (--expect-copies).
 set -u -o pipefail
+MODE=${1:-flat}
+case $MODE in
+  flat) W=4 SPLIT=0.5 OPS=1000 MODE_ARGS=() ;;
+  tree) W=8 SPLIT=1 OPS=400 MODE_ARGS=(--fan-in 4) ;;
+  *) echo "usage: $0 [flat|tree]" >&2; exit 2 ;;
+esac
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 export SC_PREFIX="scpt$$"
@@ -31,7 +51,7 @@ trap sc_cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-W=4 A=2
+A=2
 sc_topo_up "$W" "$A" 2000 || exit 1
 sc_daemons_start "$SUMCASTD" || { echo "FAIL: aggregators did not start"; exit 1; }
 ns="" ips=""
@@ -40,39 +60,61 @@ for ((i = 0; i < W; i++)); do
 done
 victim=$((W - 1))
 rc=0
-run_case() { # name at cmd undo [harness args...]
-  local name=$1 at=$2 cmd=$3 undo=$4; shift 4
+run_case() { # name at cut-node cmd undo [harness args...]
+  local name=$1 at=$2 cut=$3 cmd=$4 undo=$5; shift 5
   sc_log "case $name: $cmd"
   if HARNESS_FAULT_CMD="$cmd" SUMCAST_HARNESS_NETNS="$ns" SUMCAST_HARNESS_IFACES="$ips" \
      SUMCAST_PROVIDER="$SC_FABRIC_PROVIDER" timeout 600 "$HARNESS" fault --nranks "$W" \
-       --aggs "$(sc_agg_list)" --split 0.5 --fault cmd --fault-at "$at" --ops 1000 "$@" \
-       >"$SC_RUN_DIR/$name.log" 2>&1; then
+       --aggs "$(sc_agg_list)" --split "$SPLIT" --fault cmd --fault-at "$at" --ops "$OPS" \
+       --cut-node "$cut" "${MODE_ARGS[@]}" "$@" >"$SC_RUN_DIR/$name.log" 2>&1; then
     grep -E '^fault:' "$SC_RUN_DIR/$name.log"
     grep -m1 -E 'aggregator .* failed' "$SC_RUN_DIR/$name.log" | sed 's/^/  /'
+    # per node: fault lines logged (and wanted), requests after them through the aggregators
+    grep -E '^\[rank [0-9]+\] trace:' "$SC_RUN_DIR/$name.log" | sort -V |
+      sed -E 's/^\[rank ([0-9]+)\].* ([0-9]+) fault lines \(want ([0-9]+)\).*after the last fault line ([0-9]+) rows of a later epoch, ([0-9]+) bytes.*/  node \1: \2 fault lines (want \3), then \4 requests in a later epoch, \5 bytes through the aggregators/'
   else
     echo "FAIL: case $name:" >&2; tail -n 30 "$SC_RUN_DIR/$name.log" >&2; rc=1
   fi
   eval "$undo" 2>/dev/null
 }
-# 1. the node cannot reach the aggregator
-run_case node-side 333 \
-  "ip netns exec $(sc_ns_w $victim) ip route add blackhole $(sc_ip_a 0)/32" \
-  "ip netns exec $(sc_ns_w $victim) ip route del blackhole $(sc_ip_a 0)/32"
-# 2. the aggregator cannot reach the node: some nodes hold results the victim lacks
-run_case aggregator-side 333 \
-  "ip netns exec $(sc_ns_a 0) ip route add blackhole $(sc_ip_w $victim)/32" \
-  "ip netns exec $(sc_ns_a 0) ip route del blackhole $(sc_ip_w $victim)/32" \
-  --expect-copies
-# 4. the same with reduce-scatters only (blocks of 32-48 KiB: eager chunks of one owner): the victim owns results the others' completed
-#    requests no longer hold, so they are recomputed from the contributions the others kept
-#    (node 0: its block is in aggregator 0's shard of every window)
-run_case aggregator-side-rs 333 \
-  "ip netns exec $(sc_ns_a 0) ip route add blackhole $(sc_ip_w 0)/32" \
-  "ip netns exec $(sc_ns_a 0) ip route del blackhole $(sc_ip_w 0)/32" \
-  --small-rs --expect-kept
-# 3. the same at the end: the others are closing when the victim needs them
-run_case aggregator-side-late 996 \
-  "ip netns exec $(sc_ns_a 0) ip route add blackhole $(sc_ip_w $victim)/32" \
-  "ip netns exec $(sc_ns_a 0) ip route del blackhole $(sc_ip_w $victim)/32" \
-  --expect-copies
+if [[ $MODE == flat ]]; then
+  # 1. the node cannot reach the aggregator
+  run_case node-side 333 "$victim" \
+    "ip netns exec $(sc_ns_w $victim) ip route add blackhole $(sc_ip_a 0)/32" \
+    "ip netns exec $(sc_ns_w $victim) ip route del blackhole $(sc_ip_a 0)/32"
+  # 2. the aggregator cannot reach the node: some nodes hold results the victim lacks
+  run_case aggregator-side 333 "$victim" \
+    "ip netns exec $(sc_ns_a 0) ip route add blackhole $(sc_ip_w $victim)/32" \
+    "ip netns exec $(sc_ns_a 0) ip route del blackhole $(sc_ip_w $victim)/32" \
+    --expect-copies
+  # 4. the same with reduce-scatters only (blocks of 32-48 KiB: eager chunks of one owner): the victim owns results the others' completed
+  #    requests no longer hold, so they are recomputed from the contributions the others kept
+  #    (node 0: its block is in aggregator 0's shard of every window)
+  run_case aggregator-side-rs 333 0 \
+    "ip netns exec $(sc_ns_a 0) ip route add blackhole $(sc_ip_w 0)/32" \
+    "ip netns exec $(sc_ns_a 0) ip route del blackhole $(sc_ip_w 0)/32" \
+    --small-rs --expect-kept
+  # 3. the same at the end: the others are closing when the victim needs them
+  run_case aggregator-side-late 996 "$victim" \
+    "ip netns exec $(sc_ns_a 0) ip route add blackhole $(sc_ip_w $victim)/32" \
+    "ip netns exec $(sc_ns_a 0) ip route del blackhole $(sc_ip_w $victim)/32" \
+    --expect-copies
+else
+  # a. node 3 cannot reach aggregator 0: its group's communicators and shard 3's cross one
+  run_case tree-node-side 133 3 \
+    "ip netns exec $(sc_ns_w 3) ip route add blackhole $(sc_ip_a 0)/32" \
+    "ip netns exec $(sc_ns_w 3) ip route del blackhole $(sc_ip_a 0)/32"
+  # b. aggregator 0 cannot reach node 5 (group 1, shard 1), sealed: the daemons again with a
+  #    key (a daemon with one refuses unsigned joins, so every inner job that joins is sealed)
+  sc_daemons_stop
+  SC_KEY_FILE="$SC_RUN_DIR/job.key"
+  (umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$SC_KEY_FILE")
+  sc_daemons_start "$SUMCASTD" || { echo "FAIL: aggregators with a key did not start"; exit 1; }
+  export SUMCAST_KEY_FILE=$SC_KEY_FILE
+  run_case tree-aggregator-side-sealed 133 5 \
+    "ip netns exec $(sc_ns_a 0) ip route add blackhole $(sc_ip_w 5)/32" \
+    "ip netns exec $(sc_ns_a 0) ip route del blackhole $(sc_ip_w 5)/32" \
+    --expect-copies
+  unset SUMCAST_KEY_FILE
+fi
 exit $rc

@@ -216,8 +216,10 @@ extern uint64_t saw_copied; /* bytes the fault lines say were copied from other 
 /* window chunks the fault lines say were redone from kept contributions /
  * copies passed on by nodes that want none of them */
 extern uint64_t saw_kept, saw_passed;
-/* When the last fault line came (s, monotonic), and the first sign it names. */
+/* When the first fault line came (s, monotonic), and the first sign it names. */
 extern double fb_t_first, fb_t_decided;
+/* When the latest fault line came (sc_now_ns; 0: none yet). */
+extern uint64_t saw_fault_last_ns;
 /* p2p comms the plugin parked at close (ops still posted), and freed later. */
 extern int saw_parked, saw_unparked;
 /* Requests this rank issued (and their bytes): what its trace must list. */
@@ -286,12 +288,14 @@ struct fault_opts {
 	bool copies;     /* some node must copy a result from another */
 	bool small_rs;   /* every collective a small reduce-scatter (one window) */
 	bool kept;       /* some node must redo a window chunk from what it kept */
+	int cut_node;    /* cmd: the node whose route the command cuts (-1: not said) */
 	bool done1, done2;
 	bool readmit;    /* the aggregator must come back into this communicator */
 	int flaps;       /* --fault flap: kill and restart it this many times */
 };
 extern struct fault_opts fopt;
 int fault_option(const char *kinds); /* 0, or -1: usage */
+bool fault_options_ok(void);          /* after every option: --cut-node where needed */
 /* bench options */
 int bench_option(int c, const char *arg); /* 0, or -1: usage */
 bool bench_options_ok(void);

@@ -26,7 +26,8 @@
  *            hang) within SUMCAST_AGG_TIMEOUT
  *   cmd      rank 0 runs $HARNESS_FAULT_CMD (tests/cluster/partition.sh cuts
  *            one node's route to an aggregator, or the aggregator's route to
- *            one node, in the emulated cluster's namespaces)
+ *            one node, in the emulated cluster's namespaces); --cut-node R
+ *            names that node (a tree needs it: see fault_lines_want)
  * With --expect-copies, some node must have copied a result from another
  * (a result that reached only some nodes). With --readmit the aggregator
  * must come back into the running communicator: every 50 collectives
@@ -37,10 +38,13 @@
  * A second kind after a comma is a second fault later on (aggregator I + 1).
  *
  * It can fail: before the fault the aggregators must have carried data
- * (trace), after it every node must have logged the fault once and the
- * repair must have run where requests were in flight (trace redone_bytes
- * summed over the nodes), the epoch must have moved on, results must equal
- * the reference on every node and bitwise across nodes. */
+ * (trace), after it every node must have logged the fault (once per
+ * communicator that had it: fault_lines_want) and the repair must have run
+ * where requests were in flight (trace redone_bytes summed over the nodes),
+ * the epoch must have moved on, after a kill or a cut the requests this
+ * node started once it had agreed must still send bytes to the aggregators
+ * left, results must equal the reference on every node and bitwise across
+ * nodes. */
 #include "harness.h"
 
 #include <errno.h>
@@ -50,6 +54,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "../../plugin/tree_plan.h"
 
 #define Q 4                  /* allreduces in flight at once */
 #define MAX_BYTES (8u << 20) /* largest allreduce */
@@ -80,6 +85,47 @@ int fault_option(const char *kinds)
 	if (fopt.k1 == F_NONE || (comma && fopt.k2 == F_NONE))
 		return -1;
 	return 0;
+}
+
+bool fault_options_ok(void)
+{
+	bool cmd = fopt.k1 == F_CMD || fopt.k2 == F_CMD;
+
+	if (fopt.cut_node < -1 || fopt.cut_node >= opt.nranks || (fopt.cut_node >= 0 && !cmd))
+		return false;
+	return !(cmd && tree_on() && fopt.cut_node < 0);
+}
+
+/* The fault lines this node must log for `faults` faults. A flat collnet:
+ * one each (every node agrees on it). A tree: every inner communicator with
+ * a job on the aggregator notices, agrees and repairs on its own and logs
+ * its own line (docs/plugin.md, "A tree where fan-in ends"), so a killed
+ * aggregator gives one per inner communicator of this node, and a cut
+ * route (cmd) one per inner communicator this node shares with the node
+ * cut off (--cut-node): all of its own for that node, the group's two for
+ * the others of its group, the cross one of a shard it owns for that
+ * shard's owner in another group, none for the rest. Other kinds (and two
+ * faults) keep one each: a stopped aggregator resumes once rank 0 has
+ * recovered, and a communicator that had not noticed by then never does. */
+static int fault_lines_want(int faults)
+{
+	struct tree_shape s;
+	struct tree_place me, cut;
+
+	if (!tree_on() || (fopt.k1 != F_KILL && fopt.k1 != F_CMD) || fopt.k2 != F_NONE)
+		return faults;
+	tree_shape_of((uint32_t)opt.nranks, (uint32_t)opt.fan_in, &s);
+	tree_place_of(&s, (uint32_t)my_rank, &me);
+	if (fopt.k1 == F_KILL || fopt.cut_node == my_rank)
+		return faults * (int)me.ninner;
+	tree_place_of(&s, (uint32_t)fopt.cut_node, &cut);
+	if (cut.group == me.group)
+		return faults * (TREE_X0 - TREE_RS); /* its reduce-scatter and allgather ones */
+	int shared = 0;
+	for (uint32_t i = TREE_X0; i < me.ninner; i++)
+		for (uint32_t k = TREE_X0; k < cut.ninner; k++)
+			shared += me.shard[i] == cut.shard[k];
+	return faults * shared;
 }
 
 /* ---- what one allreduce is: the same on every node ---- */
@@ -386,6 +432,10 @@ static void run_cmd(void)
 struct trace_sum {
 	uint64_t rows, agg_before, redone, epoch_max, errors;
 	uint64_t win_agg, win_redone; /* reduce-scatter / allgather rows */
+	/* rows started after this node's last fault line in a later epoch
+	 * (a node behind the others may still start requests of the old one,
+	 * which failover repairs), their agg_bytes */
+	uint64_t rows_after, agg_after;
 };
 
 static void trace_sum(uint64_t fault_seq, struct trace_sum *s)
@@ -403,7 +453,7 @@ static void trace_sum(uint64_t fault_seq, struct trace_sum *s)
 	f = popen(cmd, "r");
 	REQUIRE(f, "popen");
 	while (fgets(line, sizeof(line), f)) {
-		unsigned long long seq = 0, ab = 0, ep = 0, rb = 0;
+		unsigned long long seq = 0, ab = 0, ep = 0, rb = 0, t0 = 0;
 		const char *p;
 		s->rows++;
 		adapt_note(line);
@@ -415,8 +465,14 @@ static void trace_sum(uint64_t fault_seq, struct trace_sum *s)
 			ep = strtoull(p + 8, NULL, 10);
 		if ((p = strstr(line, "\"redone_bytes\":")))
 			rb = strtoull(p + 15, NULL, 10);
+		if ((p = strstr(line, "\"start_ns\":")))
+			t0 = strtoull(p + 11, NULL, 10);
 		if (seq < fault_seq)
 			s->agg_before += ab;
+		if (saw_fault_last_ns && t0 > saw_fault_last_ns && ep >= 1) {
+			s->rows_after++;
+			s->agg_after += ab;
+		}
 		if (!strstr(line, "\"coll\":\"allreduce\"") && !strstr(line, "\"coll\":\"tree\"")) {
 			s->win_agg += ab;
 			s->win_redone += rb;
@@ -700,14 +756,17 @@ progress:
 		faults = 0; /* drains: no fault */
 	if (fopt.k1 == F_ALL)
 		faults = opt.naggs;
+	int want = fault_lines_want(faults);
 	struct trace_sum ts;
 	trace_sum(fault_seq, &ts);
 	uint64_t v[9] = { (uint64_t)saw_fault, ts.agg_before, ts.redone, ts.epoch_max, ts.errors,
 			  saw_copied, ts.win_redone, saw_kept, saw_passed };
 	fprintf(stderr, "[rank %d] trace: %" PRIu64 " rows, %" PRIu64 " bytes through the aggregators before the fault, "
-		"%" PRIu64 " bytes repaired (%" PRIu64 " of windows), epoch %" PRIu64 "; %d fault lines; "
-		"%" PRIu64 " window bytes through the aggregators\n", my_rank, ts.rows, ts.agg_before,
-		ts.redone, ts.win_redone, ts.epoch_max, saw_fault, ts.win_agg);
+		"%" PRIu64 " bytes repaired (%" PRIu64 " of windows), epoch %" PRIu64 "; %d fault lines "
+		"(want %d); %" PRIu64 " window bytes through the aggregators; after the last fault line "
+		"%" PRIu64 " rows of a later epoch, %" PRIu64 " bytes through the aggregators\n", my_rank, ts.rows,
+		ts.agg_before, ts.redone, ts.win_redone, ts.epoch_max, saw_fault, want, ts.win_agg,
+		ts.rows_after, ts.agg_after);
 	REQUIRE(ts.errors == 0, "the trace lists %" PRIu64 " failed requests", ts.errors);
 	adapt_check();
 	/* A fixed split sends every window to the aggregators (split_window_agg);
@@ -718,11 +777,23 @@ progress:
 		/* At least the injected ones; on a loaded host an aggregator may
 		 * also abort the job by its own rank timeout (a rank starved past
 		 * SUMCAST_AGG_TIMEOUT), which is one more fault, survived too. */
-		REQUIRE(saw_fault >= faults, "this node logged %d aggregator faults, want %d", saw_fault, faults);
+		REQUIRE(saw_fault >= want, "this node logged %d aggregator faults, want %d", saw_fault, want);
 		REQUIRE(ts.agg_before > 0, "the aggregators carried nothing before the fault");
-		/* (a fault among the last Q collectives may leave none for it) */
-		if (at1 + Q < ops)
+		/* (a fault among the last Q collectives may leave none for it;
+		 * a tree's node that shares no communicator with a cut node
+		 * stays in epoch 0) */
+		if (at1 + Q < ops && want > 0)
 			REQUIRE(ts.epoch_max >= 1, "no request ran in a later epoch");
+		/* After a kill or a cut at a fixed split, the requests this node
+		 * started in a later epoch once its last communicator had agreed
+		 * still reach the aggregators: the ones left, the only ones a
+		 * later epoch has (on a tree, a communicator without the fault
+		 * keeps both). */
+		bool left = opt.naggs > faults && fopt.k1 != F_ALL && opt.split &&
+			    strcmp(opt.split, "auto") && atof(opt.split) > 0;
+		if ((fopt.k1 == F_KILL || fopt.k1 == F_CMD) && left && at1 + Q < ops && want > 0)
+			REQUIRE(ts.agg_after > 0, "%" PRIu64 " requests of a later epoch started after this "
+				"node's last fault line, none sent a byte to the aggregators left", ts.rows_after);
 	}
 	rv_all_sum("counters", v, 9);
 	/* A drain (F_TERM) ends the job at once when nothing is in flight,

@@ -27,9 +27,12 @@ void usage(void)
 		"       [--fan-in F]   (SUMCAST_FAN_IN: above F nodes the collnet is a two-level tree;\n"
 		"       --expect agg then checks the tree's inner jobs on the daemons)\n"
 		"       p2p: [--close-inflight]\n"
-		"       fault: --fault kill|idle|stop|term|restart|flap|all|connect|node|cmd[,KIND]\n"
-		"              [--fault-agg I] [--ops K] [--fault-at K] [--expect-copies] [--readmit]\n"
-		"              [--flaps K]\n"
+		"       fault: --fault kill|idle|stop|term|restart|flap|rolling|all|connect|node|cmd[,KIND]
+"
+		"              [--fault-agg I] [--ops K] [--fault-at K] [--expect-copies] [--readmit]
+"
+		"              [--flaps K] [--cut-node R]   (cmd: the node it cuts off; a tree needs it)
+"
 		"              [--small-rs] [--expect-kept] [--multicast PERMILLE]\n"
 		"       faults (bench/faults): [--kinds kill,stop,term,restart] [-e BYTES] [--before S]\n"
 		"              [--after S] [--retention-bytes B] [--type T] [--json]\n"
@@ -84,12 +87,12 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		{ "fault-at", 1, 0, 'A' }, { "expect-copies", 0, 0, 'C' }, { "kinds", 1, 0, 'K' },
 		{ "before", 1, 0, 'B' }, { "after", 1, 0, 'Z' }, { "retention-bytes", 1, 0, 'Y' },
 		{ "coll", 1, 0, 'X' }, { "no-rtt", 0, 0, 'Q' },
-		{ "readmit", 0, 0, 0x10b }, { "flaps", 1, 0, 0x10c },
+		{ "readmit", 0, 0, 0x10c }, { "flaps", 1, 0, 0x10d },
 		{ "small-rs", 0, 0, 0x101 }, { "expect-kept", 0, 0, 0x102 }, { "multicast", 1, 0, 0x103 },
 		{ "timeline", 0, 0, 0x104 }, { "expect-adaptive", 0, 0, 0x105 },
 		{ "heads", 1, 0, 0x106 }, { "iters", 1, 0, 0x107 }, { "max-connect", 1, 0, 0x108 },
 		{ "max-idle-cpu", 1, 0, 0x109 },
-		{ "fan-in", 1, 0, 0x10a },
+		{ "fan-in", 1, 0, 0x10a }, { "cut-node", 1, 0, 0x10b },
 		{ 0, 0, 0, 0 }
 	};
 	static char plugin_buf[PATH_MAX + 64], daemon_buf[PATH_MAX + 64], aggs[1024];
@@ -106,6 +109,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 	}
 	opt.plugin = harness_plugin_default;
 	opt.mc = -1;
+	fopt.cut_node = -1;
 	opt.daemon = harness_daemon_default;
 	while ((c = getopt_long(argc, argv, "n:m:s:v:p:d:b:e:t:jVa:T:k:x:R:S:f:W:L:DrIF:G:O:A:CK:B:Z:Y:X:Q", lo, NULL)) != -1) {
 		switch (c) {
@@ -135,6 +139,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		case 'D': opt.deterministic = true; break;
 		case 0x105: opt.expect_adaptive = true; break;
 		case 0x10a: opt.fan_in = atoi(optarg); break;
+		case 0x10b: fopt.cut_node = atoi(optarg); break;
 		case 'r': opt.trace = true; break;
 		case 'I': opt.close_inflight = true; break;
 		case 'k':
@@ -152,8 +157,8 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		case 'C': fopt.copies = true; break;
 		case 0x101: fopt.small_rs = true; break;
 		case 0x102: fopt.kept = true; break;
-		case 0x10b: fopt.readmit = true; break;
-		case 0x10c: fopt.flaps = atoi(optarg); break;
+		case 0x10c: fopt.readmit = true; break;
+		case 0x10d: fopt.flaps = atoi(optarg); break;
 		case 0x103: opt.mc = atoi(optarg); break;
 		case 0x106: opt.heads = atoi(optarg); break;
 		case 0x107: opt.iters = atoi(optarg); break;
@@ -208,7 +213,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 	if (!strcmp(opt.mode, "fault")) {
 		/* The trace holds what the fault test checks; drained daemons
 		 * abort soon; a dead node is an error within 15 s. */
-		if (!fopt.k1 || (opt.naggs < 1 && !opt.aggs))
+		if (!fopt.k1 || (opt.naggs < 1 && !opt.aggs) || !fault_options_ok())
 			usage();
 		opt.trace = true;
 		if (!fopt.ops && getenv("HARNESS_FAULT_OPS")) /* the ASan stage of test.sh: fewer */

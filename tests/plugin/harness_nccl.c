@@ -24,6 +24,7 @@ int saw_warn;
 unsigned long long saw_job_id;
 uint64_t saw_copied, saw_kept, saw_passed;
 double fb_t_first, fb_t_decided;
+uint64_t saw_fault_last_ns;
 
 static void hlog(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
 		 const char *fmt, ...)
@@ -78,6 +79,7 @@ static void hlog(ncclDebugLogLevel level, unsigned long flags, const char *file,
 		double hold = 0;
 		if (t && sscanf(t, "; tried again in %lf s", &hold) == 1 && saw_nholds < 16)
 			saw_holds[saw_nholds++] = hold;
+		__atomic_store_n(&saw_fault_last_ns, sc_now_ns(), __ATOMIC_RELAXED);
 		__atomic_fetch_add(&saw_fault, 1, __ATOMIC_RELAXED);
 	}
 	if (strstr(buf, ": aggregator ") && strstr(buf, " is back (READY again on every node")) {
