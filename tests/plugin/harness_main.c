@@ -27,14 +27,12 @@ void usage(void)
 		"       [--fan-in F]   (SUMCAST_FAN_IN: above F nodes the collnet is a two-level tree;\n"
 		"       --expect agg then checks the tree's inner jobs on the daemons)\n"
 		"       p2p: [--close-inflight]\n"
-		"       fault: --fault kill|idle|stop|term|restart|flap|rolling|all|connect|node|cmd[,KIND]
-"
-		"              [--fault-agg I] [--ops K] [--fault-at K] [--expect-copies] [--readmit]
-"
-		"              [--flaps K] [--cut-node R]   (cmd: the node it cuts off; a tree needs it)
-"
+		"       fault: --fault kill|idle|stop|term|restart|flap|rolling|all|connect|node|cmd[,KIND]\n"
+		"              [--fault-agg I] [--ops K] [--fault-at K] [--expect-copies] [--readmit]\n"
+		"              [--flaps K] [--cut-node R]   (cmd: the node it cuts off; a tree needs it)\n"
 		"              [--small-rs] [--expect-kept] [--multicast PERMILLE]\n"
-		"       faults (bench/faults): [--kinds kill,stop,term,restart] [-e BYTES] [--before S]\n"
+		"       faults (bench/faults): [--kinds kill,stop,term,restart,readmit,resume,upgrade]\n"
+		"              [-e BYTES] [--before S]\n"
 		"              [--after S] [--retention-bytes B] [--type T] [--json]\n"
 		"       scale: [--heads H] [--iters K] [--max-connect S] [--max-idle-cpu S] [--json]\n"
 		"       bench: [-f|--factor F] [--rounds R] [--time-per-size S]\n"
