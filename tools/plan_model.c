@@ -33,7 +33,14 @@
  * other runnable processes take, P x share / K (processor sharing); the
  * bytes cost CPU copying through the kernel, byte_ns x (1 + byte_proc x P)
  * per byte (cache and scheduler pressure grow with the processes), shared
- * by the K cores.
+ * by the K cores. Past 8 node processes per core the plugin harness's
+ * waits nap (16 us doubling to 1 ms: tests/plugin/harness_nccl.c) instead
+ * of yielding; then each ring step also waits for a napping process to
+ * wake, and for each of its columns when its segment is above the eager
+ * cut (a rendezvous column, or the eager columns common/chunk.h cuts a
+ * segment of up to 4 eager messages into: each a progress round trip of
+ * its own), and each daemon message pays a share per process for the
+ * nappers' wake-ups. Connect: CPU per node process and per pair of them.
  *
  * Aggregator memory and posted receives follow the daemons' in-flight cap
  * (plan_grant). */
@@ -45,6 +52,7 @@
 
 #include "../plugin/split.h"
 #include "../plugin/tree_plan.h"
+#include "chunk.h"
 #include "grant.h"
 
 /* Where each measured constant comes from (docs/journal/2026-11-26-simulator.md
@@ -59,7 +67,8 @@
  * | agg_tcp_ns    | 1.5    | aggregator CPU per byte received on tcp, all of it (copies, reduce, messages, sends): 12.1 s per GB of allreduce at W=8, A=8 = 8 GB of ingress, 32 KiB chunks (docs/benchmarks.md, agg-mcast table) |
  * | reduce_gbps   | 45     | f32 sum, one core, 4 MiB: 48.7-50.7 GB/s less a margin (docs/journal/2026-11-22-reduce-kernels.md) |
  * | lb_*          | fit    | plugin_harness bench, N = 4, 8, 24, 48 nodes, M = 2, 8 B and 2 MiB, the fastest of 1-8 runs each (calibration: least squares on the log of the times; N = 16, 32, 64 validate), 2026-11-26-simulator.md |
- * | lb_conn_sq_us | 4562   | connect on loopback grows as P^2: the slowest node's "connected in" at N = 4, 8, 24, 48, same runs |
+ * | lb_nap_*      | fit    | the harness's napping waits (past 8 node processes per core: tests/plugin/harness_nccl.c): plugin_harness bench at N = 24, 48 with today's harness, the spinning figures above kept (N = 32, 64 validate; N = 4, 8, 16 check those), docs/journal/2026-11-26-plan-validation-2.md |
+ * | lb_conn_*     | fit    | connect on loopback: the slowest node's "connected in", least squares of the relative error over N = 4, 8, 24, 48 of the same runs |
  */
 void plan_costs_default(struct plan_costs *c)
 {
@@ -80,7 +89,14 @@ void plan_costs_default(struct plan_costs *c)
 	c->lb_agg_share_us = 0.161;
 	c->lb_agg_byte_ns = 0.598;
 	c->lb_agg_byte_proc = 0.0086;
-	c->lb_conn_sq_us = 4562;
+	c->lb_nap_per_core = 8;
+	c->lb_ring_nap_us = 331.8;
+	c->lb_ring_nap_data_us = 1875;
+	c->lb_ring_nap_eager_us = 650.3;
+	c->lb_agg_nap_share_us = 2.571;
+	c->lb_agg_nap_data_us = 7.347;
+	c->lb_conn_us = 20989;
+	c->lb_conn_sq_us = 68.6;
 }
 
 void plan_in_defaults(struct plan_in *in)
@@ -187,6 +203,17 @@ static double lb_bytes_s(const struct ctx *x, double ns, double growth)
 	return ns * 1e-9 * (1 + growth * x->procs) / x->in->cores;
 }
 
+/* Loopback: whether the harness's node processes nap while they wait
+ * (more than lb_nap_per_core of them per core). */
+static bool lb_napping(const struct ctx *x)
+{
+	return x->n * x->h > x->in->cost.lb_nap_per_core * x->in->cores;
+}
+
+/* The eager cut of tcp;ofi_rxm (the plugin's SUMCAST_EAGER_BYTES auto):
+ * a message above it costs progress round trips on both sides. */
+#define LB_EAGER 16384.0
+
 /* Messages one aggregator takes in per allreduce (all heads): one of the
  * m_used a head's bytes are sharded over (aligned ranges: a small message
  * goes to fewer than M). */
@@ -215,9 +242,18 @@ static double ring_s(const struct ctx *x)
 	if (x->in->loopback) {
 		/* 2(N-1) steps; in each, every node sends S/N (ring chunks of
 		 * 512 KiB), through rendezvous above the eager cut (16 KiB) */
-		double seg = x->sh / x->n, msgs = seg > 16384 ? x->n * x->h * ceil(seg / (512 << 10)) : 0;
+		double seg = x->sh / x->n, msgs = seg > LB_EAGER ? x->n * x->h * ceil(seg / (512 << 10)) : 0;
 		double step = c->lb_ring_step_us + lb_procs_k(x, c->lb_ring_share_us) +
 			      msgs * c->lb_ring_msg_us / x->in->cores;
+		if (lb_napping(x)) {
+			/* the plugin's ring columns (plugin/ring_step.c: its
+			 * window 4, chunk 512 KiB) */
+			size_t col = sc_chunk_for((size_t)seg, 4, 512 << 10, 4, (size_t)LB_EAGER);
+			double cols = ceil(seg / (double)col);
+			step += c->lb_ring_nap_us;
+			if (seg > LB_EAGER)
+				step += cols * (col <= LB_EAGER ? c->lb_ring_nap_eager_us : c->lb_ring_nap_data_us);
+		}
 		return 2 * (x->n - 1) * step * 1e-6 +
 		       x->n * x->r * x->s * lb_bytes_s(x, c->lb_ring_byte_ns, c->lb_ring_byte_proc) +
 		       (x->n - 1) * x->s / (c->reduce_gbps * 1e9) / x->in->cores;
@@ -246,8 +282,11 @@ static void agg_parts(const struct ctx *x, struct agg_parts *p)
 		/* each daemon's data thread takes its messages one at a time, each
 		 * behind what the runnable processes take; the bytes are copied
 		 * through the kernel by all cores */
+		double share = c->lb_agg_share_us;
+		if (lb_napping(x))
+			share += c->lb_agg_nap_share_us + (cchunk > LB_EAGER ? c->lb_agg_nap_data_us : 0);
 		p->lat = 2 * phases * c->lb_agg_step_us * 1e-6;
-		p->cpu = msgs * (c->lb_agg_msg_us + lb_procs_k(x, c->lb_agg_share_us)) * 1e-6 / threads /
+		p->cpu = msgs * (c->lb_agg_msg_us + lb_procs_k(x, share)) * 1e-6 / threads /
 			 fmin(1, (double)x->in->cores / x->m_used);
 		p->node = 2 * x->n * x->s * x->f * lb_bytes_s(x, c->lb_agg_byte_ns, c->lb_agg_byte_proc) +
 			  x->n * x->s * x->f / (c->reduce_gbps * 1e9) / x->in->cores;
@@ -311,7 +350,7 @@ static double connect_s(const struct ctx *x)
 	double p = x->n * x->h;
 
 	if (x->in->loopback)
-		return p * p * c->lb_conn_sq_us * 1e-6 / x->in->cores;
+		return (p * c->lb_conn_us + p * p * c->lb_conn_sq_us) * 1e-6 / x->in->cores;
 	/* HELLO and JOIN are two round trips to each aggregator (in
 	 * parallel), then the agreement goes round the ring (2(N-1) hops;
 	 * in the tree each job's own, at once). A lower bound: the daemons'
