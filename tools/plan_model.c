@@ -30,10 +30,11 @@
  * limit. P = N H + M processes. The ring and the aggregators are different
  * code paths, each with its own figures: a dependent step (a ring step,
  * one message of a daemon's serial loop) costs a fixed part plus what the
- * other runnable processes take, P x share / K (processor sharing); the
- * bytes cost CPU copying through the kernel, byte_ns x (1 + byte_proc x P)
- * per byte (cache and scheduler pressure grow with the processes), shared
- * by the K cores. Past 8 node processes per core the plugin harness's
+ * other runnable processes take, P x share / K (processor sharing); each
+ * ring column above the eager cut costs CPU (rendezvous messages and eager
+ * columns with their own figures); the bytes cost CPU copying through the
+ * kernel, byte_ns x (1 + byte_proc x P) per byte (cache and scheduler
+ * pressure grow with the processes), shared by the K cores. Past 8 node processes per core the plugin harness's
  * waits nap (16 us doubling to 1 ms: tests/plugin/harness_nccl.c) instead
  * of yielding; then each ring step also waits for a napping process to
  * wake, and for each of its columns when its segment is above the eager
@@ -79,16 +80,17 @@ void plan_costs_default(struct plan_costs *c)
 	c->agg_msg_us = 1.5;
 	c->agg_tcp_ns = 1.5;
 	c->reduce_gbps = 45;
-	c->lb_ring_step_us = 14.94;
+	c->lb_ring_step_us = 14.93;
 	c->lb_ring_share_us = 1.682;
-	c->lb_ring_msg_us = 7.90;
-	c->lb_ring_byte_ns = 0.475;
-	c->lb_ring_byte_proc = 0.0303;
-	c->lb_agg_step_us = 6.19;
-	c->lb_agg_msg_us = 7.00;
-	c->lb_agg_share_us = 0.161;
-	c->lb_agg_byte_ns = 0.598;
-	c->lb_agg_byte_proc = 0.0086;
+	c->lb_ring_msg_us = 5.727;
+	c->lb_ring_eager_us = 11.01;
+	c->lb_ring_byte_ns = 0.5676;
+	c->lb_ring_byte_proc = 0.009435;
+	c->lb_agg_step_us = 6.187;
+	c->lb_agg_msg_us = 6.999;
+	c->lb_agg_share_us = 0.1613;
+	c->lb_agg_byte_ns = 0.5982;
+	c->lb_agg_byte_proc = 0.008607;
 	c->lb_nap_per_core = 8;
 	c->lb_ring_nap_us = 331.8;
 	c->lb_ring_nap_data_us = 1875;
@@ -240,20 +242,19 @@ static double ring_s(const struct ctx *x)
 	if (x->n < 2)
 		return 0;
 	if (x->in->loopback) {
-		/* 2(N-1) steps; in each, every node sends S/N (ring chunks of
-		 * 512 KiB), through rendezvous above the eager cut (16 KiB) */
-		double seg = x->sh / x->n, msgs = seg > LB_EAGER ? x->n * x->h * ceil(seg / (512 << 10)) : 0;
+		/* 2(N-1) steps; in each, every node sends S/N in the plugin's
+		 * ring columns (common/chunk.h with plugin/ring_step.c's window
+		 * 4 and chunk 512 KiB): above the eager cut (16 KiB) rendezvous
+		 * messages of up to 512 KiB, or, for a segment of up to 4 eager
+		 * messages, eager columns, each with its own cost */
+		double seg = x->sh / x->n;
+		size_t col = sc_chunk_for((size_t)seg, 4, 512 << 10, 4, (size_t)LB_EAGER);
+		double cols = seg > LB_EAGER ? ceil(seg / (double)col) : 0;
+		bool eager = col <= LB_EAGER;
 		double step = c->lb_ring_step_us + lb_procs_k(x, c->lb_ring_share_us) +
-			      msgs * c->lb_ring_msg_us / x->in->cores;
-		if (lb_napping(x)) {
-			/* the plugin's ring columns (plugin/ring_step.c: its
-			 * window 4, chunk 512 KiB) */
-			size_t col = sc_chunk_for((size_t)seg, 4, 512 << 10, 4, (size_t)LB_EAGER);
-			double cols = ceil(seg / (double)col);
-			step += c->lb_ring_nap_us;
-			if (seg > LB_EAGER)
-				step += cols * (col <= LB_EAGER ? c->lb_ring_nap_eager_us : c->lb_ring_nap_data_us);
-		}
+			      x->n * x->h * cols * (eager ? c->lb_ring_eager_us : c->lb_ring_msg_us) / x->in->cores;
+		if (lb_napping(x))
+			step += c->lb_ring_nap_us + cols * (eager ? c->lb_ring_nap_eager_us : c->lb_ring_nap_data_us);
 		return 2 * (x->n - 1) * step * 1e-6 +
 		       x->n * x->r * x->s * lb_bytes_s(x, c->lb_ring_byte_ns, c->lb_ring_byte_proc) +
 		       (x->n - 1) * x->s / (c->reduce_gbps * 1e9) / x->in->cores;

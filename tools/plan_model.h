@@ -30,6 +30,7 @@ struct plan_costs {
 	double lb_ring_step_us;  /* a ring step's fixed part (wake-up, poll) */
 	double lb_ring_share_us; /* CPU a runnable process takes per round, per ring step */
 	double lb_ring_msg_us;   /* a ring message above the eager cut (rendezvous) */
+	double lb_ring_eager_us; /* a ring column of a segment cut into eager columns (common/chunk.h) */
 	double lb_ring_byte_ns;  /* CPU per ring byte (send and receive copies) */
 	double lb_ring_byte_proc;/* growth of that per process on the host */
 	double lb_agg_step_us;   /* the aggregator path's fixed part, per phase and way */

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -45,7 +46,10 @@ static struct plan_out run(const struct plan_in *in)
 }
 
 /* Every time is finite, positive and does not fall as S doubles, in both
- * modes, flat and tree, over 8 B .. 1 GiB. */
+ * modes, flat and tree, over 8 B .. 1 GiB; but for the ring on loopback
+ * where the harness naps, across the eager cut's edge (a segment of 4
+ * eager columns to one rendezvous column), where the measured columns
+ * cost more than the one message (docs/sizing.md). */
 static void monotonic_in_bytes(void **state)
 {
 	static const uint32_t ns[] = { 2, 4, 16, 64, 65, 256, 1024, 4096 };
@@ -68,7 +72,9 @@ static void monotonic_in_bytes(void **state)
 					assert_true(isfinite(o.t_ring_us) && o.t_ring_us > 0);
 					assert_true(isfinite(o.t_agg_us) && o.t_agg_us > 0);
 					assert_true(isfinite(o.t_auto_us) && o.t_auto_us > 0);
-					if (o.t_ring_us < prev.t_ring_us * (1 - 1e-9) ||
+					bool cut_edge = lb && ns[i] > in.cost.lb_nap_per_core * in.cores &&
+							s / ns[i] > 4 * 16384 && s / 2 / ns[i] <= 4 * 16384;
+					if ((o.t_ring_us < prev.t_ring_us * (1 - 1e-9) && !cut_edge) ||
 					    o.t_agg_us < prev.t_agg_us * (1 - 1e-9))
 						fail_msg("N=%u M=%u loopback %d: %llu B ring %.3f agg %.3f us, "
 							 "half of it %.3f / %.3f", ns[i], ms[k], lb,
