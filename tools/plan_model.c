@@ -37,11 +37,10 @@
  * pressure grow with the processes), shared by the K cores. Past 8 node processes per core the plugin harness's
  * waits nap (16 us doubling to 1 ms: tests/plugin/harness_nccl.c) instead
  * of yielding; then each ring step also waits for a napping process to
- * wake, and for each of its columns when its segment is above the eager
- * cut (a rendezvous column, or the eager columns common/chunk.h cuts a
- * segment of up to 4 eager messages into: each a progress round trip of
- * its own), and each daemon message pays a share per process for the
- * nappers' wake-ups. Connect: CPU per node process and per pair of them.
+ * wake, and, when its segment is above the eager cut, a time per byte of
+ * the segment (its messages' progress round trips each wait for a wake-up;
+ * eager columns with their own figure), and each daemon message pays a
+ * share per process for the nappers' wake-ups. Connect: CPU per node process and per pair of them.
  *
  * Aggregator memory and posted receives follow the daemons' in-flight cap
  * (plan_grant). */
@@ -93,8 +92,8 @@ void plan_costs_default(struct plan_costs *c)
 	c->lb_agg_byte_proc = 0.008607;
 	c->lb_nap_per_core = 8;
 	c->lb_ring_nap_us = 331.8;
-	c->lb_ring_nap_data_us = 1875;
-	c->lb_ring_nap_eager_us = 650.3;
+	c->lb_ring_nap_data_ns = 23.48;
+	c->lb_ring_nap_eager_ns = 39.51;
 	c->lb_agg_nap_share_us = 2.571;
 	c->lb_agg_nap_data_us = 7.347;
 	c->lb_conn_us = 20989;
@@ -254,7 +253,8 @@ static double ring_s(const struct ctx *x)
 		double step = c->lb_ring_step_us + lb_procs_k(x, c->lb_ring_share_us) +
 			      x->n * x->h * cols * (eager ? c->lb_ring_eager_us : c->lb_ring_msg_us) / x->in->cores;
 		if (lb_napping(x))
-			step += c->lb_ring_nap_us + cols * (eager ? c->lb_ring_nap_eager_us : c->lb_ring_nap_data_us);
+			step += c->lb_ring_nap_us +
+				(cols ? seg * (eager ? c->lb_ring_nap_eager_ns : c->lb_ring_nap_data_ns) * 1e-3 : 0);
 		return 2 * (x->n - 1) * step * 1e-6 +
 		       x->n * x->r * x->s * lb_bytes_s(x, c->lb_ring_byte_ns, c->lb_ring_byte_proc) +
 		       (x->n - 1) * x->s / (c->reduce_gbps * 1e9) / x->in->cores;

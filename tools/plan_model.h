@@ -44,8 +44,8 @@ struct plan_costs {
 	 * cores */
 	double lb_nap_per_core;  /* the harness's threshold (node processes per core) */
 	double lb_ring_nap_us;   /* napping: each ring step */
-	double lb_ring_nap_data_us; /* napping: each column of a ring step above the eager cut */
-	double lb_ring_nap_eager_us;/* napping: each column of a step cut into eager columns */
+	double lb_ring_nap_data_ns; /* napping: per byte of a ring step's segment above the eager cut */
+	double lb_ring_nap_eager_ns;/* napping: the same where the segment is cut into eager columns */
 	double lb_agg_nap_share_us; /* napping: per daemon message, per process on the host */
 	double lb_agg_nap_data_us;  /* napping: the same for messages above the eager cut */
 	double lb_conn_us;       /* connect: CPU per node process */

@@ -8,7 +8,6 @@
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -46,10 +45,7 @@ static struct plan_out run(const struct plan_in *in)
 }
 
 /* Every time is finite, positive and does not fall as S doubles, in both
- * modes, flat and tree, over 8 B .. 1 GiB; but for the ring on loopback
- * where the harness naps, across the eager cut's edge (a segment of 4
- * eager columns to one rendezvous column), where the measured columns
- * cost more than the one message (docs/sizing.md). */
+ * modes, flat and tree, over 8 B .. 1 GiB. */
 static void monotonic_in_bytes(void **state)
 {
 	static const uint32_t ns[] = { 2, 4, 16, 64, 65, 256, 1024, 4096 };
@@ -72,9 +68,7 @@ static void monotonic_in_bytes(void **state)
 					assert_true(isfinite(o.t_ring_us) && o.t_ring_us > 0);
 					assert_true(isfinite(o.t_agg_us) && o.t_agg_us > 0);
 					assert_true(isfinite(o.t_auto_us) && o.t_auto_us > 0);
-					bool cut_edge = lb && ns[i] > in.cost.lb_nap_per_core * in.cores &&
-							s / ns[i] > 4 * 16384 && s / 2 / ns[i] <= 4 * 16384;
-					if ((o.t_ring_us < prev.t_ring_us * (1 - 1e-9) && !cut_edge) ||
+					if (o.t_ring_us < prev.t_ring_us * (1 - 1e-9) ||
 					    o.t_agg_us < prev.t_agg_us * (1 - 1e-9))
 						fail_msg("N=%u M=%u loopback %d: %llu B ring %.3f agg %.3f us, "
 							 "half of it %.3f / %.3f", ns[i], ms[k], lb,
@@ -215,10 +209,11 @@ static struct plan_out loopback(uint32_t n, uint64_t s, const struct plan_costs 
 
 /* Loopback, past lb_nap_per_core node processes per core (the harness's
  * napping waits): each of the ring's 2(N-1) steps costs lb_ring_nap_us
- * more, plus one of the column figures per column above the eager cut
- * (common/chunk.h's cut: a 64 KiB segment is 4 eager columns, 128 KiB one
- * rendezvous column); each daemon message lb_agg_nap_* per process / K;
- * none of it at or below the threshold. Connect is (a P + b P^2) / K. */
+ * more, plus, for a segment above the eager cut, one of the per-byte
+ * figures (common/chunk.h's cut: a segment of up to 64 KiB is eager
+ * columns, above it rendezvous); each daemon message lb_agg_nap_* per
+ * process / K; none of it at or below the threshold. Connect is
+ * (a P + b P^2) / K. */
 static void loopback_napping(void **state)
 {
 	struct plan_costs def, spin;
@@ -226,24 +221,25 @@ static void loopback_napping(void **state)
 	(void)state;
 	plan_costs_default(&def);
 	spin = def;
-	spin.lb_ring_nap_us = spin.lb_ring_nap_data_us = spin.lb_ring_nap_eager_us = 0;
+	spin.lb_ring_nap_us = spin.lb_ring_nap_data_ns = spin.lb_ring_nap_eager_ns = 0;
 	spin.lb_agg_nap_share_us = spin.lb_agg_nap_data_us = 0;
 	assert_true(def.lb_nap_per_core > 0 && def.lb_ring_nap_us > 0 && def.lb_agg_nap_share_us > 0);
 	static const struct {
 		uint32_t n;
 		uint64_t s;
-		double cols_data, cols_eager;
-	} c[] = { { 16, 8, 0, 0 }, { 17, 8, 0, 0 }, { 32, 8, 0, 0 }, { 16, 2u << 20, 0, 0 },
-		  { 17, 2u << 20, 1, 0 }, { 24, 2u << 20, 1, 0 }, { 32, 2u << 20, 0, 4 },
-		  { 48, 2u << 20, 0, 3 }, { 64, 2u << 20, 0, 2 }, { 16, 32u << 20, 0, 0 },
-		  { 32, 32u << 20, 2, 0 } };
+		int cut; /* the segment: 0 eager or none, 1 rendezvous, 2 eager columns */
+	} c[] = { { 16, 8, 0 }, { 17, 8, 0 }, { 32, 8, 0 }, { 16, 2u << 20, 1 }, { 17, 2u << 20, 1 },
+		  { 24, 2u << 20, 1 }, { 32, 2u << 20, 2 }, { 48, 2u << 20, 2 }, { 64, 2u << 20, 2 },
+		  { 16, 32u << 20, 1 }, { 32, 32u << 20, 1 }, { 1024, 4u << 20, 0 } };
 	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
 		struct plan_out a = loopback(c[i].n, c[i].s, &def), b = loopback(c[i].n, c[i].s, &spin);
 		bool nap = c[i].n > def.lb_nap_per_core * 2;
 		double n = c[i].n, procs = n + 2;
+		double seg = (double)c[i].s / n;
 		double want = nap ? 2 * (n - 1) *
-					    (def.lb_ring_nap_us + c[i].cols_data * def.lb_ring_nap_data_us +
-					     c[i].cols_eager * def.lb_ring_nap_eager_us)
+					    (def.lb_ring_nap_us +
+					     (c[i].cut == 1 ? seg * def.lb_ring_nap_data_ns * 1e-3 : 0) +
+					     (c[i].cut == 2 ? seg * def.lb_ring_nap_eager_ns * 1e-3 : 0))
 				  : 0;
 		if (fabs(a.t_ring_us - b.t_ring_us - want) > 1e-6 * a.t_ring_us)
 			fail_msg("N=%u S=%llu: ring %.3f us, %.3f without napping, want %.3f more", c[i].n,
