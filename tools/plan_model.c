@@ -66,8 +66,9 @@
  * | agg_msg_us    | 1.5    | daemon data thread per message, shm (no kernel copy of the stream: the closest to RDMA here): bench/ingest --provider shm --chunk 4K, 1.37 GB/s of 4 KiB contributions = 335 K messages in and as many result sends a second (2026-11-26-simulator.md; an upper bound: 2 shared cores) |
  * | agg_tcp_ns    | 1.5    | aggregator CPU per byte received on tcp, all of it (copies, reduce, messages, sends): 12.1 s per GB of allreduce at W=8, A=8 = 8 GB of ingress, 32 KiB chunks (docs/benchmarks.md, agg-mcast table) |
  * | reduce_gbps   | 45     | f32 sum, one core, 4 MiB: 48.7-50.7 GB/s less a margin (docs/journal/2026-11-22-reduce-kernels.md) |
- * | lb_*          | fit    | plugin_harness bench, N = 4, 8, 24, 48 nodes, M = 2, 8 B and 2 MiB, the fastest of 1-8 runs each (calibration: least squares on the log of the times; N = 16, 32, 64 validate), 2026-11-26-simulator.md |
- * | lb_nap_*      | fit    | the harness's napping waits (past 8 node processes per core: tests/plugin/harness_nccl.c): plugin_harness bench at N = 24, 48 with today's harness, the spinning figures above kept (N = 32, 64 validate; N = 4, 8, 16 check those), docs/journal/2026-11-26-plan-validation-2.md |
+ * | lb_* (spinning) | fit  | plugin_harness bench with a harness that yields at every N (2026-11-26-simulator.md's runs), N = 4, 8, 24, 48 nodes, M = 2, 8 B and 2 MiB, the fastest of 1-8 runs each (calibration: least squares on the log of the times; N = 16, 32, 64 validate); refit with the eager columns (lb_ring_eager_us) in 2026-11-26-plan-validation-2.md |
+ * | lb_nap_per_core | 8    | the plugin harness naps past 8 node processes per core (tests/plugin/harness_nccl.c, poll_us) |
+ * | lb_*nap*      | fit    | the harness's napping waits: plugin_harness bench at N = 24, 48 with main's harness of 2026-11-26, the spinning figures kept (N = 32, 64 validate; N = 4, 8, 16 check those), 2026-11-26-plan-validation-2.md |
  * | lb_conn_*     | fit    | connect on loopback: the slowest node's "connected in", least squares of the relative error over N = 4, 8, 24, 48 of the same runs |
  */
 void plan_costs_default(struct plan_costs *c)
@@ -91,11 +92,11 @@ void plan_costs_default(struct plan_costs *c)
 	c->lb_agg_byte_ns = 0.5982;
 	c->lb_agg_byte_proc = 0.008607;
 	c->lb_nap_per_core = 8;
-	c->lb_ring_nap_us = 331.8;
-	c->lb_ring_nap_data_ns = 23.48;
-	c->lb_ring_nap_eager_ns = 39.51;
-	c->lb_agg_nap_share_us = 2.571;
-	c->lb_agg_nap_data_us = 7.347;
+	c->lb_ring_nap_us = 327.7;
+	c->lb_ring_nap_data_ns = 23.51;
+	c->lb_ring_nap_eager_ns = 39.56;
+	c->lb_agg_nap_share_us = 2.57;
+	c->lb_agg_nap_data_us = 5.482;
 	c->lb_conn_us = 20989;
 	c->lb_conn_sq_us = 68.6;
 }
