@@ -34,13 +34,16 @@
  * ring column above the eager cut costs CPU (rendezvous messages and eager
  * columns with their own figures); the bytes cost CPU copying through the
  * kernel, byte_ns x (1 + byte_proc x P) per byte (cache and scheduler
- * pressure grow with the processes), shared by the K cores. Past 8 node processes per core the plugin harness's
- * waits nap (16 us doubling to 1 ms: tests/plugin/harness_nccl.c) instead
- * of yielding; then each ring step also waits for a napping process to
- * wake, and, when its segment is above the eager cut, a time per byte of
- * the segment (its messages' progress round trips each wait for a wake-up;
- * eager columns with their own figure), and each daemon message pays a
- * share per process for the nappers' wake-ups. Connect: CPU per node process and per pair of them.
+ * pressure grow with the processes), shared by the K cores.
+ *
+ * Past 8 node processes per core the plugin harness's waits nap (16 us
+ * doubling to 1 ms: tests/plugin/harness_nccl.c) instead of yielding; then
+ * each ring step also waits for a napping process to wake and, when its
+ * segment is above the eager cut, a time per byte of the segment (its
+ * messages' progress round trips each wait for a wake-up; eager columns
+ * with their own figure), and each daemon message pays a share per process
+ * for the nappers' wake-ups. Connect: CPU per node process and per pair of
+ * them.
  *
  * Aggregator memory and posted receives follow the daemons' in-flight cap
  * (plan_grant). */
@@ -66,7 +69,7 @@
  * | agg_msg_us    | 1.5    | daemon data thread per message, shm (no kernel copy of the stream: the closest to RDMA here): bench/ingest --provider shm --chunk 4K, 1.37 GB/s of 4 KiB contributions = 335 K messages in and as many result sends a second (2026-11-26-simulator.md; an upper bound: 2 shared cores) |
  * | agg_tcp_ns    | 1.5    | aggregator CPU per byte received on tcp, all of it (copies, reduce, messages, sends): 12.1 s per GB of allreduce at W=8, A=8 = 8 GB of ingress, 32 KiB chunks (docs/benchmarks.md, agg-mcast table) |
  * | reduce_gbps   | 45     | f32 sum, one core, 4 MiB: 48.7-50.7 GB/s less a margin (docs/journal/2026-11-22-reduce-kernels.md) |
- * | lb_* (spinning) | fit  | plugin_harness bench with a harness that yields at every N (2026-11-26-simulator.md's runs), N = 4, 8, 24, 48 nodes, M = 2, 8 B and 2 MiB, the fastest of 1-8 runs each (calibration: least squares on the log of the times; N = 16, 32, 64 validate); refit with the eager columns (lb_ring_eager_us) in 2026-11-26-plan-validation-2.md |
+ * | lb_* spinning | fit    | plugin_harness bench with a harness that yields at every N (2026-11-26-simulator.md's runs), N = 4, 8, 24, 48 nodes, M = 2, 8 B and 2 MiB, the fastest of 1-8 runs each (calibration: least squares on the log of the times; N = 16, 32, 64 validate); refit with the eager columns (lb_ring_eager_us) in 2026-11-26-plan-validation-2.md |
  * | lb_nap_per_core | 8    | the plugin harness naps past 8 node processes per core (tests/plugin/harness_nccl.c, poll_us) |
  * | lb_*nap*      | fit    | the harness's napping waits: plugin_harness bench at N = 24, 48 with main's harness of 2026-11-26, the spinning figures kept (N = 32, 64 validate; N = 4, 8, 16 check those), 2026-11-26-plan-validation-2.md |
  * | lb_conn_*     | fit    | connect on loopback: the slowest node's "connected in", least squares of the relative error over N = 4, 8, 24, 48 of the same runs |
