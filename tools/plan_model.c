@@ -30,10 +30,20 @@
  * limit. P = N H + M processes. The ring and the aggregators are different
  * code paths, each with its own figures: a dependent step (a ring step,
  * one message of a daemon's serial loop) costs a fixed part plus what the
- * other runnable processes take, P x share / K (processor sharing); the
- * bytes cost CPU copying through the kernel, byte_ns x (1 + byte_proc x P)
- * per byte (cache and scheduler pressure grow with the processes), shared
- * by the K cores.
+ * other runnable processes take, P x share / K (processor sharing); each
+ * ring column above the eager cut costs CPU (rendezvous messages and eager
+ * columns with their own figures); the bytes cost CPU copying through the
+ * kernel, byte_ns x (1 + byte_proc x P) per byte (cache and scheduler
+ * pressure grow with the processes), shared by the K cores.
+ *
+ * Past 8 node processes per core the plugin harness's waits nap (16 us
+ * doubling to 1 ms: tests/plugin/harness_nccl.c) instead of yielding; then
+ * each ring step also waits for a napping process to wake and, when its
+ * segment is above the eager cut, a time per byte of the segment (its
+ * messages' progress round trips each wait for a wake-up; eager columns
+ * with their own figure), and each daemon message pays a share per process
+ * for the nappers' wake-ups. Connect: CPU per node process and per pair of
+ * them.
  *
  * Aggregator memory and posted receives follow the daemons' in-flight cap
  * (plan_grant). */
@@ -45,6 +55,7 @@
 
 #include "../plugin/split.h"
 #include "../plugin/tree_plan.h"
+#include "chunk.h"
 #include "grant.h"
 
 /* Where each measured constant comes from (docs/journal/2026-11-26-simulator.md
@@ -58,8 +69,10 @@
  * | agg_msg_us    | 1.5    | daemon data thread per message, shm (no kernel copy of the stream: the closest to RDMA here): bench/ingest --provider shm --chunk 4K, 1.37 GB/s of 4 KiB contributions = 335 K messages in and as many result sends a second (2026-11-26-simulator.md; an upper bound: 2 shared cores) |
  * | agg_tcp_ns    | 1.5    | aggregator CPU per byte received on tcp, all of it (copies, reduce, messages, sends): 12.1 s per GB of allreduce at W=8, A=8 = 8 GB of ingress, 32 KiB chunks (docs/benchmarks.md, agg-mcast table) |
  * | reduce_gbps   | 45     | f32 sum, one core, 4 MiB: 48.7-50.7 GB/s less a margin (docs/journal/2026-11-22-reduce-kernels.md) |
- * | lb_*          | fit    | plugin_harness bench, N = 4, 8, 24, 48 nodes, M = 2, 8 B and 2 MiB, the fastest of 1-8 runs each (calibration: least squares on the log of the times; N = 16, 32, 64 validate), 2026-11-26-simulator.md |
- * | lb_conn_sq_us | 4562   | connect on loopback grows as P^2: the slowest node's "connected in" at N = 4, 8, 24, 48, same runs |
+ * | lb_* spinning | fit    | plugin_harness bench with a harness that yields at every N (2026-11-26-simulator.md's runs), N = 4, 8, 24, 48 nodes, M = 2, 8 B and 2 MiB, the fastest of 1-8 runs each (calibration: least squares on the log of the times; N = 16, 32, 64 validate); refit with the eager columns (lb_ring_eager_us) in 2026-11-26-plan-validation-2.md |
+ * | lb_nap_per_core | 8    | the plugin harness naps past 8 node processes per core (tests/plugin/harness_nccl.c, poll_us) |
+ * | lb_*nap*      | fit    | the harness's napping waits: plugin_harness bench at N = 24, 48 with main's harness of 2026-11-26, the spinning figures kept (N = 32, 64 validate; N = 4, 8, 16 check those), 2026-11-26-plan-validation-2.md |
+ * | lb_conn_*     | fit    | connect on loopback: the slowest node's "connected in", least squares of the relative error over N = 4, 8, 24, 48 of the same runs |
  */
 void plan_costs_default(struct plan_costs *c)
 {
@@ -70,17 +83,25 @@ void plan_costs_default(struct plan_costs *c)
 	c->agg_msg_us = 1.5;
 	c->agg_tcp_ns = 1.5;
 	c->reduce_gbps = 45;
-	c->lb_ring_step_us = 14.94;
+	c->lb_ring_step_us = 14.93;
 	c->lb_ring_share_us = 1.682;
-	c->lb_ring_msg_us = 7.90;
-	c->lb_ring_byte_ns = 0.475;
-	c->lb_ring_byte_proc = 0.0303;
-	c->lb_agg_step_us = 6.19;
-	c->lb_agg_msg_us = 7.00;
-	c->lb_agg_share_us = 0.161;
-	c->lb_agg_byte_ns = 0.598;
-	c->lb_agg_byte_proc = 0.0086;
-	c->lb_conn_sq_us = 4562;
+	c->lb_ring_msg_us = 5.727;
+	c->lb_ring_eager_us = 11.01;
+	c->lb_ring_byte_ns = 0.5676;
+	c->lb_ring_byte_proc = 0.009435;
+	c->lb_agg_step_us = 6.187;
+	c->lb_agg_msg_us = 6.999;
+	c->lb_agg_share_us = 0.1613;
+	c->lb_agg_byte_ns = 0.5982;
+	c->lb_agg_byte_proc = 0.008607;
+	c->lb_nap_per_core = 8;
+	c->lb_ring_nap_us = 327.7;
+	c->lb_ring_nap_data_ns = 23.51;
+	c->lb_ring_nap_eager_ns = 39.56;
+	c->lb_agg_nap_share_us = 2.57;
+	c->lb_agg_nap_data_us = 5.482;
+	c->lb_conn_us = 20989;
+	c->lb_conn_sq_us = 68.6;
 }
 
 void plan_in_defaults(struct plan_in *in)
@@ -187,6 +208,17 @@ static double lb_bytes_s(const struct ctx *x, double ns, double growth)
 	return ns * 1e-9 * (1 + growth * x->procs) / x->in->cores;
 }
 
+/* Loopback: whether the harness's node processes nap while they wait
+ * (more than lb_nap_per_core of them per core). */
+static bool lb_napping(const struct ctx *x)
+{
+	return x->n * x->h > x->in->cost.lb_nap_per_core * x->in->cores;
+}
+
+/* The eager cut of tcp;ofi_rxm (the plugin's SUMCAST_EAGER_BYTES auto):
+ * a message above it costs progress round trips on both sides. */
+#define LB_EAGER 16384.0
+
 /* Messages one aggregator takes in per allreduce (all heads): one of the
  * m_used a head's bytes are sharded over (aligned ranges: a small message
  * goes to fewer than M). */
@@ -213,11 +245,20 @@ static double ring_s(const struct ctx *x)
 	if (x->n < 2)
 		return 0;
 	if (x->in->loopback) {
-		/* 2(N-1) steps; in each, every node sends S/N (ring chunks of
-		 * 512 KiB), through rendezvous above the eager cut (16 KiB) */
-		double seg = x->sh / x->n, msgs = seg > 16384 ? x->n * x->h * ceil(seg / (512 << 10)) : 0;
+		/* 2(N-1) steps; in each, every node sends S/N in the plugin's
+		 * ring columns (common/chunk.h with plugin/ring_step.c's window
+		 * 4 and chunk 512 KiB): above the eager cut (16 KiB) rendezvous
+		 * messages of up to 512 KiB, or, for a segment of up to 4 eager
+		 * messages, eager columns, each with its own cost */
+		double seg = x->sh / x->n;
+		size_t col = sc_chunk_for((size_t)seg, 4, 512 << 10, 4, (size_t)LB_EAGER);
+		double cols = seg > LB_EAGER ? ceil(seg / (double)col) : 0;
+		bool eager = col <= LB_EAGER;
 		double step = c->lb_ring_step_us + lb_procs_k(x, c->lb_ring_share_us) +
-			      msgs * c->lb_ring_msg_us / x->in->cores;
+			      x->n * x->h * cols * (eager ? c->lb_ring_eager_us : c->lb_ring_msg_us) / x->in->cores;
+		if (lb_napping(x))
+			step += c->lb_ring_nap_us +
+				(cols ? seg * (eager ? c->lb_ring_nap_eager_ns : c->lb_ring_nap_data_ns) * 1e-3 : 0);
 		return 2 * (x->n - 1) * step * 1e-6 +
 		       x->n * x->r * x->s * lb_bytes_s(x, c->lb_ring_byte_ns, c->lb_ring_byte_proc) +
 		       (x->n - 1) * x->s / (c->reduce_gbps * 1e9) / x->in->cores;
@@ -246,8 +287,11 @@ static void agg_parts(const struct ctx *x, struct agg_parts *p)
 		/* each daemon's data thread takes its messages one at a time, each
 		 * behind what the runnable processes take; the bytes are copied
 		 * through the kernel by all cores */
+		double share = c->lb_agg_share_us;
+		if (lb_napping(x))
+			share += c->lb_agg_nap_share_us + (cchunk > LB_EAGER ? c->lb_agg_nap_data_us : 0);
 		p->lat = 2 * phases * c->lb_agg_step_us * 1e-6;
-		p->cpu = msgs * (c->lb_agg_msg_us + lb_procs_k(x, c->lb_agg_share_us)) * 1e-6 / threads /
+		p->cpu = msgs * (c->lb_agg_msg_us + lb_procs_k(x, share)) * 1e-6 / threads /
 			 fmin(1, (double)x->in->cores / x->m_used);
 		p->node = 2 * x->n * x->s * x->f * lb_bytes_s(x, c->lb_agg_byte_ns, c->lb_agg_byte_proc) +
 			  x->n * x->s * x->f / (c->reduce_gbps * 1e9) / x->in->cores;
@@ -311,7 +355,7 @@ static double connect_s(const struct ctx *x)
 	double p = x->n * x->h;
 
 	if (x->in->loopback)
-		return p * p * c->lb_conn_sq_us * 1e-6 / x->in->cores;
+		return (p * c->lb_conn_us + p * p * c->lb_conn_sq_us) * 1e-6 / x->in->cores;
 	/* HELLO and JOIN are two round trips to each aggregator (in
 	 * parallel), then the agreement goes round the ring (2(N-1) hops;
 	 * in the tree each job's own, at once). A lower bound: the daemons'

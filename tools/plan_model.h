@@ -30,6 +30,7 @@ struct plan_costs {
 	double lb_ring_step_us;  /* a ring step's fixed part (wake-up, poll) */
 	double lb_ring_share_us; /* CPU a runnable process takes per round, per ring step */
 	double lb_ring_msg_us;   /* a ring message above the eager cut (rendezvous) */
+	double lb_ring_eager_us; /* a ring column of a segment cut into eager columns (common/chunk.h) */
 	double lb_ring_byte_ns;  /* CPU per ring byte (send and receive copies) */
 	double lb_ring_byte_proc;/* growth of that per process on the host */
 	double lb_agg_step_us;   /* the aggregator path's fixed part, per phase and way */
@@ -37,6 +38,17 @@ struct plan_costs {
 	double lb_agg_share_us;  /* what a runnable process adds to each of them */
 	double lb_agg_byte_ns;   /* CPU per byte to and from the daemons */
 	double lb_agg_byte_proc; /* growth of that per process on the host */
+	/* past lb_nap_per_core node processes per core the harness's waits
+	 * nap (16 us doubling to 1 ms) instead of yielding: a step then waits
+	 * for a napping process to wake, and the nappers' wake-ups load the
+	 * cores */
+	double lb_nap_per_core;  /* the harness's threshold (node processes per core) */
+	double lb_ring_nap_us;   /* napping: each ring step */
+	double lb_ring_nap_data_ns; /* napping: per byte of a ring step's segment above the eager cut */
+	double lb_ring_nap_eager_ns;/* napping: the same where the segment is cut into eager columns */
+	double lb_agg_nap_share_us; /* napping: per daemon message, per process on the host */
+	double lb_agg_nap_data_us;  /* napping: the same for messages above the eager cut */
+	double lb_conn_us;       /* connect: CPU per node process */
 	double lb_conn_sq_us;    /* connect: CPU per pair of node processes */
 };
 

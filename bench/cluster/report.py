@@ -14,10 +14,12 @@
       summary.md, busbw-vs-size PNG per configuration and type (gnuplot).
 python3 stdlib only.
 """
-import argparse, collections, json, os, shutil, statistics, subprocess, sys
+import argparse, collections, json, os, shutil, statistics, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import model  # noqa: E402
+import gnuplot_png  # noqa: E402  (bench/gnuplot_png.py, shared with bench/scale)
 
 SUMCAST_MODES = ("ring", "agg", "split")
 
@@ -213,21 +215,6 @@ def cmd_config(a):
             print(f"    cpu busy (all cores): peak {peak:.2f} over one sample interval")
 
 
-def gnuplot_term():
-    """pngcairo when this gnuplot has it, else png."""
-    try:
-        out = subprocess.run(["gnuplot", "-e", "set terminal"], capture_output=True, text=True,
-                             timeout=10)
-        text = out.stdout + out.stderr
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if "pngcairo" in text:
-        return "pngcairo size 900,600 font 'sans,10'"
-    if " png " in text or "\n png" in text or "png " in text:
-        return "png size 900,600"
-    return None
-
-
 def fr(a, b):
     return f"{a / b:.3f}" if a and b else "-"
 
@@ -244,7 +231,7 @@ def cmd_final(a):
       " overhead). w_util = busiest worker link's measured rate / configured rate (in-band"
       " counters), a_util = busiest aggregator link (sampler), cpu = share of both cores busy."
       " Sumcast / MPI uses the better of mpi and mpi-ring at each size (f32).\n")
-    term = None if a.no_plots else gnuplot_term()
+    term = None if a.no_plots else gnuplot_png.terminal()
     for (W, A, R) in configs:
         cr = config_rows(rows, W, A, R)
         RA = next((float(r["agg_link_mbit"]) for r in cr if r.get("agg_link_mbit")), R)
@@ -354,22 +341,21 @@ def cmd_final(a):
                 if "agg" in m:
                     plots.append(f"{m['split']['busbw_gbps']} with lines dt 3 lw 1.5 lc rgb '#aa0000'"
                                  f" title 'model: sumcast ({m['ratio_split_ring']:.2f}x ring)'")
-                gp = os.path.join(a.out, f"{base}.gp")
-                with open(gp, "w") as f:
-                    f.write(f"set terminal {term}\nset output '{base}.png'\n"
-                            f"set title 'allreduce sum ({t or 'f32'}; MPI f32), W={W} workers, A={A}"
-                            f" aggregators, {R:g} Mbit/s links (tc tbf, netns)'\n"
-                            "set logscale x 2\nset format x '%.0b%BB'\nset xlabel 'message size'\n"
-                            "set ylabel 'busbw (GB/s)'\nset yrange [0:*]\nset grid\n"
-                            f"set xrange [{sizes[0] / 1.5}:{sizes[-1] * 1.5}]\n"
-                            "set key bottom right\n"
-                            "plot " + ", \\\n     ".join(plots) + "\n")
-                r = subprocess.run(["gnuplot", os.path.basename(gp)], cwd=a.out, capture_output=True,
-                                   text=True, timeout=60)
-                if r.returncode == 0:
+                script = (f"set terminal {term}\nset output '{base}.png'\n"
+                          f"set title 'allreduce sum ({t or 'f32'}; MPI f32), W={W} workers, A={A}"
+                          f" aggregators, {R:g} Mbit/s links (tc tbf, netns)'\n"
+                          "set logscale x 2\nset format x '%.0b%BB'\nset xlabel 'message size'\n"
+                          "set ylabel 'busbw (GB/s)'\nset yrange [0:*]\nset grid\n"
+                          f"set xrange [{sizes[0] / 1.5}:{sizes[-1] * 1.5}]\n"
+                          "set key bottom right\n"
+                          "plot " + ", \\\n     ".join(plots) + "\n")
+                with open(os.path.join(a.out, f"{base}.gp"), "w") as f:
+                    f.write(script)
+                err = gnuplot_png.render(script, cwd=a.out)
+                if err is None:
                     P(f"\n![busbw W={W} A={A} {t or 'f32'}]({base}.png)\n")
                 else:
-                    print(f"gnuplot failed for {base}: {r.stderr.strip()}", file=sys.stderr)
+                    print(f"gnuplot failed for {base}: {err}", file=sys.stderr)
     with open(os.path.join(a.out, "summary.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
@@ -540,7 +526,7 @@ def plot_adapt(path, marks, t0, scenario):
     """<path without .jsonl>.png: auto's split (right axis) and the throughput of its last 16
     requests (left) over auto's own time (the time it had requests in flight: the fixed
     splits' samples in between left out), the changes as vertical lines (gnuplot)."""
-    term = gnuplot_term()
+    term = gnuplot_png.terminal()
     if not term or not shutil.which("gnuplot"):
         return
     base = os.path.splitext(path)[0]
@@ -560,9 +546,9 @@ def plot_adapt(path, marks, t0, scenario):
           "set ytics nomirror\nset y2tics\nset key top right\n" + arrows +
           f"plot '{base}.dat' using 1:2 with points pt 7 ps 0.3 title 'algbw', "
           f"'' using 1:3 axes x1y2 with points pt 7 ps 0.3 title 'split'\n")
-    r = subprocess.run(["gnuplot"], input=gp, capture_output=True, text=True, timeout=60)
-    if r.returncode:
-        print(f"gnuplot failed for {base}: {r.stderr.strip()}", file=sys.stderr)
+    err = gnuplot_png.render(gp)
+    if err is not None:
+        print(f"gnuplot failed for {base}: {err}", file=sys.stderr)
 
 
 def cmd_scenario(a):

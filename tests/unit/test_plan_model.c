@@ -2,8 +2,9 @@
  * invariants. Times never fall as the message grows; the tree's bytes per
  * node are S (1 + 2/F') and its shape is the plugin's tree's (groups of at most
  * F, as even as possible); the grant and memory follow the daemons'
- * in-flight cap rule; the ring time is 2(N-1) hops + r S / B; bad input is
- * refused with a sentence. */
+ * in-flight cap rule; the ring time is 2(N-1) hops + r S / B; on loopback
+ * the harness's napping adds its terms past 8 node processes per core and
+ * connect is (a P + b P^2) / K; bad input is refused with a sentence. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -195,6 +196,71 @@ static void ring_formula(void **state)
 	}
 }
 
+static struct plan_out loopback(uint32_t n, uint64_t s, const struct plan_costs *c)
+{
+	struct plan_in in = fabric(n, 1, 2, 0, 0, s);
+
+	in.loopback = true;
+	in.cores = 2;
+	if (c)
+		in.cost = *c;
+	return run(&in);
+}
+
+/* Loopback, past lb_nap_per_core node processes per core (the harness's
+ * napping waits): each of the ring's 2(N-1) steps costs lb_ring_nap_us
+ * more, plus, for a segment above the eager cut, one of the per-byte
+ * figures (common/chunk.h's cut: a segment of up to 64 KiB is eager
+ * columns, above it rendezvous); each daemon message lb_agg_nap_* per
+ * process / K; none of it at or below the threshold. Connect is
+ * (a P + b P^2) / K. */
+static void loopback_napping(void **state)
+{
+	struct plan_costs def, spin;
+
+	(void)state;
+	plan_costs_default(&def);
+	spin = def;
+	spin.lb_ring_nap_us = spin.lb_ring_nap_data_ns = spin.lb_ring_nap_eager_ns = 0;
+	spin.lb_agg_nap_share_us = spin.lb_agg_nap_data_us = 0;
+	assert_true(def.lb_nap_per_core > 0 && def.lb_ring_nap_us > 0 && def.lb_agg_nap_share_us > 0);
+	static const struct {
+		uint32_t n;
+		uint64_t s;
+		int cut; /* the segment: 0 eager or none, 1 rendezvous, 2 eager columns */
+	} c[] = { { 16, 8, 0 }, { 17, 8, 0 }, { 32, 8, 0 }, { 16, 2u << 20, 1 }, { 17, 2u << 20, 1 },
+		  { 24, 2u << 20, 1 }, { 32, 2u << 20, 2 }, { 48, 2u << 20, 2 }, { 64, 2u << 20, 2 },
+		  { 16, 32u << 20, 1 }, { 32, 32u << 20, 1 }, { 1024, 4u << 20, 0 } };
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		struct plan_out a = loopback(c[i].n, c[i].s, &def), b = loopback(c[i].n, c[i].s, &spin);
+		bool nap = c[i].n > def.lb_nap_per_core * 2;
+		double n = c[i].n, procs = n + 2;
+		double seg = (double)c[i].s / n;
+		double want = nap ? 2 * (n - 1) *
+					    (def.lb_ring_nap_us +
+					     (c[i].cut == 1 ? seg * def.lb_ring_nap_data_ns * 1e-3 : 0) +
+					     (c[i].cut == 2 ? seg * def.lb_ring_nap_eager_ns * 1e-3 : 0))
+				  : 0;
+		if (fabs(a.t_ring_us - b.t_ring_us - want) > 1e-6 * a.t_ring_us)
+			fail_msg("N=%u S=%llu: ring %.3f us, %.3f without napping, want %.3f more", c[i].n,
+				 (unsigned long long)c[i].s, a.t_ring_us, b.t_ring_us, want);
+		/* 8 B: one message to one aggregator and one back per node */
+		if (c[i].s == 8) {
+			double w = nap ? 2 * n * procs * def.lb_agg_nap_share_us / 2 : 0;
+			if (fabs(a.t_agg_us - b.t_agg_us - w) > 1e-6 * a.t_agg_us)
+				fail_msg("N=%u 8 B: aggregators %.3f us, %.3f without napping, want %.3f more",
+					 c[i].n, a.t_agg_us, b.t_agg_us, w);
+		} else if (nap) {
+			assert_true(a.t_agg_us > b.t_agg_us);
+		} else {
+			assert_true(a.t_agg_us == b.t_agg_us);
+		}
+		double p = n, conn = (def.lb_conn_us * p + def.lb_conn_sq_us * p * p) * 1e-6 / 2;
+		if (fabs(a.connect_s - conn) > 1e-9 * conn)
+			fail_msg("N=%u: connect %.6f s, want %.6f", c[i].n, a.connect_s, conn);
+	}
+}
+
 /* Split 1 (the aggregators alone) where their links match the nodes'
  * (M B_a >= N B), an interior split below that, the speed-up at most the
  * ring's byte factor r when the aggregators carry everything. */
@@ -282,7 +348,7 @@ int main(void)
 		cmocka_unit_test(monotonic_in_bytes), cmocka_unit_test(tree_shape_and_bytes),
 		cmocka_unit_test(grant_and_memory),   cmocka_unit_test(ring_formula),
 		cmocka_unit_test(split_and_speedup),  cmocka_unit_test(admission),
-		cmocka_unit_test(refuses_bad_input),
+		cmocka_unit_test(refuses_bad_input),  cmocka_unit_test(loopback_napping),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
