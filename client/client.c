@@ -464,7 +464,7 @@ size_t client_naggs(const struct client *c)
 
 bool client_agg_alive(const struct client *c, size_t agg)
 {
-	return agg < c->naggs && c->aggs[agg].st != AGG_DEAD;
+	return agg < c->naggs && c->aggs[agg].st != AGG_DEAD && c->aggs[agg].st != AGG_LEFT;
 }
 
 int client_agg_load(const struct client *c, size_t agg, unsigned *load_pm, unsigned *jobs)
@@ -479,6 +479,47 @@ int client_agg_load(const struct client *c, size_t agg, unsigned *load_pm, unsig
 uint64_t client_failed(const struct client *c)
 {
 	return c->failed;
+}
+
+/* ---- drain: an aggregator that asks to be left (wire version 5) ---- */
+
+#define CLIENT_RETIRE_MS 500u /* LEAVE written and the daemon's close, at most */
+
+uint64_t client_draining(const struct client *c)
+{
+	uint64_t bits = 0;
+
+	for (size_t ai = 0; ai < c->naggs; ai++)
+		if (c->aggs[ai].draining && c->aggs[ai].st != AGG_DEAD && c->aggs[ai].st != AGG_LEFT)
+			bits |= 1ull << ai;
+	return bits;
+}
+
+int client_agg_retire(struct client *c, size_t agg)
+{
+	if (agg >= c->naggs)
+		return -EINVAL;
+	struct client_agg *a = &c->aggs[agg];
+	if (a->st == AGG_LEFT)
+		return 0;
+	if (a->st != AGG_READY)
+		return -ENOTCONN;
+	if (a->inflight || !STAILQ_EMPTY(&a->queue) || !defer_empty(&a->deferred))
+		return -EBUSY;
+	for (uint32_t si = 0; si < c->window; si++)
+		if (a->slots[si].req >= 0)
+			return -EBUSY;
+	int rc = client_ctl_leave_flush(c, a, sc_now_ns() + CLIENT_RETIRE_MS * 1000000ull);
+	if (a->st == AGG_DEAD)
+		return rc; /* failed on the way out: reported as any fault */
+	/* Cut off the way a fence cuts (client_slot_fence: the endpoint
+	 * closed, nothing of it lands afterwards), but not failed. */
+	client_close_fd(a);
+	client_slot_fence(c, agg);
+	a->st = AGG_LEFT;
+	SC_INFO("%s: left job 0x%llx (it drains)%s", a->name, (unsigned long long)c->job_id,
+		rc ? "; its close was not seen" : "");
+	return 0;
 }
 
 const char *client_agg_why(const struct client *c, size_t agg)

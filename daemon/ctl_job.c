@@ -283,8 +283,16 @@ void job_rank_gone(struct conn *c, bool clean)
 		partial ? " with chunks in flight" : "");
 	if (j->gone == j->joined && (j->state == JOB_READY || j->joined == 1) && (clean || !partial)) {
 		/* Everybody is gone and nobody waits for anything. */
-		SC_INFO("job 0x%" PRIx64 " (handle %u) finished: %" PRIu64 " chunks", j->id, j->handle,
-			ctr_get(&j->chunks));
+		if (j->draining) {
+			/* asked to move off (control.c, the drain), and it did */
+			ctr_add(&d->stats.jobs_drained, 1);
+			SC_INFO("job 0x%" PRIx64 " drained: its %u ranks moved off after %" PRIu64
+				" chunks (%llu ms after DRAIN; %" PRIu64 " chunks in all)", j->id, j->nranks,
+				ctr_get(&j->chunks) - j->drain_chunks,
+				(unsigned long long)(sc_now_ms() - j->drain_ms), ctr_get(&j->chunks));
+		} else
+			SC_INFO("job 0x%" PRIx64 " (handle %u) finished: %" PRIu64 " chunks", j->id,
+				j->handle, ctr_get(&j->chunks));
 		job_end(d, j);
 		return;
 	}
