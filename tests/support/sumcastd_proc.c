@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "fabric.h"
 #include "wait.h"
 
 const char *sc_daemon_binary(const char *fallback)
@@ -157,17 +158,7 @@ int sc_daemon_start(struct sc_daemon *d, const struct sc_daemon_opts *o)
 
 void sc_shm_sweep(pid_t pid)
 {
-	char prefix[32];
-	size_t n = (size_t)snprintf(prefix, sizeof(prefix), "%d:", (int)pid);
-	DIR *dir = opendir("/dev/shm");
-	struct dirent *e;
-
-	if (pid <= 0 || !dir)
-		return;
-	while ((e = readdir(dir)))
-		if (!strncmp(e->d_name, prefix, n))
-			unlinkat(dirfd(dir), e->d_name, 0);
-	closedir(dir);
+	fabric_shm_sweep(pid);
 }
 
 static int exit_code(int st)

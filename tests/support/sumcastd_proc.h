@@ -66,8 +66,9 @@ void sc_daemons_stop(struct sc_daemon *ds, size_t n, int sig, unsigned timeout_m
 void sc_daemon_cleanup(struct sc_daemon *d, bool keep);
 /* Removes what libfabric's shm provider left in /dev/shm for a process that
  * is gone (its endpoints' regions, "<pid>:..."; 16 MiB each): one killed or
- * _exit()ed never unlinks them, and a later process given the same pid then
- * fails to open its endpoint (EBUSY). Call only for a reaped child. */
+ * _exit()ed never unlinks them (fabric_shm_sweep, common/fabric.h; a process
+ * removes its own pid's itself before its first shm endpoint, this frees
+ * the space at once). Call only for a reaped child. */
 void sc_shm_sweep(pid_t pid);
 
 /* GET path from 127.0.0.1:port (HTTP/1.0), the whole exchange bounded by
