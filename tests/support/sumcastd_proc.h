@@ -80,6 +80,9 @@ int sc_http_get(uint16_t port, const char *path, char *ctype, size_t ccap, char 
 /* The same from host (an IPv4 literal). */
 int sc_http_get_at(const char *host, uint16_t port, const char *path, char *ctype, size_t ccap,
 		   char *body, size_t cap, unsigned timeout_ms);
+/* The same with another method (a body-less POST carries Content-Length: 0). */
+int sc_http_request_at(const char *host, uint16_t port, const char *method, const char *path,
+		       char *ctype, size_t ccap, char *body, size_t cap, unsigned timeout_ms);
 /* The value of the line "name value" of a Prometheus text (name may carry
  * {labels}); NAN when there is none. */
 double sc_metric_value(const char *text, const char *name);
