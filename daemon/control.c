@@ -195,8 +195,9 @@ int control_drain(struct daemon *d)
 		event_base_loopexit(d->base, NULL);
 		return (int)asked;
 	}
+	/* First look in 50 ms, not now: a POST /drain's answer is written
+	 * before a drain with nothing to wait for ends the loop. */
 	event_add(d->ev_drain, &tv);
-	drain_cb(-1, 0, d);
 	return (int)asked;
 }
 

@@ -208,11 +208,14 @@ static void stats_cb(struct evhttp_request *req, void *arg)
 	stats_sum(d, &s);
 	evbuffer_add_printf(b,
 			    "{\"version\":\"%s\",\"provider\":\"%s\",\"isa\":\"%s\",\"threads\":%u,"
-			    "\"uptime_seconds\":%.3f,\"draining\":%s,\"memory_used\":%" PRIu64
+			    "\"uptime_seconds\":%.3f,\"draining\":%s,\"drain_seconds\":%.3f,"
+			    "\"drain_timeout_ms\":%lld,\"memory_used\":%" PRIu64
 			    ",\"memory_budget\":%" PRIu64 ",\"timeout_ms\":%lld,\"received_bytes\":%" PRIu64
 			    ",\"sent_bytes\":%" PRIu64 ",\"chunks\":%" PRIu64 ",\"jobs\":[",
 			    SUMCAST_VERSION, d->provider, sc_isa_name(sc_reduce_isa()), d->nthreads,
 			    (double)(sc_now_ms() - d->start_ms) / 1000.0, d->draining ? "true" : "false",
+			    d->draining ? (double)(sc_now_ms() - d->drain_start_ms) / 1000.0 : 0.0,
+			    (long long)d->cfg.drain_timeout_ms,
 			    d->mem_used, (uint64_t)d->cfg.memory_budget, (long long)d->cfg.timeout_ms,
 			    ctr_get(&s.rx_bytes), ctr_get(&s.tx_bytes), ctr_get(&s.chunks));
 	bool first = true;

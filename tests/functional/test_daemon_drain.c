@@ -15,11 +15,17 @@
  *           request they agree on (here: the test holds them until all have
  *           the bit), retire it once idle; daemon 0 exits 0 with the drained
  *           line and no WARN; no aggregator failed; every result exact.
+ *   ctl     the same, drained by `sumcastctl drain --wait` instead of
+ *           SIGTERM: it says every job moved off (1 drained) and exits 0;
+ *           `sumcastctl status` shows the job left, moving off.
  *   shm     a daemon on shm SIGKILLed with a job running, restarted on the
  *           same port with the same pid (a fresh pid namespace, as in a
  *           container: root), serves a new job (common/fabric.h,
  *           fabric_shm_sweep). */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/wait.h>
 #include <signal.h>
 #include <ifaddrs.h>
 #include <math.h>
@@ -238,7 +244,52 @@ static float cval(uint32_t r, uint32_t n, size_t i)
 	return (float)((r + 1) * ((n + i) % 13 + 1));
 }
 
-static void mode_client(void)
+/* sumcastctl (tools/cmd_drain.c) -t 5 ARGS..., its output into out;
+ * the pid, or -1. */
+static pid_t ctl_spawn(const char *out, const char *const *args)
+{
+	const char *argv[16] = { SUMCASTCTL_PATH, "-t", "5" };
+	size_t n = 3;
+
+	while (*args && n < 15)
+		argv[n++] = *args++;
+	argv[n] = NULL;
+	pid_t pid = fork();
+	if (pid == 0) {
+		int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+			_exit(127);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+static int ctl_wait(pid_t pid, unsigned ms)
+{
+	int st;
+
+	for (uint64_t end = sc_now_ms() + ms; sc_now_ms() < end; th_sleep_ms(10))
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	return -1;
+}
+
+static bool file_has(const char *path, const char *what)
+{
+	static char buf[1 << 16];
+	FILE *f = fopen(path, "r");
+	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+
+	if (f)
+		fclose(f);
+	buf[n] = 0;
+	return strstr(buf, what) != NULL;
+}
+
+static void run_client(bool via_ctl)
 {
 	struct sd d[2];
 	struct crank rk[NR];
@@ -254,6 +305,12 @@ static void mode_client(void)
 	unsetenv("SUMCASTD_CONTROL_DRAIN_TIMEOUT");
 	if (rc)
 		th_skip("sumcastd did not start (see above)");
+	char url[64], port[16], ctl_out[PATH_MAX], st_out[PATH_MAX];
+	pid_t ctl = -1;
+	snprintf(url, sizeof(url), "http://127.0.0.1:%u/", d[0].http);
+	snprintf(port, sizeof(port), "%u", d[0].http);
+	snprintf(ctl_out, sizeof(ctl_out), "%s/sumcastctl-drain.out", d[0].dir);
+	snprintf(st_out, sizeof(st_out), "%s/sumcastctl-status.out", d[0].dir);
 	snprintf(a0, sizeof(a0), "127.0.0.1:%u", d[0].ctl);
 	snprintf(a1, sizeof(a1), "127.0.0.1:%u", d[1].ctl);
 	memset(rk, 0, sizeof(rk));
@@ -338,11 +395,23 @@ static void mode_client(void)
 			stats_seen = true;
 			CHECK(stats_job_draining(&d[0], 0xd7a1, true), "/stats: the job not draining");
 			CHECK(sd_metric(&d[0], "sumcast_draining") == 1, "sumcast_draining not 1");
+			if (via_ctl) {
+				const char *st_args[] = { "-p", port, "-i", "0", "status", NULL };
+				pid_t sp = ctl_spawn(st_out, st_args);
+				CHECK(sp > 0 && ctl_wait(sp, 10000) == 0 &&
+					      file_has(st_out, "1 job(s) left, 1 of them moving off"),
+				      "sumcastctl status while draining (%s)", st_out);
+			}
 		}
 		if (!termed && next == TERM_AT) {
 			termed = true;
 			t_term = sc_now_ms();
-			kill(d[0].pid, SIGTERM);
+			if (via_ctl) {
+				const char *args[] = { "drain", "--daemon", url, "--wait", "60", NULL };
+				ctl = ctl_spawn(ctl_out, args);
+				REQUIRE(ctl > 0, "sumcastctl drain not started");
+			} else
+				kill(d[0].pid, SIGTERM);
 		}
 		if (termed && s == UINT32_MAX) {
 			bool all = true;
@@ -351,7 +420,7 @@ static void mode_client(void)
 			if (!all)
 				continue;
 			s = next;
-			printf("  every rank has the DRAIN bit %llu ms after SIGTERM; request %u on goes to daemon 1\n",
+			printf("  every rank has the DRAIN bit %llu ms after the drain began; request %u on goes to daemon 1\n",
 			       (unsigned long long)(sc_now_ms() - t_term), s);
 		}
 		if (next >= TOTAL)
@@ -399,6 +468,18 @@ static void mode_client(void)
 		      log_count_after(d[0].log, "draining:", "aborted (") == 0,
 	      "daemon 0 logged a WARN or an abort during the drain (%s)", d[0].log);
 	CHECK(sd_metric(&d[1], "sumcast_jobs") == 1, "daemon 1 lost the job");
+	if (via_ctl) {
+		int cx = ctl_wait(ctl, 10000 * th_slow_factor());
+		CHECK(cx == 0 && file_has(ctl_out, "draining: 1 job(s) asked to move off") &&
+			      file_has(ctl_out, "every job moved off (1 drained)"),
+		      "sumcastctl drain --wait: exit %d (%s)", cx, ctl_out);
+		char line[512] = "";
+		FILE *f = fopen(ctl_out, "r");
+		while (f && fgets(line, sizeof(line), f))
+			printf("  sumcastctl: %s", line);
+		if (f)
+			fclose(f);
+	}
 	for (uint32_t r = 0; r < NR; r++) {
 		client_destroy(rk[r].c);
 		for (int k = 0; k < DEPTH; k++) {
@@ -409,6 +490,18 @@ static void mode_client(void)
 	sd_cleanup(&d[0]);
 	sd_stop(&d[1], SIGTERM, 10000);
 	sd_cleanup(&d[1]);
+}
+
+static void mode_client(void)
+{
+	run_client(false);
+}
+
+static void mode_ctl(void)
+{
+	if (!*SUMCASTCTL_PATH)
+		th_skip("sumcastctl was not built (libcurl, jansson)");
+	run_client(true);
 }
 
 /* ---- shm: SIGKILL, restart with the same pid and port ---- */
@@ -537,7 +630,8 @@ int main(int argc, char **argv)
 	static const struct {
 		const char *name;
 		void (*run)(void);
-	} modes[] = { { "http", mode_http }, { "client", mode_client }, { "shm", mode_shm } };
+	} modes[] = { { "http", mode_http }, { "client", mode_client }, { "ctl", mode_ctl },
+		      { "shm", mode_shm } };
 	const size_t nm = sizeof(modes) / sizeof(modes[0]);
 
 	for (int i = 1; i < argc; i++) {
@@ -545,7 +639,7 @@ int main(int argc, char **argv)
 		while (k < nm && strcmp(argv[i], modes[k].name))
 			k++;
 		if (k == nm) {
-			fprintf(stderr, "usage: %s [http|client|shm]... (none: all)\n", argv[0]);
+			fprintf(stderr, "usage: %s [http|client|ctl|shm]... (none: all)\n", argv[0]);
 			return 64;
 		}
 	}
