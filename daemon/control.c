@@ -101,6 +101,14 @@ static bool job_half_reduced(const struct job *j)
 	return atomic_load_explicit((_Atomic uint32_t *)&j->partial, memory_order_relaxed) != 0;
 }
 
+static void drain_abort(struct daemon *d, struct job *j)
+{
+	if (j->state == JOB_ENDING)
+		return;
+	d->drain_aborted++;
+	job_abort(d, j, WIRE_E_SHUTDOWN, "daemon is shutting down");
+}
+
 /* Time is up (or a second signal): WARN naming the jobs that did not move
  * off, ABORT(shutdown) to every job left. */
 static void drain_abort_rest(struct daemon *d, uint64_t waited)
@@ -124,7 +132,7 @@ static void drain_abort_rest(struct daemon *d, uint64_t waited)
 		"them: %s%s", n, (unsigned long long)waited, (long long)d->cfg.drain_timeout_ms, ids,
 		n > 8 ? ", ..." : "");
 	for (struct job *j = SLIST_FIRST(&d->jobs); j; j = SLIST_NEXT(j, link))
-		job_abort(d, j, WIRE_E_SHUTDOWN, "daemon is shutting down");
+		drain_abort(d, j);
 }
 
 static void drain_cb(evutil_socket_t fd, short what, void *arg)
@@ -145,7 +153,7 @@ static void drain_cb(evutil_socket_t fd, short what, void *arg)
 			else if (job_half_reduced(j))
 				busy++;
 			else if (!late) /* the old path: between chunks, told to go */
-				job_abort(d, j, WIRE_E_SHUTDOWN, "daemon is shutting down");
+				drain_abort(d, j);
 		}
 		notify_draining(d, moving, busy);
 		if ((moving || busy) && !late)
@@ -154,7 +162,7 @@ static void drain_cb(evutil_socket_t fd, short what, void *arg)
 		drain_abort_rest(d, waited);
 		d->drain_start_ms = sc_now_ms();
 		SC_INFO("drain: %" PRIu64 " job(s) moved off, %u aborted after %llu ms",
-			ctr_get(&d->stats.jobs_drained), moving + busy, (unsigned long long)waited);
+			ctr_get(&d->stats.jobs_drained), d->drain_aborted, (unsigned long long)waited);
 		daemon_notify("STATUS=Stopping: waiting for ABORTs to be written");
 	}
 	/* Wait (bounded) for ABORTs to be written and jobs to release memory. */
@@ -184,7 +192,7 @@ int control_drain(struct daemon *d)
 		evconnlistener_disable(d->listener);
 	for (struct job *j = SLIST_FIRST(&d->jobs); j; j = SLIST_NEXT(j, link)) {
 		if (j->state == JOB_JOINING)
-			job_abort(d, j, WIRE_E_SHUTDOWN, "daemon is shutting down");
+			drain_abort(d, j);
 		else if (j->state == JOB_READY && job_speaks_drain(j)) {
 			job_drain_send(d, j);
 			asked++;
