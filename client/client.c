@@ -510,15 +510,17 @@ int client_agg_retire(struct client *c, size_t agg)
 		if (a->slots[si].req >= 0)
 			return -EBUSY;
 	int rc = client_ctl_leave_flush(c, a, sc_now_ns() + CLIENT_RETIRE_MS * 1000000ull);
+	if (rc && a->st != AGG_DEAD) /* a daemon that does not read: not a clean leave */
+		client_agg_fail(c, a, rc, "%s: LEAVE not written within %u ms: %s", a->name,
+				CLIENT_RETIRE_MS, strerror(-rc));
 	if (a->st == AGG_DEAD)
-		return rc; /* failed on the way out: reported as any fault */
+		return rc ? rc : -ECONNRESET; /* failed on the way out: reported as any fault */
 	/* Cut off the way a fence cuts (client_slot_fence: the endpoint
 	 * closed, nothing of it lands afterwards), but not failed. */
 	client_close_fd(a);
 	client_slot_fence(c, agg);
 	a->st = AGG_LEFT;
-	SC_INFO("%s: left job 0x%llx (it drains)%s", a->name, (unsigned long long)c->job_id,
-		rc ? "; its close was not seen" : "");
+	SC_INFO("%s: left job 0x%llx (it drains)", a->name, (unsigned long long)c->job_id);
 	return 0;
 }
 

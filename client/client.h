@@ -322,7 +322,8 @@ uint64_t client_draining(const struct client *c);
  * is queued or in flight on it (retire it once the requests that use it
  * are complete); -ENOTCONN when it is not READY (dead, or still joining);
  * -EINVAL for a bad index; another -errno when it failed on the way out
- * (then it is dead and in client_failed(), as any fault). A retired
+ * (the connection lost, or the LEAVE not written within 0.5 s: then it is
+ * dead and in client_failed(), as any fault). A retired
  * aggregator is not in client_failed(), client_agg_alive() is false for it,
  * and requests may no longer use it: client_start over a mask that holds
  * it is -EINVAL, and the mask 0 means every aggregator not retired. */

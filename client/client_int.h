@@ -272,7 +272,8 @@ void client_ctl_liveness(struct client *c, uint64_t now);
 void client_ctl_leave(struct client *c, struct client_agg *a);
 /* LEAVE on a READY aggregator's socket after what is queued there, written
  * for sure, and the daemon's close awaited, all by `until` (sc_now_ns).
- * 0, or -errno (the aggregator may have failed: a->st says). */
+ * 0 once the LEAVE is written (the close awaited or not), or -errno: not
+ * written by `until` (-ETIMEDOUT), or the aggregator failed (a->st says). */
 int client_ctl_leave_flush(struct client *c, struct client_agg *a, uint64_t until);
 /* a->name and a->sa from "host:port" (hostport.h), the host resolved.
  * 0, -EINVAL (not host:port) or -EHOSTUNREACH, with a sentence in why. */
