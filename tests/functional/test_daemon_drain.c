@@ -17,7 +17,9 @@
  *           line and no WARN; no aggregator failed; every result exact.
  *   ctl     the same, drained by `sumcastctl drain --wait` instead of
  *           SIGTERM: it says every job moved off (1 drained) and exits 0;
- *           `sumcastctl status` shows the job left, moving off.
+ *           `sumcastctl status` shows the job left, moving off; and against
+ *           a job that stays and one of version 4 ranks it says 0 moved
+ *           off, 2 did not, exit 1.
  *   shm     a daemon on shm SIGKILLed with a job running, restarted on the
  *           same port with the same pid (a fresh pid namespace, as in a
  *           container: root), serves a new job (common/fabric.h,
@@ -497,11 +499,51 @@ static void mode_client(void)
 	run_client(false);
 }
 
+/* sumcastctl drain --wait against jobs that do not move off: a version 5
+ * job whose ranks never leave (aborted at the drain-timeout, 1 s) and a
+ * version 4 one (aborted at once): it says 0 moved off, 2 did not, exit 1. */
+static void ctl_late(void)
+{
+	struct sd d;
+	struct trank v5[2], v4[2];
+	char url[64], out[PATH_MAX];
+
+	setenv("SUMCASTD_CONTROL_DRAIN_TIMEOUT", "1s", 1);
+	int rc = sd_start(&d, NULL);
+	unsetenv("SUMCASTD_CONTROL_DRAIN_TIMEOUT");
+	REQUIRE(rc == 0, "sumcastd did not start (see above)");
+	for (uint32_t r = 0; r < 2; r++) {
+		REQUIRE(join_ver(&v5[r], &d, 0x5a, r, 0) == 0 && join_ver(&v4[r], &d, 0x4a, r, 4) == 0,
+			"joins rank %u", r);
+	}
+	for (uint32_t r = 0; r < 2; r++)
+		REQUIRE(trank_ready(&v5[r], 3000) == 0 && trank_ready(&v4[r], 3000) == 0, "READY %u", r);
+	snprintf(url, sizeof(url), "127.0.0.1:%u", d.http);
+	snprintf(out, sizeof(out), "%s/sumcastctl-late.out", d.dir);
+	const char *args[] = { "drain", "--daemon", url, "--wait", "20", NULL };
+	pid_t p = ctl_spawn(out, args);
+	int cx = p > 0 ? ctl_wait(p, 30000 * th_slow_factor()) : -1;
+	CHECK(cx == 1 && file_has(out, "draining: 1 job(s) asked to move off") &&
+		      file_has(out, "0 job(s) moved off, 2 did not"),
+	      "sumcastctl drain --wait, jobs that stay: exit %d (%s)", cx, out);
+	CHECK(sd_stop(&d, 0, 10000) == 0, "exit status");
+	CHECK(sd_log_has(&d, "drain: 1 job(s) did not move off within") &&
+		      sd_log_has(&d, "aborting them: 0x5a"),
+	      "no WARN naming the job that stayed (the version 4 one went at once)");
+	CHECK(sd_log_has(&d, "drain: 0 job(s) moved off, 2 aborted"), "exit line");
+	for (uint32_t r = 0; r < 2; r++) {
+		trank_close(&v5[r]);
+		trank_close(&v4[r]);
+	}
+	sd_cleanup(&d);
+}
+
 static void mode_ctl(void)
 {
 	if (!*SUMCASTCTL_PATH)
 		th_skip("sumcastctl was not built (libcurl, jansson)");
 	run_client(true);
+	ctl_late();
 }
 
 /* ---- shm: SIGKILL, restart with the same pid and port ---- */
