@@ -88,7 +88,7 @@ void client_agg_fence(struct client *c, size_t agg, const char *why)
 
 int client_agg_rejoin(struct client *c, size_t agg, uint32_t timeout_ms)
 {
-	if (agg >= c->naggs || c->aggs[agg].st != AGG_DEAD)
+	if (agg >= c->naggs || (c->aggs[agg].st != AGG_DEAD && c->aggs[agg].st != AGG_LEFT))
 		return -EINVAL;
 	struct client_agg *a = &c->aggs[agg];
 	for (uint32_t i = 0; i < c->max_requests; i++)
@@ -128,6 +128,7 @@ int client_agg_rejoin(struct client *c, size_t agg, uint32_t timeout_ms)
 	a->last_ns = a->heard_ns = a->ping_ns = a->ping_wait_ns = 0;
 	a->ver = a->weight = 0;
 	a->has_load = false;
+	a->draining = false;
 	a->err = 0;
 	a->why[0] = '\0';
 	a->rejoin_ns = sc_now_ns() + (uint64_t)(timeout_ms ? timeout_ms : c->timeout_ms) * 1000000ull;
@@ -138,7 +139,7 @@ int client_agg_rejoin(struct client *c, size_t agg, uint32_t timeout_ms)
 
 int client_agg_joined(const struct client *c, size_t agg)
 {
-	if (agg >= c->naggs || c->aggs[agg].st == AGG_DEAD)
+	if (agg >= c->naggs || c->aggs[agg].st == AGG_DEAD || c->aggs[agg].st == AGG_LEFT)
 		return -1;
 	return c->aggs[agg].st == AGG_READY;
 }
@@ -546,6 +547,49 @@ int client_agg_load(const struct client *c, size_t agg, unsigned *load_pm, unsig
 uint64_t client_failed(const struct client *c)
 {
 	return c->failed;
+}
+
+/* ---- drain: an aggregator that asks to be left (wire version 5) ---- */
+
+#define CLIENT_RETIRE_MS 500u /* LEAVE written and the daemon's close, at most */
+
+uint64_t client_draining(const struct client *c)
+{
+	uint64_t bits = 0;
+
+	for (size_t ai = 0; ai < c->naggs; ai++)
+		if (c->aggs[ai].draining && c->aggs[ai].st != AGG_DEAD && c->aggs[ai].st != AGG_LEFT)
+			bits |= 1ull << ai;
+	return bits;
+}
+
+int client_agg_retire(struct client *c, size_t agg)
+{
+	if (agg >= c->naggs)
+		return -EINVAL;
+	struct client_agg *a = &c->aggs[agg];
+	if (a->st == AGG_LEFT)
+		return 0;
+	if (a->st != AGG_READY)
+		return -ENOTCONN;
+	if (a->inflight || !STAILQ_EMPTY(&a->queue) || !defer_empty(&a->deferred))
+		return -EBUSY;
+	for (uint32_t si = 0; si < c->window; si++)
+		if (a->slots[si].req >= 0)
+			return -EBUSY;
+	int rc = client_ctl_leave_flush(c, a, sc_now_ns() + CLIENT_RETIRE_MS * 1000000ull);
+	if (rc && a->st != AGG_DEAD) /* a daemon that does not read: not a clean leave */
+		client_agg_fail(c, a, rc, "%s: LEAVE not written within %u ms: %s", a->name,
+				CLIENT_RETIRE_MS, strerror(-rc));
+	if (a->st == AGG_DEAD)
+		return rc ? rc : -ECONNRESET; /* failed on the way out: reported as any fault */
+	/* Cut off the way a fence cuts (client_slot_fence: the endpoint
+	 * closed, nothing of it lands afterwards), but not failed. */
+	client_close_fd(a);
+	client_slot_fence(c, agg);
+	a->st = AGG_LEFT;
+	SC_INFO("%s: left job 0x%llx (it drains)", a->name, (unsigned long long)c->job_id);
+	return 0;
 }
 
 const char *client_agg_why(const struct client *c, size_t agg)

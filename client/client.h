@@ -317,4 +317,30 @@ int client_chunk_info(const struct client *c, size_t agg, uint64_t chunk, struct
  * chunks whose result has not arrived, and chunks not issued here yet). */
 bool client_chunk_lacks(const struct client *c, size_t agg, uint64_t chunk);
 
+/* Drain (client library v1.10, wire version 5) -------------------------
+ *
+ * A daemon that is stopped (SIGTERM, systemctl stop, sumcastctl drain)
+ * sends DRAIN to the ranks of its jobs: it goes away, and serves the job
+ * for a while more (its [control] drain-timeout) so that the job can move
+ * off without a fault. The caller stops giving it new requests (at a
+ * request every rank agrees on), lets the ones that use it complete, and
+ * retires it; the daemon counts the job drained once every rank left.
+ * Nothing is repaired and nothing is an error. PINGs go on until then. */
+
+/* Aggregators that sent DRAIN and are neither dead nor retired, bit per
+ * index. */
+uint64_t client_draining(const struct client *c);
+/* Leaves agg cleanly: LEAVE (written for sure, bounded: 0.5 s), its control
+ * connection and its endpoint closed as a fence closes them, state "left".
+ * 0 (also when it was left already); -EBUSY while a chunk of any request
+ * is queued or in flight on it (retire it once the requests that use it
+ * are complete); -ENOTCONN when it is not READY (dead, or still joining);
+ * -EINVAL for a bad index; another -errno when it failed on the way out
+ * (the connection lost, or the LEAVE not written within 0.5 s: then it is
+ * dead and in client_failed(), as any fault). A retired
+ * aggregator is not in client_failed(), client_agg_alive() is false for it,
+ * and requests may no longer use it: client_start over a mask that holds
+ * it is -EINVAL, and the mask 0 means every aggregator not retired. */
+int client_agg_retire(struct client *c, size_t agg);
+
 #endif

@@ -44,6 +44,7 @@ enum agg_state {
 	AGG_WAIT_READY, /* JOIN_OK received, waiting for READY */
 	AGG_READY,
 	AGG_DEAD,       /* failed (with failover: fenced, see client_agg_fence) */
+	AGG_LEFT,       /* retired after a DRAIN (client_agg_retire): left cleanly */
 };
 
 extern const char *const client_agg_state_what[];
@@ -113,6 +114,7 @@ struct client_agg {
 	uint16_t weight;           /* granted at JOIN_OK (1 below version 4) */
 	bool has_load;             /* a PONG of version 3 came: load_pm, jobs */
 	uint16_t load_pm, jobs;
+	bool draining;             /* it sent DRAIN (version 5): move off, then retire it */
 	struct client_retained *ret; /* failover: what each of `window` retention slots holds */
 	/* multicast results (WIRE_OK_F_MCAST): the group's socket and the
 	 * assembly of results from its datagrams */
@@ -269,6 +271,11 @@ void client_ctl_poll(struct client *c);
 void client_ctl_liveness(struct client *c, uint64_t now);
 /* Best-effort LEAVE on a joined aggregator's socket. */
 void client_ctl_leave(struct client *c, struct client_agg *a);
+/* LEAVE on a READY aggregator's socket after what is queued there, written
+ * for sure, and the daemon's close awaited, all by `until` (sc_now_ns).
+ * 0 once the LEAVE is written (the close awaited or not), or -errno: not
+ * written by `until` (-ETIMEDOUT), or the aggregator failed (a->st says). */
+int client_ctl_leave_flush(struct client *c, struct client_agg *a, uint64_t until);
 /* a->name and a->sa from "host:port" (hostport.h), the host resolved.
  * 0, -EINVAL (not host:port) or -EHOSTUNREACH, with a sentence in why. */
 int client_parse_endpoint(const char *s, struct client_agg *a, char *why, size_t whylen);

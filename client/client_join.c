@@ -29,7 +29,7 @@
 
 const char *const client_agg_state_what[] = {
 	"connecting", "waiting for HELLO", "waiting for JOIN_OK", "waiting for READY",
-	"ready", "dead",
+	"ready", "dead", "left",
 };
 
 static int refuse_errno(unsigned code)
@@ -116,7 +116,7 @@ static void send_join(struct client *c, struct client_agg *a, size_t ai, uint64_
 	j->dtype_mask = c->dtype_mask;
 	j->timeout_ms = c->timeout_ms;
 	j->result_key = (uint16_t)ai;
-	j->flags = (uint16_t)c->join_flags;
+	j->flags = (uint16_t)(c->join_flags | (a->rejoin_ns && a->ver >= 5 ? WIRE_JOIN_F_REJOIN : 0));
 	/* Results come to this aggregator's own endpoint. */
 	j->addr_len = (uint16_t)a->ep->addrlen;
 	memcpy(j->addr, a->ep->addr, a->ep->addrlen);
@@ -246,6 +246,17 @@ static void handle_msg(struct client *c, struct client_agg *a, size_t ai, const 
 			a->jobs = m->u.ping.jobs;
 		}
 		return; /* heard_ns is what counts; a late token is fine too */
+	case WIRE_DRAIN:
+		/* version 5: the daemon goes away and serves the job for
+		 * deadline_ms more; the caller moves off and retires it
+		 * (client_agg_retire). PINGs go on until then. */
+		if (a->st != AGG_READY || a->ver < WIRE_DRAIN_VERSION)
+			break;
+		if (!a->draining)
+			SC_INFO("%s drains: it asks job 0x%llx to move off (it serves it for %u ms more)",
+				a->name, (unsigned long long)c->job_id, m->u.drain.deadline_ms);
+		a->draining = true;
+		return;
 	default:
 		break;
 	}
@@ -298,6 +309,56 @@ void client_ctl_leave(struct client *c, struct client_agg *a)
 	int n = wire_msg_encode(&m, buf, sizeof(buf));
 	if (n > 0 && send(a->fd, buf, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) != n)
 		SC_DBG("%s: LEAVE not sent: %s", a->name, strerror(errno));
+}
+
+/* client_agg_retire's way out: LEAVE after what is queued, everything
+ * written, our side shut, and the daemon's close awaited, each bounded by
+ * `until`. Closing with unread bytes (a PONG) would send a reset, which can
+ * drop the LEAVE before the daemon reads it and turn a clean leave into a
+ * lost rank. 0, or -errno when the LEAVE may not have arrived. */
+int client_ctl_leave_flush(struct client *c, struct client_agg *a, uint64_t until)
+{
+	struct wire_msg m = { .type = WIRE_LEAVE, .u.leave.job_handle = a->job_handle };
+	bool queued = false;
+
+	for (;;) {
+		if (a->st == AGG_DEAD)
+			return a->err ? a->err : -ECONNRESET;
+		if (a->woff == a->wlen) {
+			a->woff = a->wlen = 0;
+			if (queued)
+				break; /* the LEAVE is written */
+		}
+		if (!queued) {
+			int rc = ctl_queue(c, a, &m); /* after what is queued, or once it is out */
+			if (rc == 0) {
+				queued = true;
+				continue;
+			}
+			if (rc != -EAGAIN)
+				return rc;
+		}
+		uint64_t now = sc_now_ns();
+		if (now >= until)
+			return -ETIMEDOUT;
+		struct pollfd p = { a->fd, POLLOUT, 0 };
+		poll(&p, 1, (int)((until - now) / 1000000ull) + 1);
+		ctl_flush(c, a);
+	}
+	shutdown(a->fd, SHUT_WR);
+	for (;;) {
+		char buf[WIRE_MSG_MAX];
+		ssize_t n = recv(a->fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+			return 0; /* the daemon took the LEAVE and closed (or reset) */
+		uint64_t now = sc_now_ns();
+		if (now >= until)
+			return 0; /* written; the daemon's close is late, not ours to wait for */
+		if (n > 0)
+			continue; /* PONGs: nothing to act on any more */
+		struct pollfd p = { a->fd, POLLIN, 0 };
+		poll(&p, 1, (int)((until - now) / 1000000ull) + 1);
+	}
 }
 
 /* Frames and handles every complete message in a->rbuf. */

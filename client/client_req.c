@@ -65,8 +65,13 @@ int client_start(struct client *c, const struct client_blocks *b, const void *se
 	uint64_t all = c->naggs >= 64 ? ~0ull : (1ull << c->naggs) - 1;
 	struct client_req *r;
 
+	uint64_t left = 0; /* retired (client_agg_retire): no longer ours to use */
+	for (size_t ai = 0; ai < c->naggs; ai++)
+		left |= (uint64_t)(c->aggs[ai].st == AGG_LEFT) << ai;
 	if (!aggs)
-		aggs = all;
+		aggs = all & ~left;
+	if (!aggs || (aggs & left))
+		return -EINVAL;
 	if ((unsigned)t >= SC_DTYPE_COUNT || (unsigned)op >= SC_OP_COUNT ||
 	    !(c->dtype_mask & (1u << t)) || (count && (!send || !recv)) || (aggs & ~all) ||
 	    (b && ((unsigned)b->kind > CLIENT_ALLGATHER || (b->kind != CLIENT_ALLREDUCE && !b->block))))

@@ -1,8 +1,11 @@
 /* The thin libfabric wrapper (fabric.h): endpoints, registration, tagged I/O, completions. */
 #include "fabric.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <poll.h>
 #include <rdma/fi_cm.h>
@@ -11,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 
@@ -155,6 +159,47 @@ static void ep_close(struct fabric *f)
 	fi_close(&f->cq->fid);
 }
 
+/* ---- shm: regions a dead process left ---- */
+
+int fabric_shm_sweep(pid_t pid)
+{
+	char prefix[32];
+	size_t n = (size_t)snprintf(prefix, sizeof(prefix), "%d:", (int)pid);
+	DIR *dir = pid > 0 ? opendir("/dev/shm") : NULL;
+	struct dirent *e;
+	int removed = 0;
+
+	if (!dir)
+		return 0;
+	while ((e = readdir(dir)))
+		if (!strncmp(e->d_name, prefix, n) && !unlinkat(dirfd(dir), e->d_name, 0))
+			removed++;
+	closedir(dir);
+	return removed;
+}
+
+/* Before this process's first shm endpoint: no live process can own a
+ * region named after our own pid (fabric.h), so those are a dead one's. A
+ * thread that opens an endpoint while another sweeps waits for the sweep
+ * (it would otherwise remove the new region); a forked child, another
+ * pid, sweeps again. */
+static void shm_sweep_own(void)
+{
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	static pid_t swept;
+	pid_t me = getpid();
+
+	pthread_mutex_lock(&mu);
+	if (swept != me) {
+		int n = fabric_shm_sweep(me);
+		if (n)
+			SC_INFO("shm: removed %d region(s) /dev/shm/%d:* that a killed process with "
+				"this pid left (a restart in the same pid namespace)", n, (int)me);
+		swept = me;
+	}
+	pthread_mutex_unlock(&mu);
+}
+
 int fabric_open(const struct fabric_params *p, struct fabric **out)
 {
 	struct fabric *f = calloc(1, sizeof(*f));
@@ -183,6 +228,8 @@ int fabric_open(const struct fabric_params *p, struct fabric **out)
 		SC_ERR("fi_domain(%s): %s", f->prov_name, fi_strerror(-rc));
 		goto err_fabric;
 	}
+	if (!strcmp(f->prov_name, "shm"))
+		shm_sweep_own();
 	rc = ep_open(f, p->cq_size, p->wait);
 	if (rc)
 		goto err_domain;

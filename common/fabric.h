@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define FABRIC_ADDR_MAX 64
 #define FABRIC_PROV_DEFAULT "tcp;ofi_rxm"
@@ -102,6 +103,19 @@ void fabric_close(struct fabric *f);
  * -FI_ENOSYS without a wait object (f->wait_fd < 0), another negative
  * FI_E* on error. Completions are then read with fabric_cq_poll. */
 int fabric_wait(struct fabric *f, int other_fd, int timeout_ms);
+
+/* libfabric's shm provider (1.17) names each endpoint's region
+ * /dev/shm/<pid>:<domain>:<endpoint> (16 MiB and more: 64 MiB at the
+ * daemon's FI_SHM_RX_SIZE) and removes it only when the endpoint closes: a
+ * process killed (SIGKILL, OOM, a crash) leaves its regions behind, and a
+ * later process given the same pid (a daemon restarted in a fresh pid
+ * namespace, as in a container, is pid 1 again) failed to open its first
+ * endpoint with EBUSY. So fabric_open removes the regions named after its
+ * own pid before this process's first shm endpoint: no live process can
+ * own them. (A /dev/shm shared by several pid namespaces is the exception,
+ * where the same names would collide anyway.) This removes the regions of
+ * pid's; returns how many. Call it for a pid no live process has. */
+int fabric_shm_sweep(pid_t pid);
 
 /* The one spelling of a provider name: "tcp" -> "tcp;ofi_rxm", "verbs" ->
  * "verbs;ofi_rxm", others as given; NULL for NULL, "" and "auto" (libfabric

@@ -26,7 +26,7 @@ const char *wire_code_name(enum wire_code c)
 const char *wire_type_name(enum wire_type t)
 {
 	static const char *const names[] = { "?", "HELLO", "JOIN", "JOIN_OK", "REFUSE",
-					     "READY", "LEAVE", "ABORT", "PING", "PONG" };
+					     "READY", "LEAVE", "ABORT", "PING", "PONG", "DRAIN" };
 	return (unsigned)t <= WIRE_TYPE_MAX ? names[t] : "?";
 }
 
@@ -115,7 +115,7 @@ int wire_hdr_decode(const uint8_t *buf, size_t len, struct wire_hdr *out)
 		out->len = blen;
 		return -EPROTO;
 	}
-	if (type < 1 || type > WIRE_TYPE_MAX)
+	if (type < 1 || type > WIRE_TYPE_MAX || (type == WIRE_DRAIN && version < WIRE_DRAIN_VERSION))
 		return -EBADMSG;
 	out->version = version;
 	out->type = type;
@@ -260,6 +260,11 @@ int wire_msg_encode(const struct wire_msg *m, uint8_t *buf, size_t cap)
 			p = wr_u16(p, m->u.ping.jobs);
 		}
 		break;
+	case WIRE_DRAIN:
+		if (m->version && m->version < WIRE_DRAIN_VERSION)
+			return -EINVAL; /* older ranks do not know it */
+		p = wr_u32(p, m->u.drain.deadline_ms);
+		break;
 	default:
 		return -EINVAL;
 	}
@@ -360,6 +365,10 @@ int wire_msg_decode(uint16_t type, const uint8_t *body, size_t len, struct wire_
 			    m.u.ping.load_pm > 1000)
 				return -EBADMSG;
 		}
+		break;
+	case WIRE_DRAIN:
+		if (rd_u32(&r, &m.u.drain.deadline_ms))
+			return -EBADMSG;
 		break;
 	default:
 		return -EBADMSG;

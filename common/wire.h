@@ -1,4 +1,4 @@
-/* Sumcast wire protocol, version 4 (WIRE_VERSION), speaking 2 and 3 too
+/* Sumcast wire protocol, version 5 (WIRE_VERSION), speaking 2 to 4 too
  * (WIRE_VERSION_MIN; 1 had no mode bits: its seq was 26 bits).
  *
  * Control plane: TCP to the daemon's control port. Every message is a
@@ -29,6 +29,14 @@
  * the JOIN_OK's last field. The same rule: the codec reads and writes them
  * in any version, a rank sends a weight to a version 4 daemon only, and
  * the daemon grants one to version 4 ranks only.
+ * 5 is 4 with DRAIN (daemon -> rank, body u32 deadline_ms): the daemon is
+ * going away and asks the job to move off it; it keeps serving the job for
+ * deadline_ms, then aborts what is left (ABORT shutdown). The rank stops
+ * giving the aggregator new work, sends LEAVE once nothing of its own is in
+ * flight there, and closes. The daemon sends DRAIN only to ranks whose JOIN
+ * came in version 5 or later, and only to READY jobs all of whose ranks
+ * speak 5; a rank takes it only from an aggregator it negotiated 5 with
+ * and that is READY (else it is malformed).
  *
  * Data plane: libfabric tagged messages on the endpoint named in JOIN_OK.
  * The 64-bit tag routes, the 32-bit immediate data describes the chunk:
@@ -69,7 +77,7 @@
 #include "tags.h"
 
 #define WIRE_MAGIC 0x54534353u /* "SCST" little-endian */
-#define WIRE_VERSION 4     /* the newest this build speaks */
+#define WIRE_VERSION 5     /* the newest this build speaks */
 #define WIRE_VERSION_MIN 2 /* the oldest it still speaks */
 #define WIRE_HDR_LEN 16
 #define WIRE_BODY_MAX 1024
@@ -94,7 +102,8 @@ enum wire_type {
 	WIRE_ABORT = 7,   /* daemon -> rank: job is dead */
 	WIRE_PING = 8,    /* rank -> daemon: liveness probe */
 	WIRE_PONG = 9,    /* daemon -> rank: the PING's token */
-	WIRE_TYPE_MAX = 9,
+	WIRE_DRAIN = 10,  /* daemon -> rank, version 5: move off this daemon */
+	WIRE_TYPE_MAX = 10,
 };
 
 /* Refusal and abort codes. Each has a fixed short name (metrics label) and
@@ -155,7 +164,10 @@ struct wire_join {
 
 #define WIRE_JOIN_F_DETERMINISTIC 0x1 /* reduce in rank order */
 #define WIRE_JOIN_F_UNICAST 0x2       /* results by unicast even where the daemon multicasts */
-#define WIRE_JOIN_F_ALL 0x3
+/* version 5: the ranks join a running communicator's job again (after a
+ * fault or a drain of this address): the daemon counts the job rejoined */
+#define WIRE_JOIN_F_REJOIN 0x4
+#define WIRE_JOIN_F_ALL 0x7
 
 struct wire_join_ok {
 	uint32_t job_handle; /* goes in DATA tags */
@@ -211,6 +223,13 @@ struct wire_ping {
 	uint16_t jobs;    /* the asker's job + other jobs that moved data lately */
 };
 
+/* DRAIN: how long the daemon keeps serving the job, from when it sent this,
+ * before it aborts what is left with WIRE_E_SHUTDOWN (0: it aborts at once). */
+struct wire_drain {
+	uint32_t deadline_ms;
+};
+#define WIRE_DRAIN_VERSION 5 /* the first version that has DRAIN */
+
 struct wire_msg {
 	uint16_t version; /* the header's; 0 encodes as WIRE_VERSION */
 	uint16_t type;
@@ -223,6 +242,7 @@ struct wire_msg {
 		struct wire_ready ready;
 		struct wire_leave leave;
 		struct wire_ping ping; /* PING, PONG */
+		struct wire_drain drain;
 	} u;
 };
 

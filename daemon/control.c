@@ -58,15 +58,81 @@ static void queue_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-/* ---- drain ---- */
+/* ---- drain ----
+ *
+ * SIGTERM, SIGINT or POST /drain. Joins are refused from then on and jobs
+ * still joining are aborted. A READY job whose attached ranks all speak
+ * DRAIN (wire version 5) is asked to move off: DRAIN to each rank, and the
+ * job keeps being served until its ranks have left by the clean LEAVE path
+ * (job_rank_gone), which counts it drained. A job with an older rank keeps
+ * the old path: once no chunk of it is half reduced it gets ABORT(shutdown)
+ * (its ranks take that as a fault). At drain-timeout whatever is left is
+ * aborted, with a WARN naming it; the loop exits once no job remains. */
 
-static bool jobs_in_flight(const struct daemon *d)
+/* Every rank still attached speaks DRAIN (ranks that left need nothing). */
+static bool job_speaks_drain(const struct job *j)
 {
-	for (const struct job *j = SLIST_FIRST(&d->jobs); j; j = SLIST_NEXT(j, link))
-		if (j->state != JOB_ENDING &&
-		    atomic_load_explicit((_Atomic uint32_t *)&j->partial, memory_order_relaxed))
-			return true;
-	return false;
+	for (uint32_t r = 0; r < j->nranks; r++) {
+		const struct conn *c = j->ranks[r].conn;
+		if (c && c->ver < WIRE_DRAIN_VERSION)
+			return false;
+	}
+	return true;
+}
+
+static void job_drain_send(struct daemon *d, struct job *j)
+{
+	struct wire_msg m = { .type = WIRE_DRAIN };
+	uint32_t told = 0;
+
+	m.u.drain.deadline_ms = (uint32_t)d->cfg.drain_timeout_ms;
+	j->draining = true;
+	j->drain_ms = sc_now_ms();
+	j->drain_chunks = ctr_get(&j->chunks);
+	for (uint32_t r = 0; r < j->nranks; r++)
+		if (j->ranks[r].conn && !conn_send(j->ranks[r].conn, &m))
+			told++;
+	SC_INFO("job 0x%" PRIx64 " (handle %u): DRAIN sent to %u rank(s), served for up to %lld ms "
+		"while they move off", j->id, j->handle, told, (long long)d->cfg.drain_timeout_ms);
+}
+
+static bool job_half_reduced(const struct job *j)
+{
+	return atomic_load_explicit((_Atomic uint32_t *)&j->partial, memory_order_relaxed) != 0;
+}
+
+static void drain_abort(struct daemon *d, struct job *j)
+{
+	if (j->state == JOB_ENDING)
+		return;
+	d->drain_aborted++;
+	job_abort(d, j, WIRE_E_SHUTDOWN, "daemon is shutting down");
+}
+
+/* Time is up (or a second signal): WARN naming the jobs that did not move
+ * off, ABORT(shutdown) to every job left. */
+static void drain_abort_rest(struct daemon *d, uint64_t waited)
+{
+	char ids[200] = "";
+	size_t len = 0;
+	uint32_t n = 0;
+
+	for (struct job *j = SLIST_FIRST(&d->jobs); j; j = SLIST_NEXT(j, link)) {
+		if (j->state == JOB_ENDING)
+			continue;
+		if (n++ < 8 && len < sizeof(ids)) {
+			int w = snprintf(ids + len, sizeof(ids) - len, "%s0x%" PRIx64 "%s", n > 1 ? ", " : "",
+					 j->id, j->draining ? "" : " (no DRAIN: older ranks)");
+			len += w > 0 ? (size_t)w : 0;
+		}
+	}
+	if (!n)
+		return;
+	SC_WARN("drain: %u job(s) did not move off within %llu ms (drain-timeout %lld ms), aborting "
+		"them: %s%s", n, (unsigned long long)waited, (long long)d->cfg.drain_timeout_ms, ids,
+		n > 8 ? ", ..." : "");
+	for (struct job *j = SLIST_FIRST(&d->jobs); j; j = SLIST_NEXT(j, link))
+		drain_abort(d, j);
 }
 
 static void drain_cb(evutil_socket_t fd, short what, void *arg)
@@ -77,12 +143,26 @@ static void drain_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	if (!d->stopping) {
-		if (jobs_in_flight(d) && waited < (uint64_t)d->cfg.drain_timeout_ms)
+		bool late = waited >= (uint64_t)d->cfg.drain_timeout_ms;
+		uint32_t moving = 0, busy = 0;
+		for (struct job *j = SLIST_FIRST(&d->jobs); j; j = SLIST_NEXT(j, link)) {
+			if (j->state == JOB_ENDING)
+				continue;
+			if (j->draining)
+				moving++;
+			else if (job_half_reduced(j))
+				busy++;
+			else if (!late) /* the old path: between chunks, told to go */
+				drain_abort(d, j);
+		}
+		notify_draining(d, moving, busy);
+		if ((moving || busy) && !late)
 			return;
 		d->stopping = true;
+		drain_abort_rest(d, waited);
 		d->drain_start_ms = sc_now_ms();
-		for (struct job *j = SLIST_FIRST(&d->jobs); j; j = SLIST_NEXT(j, link))
-			job_abort(d, j, WIRE_E_SHUTDOWN, "daemon is shutting down");
+		SC_INFO("drain: %" PRIu64 " job(s) moved off, %u aborted after %llu ms",
+			ctr_get(&d->stats.jobs_drained), d->drain_aborted, (unsigned long long)waited);
 		daemon_notify("STATUS=Stopping: waiting for ABORTs to be written");
 	}
 	/* Wait (bounded) for ABORTs to be written and jobs to release memory. */
@@ -96,29 +176,56 @@ static void drain_cb(evutil_socket_t fd, short what, void *arg)
 		event_base_loopexit(d->base, NULL);
 }
 
-void control_drain(struct daemon *d)
+int control_drain(struct daemon *d)
 {
 	struct timeval tv = { 0, 50000 };
+	uint32_t asked = 0;
 
-	if (d->draining) {
-		SC_WARN("second stop signal: aborting jobs now");
-		d->cfg.drain_timeout_ms = 0;
-		return;
-	}
+	if (d->draining)
+		return 0;
 	d->draining = true;
 	d->drain_start_ms = sc_now_ms();
-	daemon_notify("STOPPING=1\nSTATUS=Draining: refusing joins, finishing chunks in flight");
-	SC_INFO("draining: refusing joins, waiting up to %lld ms for chunks in flight",
+	daemon_notify("STOPPING=1\nSTATUS=Draining: refusing joins, asking jobs to move off");
+	SC_INFO("draining: refusing joins, asking jobs to move off; waiting up to %lld ms",
 		(long long)d->cfg.drain_timeout_ms);
 	if (d->listener)
 		evconnlistener_disable(d->listener);
+	for (struct job *j = SLIST_FIRST(&d->jobs); j; j = SLIST_NEXT(j, link)) {
+		if (j->state == JOB_JOINING)
+			drain_abort(d, j);
+		else if (j->state == JOB_READY && job_speaks_drain(j)) {
+			job_drain_send(d, j);
+			asked++;
+		}
+	}
 	d->ev_drain = event_new(d->base, -1, EV_PERSIST, drain_cb, d);
 	if (!d->ev_drain) {
 		event_base_loopexit(d->base, NULL);
+		return (int)asked;
+	}
+	/* First look in 50 ms, not now: a POST /drain's answer is written
+	 * before a drain with nothing to wait for ends the loop. */
+	event_add(d->ev_drain, &tv);
+	return (int)asked;
+}
+
+void control_drain_now(struct daemon *d)
+{
+	if (!d->draining) {
+		control_drain(d);
 		return;
 	}
-	event_add(d->ev_drain, &tv);
-	drain_cb(-1, 0, d);
+	SC_WARN("second stop signal: aborting jobs now");
+	d->cfg.drain_timeout_ms = 0;
+}
+
+uint32_t control_draining_jobs(const struct daemon *d)
+{
+	uint32_t n = 0;
+
+	for (const struct job *j = SLIST_FIRST(&d->jobs); j; j = SLIST_NEXT(j, link))
+		n += j->state != JOB_ENDING && j->draining;
+	return n;
 }
 
 /* ---- queries ---- */

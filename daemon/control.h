@@ -12,8 +12,17 @@ struct daemon;
 int control_start(struct daemon *d);
 /* Frees connections and jobs; after the data threads stopped. */
 void control_stop(struct daemon *d);
-/* SIGTERM: refuse joins, let chunks in flight finish, abort, exit the loop. */
-void control_drain(struct daemon *d);
+/* The drain (SIGTERM, POST /drain; control.c has the whole story): refuse
+ * joins, ask the jobs that speak DRAIN to move off, let the others finish
+ * their chunks in flight, abort what is left at drain-timeout, exit the
+ * loop once no job remains. Returns the jobs asked to move off now; 0 and
+ * nothing else when already draining. */
+int control_drain(struct daemon *d);
+/* A stop signal: the drain, or when already draining, the end of the wait
+ * (every job left is aborted now). */
+void control_drain_now(struct daemon *d);
+/* Jobs that were sent DRAIN and have not ended yet. */
+uint32_t control_draining_jobs(const struct daemon *d);
 /* Ranks currently joined, over all jobs. */
 uint32_t control_ranks(const struct daemon *d);
 

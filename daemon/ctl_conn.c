@@ -314,7 +314,12 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	(void)l;
 	(void)salen;
 	accept_backoff_reset(&d->ctl_backoff);
-	if (d->nconns >= (uint64_t)d->cfg.max_connections || d->draining) {
+	if (d->draining) { /* accepted before the listener went off */
+		SC_DBG("draining: closing a new control connection");
+		evutil_closesocket(fd);
+		return;
+	}
+	if (d->nconns >= (uint64_t)d->cfg.max_connections) {
 		ctr_add(&d->stats.errors[ERR_CONN_LIMIT], 1);
 		SC_LOG_RATELIMIT(SC_LOG_WARN, 1000, "closing a new control connection: %u open, max-connections is %lld",
 				 d->nconns, (long long)d->cfg.max_connections);

@@ -173,9 +173,10 @@ void job_ready(struct daemon *d, struct job *j)
 {
 	struct wire_msg m;
 
-	(void)d;
 	j->state = JOB_READY;
 	event_del(j->join_timer);
+	if (j->flags & WIRE_JOIN_F_REJOIN)
+		ctr_add(&d->stats.jobs_rejoined, 1);
 	memset(&m, 0, sizeof(m));
 	m.type = WIRE_READY;
 	m.u.ready.job_handle = j->handle;
@@ -183,7 +184,8 @@ void job_ready(struct daemon *d, struct job *j)
 	for (uint32_t r = 0; r < j->nranks; r++)
 		if (j->ranks[r].conn)
 			conn_send(j->ranks[r].conn, &m);
-	SC_INFO("job 0x%" PRIx64 " (handle %u) ready: %u ranks", j->id, j->handle, j->nranks);
+	SC_INFO("job 0x%" PRIx64 " (handle %u) ready: %u ranks%s", j->id, j->handle, j->nranks,
+		j->flags & WIRE_JOIN_F_REJOIN ? " (joined again: a running communicator takes this address back)" : "");
 }
 
 /* ---- the end ---- */
@@ -283,8 +285,16 @@ void job_rank_gone(struct conn *c, bool clean)
 		partial ? " with chunks in flight" : "");
 	if (j->gone == j->joined && (j->state == JOB_READY || j->joined == 1) && (clean || !partial)) {
 		/* Everybody is gone and nobody waits for anything. */
-		SC_INFO("job 0x%" PRIx64 " (handle %u) finished: %" PRIu64 " chunks", j->id, j->handle,
-			ctr_get(&j->chunks));
+		if (j->draining) {
+			/* asked to move off (control.c, the drain), and it did */
+			ctr_add(&d->stats.jobs_drained, 1);
+			SC_INFO("job 0x%" PRIx64 " drained: its %u ranks moved off after %" PRIu64
+				" chunks (%llu ms after DRAIN; %" PRIu64 " chunks in all)", j->id, j->nranks,
+				ctr_get(&j->chunks) - j->drain_chunks,
+				(unsigned long long)(sc_now_ms() - j->drain_ms), ctr_get(&j->chunks));
+		} else
+			SC_INFO("job 0x%" PRIx64 " (handle %u) finished: %" PRIu64 " chunks", j->id,
+				j->handle, ctr_get(&j->chunks));
 		job_end(d, j);
 		return;
 	}

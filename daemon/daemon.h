@@ -79,6 +79,7 @@ struct daemon {
 	uint32_t nconns;
 
 	bool ready, draining, stopping;
+	uint32_t drain_aborted; /* jobs the drain aborted (joining, older ranks, too late) */
 	uint64_t start_ms, drain_start_ms;
 	double start_unix; /* CLOCK_REALTIME at start, seconds */
 	struct stats stats; /* control-thread errors */

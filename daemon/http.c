@@ -19,13 +19,32 @@
 #include "clock.h"
 #include "control.h"
 #include "daemon.h"
+#include "hostport.h"
 #include "http.h"
 #include "job.h"
 #include "log.h"
 #include "reduce.h"
 
+/* A route answers the methods in `allowed` (EVHTTP_REQ_*); anything else
+ * is answered 405 with an Allow header. True when the method is allowed. */
+static bool method_ok(struct evhttp_request *req, int allowed, const char *allow)
+{
+	if (evhttp_request_get_command(req) & allowed)
+		return true;
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", allow);
+	evhttp_send_error(req, 405, "Method Not Allowed");
+	return false;
+}
+
+#define GET_ONLY(req)                                                            \
+	do {                                                                     \
+		if (!method_ok(req, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD, "GET, HEAD")) \
+			return;                                                  \
+	} while (0)
+
 static void healthz_cb(struct evhttp_request *req, void *arg)
 {
+	GET_ONLY(req);
 	struct daemon *d = arg;
 	struct evbuffer *b = evbuffer_new();
 	int ok = d->ready && !d->draining;
@@ -67,6 +86,7 @@ static void hist_print(struct evbuffer *b, const char *name, const char *help,
 
 static void metrics_cb(struct evhttp_request *req, void *arg)
 {
+	GET_ONLY(req);
 	struct daemon *d = arg;
 	struct evbuffer *b = evbuffer_new();
 	struct stats s;
@@ -119,6 +139,15 @@ static void metrics_cb(struct evhttp_request *req, void *arg)
 		   "Time from the first to the last contribution of a chunk.", &s.straggler,
 		   hist_straggler_le);
 	METRIC(b, "sumcast_jobs", "gauge", "Jobs being served.", "%u", jobs);
+	METRIC(b, "sumcast_draining", "gauge",
+	       "1 while the daemon drains (SIGTERM, POST /drain): joins refused, jobs asked to move off.",
+	       "%d", d->draining ? 1 : 0);
+	METRIC(b, "sumcast_jobs_drained_total", "counter",
+	       "Jobs whose ranks all moved off during a drain (no abort).", "%" PRIu64,
+	       ctr_get(&s.jobs_drained));
+	METRIC(b, "sumcast_jobs_rejoined_total", "counter",
+	       "Jobs of a running communicator whose ranks joined again (after a fault or a drain): re-admissions.",
+	       "%" PRIu64, ctr_get(&s.jobs_rejoined));
 	METRIC(b, "sumcast_jobs_ending", "gauge",
 	       "Jobs that ended but still hold memory (operations outstanding).", "%u", ending);
 	METRIC(b, "sumcast_ranks", "gauge", "Ranks joined, over all jobs.", "%u", control_ranks(d));
@@ -174,6 +203,7 @@ static const char *rank_state_name(int s)
 
 static void stats_cb(struct evhttp_request *req, void *arg)
 {
+	GET_ONLY(req);
 	struct daemon *d = arg;
 	struct evbuffer *b = evbuffer_new();
 	struct stats s;
@@ -181,25 +211,32 @@ static void stats_cb(struct evhttp_request *req, void *arg)
 	stats_sum(d, &s);
 	evbuffer_add_printf(b,
 			    "{\"version\":\"%s\",\"provider\":\"%s\",\"isa\":\"%s\",\"threads\":%u,"
-			    "\"uptime_seconds\":%.3f,\"draining\":%s,\"memory_used\":%" PRIu64
+			    "\"uptime_seconds\":%.3f,\"draining\":%s,\"drain_seconds\":%.3f,"
+			    "\"drain_timeout_ms\":%lld,\"memory_used\":%" PRIu64
 			    ",\"memory_budget\":%" PRIu64 ",\"timeout_ms\":%lld,\"received_bytes\":%" PRIu64
-			    ",\"sent_bytes\":%" PRIu64 ",\"chunks\":%" PRIu64 ",\"jobs\":[",
+			    ",\"sent_bytes\":%" PRIu64 ",\"chunks\":%" PRIu64 ",\"jobs_drained\":%" PRIu64
+			    ",\"jobs_rejoined\":%" PRIu64 ",\"jobs\":[",
 			    SUMCAST_VERSION, d->provider, sc_isa_name(sc_reduce_isa()), d->nthreads,
 			    (double)(sc_now_ms() - d->start_ms) / 1000.0, d->draining ? "true" : "false",
+			    d->draining ? (double)(sc_now_ms() - d->drain_start_ms) / 1000.0 : 0.0,
+			    (long long)d->cfg.drain_timeout_ms,
 			    d->mem_used, (uint64_t)d->cfg.memory_budget, (long long)d->cfg.timeout_ms,
-			    ctr_get(&s.rx_bytes), ctr_get(&s.tx_bytes), ctr_get(&s.chunks));
+			    ctr_get(&s.rx_bytes), ctr_get(&s.tx_bytes), ctr_get(&s.chunks),
+			    ctr_get(&s.jobs_drained), ctr_get(&s.jobs_rejoined));
 	bool first = true;
 	for (const struct job *j = SLIST_FIRST(&d->jobs); j; j = SLIST_NEXT(j, link)) {
 		evbuffer_add_printf(b,
 				    "%s{\"id\":\"0x%" PRIx64 "\",\"handle\":%u,\"nranks\":%u,\"joined\":%u,"
 				    "\"window\":%u,\"weight\":%u,\"chunk\":%u,\"types\":\"0x%x\",\"timeout_ms\":%u,"
-				    "\"memory\":%zu,\"buffer_bytes\":%zu,\"bookkeeping_bytes\":%zu,\"thread\":%u,\"state\":\"%s\",\"bytes_in\":%" PRIu64
+				    "\"memory\":%zu,\"buffer_bytes\":%zu,\"bookkeeping_bytes\":%zu,\"thread\":%u,\"state\":\"%s\",\"draining\":%s,\"rejoined\":%s,\"bytes_in\":%" PRIu64
 				    ",\"bytes_out\":%" PRIu64 ",\"chunks\":%" PRIu64 ",\"ops_outstanding\":%u,"
 				    "\"rate_mbps\":%.1f,\"pace_mbps\":%.1f,\"posted_receives\":%" PRIu64 ",\"ranks\":[",
 				    first ? "" : ",", j->id, j->handle, j->nranks, j->acked, j->window,
 				    j->weight, j->chunk, j->dtype_mask, j->timeout_ms, j->mem_bytes, j->region_bytes,
 				    j->mem_bytes - j->region_bytes, j->thread->index,
-				    job_state_name(j->state), ctr_get(&j->bytes_in), ctr_get(&j->bytes_out),
+				    job_state_name(j->state), j->draining ? "true" : "false",
+				    j->flags & WIRE_JOIN_F_REJOIN ? "true" : "false",
+				    ctr_get(&j->bytes_in), ctr_get(&j->bytes_out),
 				    ctr_get(&j->chunks),
 				    atomic_load_explicit((_Atomic uint32_t *)&j->ops_seen, memory_order_relaxed),
 				    j->pace_rate * 8 / 1e6, j->pace_cap * 8 / 1e6,
@@ -244,6 +281,7 @@ static void json_str(struct evbuffer *b, const char *s)
  * value that needs a restart. */
 static void config_cb(struct evhttp_request *req, void *arg)
 {
+	GET_ONLY(req);
 	struct daemon *d = arg;
 	struct evbuffer *b = evbuffer_new();
 	char val[CFG_STR_MAX + 32], env[256];
@@ -283,6 +321,42 @@ static void config_cb(struct evhttp_request *req, void *arg)
 		evbuffer_add_printf(b, "}");
 	}
 	evbuffer_add_printf(b, "]}\n");
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "application/json");
+	evhttp_send_reply(req, 200, "OK", b);
+	evbuffer_free(b);
+}
+
+/* POST /drain: the drain SIGTERM starts (control.c), asked over HTTP, from
+ * a loopback peer only (anyone who reaches a non-loopback HTTP listener
+ * could otherwise stop the daemon). Answers what is draining now; a second
+ * POST changes nothing. */
+static void drain_http_cb(struct evhttp_request *req, void *arg)
+{
+	if (!method_ok(req, EVHTTP_REQ_POST, "POST"))
+		return;
+	struct daemon *d = arg;
+	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+	char *peer = NULL;
+	ev_uint16_t port = 0;
+	struct evbuffer *b = evbuffer_new();
+
+	if (evcon)
+		evhttp_connection_get_peer(evcon, &peer, &port);
+	if (!peer || !hostport_is_loopback(peer)) {
+		SC_LOG_RATELIMIT(SC_LOG_WARN, 1000, "HTTP: POST /drain from %s refused: only a loopback peer may drain",
+				 peer ? peer : "?");
+		evbuffer_add_printf(b, "POST /drain is accepted only from a loopback address "
+				       "(127.0.0.0/8, ::1); run it on the daemon's host\n");
+		evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "text/plain");
+		evhttp_send_reply(req, 403, "Forbidden", b);
+		evbuffer_free(b);
+		return;
+	}
+	if (!d->draining)
+		SC_INFO("HTTP: POST /drain from %s", peer);
+	control_drain(d);
+	uint32_t jobs = control_draining_jobs(d);
+	evbuffer_add_printf(b, "{\"draining\":true,\"jobs\":%u}\n", jobs);
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "application/json");
 	evhttp_send_reply(req, 200, "OK", b);
 	evbuffer_free(b);
@@ -410,7 +484,9 @@ int http_start(struct daemon *d)
 	d->ev_http_pending = event_new(d->base, -1, 0, http_pending_cb, d);
 	if (!d->http || !d->ev_http_pending)
 		return -ENOMEM;
-	evhttp_set_allowed_methods(d->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
+	/* Others get 501 from evhttp; each route answers 405 to the methods
+	 * it does not take (method_ok). */
+	evhttp_set_allowed_methods(d->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_POST);
 	evhttp_set_timeout(d->http, 10);
 	/* Without them a request line or header of any length was buffered
 	 * (and rescanned on every read: 300 MB lines froze the loop), and a
@@ -422,6 +498,7 @@ int http_start(struct daemon *d)
 	evhttp_set_cb(d->http, "/metrics", metrics_cb, d);
 	evhttp_set_cb(d->http, "/stats", stats_cb, d);
 	evhttp_set_cb(d->http, "/config", config_cb, d);
+	evhttp_set_cb(d->http, "/drain", drain_http_cb, d);
 	h = evhttp_bind_socket_with_handle(d->http, d->cfg.http_listen, (uint16_t)d->cfg.http_port);
 	if (!h) {
 		SC_ERR("HTTP listener on %s port %lld: %s", d->cfg.http_listen,
@@ -435,7 +512,7 @@ int http_start(struct daemon *d)
 		return rc;
 	getsockname(evhttp_bound_socket_get_fd(h), (struct sockaddr *)&ss, &len);
 	d->http_port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-	SC_INFO("HTTP on %s port %u (/healthz /metrics /stats /config), at most %lld connections",
+	SC_INFO("HTTP on %s port %u (/healthz /metrics /stats /config, POST /drain), at most %lld connections",
 		d->cfg.http_listen, d->http_port, (long long)d->cfg.http_max_connections);
 	return 0;
 }

@@ -236,6 +236,10 @@ struct job {
 	double pace_rate, pace_cap;
 	uint32_t joined, acked, gone;
 	uint64_t created_ms;
+	/* the drain (control.c): DRAIN went to every rank at drain_ms, when
+	 * the job had reduced drain_chunks; it ends by its ranks' LEAVEs */
+	bool draining;
+	uint64_t drain_ms, drain_chunks;
 	struct event *join_timer;
 	SLIST_ENTRY(job) link;   /* the daemon's jobs (control thread) */
 	bool abort_sent;

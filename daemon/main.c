@@ -54,7 +54,7 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 		return;
 	}
 	SC_INFO("%s: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-	control_drain(d);
+	control_drain_now(d);
 }
 
 static int port_file_write(const struct daemon *d)

@@ -71,6 +71,19 @@ void daemon_status_changed(struct daemon *d)
 		evtimer_add(d->ev_status, &tv);
 }
 
+void notify_draining(struct daemon *d, uint32_t moving, uint32_t busy)
+{
+	char buf[sizeof(d->status_sent)];
+
+	snprintf(buf, sizeof(buf),
+		 "Draining: %u job%s still moving off, %u finishing chunks in flight; refusing joins",
+		 moving, moving == 1 ? "" : "s", busy);
+	if (!strcmp(buf, d->status_sent))
+		return;
+	daemon_notify("STATUS=%s", buf);
+	memcpy(d->status_sent, buf, sizeof(buf));
+}
+
 void notify_reloaded(struct daemon *d, int rc, const char *why)
 {
 	d->reload_failed = rc != 0;

@@ -40,6 +40,8 @@ void stats_accumulate(struct stats *sum, const struct stats *one)
 	ctr_add(&sum->mc_nacks, ctr_get(&one->mc_nacks));
 	ctr_add(&sum->mc_repairs, ctr_get(&one->mc_repairs));
 	ctr_add(&sum->mc_nack_late, ctr_get(&one->mc_nack_late));
+	ctr_add(&sum->jobs_drained, ctr_get(&one->jobs_drained));
+	ctr_add(&sum->jobs_rejoined, ctr_get(&one->jobs_rejoined));
 	for (int i = 0; i < EAGAIN_OPS; i++)
 		ctr_add(&sum->eagain[i], ctr_get(&one->eagain[i]));
 	for (int i = 0; i < ERR_KIND_COUNT; i++)

@@ -50,6 +50,11 @@ struct stats {
 	 * unicast (ignored) */
 	_Atomic uint64_t mc_results, mc_datagrams, mc_tx_bytes, mc_nacks, mc_repairs, mc_nack_late;
 	_Atomic uint64_t errors[ERR_KIND_COUNT];
+	/* control thread: jobs whose ranks all moved off during a drain */
+	_Atomic uint64_t jobs_drained;
+	/* control thread: jobs whose ranks joined again into a running
+	 * communicator (JOIN flag WIRE_JOIN_F_REJOIN), at READY */
+	_Atomic uint64_t jobs_rejoined;
 	struct hist reduce, straggler;
 };
 

@@ -132,20 +132,6 @@ static uint64_t fo_live(const struct failover *fo)
 	return fo->epochs[fo->nepochs - 1].live;
 }
 
-/* Aggregators that asked this node to move off (DRAIN). */
-static uint64_t fo_draining(const struct coll_comm *cc)
-{
-	(void)cc;
-	return 0;
-}
-
-/* Leaves drained aggregator ai: 0 once done, -EBUSY while busy. */
-static int fo_retire(struct coll_comm *cc, size_t ai)
-{
-	(void)cc;
-	(void)ai;
-	return -ENOSYS;
-}
 
 void failover_fail(struct coll_comm *cc, int err, const char *what)
 {
@@ -293,7 +279,7 @@ static int round1_start(struct coll_comm *cc)
 		return rc;
 	fo->fenced = fo->known & ~fo->dead;
 	struct fo_round1_in in = { .fenced = fo->fenced, .lo = lo, .next = cc->next_idx, .tried = fo->back,
-				   .drain = fo_draining(cc) & fo_live(fo), .left = fo->gone & ~fo->leaving };
+				   .drain = client_draining(cc->client) & fo_live(fo), .left = fo->gone & ~fo->leaving };
 	for (size_t ai = 0; ai < cc->naggs; ai++) {
 		lo[ai] = fo->fenced >> ai & 1 ? client_agg_lo(cc->client, ai) : 0;
 		if (client_agg_joined(cc->client, ai) == 1)
@@ -510,7 +496,7 @@ static void agree_progress(struct coll_comm *cc)
 			else if (j == 0)
 				pending |= 1ull << ai;
 		}
-		uint64_t drain = fo_draining(cc) & fo_live(fo);
+		uint64_t drain = client_draining(cc->client) & fo_live(fo);
 		if (!fault) {
 			/* A join that failed here needs nobody else: the daemon
 			 * sends READY to none until all have joined. */
@@ -591,7 +577,7 @@ static void out_progress(struct coll_comm *cc)
 	for (size_t ai = 0; ai < cc->naggs; ai++) {
 		uint64_t bit = 1ull << ai;
 		struct fo_out *o = &fo->outs[ai];
-		if ((fo->leaving & bit) && cc->next_idx >= o->from && fo_retire(cc, ai) == 0) {
+		if ((fo->leaving & bit) && cc->next_idx >= o->from && client_agg_retire(cc->client, ai) == 0) {
 			fo->leaving &= ~bit;
 			o->next_ns = now + ms_ns(plugin_cfg.readmit_ms);
 		}

@@ -55,6 +55,21 @@ void status_free(struct status_view *s)
 	s->m.s = NULL;
 }
 
+/* Live jobs that were sent DRAIN (moving off), and all live jobs. */
+static void drain_jobs(const json_t *st, unsigned *moving, unsigned *live)
+{
+	json_t *j;
+	size_t i;
+
+	*moving = *live = 0;
+	json_array_foreach(json_object_get(st, "jobs"), i, j) {
+		if (!strcmp(jstr(j, "state"), "ending"))
+			continue;
+		(*live)++;
+		*moving += json_is_true(json_object_get(j, "draining"));
+	}
+}
+
 static json_t *errors_json(const struct metrics *m, double *total)
 {
 	json_t *by = json_object();
@@ -90,6 +105,17 @@ json_t *status_json(const struct status_view *s)
 	json_object_set_new(out, "threads", jval(jnum(st, "threads")));
 	json_object_set_new(out, "uptime_seconds", jval(jnum(st, "uptime_seconds")));
 	json_object_set_new(out, "draining", json_boolean(json_is_true(json_object_get(st, "draining"))));
+	if (json_is_true(json_object_get(st, "draining"))) {
+		unsigned moving, live;
+		drain_jobs(st, &moving, &live);
+		json_object_set_new(out, "drain", json_pack("{s:f, s:f, s:I, s:I}", "seconds",
+							    jnum(st, "drain_seconds"), "timeout_seconds",
+							    jnum(st, "drain_timeout_ms") / 1000.0,
+							    "jobs_moving_off", (json_int_t)moving,
+							    "jobs_left", (json_int_t)live));
+	}
+	json_object_set_new(out, "jobs_drained", jval(metric_sum(&s->m, "sumcast_jobs_drained_total")));
+	json_object_set_new(out, "jobs_rejoined", jval(metric_sum(&s->m, "sumcast_jobs_rejoined_total")));
 	json_object_set_new(out, "jobs", json_integer((json_int_t)json_array_size(json_object_get(st, "jobs"))));
 	json_object_set_new(out, "ranks", jval(s->ranks));
 	json_object_set_new(out, "memory_used_bytes", jval(jnum(st, "memory_used")));
@@ -132,7 +158,16 @@ void status_print(const struct status_view *s)
 	printf("  %-12s %-22s uptime %s\n", "threads", c,
 	       fmt_uptime(jnum(st, "uptime_seconds"), a, sizeof(a)));
 	snprintf(c, sizeof(c), "%zu", json_array_size(json_object_get(st, "jobs")));
-	printf("  %-12s %-22s ranks %.0f\n", "jobs", c, s->ranks);
+	printf("  %-12s %-22s ranks %.0f; since start %.0f joined again, %.0f drained\n", "jobs", c,
+	       s->ranks, metric_sum(&s->m, "sumcast_jobs_rejoined_total"),
+	       metric_sum(&s->m, "sumcast_jobs_drained_total"));
+	if (json_is_true(json_object_get(st, "draining"))) {
+		unsigned moving, live;
+		drain_jobs(st, &moving, &live);
+		printf("  %-12s for %.1f s of %.0f s: %u job(s) left, %u of them moving off (%.0f drained)\n",
+		       "draining", jnum(st, "drain_seconds"), jnum(st, "drain_timeout_ms") / 1000.0, live,
+		       moving, metric_sum(&s->m, "sumcast_jobs_drained_total"));
+	}
 	printf("  %-12s %s of %s\n", "memory", fmt_bytes(jnum(st, "memory_used"), a, sizeof(a)),
 	       fmt_bytes(jnum(st, "memory_budget"), b, sizeof(b)));
 	snprintf(c, sizeof(c), "in %s", fmt_si(s->rate_in, "B/s", a, sizeof(a)));

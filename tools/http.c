@@ -49,9 +49,18 @@ static size_t body_write(char *data, size_t sz, size_t n, void *arg)
 	return add;
 }
 
-/* GET path into b. Returns the HTTP status; exits 2 when the daemon cannot be
- * reached or does not answer within the timeout. */
 long http_get(const char *path, struct body *b, char *ctype, size_t ctype_len)
+{
+	char why[CURL_ERROR_SIZE + 256];
+	long st = http_try("GET", path, b, ctype, ctype_len, why, sizeof(why));
+
+	if (st < 0)
+		die(EXIT_UNREACHABLE, "%s", why);
+	return st;
+}
+
+long http_try(const char *method, const char *path, struct body *b, char *ctype, size_t ctype_len,
+	      char *why, size_t why_len)
 {
 	char url[512];
 	char err[CURL_ERROR_SIZE] = "";
@@ -64,6 +73,11 @@ long http_get(const char *path, struct body *b, char *ctype, size_t ctype_len)
 	snprintf(url, sizeof(url), "http://%s%s%s:%u%s", strchr(o.host, ':') ? "[" : "", o.host,
 		 strchr(o.host, ':') ? "]" : "", o.port, path);
 	curl_easy_setopt(curl, CURLOPT_URL, url);
+	if (!strcmp(method, "POST")) {
+		curl_easy_setopt(curl, CURLOPT_POSTFIELDS, "");
+		curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, 0L);
+	} else
+		curl_easy_setopt(curl, CURLOPT_HTTPGET, 1L);
 	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, body_write);
 	curl_easy_setopt(curl, CURLOPT_WRITEDATA, b);
 	curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, err);
@@ -73,9 +87,12 @@ long http_get(const char *path, struct body *b, char *ctype, size_t ctype_len)
 	curl_easy_setopt(curl, CURLOPT_NOPROXY, "*"); /* the stats port is never behind a proxy */
 	curl_easy_setopt(curl, CURLOPT_USERAGENT, "sumcastctl/" SUMCAST_VERSION);
 	rc = curl_easy_perform(curl);
-	if (rc != CURLE_OK)
-		die(EXIT_UNREACHABLE, "cannot read %s: %s (is sumcastd running with [http] enabled on %s port %u?)",
-		    url, *err ? err : curl_easy_strerror(rc), o.host, o.port);
+	if (rc != CURLE_OK) {
+		snprintf(why, why_len, "cannot %s %s: %s (is sumcastd running with [http] enabled on %s port %u?)",
+			 strcmp(method, "GET") ? method : "read", url, *err ? err : curl_easy_strerror(rc),
+			 o.host, o.port);
+		return -1;
+	}
 	curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
 	if (ctype) {
 		char *ct = NULL;

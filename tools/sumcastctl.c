@@ -48,6 +48,8 @@ static void usage(FILE *out)
 		"  top             status + jobs, refreshed every --interval; q or Ctrl-C quits\n"
 		"  config          the daemon's effective configuration\n"
 		"  metrics [PREFIX] the Prometheus text (only families starting with PREFIX)\n"
+		"  drain [--daemon URL] [--wait S]  stop the daemon the way SIGTERM does: its jobs\n"
+		"                  move off, then it exits (POST /drain; sumcastctl drain --help)\n"
 		"  plan ...        sizing: aggregators, tree, split, memory and speed-up for a job\n"
 		"                  (asks no daemon; sumcastctl plan --help)\n\n"
 		"Options:\n"
@@ -60,7 +62,8 @@ static void usage(FILE *out)
 		"  -n, --iterations N  top: stop after N frames\n"
 		"  -V, --version       print the version\n"
 		"  -h, --help          this text\n\n"
-		"Exit status: 0 ok, 1 unexpected answer, 2 daemon unreachable or timed out, 64 usage.\n");
+		"Exit status: 0 ok, 1 unexpected answer, 2 daemon unreachable or timed out, 64 usage\n"
+		"(drain: 3 when --wait ran out while it still drained).\n");
 }
 
 static double parse_num(const char *opt, const char *s, double min, double max)
@@ -133,6 +136,13 @@ int main(int argc, char **argv)
 	cmd = argv[optind++];
 	if (!strcmp(cmd, "plan")) /* its own flags; no daemon */
 		return cmd_plan(argc - optind + 1, argv + optind - 1);
+	if (!strcmp(cmd, "drain")) { /* its own flags */
+		if (http_init())
+			die(EXIT_BAD_ANSWER, "libcurl initialisation failed");
+		rc = cmd_drain(argc - optind + 1, argv + optind - 1);
+		http_fini();
+		return rc;
+	}
 	if (argc - optind > (!strcmp(cmd, "metrics") ? 1 : 0)) {
 		fprintf(stderr, "sumcastctl: unexpected argument %s\n", argv[argc - 1]);
 		return EXIT_USAGE;

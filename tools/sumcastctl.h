@@ -58,6 +58,11 @@ void http_fini(void);
 /* GET path into b. Returns the HTTP status; exits 2 when the daemon cannot be
  * reached or does not answer within the timeout. */
 long http_get(const char *path, struct body *b, char *ctype, size_t ctype_len);
+/* method ("GET" or "POST", an empty body) path into b. Returns the HTTP
+ * status, or -1 with a sentence in why when the daemon cannot be reached or
+ * does not answer within the timeout. */
+long http_try(const char *method, const char *path, struct body *b, char *ctype, size_t ctype_len,
+	      char *why, size_t why_len);
 /* GET path as a JSON object; exits 1 on anything else. */
 json_t *get_json(const char *path);
 /* A number field (NAN if absent), a string field ("?" if absent). */
@@ -111,6 +116,11 @@ int cmd_status(void);
 void jobs_print(const json_t *stats, const json_t *prev, double dt);
 json_t *jobs_json(const json_t *stats, const json_t *prev, double dt);
 int cmd_jobs(void);
+
+/* ---- cmd_drain.c: argv[0] is "drain" ---- */
+
+#define EXIT_STILL_DRAINING 3 /* drain --wait ran out while the daemon still answered */
+int cmd_drain(int argc, char **argv);
 
 /* ---- cmd_top.c, cmd_config.c, cmd_metrics.c ---- */
 

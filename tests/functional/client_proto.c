@@ -38,6 +38,10 @@ enum fake_mode {
 	FAKE_ABORT,   /* READY, then ABORT when the first chunk arrives */
 	FAKE_CLOSE,   /* READY, then close the control connection when the first chunk
 		       * arrives (the client is ready then: no race with its join) */
+	FAKE_DRAIN,   /* ECHO, and DRAIN (version 5) when the first chunk arrives */
+	FAKE_DRAIN_V4, /* HELLO offering 2..4, then FAKE_DRAIN: a DRAIN the client
+			* did not negotiate */
+	FAKE_DRAIN_EARLY, /* DRAIN between JOIN_OK and READY */
 };
 
 #define FAKE_WINDOW 4
@@ -169,6 +173,8 @@ static void *fake_main(void *arg)
 	bool dribble = f->mode == FAKE_DRIBBLE;
 	uint64_t nonce = 0x1234567890abcdefull ^ (uint64_t)f->port;
 	struct wire_msg m = { .type = WIRE_HELLO, .u.hello = { WIRE_VERSION, WIRE_VERSION, nonce } };
+	if (f->mode == FAKE_DRAIN_V4)
+		m.u.hello.version_min = 2, m.u.hello.version_max = 4;
 	send_msg(fd, &m, dribble);
 	struct wire_msg j;
 	if (read_msg(f, fd, &j, 5000) || j.type != WIRE_JOIN) {
@@ -215,6 +221,9 @@ static void *fake_main(void *arg)
 	ok.u.join_ok.addr_len = (uint16_t)fab->addrlen;
 	memcpy(ok.u.join_ok.addr, fab->addr, fab->addrlen);
 	send_msg(fd, &ok, dribble);
+	struct wire_msg dr = { .type = WIRE_DRAIN, .u.drain = { 1500 } }; /* version 5 header */
+	if (f->mode == FAKE_DRAIN_EARLY)
+		send_msg(fd, &dr, false);
 	struct wire_msg rd = { .type = WIRE_READY, .u.ready = { handle, j.u.join.nranks } };
 	send_msg(fd, &rd, dribble);
 
@@ -292,6 +301,8 @@ static void *fake_main(void *arg)
 				fd = -1;
 				break;
 			}
+			if ((f->mode == FAKE_DRAIN || f->mode == FAKE_DRAIN_V4) && f->chunks == 1)
+				send_msg(fd, &dr, false);
 			if (f->mode == FAKE_ABORT) {
 				struct wire_msg a = { .type = WIRE_ABORT };
 				a.u.abort.job_handle = handle;
@@ -834,6 +845,76 @@ static void test_close(void **state)
 	expect_data_error(FAKE_CLOSE, -ECONNRESET, "closed the connection");
 }
 
+/* DRAIN where it was not negotiated (version 4) or before READY: a
+ * protocol error, as any message out of place. */
+static void test_drain_v4(void **state)
+{
+	(void)state;
+	expect_data_error(FAKE_DRAIN_V4, -EPROTO, "protocol error: unexpected DRAIN while ready");
+}
+
+static void test_drain_early(void **state)
+{
+	(void)state;
+	expect_join_error(FAKE_DRAIN_EARLY, 5000, -EPROTO,
+			  ": protocol error: unexpected DRAIN while waiting for READY",
+			  (const uint8_t *)"0123456789abcdef-client");
+}
+
+/* DRAIN in version 5 while a request runs: the bit shows, the request
+ * completes, retire is -EBUSY while a request uses the aggregator, then
+ * leaves it cleanly (the fake reads the LEAVE): not failed, not alive, no
+ * error, and no request may use it any more. */
+static void test_drain(void **state)
+{
+	(void)state;
+	struct fake f;
+	fake_start(&f, FAKE_DRAIN, NULL);
+	char agg[64];
+	snprintf(agg, sizeof(agg), "127.0.0.1:%u", f.port);
+	const char *aggs[] = { agg };
+	struct client_params p = params(aggs, 1);
+	struct client *c;
+	assert_int_equal(client_create(&p, &c), 0);
+	assert_int_equal(connect_wait(c, 10000), 0);
+	size_t n = 16 * 1024;
+	float *sb = calloc(n, sizeof(float)), *rb = calloc(n, sizeof(float));
+	struct fabric_mr smr = { 0 }, rmr = { 0 };
+	assert_int_equal(client_mr_reg(c, sb, n * 4, &smr), 0);
+	assert_int_equal(client_mr_reg(c, rb, n * 4, &rmr), 0);
+	for (size_t i = 0; i < n; i++)
+		sb[i] = (float)i;
+	assert_int_equal(client_draining(c), 0);
+	assert_int_equal(client_agg_retire(c, 1), -EINVAL);
+	struct client_req *r;
+	assert_int_equal(client_allreduce(c, sb, rb, n, SC_F32, SC_OP_SUM, smr.desc, rmr.desc, &r), 0);
+	assert_int_equal(client_agg_retire(c, 0), -EBUSY);
+	assert_int_equal(wait_req(c, r, 8000), 0);
+	for (size_t i = 0; i < n; i++)
+		assert_true(rb[i] == (float)i);
+	for (uint64_t end = sc_now_ms() + 5000; !client_draining(c) && sc_now_ms() < end;)
+		client_progress(c);
+	assert_int_equal(client_draining(c), 1);
+	assert_true(client_agg_alive(c, 0));
+	assert_int_equal(client_agg_retire(c, 0), 0);
+	assert_int_equal(client_agg_retire(c, 0), 0); /* left already */
+	assert_int_equal(client_draining(c), 0);
+	assert_false(client_agg_alive(c, 0));
+	assert_int_equal(client_failed(c), 0);
+	assert_string_equal(client_error(c), "no error");
+	assert_int_equal(client_allreduce(c, sb, rb, n, SC_F32, SC_OP_SUM, smr.desc, rmr.desc, &r), -EINVAL);
+	assert_int_equal(client_progress(c), 0);
+	for (uint64_t end = sc_now_ms() + 5000; !f.got_leave && sc_now_ms() < end;)
+		usleep(1000);
+	assert_int_equal(f.got_leave, 1);
+	fabric_mr_dereg(&smr);
+	fabric_mr_dereg(&rmr);
+	fake_halt(&f);
+	client_destroy(c);
+	fake_stop(&f);
+	free(sb);
+	free(rb);
+}
 
 /* A shared root endpoint: the client opens its aggregator endpoints on the
  * given fabric's domain (memory registered there serves them) and never
@@ -915,6 +996,8 @@ int main(void)
 		cmocka_unit_test(test_bad_seq),  cmocka_unit_test(test_bad_len),
 		cmocka_unit_test(test_abort),    cmocka_unit_test(test_close),
 		cmocka_unit_test(test_shared_fabric),
+		cmocka_unit_test(test_drain),    cmocka_unit_test(test_drain_v4),
+		cmocka_unit_test(test_drain_early),
 		cmocka_unit_test(test_chunk_for), cmocka_unit_test(test_eager_cut),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

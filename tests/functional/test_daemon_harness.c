@@ -501,8 +501,14 @@ void join_init(struct wire_join *j, uint64_t id, uint32_t rank, uint32_t nranks,
 int ctl_join(const struct sd *d, struct wire_join *j, const uint8_t *key, size_t key_len,
 	     struct wire_msg *reply)
 {
+	return ctl_join_ver(d, j, key, key_len, 0, reply);
+}
+
+int ctl_join_ver(const struct sd *d, struct wire_join *j, const uint8_t *key, size_t key_len,
+		 uint16_t version, struct wire_msg *reply)
+{
 	uint64_t nonce;
-	struct wire_msg m = { .type = WIRE_JOIN };
+	struct wire_msg m = { .version = version, .type = WIRE_JOIN };
 	int fd = ctl_connect(d, &nonce);
 
 	if (fd < 0)
@@ -558,7 +564,7 @@ int trank_join(struct trank *r, const struct sd *d, uint64_t job, uint32_t rank,
 	join_init(&r->join, job, rank, nranks, r->f);
 	if (tweak)
 		tweak(&r->join);
-	r->fd = ctl_join(d, &r->join, NULL, 0, &m);
+	r->fd = ctl_join_ver(d, &r->join, NULL, 0, r->ver, &m);
 	if (r->fd < 0)
 		return -EIO;
 	if (m.type == WIRE_REFUSE) {

@@ -106,6 +106,11 @@ void join_init(struct wire_join *j, uint64_t id, uint32_t rank, uint32_t nranks,
 int ctl_join(const struct sd *d, struct wire_join *j, const uint8_t *key, size_t key_len,
 	     struct wire_msg *reply);
 
+/* The same in wire version `version` (0: WIRE_VERSION): the daemon answers
+ * a rank in the version of its JOIN. */
+int ctl_join_ver(const struct sd *d, struct wire_join *j, const uint8_t *key, size_t key_len,
+		 uint16_t version, struct wire_msg *reply);
+
 /* One rank with its own endpoint. */
 struct trank {
 	struct fabric *f;
@@ -116,6 +121,7 @@ struct trank {
 	int fd;
 	uint32_t rank, handle;
 	uint16_t result_key;
+	uint16_t ver; /* the JOIN's wire version (set before trank_join); 0: WIRE_VERSION */
 	struct wire_join join;
 	struct wire_join_ok ok;
 };

@@ -163,7 +163,28 @@ int main(void)
 		next_msg(buf, sizeof(buf), 100);
 	CHECK(watchdogs > w1, "no WATCHDOG=1 within 5 s after the reloads (last one %llu ms ago)",
 	      (unsigned long long)(sc_now_ms() - last_ping_ms));
-	CHECK(sd_stop(&d, SIGTERM, 10000) == 0, "exit status after SIGTERM");
+	/* The drain: a job of 2 ranks (version 5) is asked to move off; the
+	 * STATUS line counts it until both have left. */
+	ok = true;
+	for (int i = 0; i < 2; i++)
+		ok &= trank_open(&r[i], 4 * CHUNK) == 0 && trank_join(&r[i], &d, 0x904, (uint32_t)i, 2, NULL) == 0;
+	CHECK(ok && trank_ready(&r[0], 3000) == 0 && trank_ready(&r[1], 3000) == 0, "job 0x904 READY");
+	kill(d.pid, SIGTERM);
+	CHECK(wait_for("STOPPING=1", NULL, buf, sizeof(buf), 3000), "no STOPPING=1; last \"%s\"", buf);
+	CHECK(wait_for("STATUS=Draining: 1 job still moving off, 0 finishing chunks in flight", NULL, buf,
+		       sizeof(buf), 3000),
+	      "no STATUS with the job moving off; last \"%s\"", buf);
+	printf("  draining: %s\n", buf);
+	for (int i = 0; i < 2; i++) {
+		struct wire_msg l = { .type = WIRE_LEAVE };
+		l.u.leave.job_handle = r[i].handle;
+		CHECK(ctl_send(r[i].fd, &l) == 0, "LEAVE");
+	}
+	CHECK(wait_for("STATUS=Draining: 0 jobs still moving off", NULL, buf, sizeof(buf), 3000),
+	      "no STATUS once the job moved off; last \"%s\"", buf);
+	CHECK(sd_stop(&d, 0, 10000) == 0, "exit status after SIGTERM");
+	for (int i = 0; i < 2; i++)
+		trank_close(&r[i]);
 	sd_cleanup(&d);
 	close(nfd);
 	unlink(path);

@@ -93,26 +93,26 @@ int main(void)
 		close(fd);
 	}
 	/* versions (wire.h, "Versions"): the HELLO comes in version 2 offering
-	 * 2..4; a rank that joins in 3 or 4 is answered in it and its PONGs
+	 * 2..5; a rank that joins in 3, 4 or 5 is answered in it and its PONGs
 	 * carry the daemon's load (jobs: its own at least); one that joins in 2
-	 * (an older plugin) is answered in 2, PONGs without the load. In 4 the
-	 * JOIN asks weight 3 and the JOIN_OK grants 1 (this daemon's
+	 * (an older plugin) is answered in 2, PONGs without the load. From 4
+	 * the JOIN asks weight 3 and the JOIN_OK grants 1 (this daemon's
 	 * max-weight is the default, 1): the window stays the one asked. */
-	for (uint16_t v = 2; v <= 4; v++) {
+	for (uint16_t v = 2; v <= WIRE_VERSION; v++) {
 		struct wire_msg hello, jm = { .version = v, .type = WIRE_JOIN }, r;
 		int fd = ctl_connect_hello(&d, &hello);
 		CHECK(fd >= 0 && hello.version == 2 && hello.u.hello.version_min == 2 &&
-			      hello.u.hello.version_max == 4,
+			      hello.u.hello.version_max == 5,
 		      "HELLO in version %u offering %u..%u", hello.version, hello.u.hello.version_min,
 		      hello.u.hello.version_max);
 		join_init(&jm.u.join, 0x7700 + v, 0, 1, fab);
-		if (v == 4)
+		if (v >= 4)
 			jm.u.join.weight = 3;
 		CHECK(wire_join_sign(key, KEYLEN, hello.u.hello.nonce, &jm.u.join) == 0, "sign");
 		CHECK(ctl_send(fd, &jm) == 0 && ctl_recv(fd, &r, 5000) == 0 && r.type == WIRE_JOIN_OK &&
 			      r.version == v,
 		      "JOIN in version %u: %s in version %u", v, wire_type_name(r.type), r.version);
-		CHECK(r.type == WIRE_JOIN_OK && r.u.join_ok.weight == (v == 4 ? 1 : 0) &&
+		CHECK(r.type == WIRE_JOIN_OK && r.u.join_ok.weight == (v >= 4 ? 1 : 0) &&
 			      r.u.join_ok.window == jm.u.join.window,
 		      "JOIN_OK in version %u: weight %u window %u (asked weight %u window %u)", v,
 		      r.u.join_ok.weight, r.u.join_ok.window, jm.u.join.weight, jm.u.join.window);

@@ -1,8 +1,10 @@
 /* SIGHUP re-reads the config file and applies what is reloadable (seen in
  * /metrics and in refusals), says what needs a restart; SIGTERM drains:
- * /healthz turns 503, JOINs are refused with WIRE_E_SHUTDOWN, a chunk in
- * flight gets drain-timeout to finish, then the ranks get
- * ABORT(WIRE_E_SHUTDOWN) and the daemon exits 0. */
+ * /healthz turns 503, JOINs are refused with WIRE_E_SHUTDOWN; the job's
+ * ranks joined in wire version 4 (no DRAIN), so it takes the old path: a
+ * chunk in flight gets drain-timeout to finish, then the ranks get
+ * ABORT(WIRE_E_SHUTDOWN) and the daemon exits 0 (a job that speaks 5 is
+ * asked to move off instead: test_daemon_drain.c). */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -42,8 +44,9 @@ int main(void)
 	CHECK(sd_log_has(&d, "job.max-jobs: 8 -> 1"), "change not logged");
 
 	/* max-jobs = 1: a second job is refused. */
-	CHECK(trank_open(&a[0], 4 * CHUNK) == 0 && trank_join(&a[0], &d, 0x301, 0, 2, NULL) == 0,
-	      "job A rank 0");
+	CHECK(trank_open(&a[0], 4 * CHUNK) == 0, "job A rank 0 endpoint");
+	a[0].ver = 4; /* before DRAIN: the drain below takes the old path */
+	CHECK(trank_join(&a[0], &d, 0x301, 0, 2, NULL) == 0, "job A rank 0");
 	CHECK(trank_open(&b, 4 * CHUNK) == 0 && trank_join(&b, &d, 0x302, 0, 2, NULL) ==
 						      WIRE_E_TOO_MANY_JOBS,
 	      "job B not refused with too_many_jobs");
@@ -68,8 +71,9 @@ int main(void)
 	CHECK(sd_http(&d, "/healthz", body, sizeof(body)) == 200, "unhealthy after a bad reload");
 
 	/* Drain: job A READY with chunk 0 from rank 0 only (in flight). */
-	CHECK(trank_open(&a[1], 4 * CHUNK) == 0 && trank_join(&a[1], &d, 0x301, 1, 2, NULL) == 0,
-	      "job A rank 1");
+	CHECK(trank_open(&a[1], 4 * CHUNK) == 0, "job A rank 1 endpoint");
+	a[1].ver = 4;
+	CHECK(trank_join(&a[1], &d, 0x301, 1, 2, NULL) == 0, "job A rank 1");
 	CHECK(trank_ready(&a[0], 3000) == 0 && trank_ready(&a[1], 3000) == 0, "job A READY");
 	trank_post_result(&a[0], 0, 0, CHUNK, &rop);
 	trank_send_chunk(&a[0], 0, 0, SC_F32, SC_OP_SUM, 0, CHUNK, &sop);
@@ -95,8 +99,8 @@ int main(void)
 	 * hosts) within a few seconds after */
 	int rc0 = ctl_recv(a[0].fd, &m, 10000);
 	uint64_t dt = sc_now_ms() - t0;
-	CHECK(rc0 == 0 && m.type == WIRE_ABORT && m.u.abort.code == WIRE_E_SHUTDOWN,
-	      "rank 0: rc %d %s", rc0, rc0 ? "" : wire_type_name(m.type));
+	CHECK(rc0 == 0 && m.type == WIRE_ABORT && m.u.abort.code == WIRE_E_SHUTDOWN && m.version == 4,
+	      "rank 0: rc %d %s (version %u)", rc0, rc0 ? "" : wire_type_name(m.type), m.version);
 	CHECK(dt >= 1800 && dt < 10000, "ABORT(shutdown) after %llu ms, drain-timeout 2000",
 	      (unsigned long long)dt);
 	printf("  drain: ABORT %s after %llu ms: %s\n", rc0 ? "-" : wire_code_name(m.u.abort.code),
@@ -106,6 +110,10 @@ int main(void)
 	      rc1);
 	int st = sd_stop(&d, 0, 5000); /* signal 0: just wait */
 	CHECK(st == 0, "exit status %d after SIGTERM", st);
+	CHECK(!sd_log_has(&d, "DRAIN sent"), "a job of version 4 ranks was sent DRAIN");
+	CHECK(sd_log_has(&d, "did not move off within") &&
+		      sd_log_has(&d, "0x301 (no DRAIN: older ranks)"),
+	      "the drain-timeout WARN does not name job 0x301");
 	CHECK(sd_log_has(&d, "stopped"), "no clean stop logged");
 	for (int i = 0; i < 2; i++)
 		trank_close(&a[i]);

@@ -206,7 +206,7 @@ extern int log_prefix_ok, saw_agg_path, saw_fallback;
 extern int saw_fault, saw_naggs;
 /* re-admissions logged ("is back"), and the waits the fault lines name
  * ("tried again in S s"), in order */
-extern int saw_back, saw_nholds;
+extern int saw_back, saw_nholds, saw_drain; /* and drains logged ("drains (it asked") */
 extern double saw_back_t;
 extern double saw_holds[16];
 /* WARN lines the plugin logged; the job id connect announced (0: none). */

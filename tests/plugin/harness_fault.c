@@ -11,7 +11,9 @@
  *            wait at a barrier around it)
  *   stop     SIGSTOP aggregator I in flight; SIGCONT it once this node has
  *            recovered (its late results must land nowhere)
- *   term     SIGTERM aggregator I (drain, then ABORT "shutdown")
+ *   term     SIGTERM aggregator I: it drains (DRAIN); the nodes agree on a
+ *            request from which it is out of use and leave it: no node may
+ *            log a fault, repair or copy anything
  *   restart  SIGKILL aggregator I and start a new one on the same port; the
  *            next communicator uses it again (and, with --readmit, this one)
  *   flap     restart, and again each time every node has it back, --flaps
@@ -752,8 +754,9 @@ progress:
 	int faults = (fopt.k1 != F_NONE) + (fopt.k2 != F_NONE);
 	if (fopt.k1 == F_FLAP)
 		faults = flaps;
-	if (fopt.k1 == F_ROLLING)
-		faults = 0; /* drains: no fault */
+	bool drains = fopt.k1 == F_ROLLING || fopt.k1 == F_TERM;
+	if (drains)
+		faults = 0; /* no fault: a drain */
 	if (fopt.k1 == F_ALL)
 		faults = opt.naggs;
 	int want = fault_lines_want(faults);
@@ -782,7 +785,7 @@ progress:
 		/* (a fault among the last Q collectives may leave none for it;
 		 * a tree's node that shares no communicator with a cut node
 		 * stays in epoch 0) */
-		if (at1 + Q < ops && want > 0)
+		if (at1 + Q < ops && (want > 0 || drains))
 			REQUIRE(ts.epoch_max >= 1, "no request ran in a later epoch");
 		/* After a kill or a cut at a fixed split, the requests this node
 		 * started in a later epoch once its last communicator had agreed
@@ -796,15 +799,14 @@ progress:
 				"node's last fault line, none sent a byte to the aggregators left", ts.rows_after);
 	}
 	rv_all_sum("counters", v, 9);
-	/* A drain (F_TERM) ends the job at once when nothing is in flight,
-	 * which a loaded host can make happen: then there is nothing to
-	 * repair, and the fault lines and the later epoch are the proof. */
-	if (fopt.k1 != F_IDLE && fopt.k1 != F_CONNECT && fopt.k1 != F_TERM && fopt.k1 != F_ROLLING)
+	if (fopt.k1 != F_IDLE && fopt.k1 != F_CONNECT && !drains)
 		REQUIRE(v[2] > 0, "no node repaired anything although requests were in flight");
-	if (fopt.k1 == F_ROLLING) {
+	if (drains) {
 		/* a planned drain costs capacity only */
-		REQUIRE(v[0] == 0, "%" PRIu64 " fault lines over the nodes during a rolling upgrade, want 0", v[0]);
-		REQUIRE(v[2] == 0 && v[5] == 0, "a rolling upgrade repaired %" PRIu64 " bytes (%" PRIu64
+		REQUIRE(saw_drain >= (fopt.k1 == F_ROLLING ? opt.naggs : 1), "this node logged %d drain(s), "
+			"want %d", saw_drain, fopt.k1 == F_ROLLING ? opt.naggs : 1);
+		REQUIRE(v[0] == 0, "%" PRIu64 " fault lines over the nodes during a drain, want 0", v[0]);
+		REQUIRE(v[2] == 0 && v[5] == 0, "a drain repaired %" PRIu64 " bytes (%" PRIu64
 			" copied from a node), want 0", v[2], v[5]);
 	}
 	if (fopt.copies)

@@ -17,7 +17,7 @@ int log_prefix_ok; /* lines that came through NCCL's logger with our prefix */
 int saw_agg_path, saw_fallback;
 int saw_parked, saw_unparked; /* p2p comms parked at close, freed later */
 int saw_fault, saw_naggs = -1;
-int saw_back, saw_nholds;
+int saw_back, saw_nholds, saw_drain;
 double saw_back_t; /* when this node logged its latest return */
 double saw_holds[16];
 int saw_warn;
@@ -82,6 +82,8 @@ static void hlog(ncclDebugLogLevel level, unsigned long flags, const char *file,
 		__atomic_store_n(&saw_fault_last_ns, sc_now_ns(), __ATOMIC_RELAXED);
 		__atomic_fetch_add(&saw_fault, 1, __ATOMIC_RELAXED);
 	}
+	if (strstr(buf, ": aggregator ") && strstr(buf, " drains (it asked the nodes to move off)"))
+		__atomic_fetch_add(&saw_drain, 1, __ATOMIC_RELAXED);
 	if (strstr(buf, ": aggregator ") && strstr(buf, " is back (READY again on every node")) {
 		saw_back_t = sc_now_s();
 		__atomic_fetch_add(&saw_back, 1, __ATOMIC_RELAXED);

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "fabric.h"
 #include "wait.h"
 
 const char *sc_daemon_binary(const char *fallback)
@@ -157,17 +158,7 @@ int sc_daemon_start(struct sc_daemon *d, const struct sc_daemon_opts *o)
 
 void sc_shm_sweep(pid_t pid)
 {
-	char prefix[32];
-	size_t n = (size_t)snprintf(prefix, sizeof(prefix), "%d:", (int)pid);
-	DIR *dir = opendir("/dev/shm");
-	struct dirent *e;
-
-	if (pid <= 0 || !dir)
-		return;
-	while ((e = readdir(dir)))
-		if (!strncmp(e->d_name, prefix, n))
-			unlinkat(dirfd(dir), e->d_name, 0);
-	closedir(dir);
+	fabric_shm_sweep(pid);
 }
 
 static int exit_code(int st)
@@ -258,6 +249,12 @@ int sc_http_get(uint16_t port, const char *path, char *ctype, size_t ccap, char 
 int sc_http_get_at(const char *host, uint16_t port, const char *path, char *ctype, size_t ccap,
 		   char *body, size_t cap, unsigned timeout_ms)
 {
+	return sc_http_request_at(host, port, "GET", path, ctype, ccap, body, cap, timeout_ms);
+}
+
+int sc_http_request_at(const char *host, uint16_t port, const char *method, const char *path,
+		       char *ctype, size_t ccap, char *body, size_t cap, unsigned timeout_ms)
+{
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
 	uint64_t deadline = sc_now_ms() + timeout_ms;
 	size_t len = 0, bcap = 1 << 20;
@@ -268,7 +265,8 @@ int sc_http_get_at(const char *host, uint16_t port, const char *path, char *ctyp
 		*ctype = 0;
 	if (body && cap)
 		*body = 0;
-	n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n", path, host);
+	n = snprintf(req, sizeof(req), "%s %s HTTP/1.0\r\nHost: %s\r\n%s\r\n", method, path, host,
+		     strcmp(method, "GET") && strcmp(method, "HEAD") ? "Content-Length: 0\r\n" : "");
 	if (n < 0 || (size_t)n >= sizeof(req) || inet_pton(AF_INET, host, &a.sin_addr) != 1)
 		return -1;
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

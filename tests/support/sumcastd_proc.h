@@ -66,8 +66,9 @@ void sc_daemons_stop(struct sc_daemon *ds, size_t n, int sig, unsigned timeout_m
 void sc_daemon_cleanup(struct sc_daemon *d, bool keep);
 /* Removes what libfabric's shm provider left in /dev/shm for a process that
  * is gone (its endpoints' regions, "<pid>:..."; 16 MiB each): one killed or
- * _exit()ed never unlinks them, and a later process given the same pid then
- * fails to open its endpoint (EBUSY). Call only for a reaped child. */
+ * _exit()ed never unlinks them (fabric_shm_sweep, common/fabric.h; a process
+ * removes its own pid's itself before its first shm endpoint, this frees
+ * the space at once). Call only for a reaped child. */
 void sc_shm_sweep(pid_t pid);
 
 /* GET path from 127.0.0.1:port (HTTP/1.0), the whole exchange bounded by
@@ -79,6 +80,9 @@ int sc_http_get(uint16_t port, const char *path, char *ctype, size_t ccap, char 
 /* The same from host (an IPv4 literal). */
 int sc_http_get_at(const char *host, uint16_t port, const char *path, char *ctype, size_t ccap,
 		   char *body, size_t cap, unsigned timeout_ms);
+/* The same with another method (a body-less POST carries Content-Length: 0). */
+int sc_http_request_at(const char *host, uint16_t port, const char *method, const char *path,
+		       char *ctype, size_t ccap, char *body, size_t cap, unsigned timeout_ms);
 /* The value of the line "name value" of a Prometheus text (name may carry
  * {labels}); NAN when there is none. */
 double sc_metric_value(const char *text, const char *name);

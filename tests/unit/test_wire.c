@@ -89,7 +89,7 @@ static void test_versions(void **state)
 	assert_int_equal(h.version, 2);
 	assert_int_equal(wire_msg_decode(WIRE_PONG, buf + WIRE_HDR_LEN, h.len, &out), 0);
 	assert_false(out.u.ping.has_load);
-	/* versions outside 2..4: neither written nor read */
+	/* versions outside 2..WIRE_VERSION: neither written nor read */
 	old.version = 1;
 	assert_int_equal(wire_msg_encode(&old, buf, sizeof(buf)), -EINVAL);
 	old.version = 2;
@@ -308,6 +308,49 @@ static void test_weight(void **state)
 	assert_int_equal(out.u.join_ok.weight, 0);
 }
 
+/* Version 5: DRAIN (daemon -> rank), u32 deadline_ms; not in versions 2..4. */
+static void test_drain(void **state)
+{
+	uint8_t buf[WIRE_MSG_MAX];
+	struct wire_hdr h;
+	struct wire_msg out;
+	(void)state;
+
+	assert_string_equal(wire_type_name(WIRE_DRAIN), "DRAIN");
+	struct wire_msg m = { .type = WIRE_DRAIN, .u.drain = { 0xA1B2C3D4u } };
+	assert_int_equal(roundtrip(&m, &out), 0);
+	assert_int_equal(out.type, WIRE_DRAIN);
+	assert_int_equal(out.u.drain.deadline_ms, 0xA1B2C3D4u);
+	int n = wire_msg_encode(&m, buf, sizeof(buf));
+	assert_int_equal(n, WIRE_HDR_LEN + 4);
+	assert_int_equal(wire_hdr_decode(buf, (size_t)n, &h), 0);
+	assert_int_equal(h.version, 5);
+	assert_int_equal(h.type, WIRE_DRAIN);
+	/* little-endian on the wire */
+	assert_int_equal(buf[WIRE_HDR_LEN], 0xD4);
+	assert_int_equal(buf[WIRE_HDR_LEN + 3], 0xA1);
+	/* short or long bodies are malformed */
+	for (size_t len = 0; len < 4; len++)
+		assert_int_equal(wire_msg_decode(WIRE_DRAIN, buf + WIRE_HDR_LEN, len, &out), -EBADMSG);
+	uint8_t five[5] = { 1, 2, 3, 4, 0 };
+	assert_int_equal(wire_msg_decode(WIRE_DRAIN, five, 5, &out), -EBADMSG);
+	/* neither written nor read in a version that has no DRAIN */
+	for (uint16_t v = WIRE_VERSION_MIN; v < 5; v++) {
+		m.version = v;
+		assert_int_equal(wire_msg_encode(&m, buf, sizeof(buf)), -EINVAL);
+	}
+	m.version = 5;
+	n = wire_msg_encode(&m, buf, sizeof(buf));
+	assert_int_equal(n, WIRE_HDR_LEN + 4);
+	buf[4] = 4; /* the same message in a version 4 header */
+	assert_int_equal(wire_hdr_decode(buf, (size_t)n, &h), -EBADMSG);
+	/* type 11 is still unknown */
+	buf[4] = 5;
+	buf[6] = WIRE_DRAIN + 1;
+	assert_int_equal(wire_hdr_decode(buf, (size_t)n, &h), -EBADMSG);
+	assert_string_equal(wire_type_name(WIRE_DRAIN + 1), "?");
+}
+
 static void test_key_file(void **state)
 {
 	(void)state;
@@ -360,6 +403,7 @@ int main(void)
 		cmocka_unit_test(test_decode_rejects), cmocka_unit_test(test_auth),
 		cmocka_unit_test(test_key_file),       cmocka_unit_test(test_tags),
 		cmocka_unit_test(test_versions),       cmocka_unit_test(test_weight),
+		cmocka_unit_test(test_drain),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
