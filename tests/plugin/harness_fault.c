@@ -130,6 +130,11 @@ static int fault_lines_want(int faults)
 	return faults * shared;
 }
 
+bool fault_replaces_daemons(void)
+{
+	return fopt.k1 == F_ROLLING;
+}
+
 /* ---- what one allreduce is: the same on every node ---- */
 
 enum { J_ALLREDUCE, J_RS, J_AG };
@@ -728,6 +733,15 @@ progress:
 				"reduced for it since\n", a, id, aj.min_chunks);
 			if (fopt.k1 != F_ROLLING)
 				break;
+		}
+		if (my_rank == 0 && fopt.k1 == F_ROLLING && opt.mc >= 0) {
+			/* every daemon is a successor: the results went to their
+			 * groups too */
+			uint64_t res = 0, nacks = 0;
+			REQUIRE(daemons_mc(&res, &nacks) == 0 && res > 0, "the upgraded aggregators sent %"
+				PRIu64 " results to multicast groups", res);
+			fprintf(stderr, "[rank 0] multicast: the upgraded aggregators sent %" PRIu64 " results "
+				"to groups, took %" PRIu64 " NACKs\n", res, nacks);
 		}
 		if (fopt.k1 == F_FLAP) {
 			/* it failed again soon after each return: each wait at least
