@@ -409,7 +409,13 @@ static int decide(struct coll_comm *cc, uint64_t set, uint64_t back, uint64_t dr
 	uint64_t missed = fo->r1.tried & ~back;
 	int rc = 0;
 
-	fo->closed |= fo->r1.left & fo->gone & ~set;
+	/* drained and left by every node: nothing of its old membership can be
+	 * needed any more; try it again at once (it may be back already) */
+	uint64_t closing = fo->r1.left & fo->gone & ~set & ~fo->closed;
+	for (size_t ai = 0; ai < cc->naggs; ai++)
+		if (closing >> ai & 1)
+			fo->outs[ai].next_ns = now;
+	fo->closed |= closing;
 
 	/* A join of this run that is not taken back: every node fences its
 	 * new membership, and tries again after a wait that grows if some
@@ -579,13 +585,14 @@ static void out_progress(struct coll_comm *cc)
 		struct fo_out *o = &fo->outs[ai];
 		if ((fo->leaving & bit) && cc->next_idx >= o->from && client_agg_retire(cc->client, ai) == 0) {
 			fo->leaving &= ~bit;
-			o->next_ns = now + ms_ns(plugin_cfg.readmit_ms);
+			o->next_ns = now + 20000000ull; /* the others leave about now too */
 		}
 		/* Left here: once every node has (an agreement says so) its old
-		 * membership is over, and nothing of it can be needed again. */
+		 * membership is over, and nothing of it can be needed again; ask
+		 * again every quarter of SUMCAST_READMIT until then. */
 		if ((fo->gone & ~fo->leaving & ~fo->closed & bit) && now >= o->next_ns) {
 			fo->want = fo->want > fo_run(fo) + 1 ? fo->want : fo_run(fo) + 1;
-			o->next_ns = now + ms_ns(plugin_cfg.readmit_ms);
+			o->next_ns = now + ms_ns(plugin_cfg.readmit_ms) / 4;
 		}
 		if (!plugin_cfg.readmit_ms || fo->state != FO_IDLE || !SLIST_EMPTY(&fo->items) ||
 		    (fo->known & ~fo->dead) || !((fo->dead | (fo->gone & fo->closed)) & ~fo->back & bit) ||
