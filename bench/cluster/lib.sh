@@ -420,6 +420,7 @@ port = 7800
 
 [http]
 listen = $ip
+port = 7801
 
 [fabric]
 provider = $SC_FABRIC_PROVIDER
@@ -448,6 +449,13 @@ EOF
 sc_agg_list() {
   local j s=""
   for ((j = 0; j < SC_A; j++)); do s+="${s:+,}$(sc_ip_a "$j"):7800"; done
+  echo "$s"
+}
+
+# "ip:7801,ip:7801,...": their HTTP listeners (/stats, /metrics), in the same order.
+sc_agg_http_list() {
+  local j s=""
+  for ((j = 0; j < SC_A; j++)); do s+="${s:+,}$(sc_ip_a "$j"):7801"; done
   echo "$s"
 }
 

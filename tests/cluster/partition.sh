@@ -1,5 +1,5 @@
 #!/bin/bash
-# tests/cluster/partition.sh [flat|tree]: an aggregator unreachable from only some nodes, in
+# tests/cluster/partition.sh [flat|tree|heal]: an aggregator unreachable from only some nodes, in
 # the emulated cluster (bench/cluster/lib.sh: one network namespace per host, veth + bridge +
 # tbf), 2 aggregators; the plugin harness's fault test (mixed allreduces, exact results on
 # every node, bitwise across nodes, the fault logged by every communicator that had it, the
@@ -29,12 +29,22 @@
 #   b. aggregator 0's route to node 5 is cut, with sealed data (both daemons restarted with
 #      a key, the nodes given it): node 5's communicators (group 1's two, shard 1's cross one
 #      with node 1), results node 5 lacks copied from the others (--expect-copies).
+# heal (ctest cluster/partition_heal): a partition that heals. 4 workers, flat, split 1, 400
+# collectives (more while the return is awaited); at collective 100 a route is cut as in
+# flat, every node logs the fault and goes on without aggregator 0, then at the harness's
+# first count at which every node has logged it (--readmit: every 50 collectives with
+# nothing in flight) rank 0 restores the route (HARNESS_FAULT_CMD2), and every node must take
+# aggregator 0 back into the running communicator, and its daemon must hold the job again,
+# every rank joined, with chunks reduced (asked through its HTTP address, --agg-http):
+#   h1. node 3's route to aggregator 0 cut, then restored;
+#   h2. aggregator 0's route to node 3 cut, then restored.
 set -u -o pipefail
 MODE=${1:-flat}
 case $MODE in
   flat) W=4 SPLIT=0.5 OPS=1000 MODE_ARGS=() ;;
   tree) W=8 SPLIT=1 OPS=400 MODE_ARGS=(--fan-in 4) ;;
-  *) echo "usage: $0 [flat|tree]" >&2; exit 2 ;;
+  heal) W=4 SPLIT=1 OPS=400 MODE_ARGS=() ;;
+  *) echo "usage: $0 [flat|tree|heal]" >&2; exit 2 ;;
 esac
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -63,12 +73,16 @@ rc=0
 run_case() { # name at cut-node cmd undo [harness args...]
   local name=$1 at=$2 cut=$3 cmd=$4 undo=$5; shift 5
   sc_log "case $name: $cmd"
-  if HARNESS_FAULT_CMD="$cmd" SUMCAST_HARNESS_NETNS="$ns" SUMCAST_HARNESS_IFACES="$ips" \
+  # (the undo is the heal too: the harness runs it only with --readmit)
+  if HARNESS_FAULT_CMD="$cmd" HARNESS_FAULT_CMD2="$undo" SUMCAST_HARNESS_NETNS="$ns" SUMCAST_HARNESS_IFACES="$ips" \
      SUMCAST_PROVIDER="$SC_FABRIC_PROVIDER" timeout 600 "$HARNESS" fault --nranks "$W" \
        --aggs "$(sc_agg_list)" --split "$SPLIT" --fault cmd --fault-at "$at" --ops "$OPS" \
        --cut-node "$cut" "${MODE_ARGS[@]}" "$@" >"$SC_RUN_DIR/$name.log" 2>&1; then
     grep -E '^fault:' "$SC_RUN_DIR/$name.log"
     grep -m1 -E 'aggregator .* failed' "$SC_RUN_DIR/$name.log" | sed 's/^/  /'
+    grep -E '^\[rank 0\] healed' "$SC_RUN_DIR/$name.log" | sed 's/^/  /'
+    grep -E '^\[rank [0-9]+\] took aggregator .* back' "$SC_RUN_DIR/$name.log" | sort -V | sed 's/^/  /'
+    grep -E '^\[rank 0\] (every node has|aggregator .* came back)' "$SC_RUN_DIR/$name.log" | sed 's/^/  /'
     # per node: fault lines logged (and wanted), requests after them through the aggregators
     grep -E '^\[rank [0-9]+\] trace:' "$SC_RUN_DIR/$name.log" | sort -V |
       sed -E 's/^\[rank ([0-9]+)\].* ([0-9]+) fault lines \(want ([0-9]+)\).*after the last fault line ([0-9]+) rows of a later epoch, ([0-9]+) bytes.*/  node \1: \2 fault lines (want \3), then \4 requests in a later epoch, \5 bytes through the aggregators/'
@@ -99,6 +113,17 @@ if [[ $MODE == flat ]]; then
     "ip netns exec $(sc_ns_a 0) ip route add blackhole $(sc_ip_w $victim)/32" \
     "ip netns exec $(sc_ns_a 0) ip route del blackhole $(sc_ip_w $victim)/32" \
     --expect-copies
+elif [[ $MODE == heal ]]; then
+  # h1. node 3 cannot reach aggregator 0, then can again
+  run_case heal-node-side 100 "$victim" \
+    "ip netns exec $(sc_ns_w $victim) ip route add blackhole $(sc_ip_a 0)/32" \
+    "ip netns exec $(sc_ns_w $victim) ip route del blackhole $(sc_ip_a 0)/32" \
+    --readmit --agg-http "$(sc_agg_http_list)"
+  # h2. aggregator 0 cannot reach node 3, then can again
+  run_case heal-aggregator-side 100 "$victim" \
+    "ip netns exec $(sc_ns_a 0) ip route add blackhole $(sc_ip_w $victim)/32" \
+    "ip netns exec $(sc_ns_a 0) ip route del blackhole $(sc_ip_w $victim)/32" \
+    --readmit --agg-http "$(sc_agg_http_list)"
 else
   # a. node 3 cannot reach aggregator 0: its group's communicators and shard 3's cross one
   run_case tree-node-side 133 3 \

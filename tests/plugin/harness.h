@@ -93,6 +93,9 @@ struct opts {
 	size_t min_bytes, max_bytes;
 	const char *type;
 	const char *aggs; /* given addresses: no daemons started */
+	/* with aggs: their HTTP addresses (host:port, in aggs' order), so
+	 * daemon_jobs can read the /stats of daemons it did not start */
+	const char *agg_http;
 	bool json, verbose;
 	int timeout_s;
 	int key; /* 0: no auth, 1: same key, 2: ranks use another key */
@@ -353,6 +356,7 @@ int daemons_view(int rank, struct agg_view *v);
  * summed over every job it holds), its RSS (kB). 0 or -1. */
 struct agg_jobs {
 	int held;
+	int rejoined; /* of those held, joined again by a running communicator ("rejoined") */
 	uint64_t min_chunks, bytes_in, posted_recvs, rss_kb, memory;
 };
 int daemon_jobs(int i, const unsigned long long *ids, int n, struct agg_jobs *out);

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "hostport.h"
 #include "proc.h"
 #include "sumcastd_proc.h"
 
@@ -174,10 +175,10 @@ static bool json_u64(const char *p, const char *end, const char *key, unsigned l
  * [p, end) handed to each(), which returns false when the job lacks a
  * field it reads. 0, or -1 when the daemon did not answer or a job was
  * short of a field. */
-static int stats_jobs(const struct sc_daemon *d, char *body, size_t cap,
-		      bool (*each)(const char *p, const char *end, void *arg), void *arg)
+static int stats_jobs_at(const char *host, uint16_t port, char *body, size_t cap,
+			 bool (*each)(const char *p, const char *end, void *arg), void *arg)
 {
-	if (sc_http_get(d->http, "/stats", NULL, 0, body, cap, 10000) != 200)
+	if (sc_http_get_at(host, port, "/stats", NULL, 0, body, cap, 10000) != 200)
 		return -1;
 	const char *p = strstr(body, "\"jobs\":[");
 	if (!p)
@@ -189,6 +190,12 @@ static int stats_jobs(const struct sc_daemon *d, char *body, size_t cap,
 		p = end;
 	}
 	return 0;
+}
+
+static int stats_jobs(const struct sc_daemon *d, char *body, size_t cap,
+		      bool (*each)(const char *p, const char *end, void *arg), void *arg)
+{
+	return stats_jobs_at("127.0.0.1", d->http, body, cap, each, arg);
 }
 
 /* One daemon's view for daemons_view: the jobs of opt.nranks ranks,
@@ -311,9 +318,11 @@ static bool jobs_of_job(const char *p, const char *end, void *arg)
 	out->memory += mem;
 	const char *st = strstr(p, "\"state\":\"ready\"");
 	bool ready = st && st < end; /* not one that ended and still holds memory */
+	const char *rj = strstr(p, "\"rejoined\":true");
 	for (int k = 0; k < j->n; k++)
 		if (j->ids[k] == id && acked == nranks && ready) {
 			out->held++;
+			out->rejoined += rj && rj < end;
 			out->bytes_in += in;
 			if (chunks < out->min_chunks)
 				out->min_chunks = chunks;
@@ -328,12 +337,26 @@ int daemon_jobs(int i, const unsigned long long *ids, int n, struct agg_jobs *ou
 
 	memset(out, 0, sizeof(*out));
 	out->min_chunks = UINT64_MAX;
-	if (i < 0 || i >= ndaemons || daemons[i].pid <= 0)
-		return -1;
-	if (stats_jobs(&daemons[i], body, sizeof(body), jobs_of_job, &j))
-		return -1;
-	long long rss = sc_proc_status(daemons[i].pid, "VmRSS");
-	out->rss_kb = rss > 0 ? (uint64_t)rss : 0;
+	if (opt.aggs) {
+		/* daemons someone else started (--aggs): through the HTTP
+		 * addresses --agg-http gives, in the same order; no RSS */
+		struct hostport hp[MAX_AGGS];
+		size_t n_hp = 0;
+		char why[160];
+		if (!opt.agg_http ||
+		    hostport_list_parse(opt.agg_http, hp, MAX_AGGS, &n_hp, why, sizeof(why)) ||
+		    i < 0 || (size_t)i >= n_hp)
+			return -1;
+		if (stats_jobs_at(hp[i].host, hp[i].port, body, sizeof(body), jobs_of_job, &j))
+			return -1;
+	} else {
+		if (i < 0 || i >= ndaemons || daemons[i].pid <= 0)
+			return -1;
+		if (stats_jobs(&daemons[i], body, sizeof(body), jobs_of_job, &j))
+			return -1;
+		long long rss = sc_proc_status(daemons[i].pid, "VmRSS");
+		out->rss_kb = rss > 0 ? (uint64_t)rss : 0;
+	}
 	if (!out->held)
 		out->min_chunks = 0;
 	return 0;

@@ -29,14 +29,18 @@
  *   cmd      rank 0 runs $HARNESS_FAULT_CMD (tests/cluster/partition.sh cuts
  *            one node's route to an aggregator, or the aggregator's route to
  *            one node, in the emulated cluster's namespaces); --cut-node R
- *            names that node (a tree needs it: see fault_lines_want)
+ *            names that node (a tree needs it: see fault_lines_want); with
+ *            --readmit rank 0 runs $HARNESS_FAULT_CMD2 (the cut healed) at
+ *            the first count of returns at which every node has logged the
+ *            fault, and the aggregator must come back as below
  * With --expect-copies, some node must have copied a result from another
  * (a result that reached only some nodes). With --readmit the aggregator
  * must come back into the running communicator: every 50 collectives
  * (nothing in flight anywhere) the nodes count who logged it back, the run
  * goes on until all have and 200 collectives more (bounded), and the
  * daemon on its port must then hold the communicator's job with chunks
- * reduced (for restart: a process that never saw the job before).
+ * reduced (for restart: a process that never saw the job before; daemons
+ * started elsewhere, --aggs, are asked through --agg-http, or not at all).
  * A second kind after a comma is a second fault later on (aggregator I + 1).
  *
  * It can fail: before the fault the aggregators must have carried data
@@ -423,13 +427,14 @@ static void inject(enum fkind k, int which)
 		sc_now_s());
 }
 
-/* $HARNESS_FAULT_CMD, from the rank's network namespace. */
-static void run_cmd(void)
+/* $HARNESS_FAULT_CMD (or the heal, $HARNESS_FAULT_CMD2), from the rank's
+ * network namespace. */
+static void run_cmd(const char *var)
 {
-	const char *cmd = getenv("HARNESS_FAULT_CMD");
+	const char *cmd = getenv(var);
 
-	REQUIRE(cmd && *cmd, "--fault cmd without HARNESS_FAULT_CMD");
-	REQUIRE(system(cmd) == 0, "HARNESS_FAULT_CMD failed: %s", cmd);
+	REQUIRE(cmd && *cmd, "--fault cmd without %s", var);
+	REQUIRE(system(cmd) == 0, "%s failed: %s", var, cmd);
 	fprintf(stderr, "[rank %d] ran \"%s\" at %.3f s\n", my_rank, cmd, sc_now_s());
 }
 
@@ -511,10 +516,17 @@ void run_fault(void)
 	int flaps = fopt.flaps ? fopt.flaps : 3, flapped = 0;
 	int rolled = 0;            /* rolling: aggregators upgraded so far */
 	bool roll_waiting = false; /* rank 0: SIGTERM sent, the old one not gone yet */
+	/* cmd with --readmit: $HARNESS_FAULT_CMD2 undoes the cut (a partition
+	 * that heals), run by rank 0 at the first count at which every node
+	 * has logged the fault lines it must; healed: when (0: not yet) */
+	bool heal = (fopt.k1 == F_CMD || fopt.k2 == F_CMD) && fopt.readmit;
+	uint64_t healed_ns = 0;
 	if (fopt.k1 == F_FLAP || fopt.k1 == F_ROLLING)
 		fopt.readmit = true;
 
 	REQUIRE(region, "malloc");
+	REQUIRE(!heal || (getenv("HARNESS_FAULT_CMD2") && *getenv("HARNESS_FAULT_CMD2")),
+		"--fault cmd --readmit without HARNESS_FAULT_CMD2 (the command that heals the cut)");
 	plugin_open(true);
 	if (fopt.k1 == F_CONNECT && my_rank == 0)
 		inject(F_CONNECT, 0); /* while the others may be joining */
@@ -558,7 +570,7 @@ void run_fault(void)
 				rv_barrier(f ? "idle2b" : "idle1b");
 			} else if (k == F_CMD) {
 				if (my_rank == 0)
-					run_cmd();
+					run_cmd("HARNESS_FAULT_CMD");
 			} else if (k == F_NODE) {
 				if (victim) {
 					fprintf(stderr, "[rank %d] dying at allreduce %" PRIu64 "\n", my_rank, next);
@@ -588,11 +600,23 @@ void run_fault(void)
 			if (busy)
 				goto progress;
 			char name[48];
-			uint64_t v[1] = { (uint64_t)saw_back >= want_back };
+			uint64_t v[2] = { (uint64_t)saw_back >= want_back,
+					  (uint64_t)(saw_fault >= fault_lines_want(1)) };
 			snprintf(name, sizeof(name), "back%" PRIu64, next);
-			rv_all_sum(name, v, 1);
+			rv_all_sum(name, v, 2);
 			backs = v[0];
 			ckpt = next + 50;
+			if (heal && !healed_ns && v[1] == (uint64_t)opt.nranks) {
+				/* every node has seen the cut and gone on without
+				 * the aggregator: heal it (a return before this
+				 * would be no return) */
+				healed_ns = sc_now_ns();
+				if (my_rank == 0) {
+					run_cmd("HARNESS_FAULT_CMD2");
+					fprintf(stderr, "[rank 0] healed at collective %" PRIu64 ", %.1f s after "
+						"the cut\n", next, (healed_ns - t_fault) / 1e9);
+				}
+			}
 			if (backs == (uint64_t)opt.nranks) {
 				if (fopt.k1 == F_FLAP && flapped + 1 < flaps) {
 					flapped++;
@@ -718,17 +742,34 @@ progress:
 		REQUIRE(all_back_at, "not every node took aggregator %d back within %" PRIu64 " collectives "
 			"(%d nodes had it back %" PRIu64 " time(s) at the last count; this node logged %d)",
 			fault_agg(0), ops, (int)backs, want_back, saw_back);
+		if (heal) {
+			/* cut off, it cannot have come back before the heal
+			 * (healed_ns: the count at which rank 0 ran it, before
+			 * the command) */
+			double after = saw_back_t - healed_ns / 1e9;
+			REQUIRE(healed_ns && after >= 0, "aggregator %d was back %.3f s before the cut was "
+				"healed", fault_agg(0), -after);
+			fprintf(stderr, "[rank %d] took aggregator %d back %.2f s after the heal\n", my_rank,
+				fault_agg(0), after);
+		}
 		/* The daemon on its port serves this communicator's job again
 		 * (rolling: every one of them). */
-		for (int i = 0; my_rank == 0 && !tree_on() && i < opt.naggs; i++) {
+		if (my_rank == 0 && !tree_on() && opt.aggs && !opt.agg_http)
+			fprintf(stderr, "[rank 0] not checked that the daemon holds the job again: its "
+				"daemons were started elsewhere (--aggs) and --agg-http is not given\n");
+		for (int i = 0; my_rank == 0 && !tree_on() && !(opt.aggs && !opt.agg_http) &&
+				i < opt.naggs; i++) {
 			int a = fopt.k1 == F_ROLLING ? i : fault_agg(0);
 			struct agg_jobs aj;
 			unsigned long long id = saw_job_id;
 			REQUIRE(daemon_jobs(a, &id, 1, &aj) == 0, "aggregator %d's /stats", a);
-			REQUIRE(aj.held == 1 && aj.min_chunks > 0,
-				"aggregator %d holds %d job(s) 0x%llx with every rank joined, %" PRIu64 " chunks "
-				"reduced: it did not serve the running communicator after it came back",
-				a, aj.held, id, aj.min_chunks);
+			/* the job the nodes joined again (a fresh one, chunks
+			 * from 0: daemon.md, JOIN flag rejoin), not the one of
+			 * before the fault still held by a daemon that lived on */
+			REQUIRE(aj.held == 1 && aj.rejoined == 1 && aj.min_chunks > 0,
+				"aggregator %d holds %d job(s) 0x%llx with every rank joined (%d joined again), "
+				"%" PRIu64 " chunks reduced: it did not serve the running communicator after it "
+				"came back", a, aj.held, id, aj.rejoined, aj.min_chunks);
 			fprintf(stderr, "[rank 0] aggregator %d came back into job 0x%llx: %" PRIu64 " chunks "
 				"reduced for it since\n", a, id, aj.min_chunks);
 			if (fopt.k1 != F_ROLLING)

@@ -30,6 +30,8 @@ void usage(void)
 		"       fault: --fault kill|idle|stop|term|restart|flap|rolling|all|connect|node|cmd[,KIND]\n"
 		"              [--fault-agg I] [--ops K] [--fault-at K] [--expect-copies] [--readmit]\n"
 		"              [--flaps K] [--cut-node R]   (cmd: the node it cuts off; a tree needs it)\n"
+		"              [--agg-http host:port,...]   (with --aggs: their HTTP, for --readmit's\n"
+		"              check that the daemon serves the job again)\n"
 		"              [--small-rs] [--expect-kept] [--multicast PERMILLE]\n"
 		"       faults (bench/faults): [--kinds kill,stop,term,restart,readmit,resume,upgrade]\n"
 		"              [-e BYTES] [--before S]\n"
@@ -90,7 +92,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		{ "timeline", 0, 0, 0x104 }, { "expect-adaptive", 0, 0, 0x105 },
 		{ "heads", 1, 0, 0x106 }, { "iters", 1, 0, 0x107 }, { "max-connect", 1, 0, 0x108 },
 		{ "max-idle-cpu", 1, 0, 0x109 },
-		{ "fan-in", 1, 0, 0x10a }, { "cut-node", 1, 0, 0x10b },
+		{ "fan-in", 1, 0, 0x10a }, { "cut-node", 1, 0, 0x10b }, { "agg-http", 1, 0, 0x10e },
 		{ 0, 0, 0, 0 }
 	};
 	static char plugin_buf[PATH_MAX + 64], daemon_buf[PATH_MAX + 64], aggs[1024];
@@ -123,6 +125,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		case 'j': opt.json = true; break;
 		case 'V': opt.verbose = true; break;
 		case 'a': opt.aggs = optarg; break;
+		case 0x10e: opt.agg_http = optarg; break;
 		case 'T': opt.timeout_s = atoi(optarg); timeout_given = true; break;
 		case 'R': case 'S': case 'f': case 'W': case 'L': case 'X': case 'Q': case 0x104:
 			if (bench_option(c, optarg))
@@ -211,7 +214,8 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 	if (!strcmp(opt.mode, "fault")) {
 		/* The trace holds what the fault test checks; drained daemons
 		 * abort soon; a dead node is an error within 15 s. */
-		if (!fopt.k1 || (opt.naggs < 1 && !opt.aggs) || !fault_options_ok())
+		if (!fopt.k1 || (opt.naggs < 1 && !opt.aggs) || !fault_options_ok() ||
+		    (opt.agg_http && !opt.aggs))
 			usage();
 		opt.trace = true;
 		if (!fopt.ops && getenv("HARNESS_FAULT_OPS")) /* the ASan stage of test.sh: fewer */
