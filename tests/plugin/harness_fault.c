@@ -739,6 +739,8 @@ progress:
 	}
 	REQUIRE(!got_error, "an aggregator fault reached NCCL as an error");
 	if (fopt.readmit) {
+		REQUIRE(!heal || healed_ns, "the cut was never healed: at no count had every node logged "
+			"the fault (this node logged %d, wants %d)", saw_fault, fault_lines_want(1));
 		REQUIRE(all_back_at, "not every node took aggregator %d back within %" PRIu64 " collectives "
 			"(%d nodes had it back %" PRIu64 " time(s) at the last count; this node logged %d)",
 			fault_agg(0), ops, (int)backs, want_back, saw_back);
