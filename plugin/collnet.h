@@ -187,6 +187,7 @@ struct failover {
 	bool nrx_posted;
 	uint64_t told;   /* largest mask sent to next */
 	uint64_t want;   /* 1 + the agreement (fo_run) some node asked for; 0: none */
+	uint64_t want_ns;/* since when it is asked for while a join of ours is under way */
 	uint64_t told_want;
 	uint64_t later;  /* failures notified from an epoch this node has not reached */
 	uint32_t later_epoch;

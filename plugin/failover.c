@@ -93,6 +93,9 @@
 
 enum { FO_IDLE = 0, FO_ROUND1, FO_ROUND2 };
 
+/* How long a join of ours may hold up an agreement another node asked for. */
+#define FO_JOIN_GRACE_NS 50000000ull
+
 static uint64_t fo_timeout_ns(void)
 {
 	return (uint64_t)plugin_cfg.agg_timeout_ms * 1000000ull;
@@ -515,8 +518,26 @@ static void agree_progress(struct coll_comm *cc)
 				}
 			if (ready || drain)
 				fo->want = fo->want > fo_run(fo) + 1 ? fo->want : fo_run(fo) + 1;
-			if (fo->want <= fo_run(fo) || pending)
-				return; /* nothing to agree on, or wait for our joins (bounded) */
+			if (fo->want <= fo_run(fo)) {
+				fo->want_ns = 0;
+				return; /* nothing to agree on */
+			}
+			if (pending) {
+				/* A join of ours under way while an agreement is asked
+				 * for: its READY may be on its way (the daemon sends
+				 * it to every rank at once), so wait a little; but a
+				 * node already in the agreement joins nothing, so do
+				 * not wait for the join's own timeout: let it go. */
+				uint64_t now = sc_now_ns();
+				if (!fo->want_ns)
+					fo->want_ns = now;
+				if (now - fo->want_ns < FO_JOIN_GRACE_NS)
+					return;
+				for (size_t ai = 0; ai < na; ai++)
+					if (pending >> ai & 1)
+						client_agg_fence(cc->client, ai, "an agreement came first: joined again later");
+			}
+			fo->want_ns = 0;
 		}
 		rc = round1_start(cc);
 		if (rc)

@@ -198,23 +198,27 @@ static void fb_heal(void)
 		usleep(100000);
 }
 
-/* The fault-free cost: failover on vs off, interleaved, median of 5. */
-static void fb_retention(uint8_t *region, size_t half)
+/* Two copies of the plugin, one with `var` = on_val at its init and one
+ * with off_val, each on a communicator of its own: samples of `reps`
+ * allreduces of count elements, the two interleaved (the order rotating),
+ * median of 5 each into out[0] (on) and out[1] (off). */
+static void fb_ab(uint8_t *region, size_t half, size_t count, const char *var, const char *on_val,
+		  const char *off_val, const char *name, int reps, double out[2])
 {
+	static char names[2][48];
 	void *cc[2], *mh[2];
 	struct plug inst[2];
-	size_t count = fb_ret_bytes / type_size(fb_type);
 	double t[2][5];
 
-	setenv("SUMCAST_SPLIT", "1", 1);
 	for (int v = 0; v < 2; v++) {
-		setenv("SUMCAST_FAILOVER", v ? "false" : "true", 1);
-		fb_open(v ? "failover-off" : "failover-on");
+		setenv(var, v ? off_val : on_val, 1);
+		snprintf(names[v], sizeof(names[v]), "%s-%s", name, v ? "off" : "on");
+		fb_open(names[v]);
 		inst[v] = P;
-		coll_rv_name = v ? "ret-off" : "ret-on";
+		coll_rv_name = names[v];
 		cc[v] = coll_setup(region, 2 * half, &mh[v]);
 	}
-	unsetenv("SUMCAST_FAILOVER");
+	unsetenv(var);
 	for (int round = 0; round < 5; round++)
 		for (int k = 0; k < 2; k++) {
 			int v = (round + k) % 2;
@@ -223,14 +227,27 @@ static void fb_retention(uint8_t *region, size_t half)
 			flag[0] = 0;
 			allreduce_chunked(cc[v], (uint8_t *)flag, (uint8_t *)flag, 1, ncclUint32, ncclMax, mh[v]);
 			double t0 = sc_now_s();
-			allreduce_chunked(cc[v], region, region + half, count, fb_type, ncclSum, mh[v]);
+			for (int i = 0; i < reps; i++)
+				allreduce_chunked(cc[v], region, region + half, count, fb_type, ncclSum, mh[v]);
 			t[v][round] = sc_now_s() - t0;
 		}
-	double on = median(t[0], 5), off = median(t[1], 5);
+	out[0] = median(t[0], 5);
+	out[1] = median(t[1], 5);
 	for (int v = 0; v < 2; v++) {
 		P = inst[v];
 		fb_close(cc[v], mh[v]);
 	}
+}
+
+/* The fault-free cost: failover on vs off. */
+static void fb_retention(uint8_t *region, size_t half)
+{
+	double t[2];
+
+	setenv("SUMCAST_SPLIT", "1", 1);
+	fb_ab(region, half, fb_ret_bytes / type_size(fb_type), "SUMCAST_FAILOVER", "true", "false",
+	      "failover", 1, t);
+	double on = t[0], off = t[1];
 	if (my_rank != 0)
 		return;
 	if (opt.json)
@@ -350,12 +367,10 @@ static void fb_return(uint8_t *region, size_t half, size_t count, struct sample 
 }
 
 /* What watching for a return costs: a dead address in the list, readmit
- * on (1 s) and off, interleaved, median of 5. */
+ * on (1 s) and off. */
 static void fb_watch(uint8_t *region, size_t half, size_t count, const char *aggs_all)
 {
-	void *cc[2], *mh[2];
-	struct plug inst[2];
-	double t[2][5];
+	double t[2];
 	char list[1100];
 
 	/* a port nobody listens on: bound and closed */
@@ -368,29 +383,10 @@ static void fb_watch(uint8_t *region, size_t half, size_t count, const char *agg
 	close(fd);
 	snprintf(list, sizeof(list), "%s,127.0.0.1:%u", aggs_all, ntohs(a.sin_port));
 	setenv("SUMCAST_AGGREGATORS", list, 1);
-	for (int v = 0; v < 2; v++) {
-		setenv("SUMCAST_READMIT", v ? "0" : "1s", 1);
-		fb_open(v ? "watch-off" : "watch-on");
-		inst[v] = P;
-		coll_rv_name = v ? "watch-off" : "watch-on";
-		cc[v] = coll_setup(region, 2 * half, &mh[v]);
-	}
-	unsetenv("SUMCAST_READMIT");
+	/* 20 allreduces a sample: a second or more, a try or two in it */
+	fb_ab(region, half, count, "SUMCAST_READMIT", "1s", "0", "watch", 20, t);
 	setenv("SUMCAST_AGGREGATORS", aggs_all, 1);
-	for (int round = 0; round < 5; round++)
-		for (int k = 0; k < 2; k++) {
-			int v = (round + k) % 2;
-			P = inst[v];
-			double t0 = sc_now_s();
-			for (int i = 0; i < 20; i++) /* ~1 s or more: a probe or two in it */
-				allreduce_chunked(cc[v], region, region + half, count, fb_type, ncclSum, mh[v]);
-			t[v][round] = sc_now_s() - t0;
-		}
-	double on = median(t[0], 5), off = median(t[1], 5);
-	for (int v = 0; v < 2; v++) {
-		P = inst[v];
-		fb_close(cc[v], mh[v]);
-	}
+	double on = t[0], off = t[1];
 	if (my_rank != 0)
 		return;
 	if (opt.json)
