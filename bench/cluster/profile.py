@@ -82,15 +82,22 @@ def parse(path):
 class Prof:
     def __init__(self, prefix):
         self.own = load_syms(prefix)
+        if not any(os.path.exists(f'{prefix}.{comm}.txt') for _, comm in KINDS):
+            sys.exit(f'{prefix}: no {prefix}.<process>.txt (written by bench/cluster/profile)')
         self.samples = {k: parse(f'{prefix}.{comm}.txt') if os.path.exists(f'{prefix}.{comm}.txt') else []
                         for k, comm in KINDS}
         self.calls = args.calls
         if not self.calls:
-            for line in open(prefix + '.jsonl'):
-                if line.startswith('{'):
-                    r = json.loads(line)
-                    self.calls = r['samples'] * r.get('per_sample', 1)
-                    break
+            try:
+                for line in open(prefix + '.jsonl'):
+                    if line.startswith('{'):
+                        r = json.loads(line)
+                        self.calls = r['samples'] * r.get('per_sample', 1)
+                        break
+            except (OSError, ValueError, KeyError) as e:
+                sys.exit(f'{prefix}.jsonl: no result row to count the calls ({e}); give --calls')
+            if not self.calls:
+                sys.exit(f'{prefix}.jsonl: no result row to count the calls; give --calls')
         self.hz = args.hz or 299
         if not args.hz:
             try:
@@ -98,6 +105,8 @@ class Prof:
             except OSError:
                 m = None
             self.hz = float(m.group(1)) if m else self.hz
+        if self.calls <= 0 or self.hz <= 0:
+            sys.exit('--calls and --hz must be positive')
 
     def ownfile(self, sym, dso):
         b = os.path.basename(dso)
