@@ -198,6 +198,8 @@ def feature(p, fr, kind):
     o = owner(p, fr)
     f, fn = (o.split()[0], o.split()[1]) if not o.startswith('(') else ('', '')
     lost = o == '(caller lost)'
+    if f == 'common/seal.c':
+        return 'sealing (common/seal.c: AES-GCM in libcrypto)'
     if kind == 'node':
         if lost or fn in ('fabric_cq_poll', 'fabric_wait', 'fabric_trecv'):
             return 'transport: progress, receive (fabric_cq_poll: rxm, tcp, kernel)'
