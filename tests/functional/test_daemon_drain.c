@@ -248,9 +248,11 @@ static float cval(uint32_t r, uint32_t n, size_t i)
 
 /* sumcastctl (tools/cmd_drain.c) -t 5 ARGS..., its output into out;
  * the pid, or -1. */
+static const char *sumcastctl_path = ""; /* --sumcastctl PATH; "": not built */
+
 static pid_t ctl_spawn(const char *out, const char *const *args)
 {
-	const char *argv[16] = { SUMCASTCTL_PATH, "-t", "5" };
+	const char *argv[16] = { sumcastctl_path, "-t", "5" };
 	size_t n = 3;
 
 	while (*args && n < 15)
@@ -540,7 +542,7 @@ static void ctl_late(void)
 
 static void mode_ctl(void)
 {
-	if (!*SUMCASTCTL_PATH)
+	if (!*sumcastctl_path)
 		th_skip("sumcastctl was not built (libcurl, jansson)");
 	run_client(true);
 	ctl_late();
@@ -676,12 +678,21 @@ int main(int argc, char **argv)
 		      { "shm", mode_shm } };
 	const size_t nm = sizeof(modes) / sizeof(modes[0]);
 
+	/* the test's command names sumcastctl (so that a build of only the
+	 * tests' targets builds it too: scripts/test.sh's ASan stage) */
+	if (argc >= 3 && !strcmp(argv[1], "--sumcastctl")) {
+		sumcastctl_path = argv[2];
+		argv[2] = argv[0];
+		argv += 2;
+		argc -= 2;
+	}
 	for (int i = 1; i < argc; i++) {
 		size_t k = 0;
 		while (k < nm && strcmp(argv[i], modes[k].name))
 			k++;
 		if (k == nm) {
-			fprintf(stderr, "usage: %s [http|client|ctl|shm]... (none: all)\n", argv[0]);
+			fprintf(stderr, "usage: %s [--sumcastctl PATH] [http|client|ctl|shm]... (none: all)\n",
+				argv[0]);
 			return 64;
 		}
 	}
