@@ -28,7 +28,8 @@
  *                      request waits for, when it waits too long)
  *   faults             failover.c (notices, agreement), failover_plan.c
  *                      (its decisions, pure), failover_repair.c (copies and
- *                      redos over the ring)
+ *                      redos over the ring), failover_return.c (returns,
+ *                      drains)
  *   closeColl          collnet_close.c
  *   above SUMCAST_FAN_IN nodes: collnet_tree.c, a tree's communicator whose
  *                      allreduce is three stages on inner communicators,
@@ -169,6 +170,8 @@ struct fo_out {
 	uint64_t back_ns;   /* when it came back last, 0: never */
 	uint32_t back_epoch;/* the epoch it came back in: older fault notices of it are stale */
 };
+
+enum { FO_IDLE = 0, FO_ROUND1, FO_ROUND2 }; /* struct failover's state */
 
 struct failover {
 	uint32_t epoch;  /* decisions taken (0: the connect-time set) */
@@ -429,6 +432,31 @@ void failover_dump(const struct coll_comm *cc, int level);
 void failover_req_gone(struct coll_comm *cc, struct coll_req *r);
 /* Recovering failed (err): every request of the communicator fails. */
 void failover_fail(struct coll_comm *cc, int err, const char *what);
+
+static inline uint64_t fo_ms_ns(int64_t ms)
+{
+	return (uint64_t)ms * 1000000ull;
+}
+/* The agreement run this node is at: every run ends in a new epoch
+ * (attempt 0) or a new attempt, so runs only grow. */
+static inline uint64_t fo_run(const struct failover *fo)
+{
+	return (uint64_t)fo->epoch << 32 | fo->attempt;
+}
+/* The set requests use now. */
+static inline uint64_t fo_live(const struct failover *fo)
+{
+	return fo->epochs[fo->nepochs - 1].live;
+}
+
+/* failover_return.c: aggregators that come back, and drained ones. */
+/* o's next try after it failed: SUMCAST_READMIT later, doubled each time it
+ * failed again soon after coming back (flapped), capped at SUMCAST_READMIT_MAX. */
+void fo_out_hold(struct fo_out *o, uint64_t now, bool flapped);
+bool failover_return_wanted(struct coll_comm *cc);
+void failover_return_settle(struct coll_comm *cc, uint64_t set, uint64_t back, uint64_t now);
+void failover_return_apply(struct coll_comm *cc, uint64_t back, uint64_t drain, uint64_t from, uint64_t now);
+void failover_return_progress(struct coll_comm *cc);
 
 /* failover_repair.c: the repairs failover_plan.c decides, carried out. */
 /* This node's part of the repair of `set` (cc->fo.deads agreed): 0 or the

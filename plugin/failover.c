@@ -3,8 +3,9 @@
  * from some nodes or aborts the job for a reason of its own. Driven from
  * the calls of the flow (iallreduce, the window ops, test: failover_step);
  * this file holds the notices, the agreement rounds and the epochs;
- * failover_plan.c the decisions (pure functions of what was agreed), and
- * failover_repair.c the copies and redos that carry them out.
+ * failover_plan.c the decisions (pure functions of what was agreed),
+ * failover_repair.c the copies and redos that carry them out, and
+ * failover_return.c the returns and drains ("Coming back", "Drain" below).
  *
  * Detect. The client library (params.failover) fences an aggregator the
  * moment this node sees it fail (closed connection, ABORT, completion
@@ -91,11 +92,6 @@
 #include "log.h"
 #include "tags.h"
 
-enum { FO_IDLE = 0, FO_ROUND1, FO_ROUND2 };
-
-/* How long a join of ours may hold up an agreement another node asked for. */
-#define FO_JOIN_GRACE_NS 50000000ull
-
 static uint64_t fo_timeout_ns(void)
 {
 	return (uint64_t)plugin_cfg.agg_timeout_ms * 1000000ull;
@@ -112,27 +108,9 @@ static void fo_bound(struct failover *fo)
 		fo->deadline_ns = t;
 }
 
-static uint64_t ms_ns(int64_t ms)
-{
-	return (uint64_t)ms * 1000000ull;
-}
-
 static uint64_t aggs_mask(const struct coll_comm *cc)
 {
 	return cc->naggs >= 64 ? ~0ull : (1ull << cc->naggs) - 1;
-}
-
-/* The agreement run this node is at: every run ends in a new epoch
- * (attempt 0) or a new attempt, so runs only grow. */
-static uint64_t fo_run(const struct failover *fo)
-{
-	return (uint64_t)fo->epoch << 32 | fo->attempt;
-}
-
-/* The set requests use now. */
-static uint64_t fo_live(const struct failover *fo)
-{
-	return fo->epochs[fo->nepochs - 1].live;
 }
 
 
@@ -329,22 +307,6 @@ static int round2_start(struct coll_comm *cc, uint64_t set)
 
 /* ---- decision ---- */
 
-/* The wait before aggregator ai is tried again after it failed: the
- * readmit interval, doubled each time it fails again within readmit_max of
- * coming back (a flapping host), capped at readmit_max. */
-static void out_hold(struct fo_out *o, uint64_t now, bool flapped)
-{
-	uint64_t base = ms_ns(plugin_cfg.readmit_ms), cap = ms_ns(plugin_cfg.readmit_max_ms);
-
-	if (cap < base)
-		cap = base;
-	if (!flapped || !o->hold_ns)
-		o->hold_ns = base;
-	else
-		o->hold_ns = 2 * o->hold_ns < cap ? 2 * o->hold_ns : cap;
-	o->next_ns = now + o->hold_ns;
-}
-
 /* The set's repairs: the agreed state of each failed aggregator (round 2),
  * then this node's part (failover_plan.c decides it, failover_repair.c
  * carries it out), and the fault's WARN line. */
@@ -369,7 +331,7 @@ static int decide_faults(struct coll_comm *cc, uint64_t set, uint64_t from, uint
 		k += 2 * (size_t)w;
 		if (!(fo->gone >> ai & 1))
 			o->from = from;
-		out_hold(o, now, o->back_ns && now - o->back_ns < ms_ns(plugin_cfg.readmit_max_ms));
+		fo_out_hold(o, now, o->back_ns && now - o->back_ns < fo_ms_ns(plugin_cfg.readmit_max_ms));
 		if (SC_LOG_DEBUG <= sc_log_level_cur) {
 			char hl[512];
 			size_t off = 0;
@@ -409,34 +371,9 @@ static int decide(struct coll_comm *cc, uint64_t set, uint64_t back, uint64_t dr
 {
 	struct failover *fo = &cc->fo;
 	uint64_t now = sc_now_ns();
-	uint64_t missed = fo->r1.tried & ~back;
 	int rc = 0;
 
-	/* drained and left by every node: nothing of its old membership can be
-	 * needed any more; try it again at once (it may be back already) */
-	uint64_t closing = fo->r1.left & fo->gone & ~set & ~fo->closed;
-	for (size_t ai = 0; ai < cc->naggs; ai++)
-		if (closing >> ai & 1)
-			fo->outs[ai].next_ns = now;
-	fo->closed |= closing;
-
-	/* A join of this run that is not taken back: every node fences its
-	 * new membership, and tries again after a wait that grows if some
-	 * node had it READY (it is reachable from some nodes only, or flaps). */
-	for (size_t ai = 0; ai < cc->naggs; ai++) {
-		if (!(missed >> ai & 1))
-			continue;
-		if ((fo->back >> ai & 1) && client_agg_joined(cc->client, ai) >= 0)
-			client_agg_fence(cc->client, ai, "not taken back: not READY again on every node");
-		const char *why = !(fo->r1.joined >> ai & 1) ? "not READY again on every node"
-				  : fo->r1.any >> ai & 1 ? "it failed again"
-							 : "a node has yet to issue requests of its old membership";
-		out_hold(&fo->outs[ai], now, true);
-		SC_INFO("collnet job 0x%016llx rank %u: aggregator %s not taken back (%s); tried again in "
-			"%.1f s", (unsigned long long)cc->job_id, cc->rank, cc->aggs[ai], why,
-			fo->outs[ai].hold_ns / 1e9);
-	}
-	fo->back = 0;
+	failover_return_settle(cc, set, back, now);
 	if (!(set | back | drain)) {
 		fo->attempt++;
 		return 0;
@@ -451,39 +388,7 @@ static int decide(struct coll_comm *cc, uint64_t set, uint64_t back, uint64_t dr
 	fo->nepochs++;
 	if (set)
 		rc = decide_faults(cc, set, from, now);
-	for (size_t ai = 0; ai < cc->naggs; ai++) {
-		struct fo_out *o = &fo->outs[ai];
-		if (back >> ai & 1) {
-			struct fo_dead *d = &fo->deads[ai];
-			double out_s = o->next_ns > o->hold_ns ? (now - (o->next_ns - o->hold_ns)) / 1e9 : 0;
-			free(d->holder);
-			free(d->lacker);
-			memset(d, 0, sizeof(*d));
-			o->back_ns = now;
-			o->back_epoch = fo->epoch;
-			fo->readmits++;
-			SC_INFO("collnet job 0x%016llx rank %u: aggregator %s is back (READY again on every "
-				"node, out %.1f s); epoch %u: from request %" PRIu64 " on %d aggregator(s) + ring",
-				(unsigned long long)cc->job_id, cc->rank, cc->aggs[ai], out_s, fo->epoch, from,
-				__builtin_popcountll(fo_live(fo)));
-		}
-		if (drain >> ai & 1) {
-			o->from = from;
-			o->next_ns = now + ms_ns(plugin_cfg.readmit_ms);
-			o->hold_ns = ms_ns(plugin_cfg.readmit_ms);
-			fo->drains++;
-			SC_INFO("collnet job 0x%016llx rank %u: aggregator %s drains (it asked the nodes to "
-				"move off); epoch %u: from request %" PRIu64 " on %d aggregator(s) + ring, nothing "
-				"copied or redone", (unsigned long long)cc->job_id, cc->rank, cc->aggs[ai],
-				fo->epoch, from, __builtin_popcountll(fo_live(fo)));
-		}
-	}
-	fo->known &= ~back;
-	fo->dead &= ~back;
-	fo->told &= ~back;
-	fo->gone = (fo->gone & ~back) | drain;
-	fo->closed &= ~(back | drain);
-	fo->leaving |= drain;
+	failover_return_apply(cc, back, drain, from, now);
 	return rc;
 }
 
@@ -494,51 +399,8 @@ static void agree_progress(struct coll_comm *cc)
 	int rc;
 
 	if (fo->state == FO_IDLE) {
-		bool fault = fo->known & ~fo->dead;
-		uint64_t ready = 0, pending = 0;
-		for (size_t ai = 0; ai < na; ai++) {
-			if (!(fo->back >> ai & 1))
-				continue;
-			int j = client_agg_joined(cc->client, ai);
-			if (j == 1)
-				ready |= 1ull << ai;
-			else if (j == 0)
-				pending |= 1ull << ai;
-		}
-		uint64_t drain = client_draining(cc->client) & fo_live(fo);
-		if (!fault) {
-			/* A join that failed here needs nobody else: the daemon
-			 * sends READY to none until all have joined. */
-			for (size_t ai = 0; ai < na; ai++)
-				if ((fo->back & ~ready & ~pending) >> ai & 1) {
-					fo->back &= ~(1ull << ai);
-					fo->outs[ai].next_ns = sc_now_ns() + ms_ns(plugin_cfg.readmit_ms);
-					SC_DBG("collnet rank %u: joining aggregator %zu again failed: %s", cc->rank, ai,
-					       client_agg_why(cc->client, ai));
-				}
-			if (ready || drain)
-				fo->want = fo->want > fo_run(fo) + 1 ? fo->want : fo_run(fo) + 1;
-			if (fo->want <= fo_run(fo)) {
-				fo->want_ns = 0;
-				return; /* nothing to agree on */
-			}
-			if (pending) {
-				/* A join of ours under way while an agreement is asked
-				 * for: its READY may be on its way (the daemon sends
-				 * it to every rank at once), so wait a little; but a
-				 * node already in the agreement joins nothing, so do
-				 * not wait for the join's own timeout: let it go. */
-				uint64_t now = sc_now_ns();
-				if (!fo->want_ns)
-					fo->want_ns = now;
-				if (now - fo->want_ns < FO_JOIN_GRACE_NS)
-					return;
-				for (size_t ai = 0; ai < na; ai++)
-					if (pending >> ai & 1)
-						client_agg_fence(cc->client, ai, "an agreement came first: joined again later");
-			}
-			fo->want_ns = 0;
-		}
+		if (!(fo->known & ~fo->dead) && !failover_return_wanted(cc))
+			return;
 		rc = round1_start(cc);
 		if (rc)
 			failover_fail(cc, rc, "starting the agreement");
@@ -589,47 +451,6 @@ static void agree_progress(struct coll_comm *cc)
 	fo->state = FO_IDLE;
 	if (rc)
 		failover_fail(cc, rc, "setting up the repairs");
-}
-
-/* ---- coming back, moving off ---- */
-
-/* Joins an aggregator out of use again once its wait is over and nothing
- * of its old membership is needed here any more; leaves a drained one once
- * this node's requests below its switch point are done. */
-static void out_progress(struct coll_comm *cc)
-{
-	struct failover *fo = &cc->fo;
-	uint64_t now = sc_now_ns();
-
-	for (size_t ai = 0; ai < cc->naggs; ai++) {
-		uint64_t bit = 1ull << ai;
-		struct fo_out *o = &fo->outs[ai];
-		if ((fo->leaving & bit) && cc->next_idx >= o->from && client_agg_retire(cc->client, ai) == 0) {
-			fo->leaving &= ~bit;
-			o->next_ns = now + 20000000ull; /* the others leave about now too */
-		}
-		/* Left here: once every node has (an agreement says so) its old
-		 * membership is over, and nothing of it can be needed again; ask
-		 * again every quarter of SUMCAST_READMIT until then. */
-		if ((fo->gone & ~fo->leaving & ~fo->closed & bit) && now >= o->next_ns) {
-			fo->want = fo->want > fo_run(fo) + 1 ? fo->want : fo_run(fo) + 1;
-			o->next_ns = now + ms_ns(plugin_cfg.readmit_ms) / 4;
-		}
-		if (!plugin_cfg.readmit_ms || fo->state != FO_IDLE || !SLIST_EMPTY(&fo->items) ||
-		    (fo->known & ~fo->dead) || !((fo->dead | (fo->gone & fo->closed)) & ~fo->back & bit) ||
-		    now < o->next_ns || cc->next_idx < o->from)
-			continue;
-		int64_t t = 2 * plugin_cfg.agg_deadline_ms;
-		int rc = client_agg_rejoin(cc->client, ai, (uint32_t)(t > 2000 ? t : 2000));
-		if (rc == 0) {
-			fo->back |= bit;
-			SC_DBG("collnet rank %u: joining aggregator %s again", cc->rank, cc->aggs[ai]);
-		} else if (rc != -EBUSY) {
-			o->next_ns = now + ms_ns(plugin_cfg.readmit_ms);
-			SC_DBG("collnet rank %u: cannot join aggregator %s again: %s", cc->rank, cc->aggs[ai],
-			       strerror(-rc));
-		}
-	}
 }
 
 /* ---- interface ---- */
@@ -730,7 +551,7 @@ int failover_step(struct coll_comm *cc)
 	if (!fo->err)
 		failover_repair_progress(cc);
 	if (!fo->err)
-		out_progress(cc);
+		failover_return_progress(cc);
 	if (!fo->err && (fo->state != FO_IDLE || !SLIST_EMPTY(&fo->items) || (fo->known & ~fo->dead)) &&
 	    sc_now_ns() > fo->deadline_ns)
 		failover_fail(cc, -ETIMEDOUT, fo->state != FO_IDLE ? "a node does not take part in the agreement"
