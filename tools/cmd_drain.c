@@ -6,8 +6,8 @@
  * stops answering (bounded) and says whether every job moved off.
  *
  * Whether every job moved off is read from the daemon while it answers:
- * the jobs live before the POST, sumcast_jobs_drained_total, and the
- * drain's age against its drain-timeout (/stats). A job still moving off
+ * the jobs live before the POST, the jobs drained so far, and the
+ * drain's age against its drain-timeout, all from one GET /stats. A job still moving off
  * at the last look, when the daemon stopped answering before its
  * drain-timeout, moved off: the daemon aborts such a job only at the
  * timeout (or on a second signal, or when a rank of it disconnects without
@@ -65,7 +65,7 @@ static void set_daemon(const char *url)
 
 /* What one look at the daemon saw. */
 struct look {
-	double drained;    /* sumcast_jobs_drained_total */
+	double drained;    /* jobs_drained (sumcast_jobs_drained_total) */
 	unsigned moving;   /* live jobs sent DRAIN */
 	unsigned other;    /* live jobs not sent DRAIN (older ranks: aborted once idle) */
 	double timeout_s;  /* its drain-timeout */
@@ -104,17 +104,11 @@ static bool look_at(struct look *l)
 			len += (size_t)snprintf(l->ids + len, sizeof(l->ids) - len, "%s%s", len ? ", " : "",
 						jstr(j, "id"));
 	}
+	/* From the same answer as the jobs: the daemon counts a job drained
+	 * and drops it from the list in one step on the thread that answers,
+	 * so one look never counts a job both moving and drained. */
+	l->drained = jnum(st, "jobs_drained");
 	json_decref(st);
-	b = (struct body){ 0 };
-	if (http_try("GET", "/metrics", &b, NULL, 0, why, sizeof(why)) != 200) {
-		free(b.p);
-		return false;
-	}
-	struct metrics m = { 0 };
-	metrics_parse(b.p, &m);
-	l->drained = metric_sum(&m, "sumcast_jobs_drained_total");
-	free(m.s);
-	free(b.p);
 	return true;
 }
 
