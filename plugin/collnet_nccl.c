@@ -1,4 +1,4 @@
-/* ncclCollNet v8..v11, the NCCL adapter of the collnet: NCCL's vtables and
+/* ncclCollNet v8..v12, the NCCL adapter of the collnet: NCCL's vtables and
  * the adapters from each version's calling convention to the engine's
  * entry points (collnet_listen, collnet_iallreduce, ... in the other
  * collnet_*.c files), which take and return negative errnos;
@@ -38,6 +38,11 @@ static ncclResult_t nccl_coll_props_v9(int dev, ncclNetProperties_v9_t *out)
 		return plugin_result(rc);
 	plugin_props_v9(&p, dev, 1024, 1, out);
 	return ncclSuccess;
+}
+
+static ncclResult_t nccl_coll_props_v12(int dev, ncclNetProperties_v12_t *out)
+{
+	return plugin_props_as_v12(nccl_coll_props_v9, dev, out);
 }
 
 static ncclResult_t nccl_coll_props_v11(int dev, ncclNetProperties_v11_t *out)
@@ -204,6 +209,29 @@ static ncclResult_t nccl_coll_init_v8(ncclDebugLogger_t logger)
 {
 	return nccl_coll_init_common(logger);
 }
+
+/* v12: v11's calls, the v12 properties. */
+SC_EXPORT const ncclCollNet_v12_t ncclCollNetPlugin_v12 = {
+	.name = PLUGIN_NAME,
+	.init = nccl_coll_init_v11,
+	.devices = nccl_coll_devices,
+	.getProperties = nccl_coll_props_v12,
+	.listen = nccl_coll_listen_v11,
+	.connect = nccl_coll_connect,
+	.reduceSupport = nccl_coll_reduce_support,
+	.regMr = nccl_coll_reg_mr,
+	.regMrDmaBuf = nccl_coll_reg_mr_dmabuf,
+	.deregMr = nccl_coll_dereg_mr,
+	.iallreduce = nccl_coll_iallreduce,
+	.iallgather = nccl_coll_iallgather,
+	.ireducescatter = nccl_coll_ireducescatter,
+	.iflush = nccl_coll_iflush,
+	.test = nccl_coll_test,
+	.closeColl = nccl_coll_close,
+	.closeListen = nccl_coll_close_listen,
+	.makeVDevice = NULL, /* NULL: NCCL uses the physical devices */
+	.finalize = nccl_coll_finalize_v11,
+};
 
 SC_EXPORT const ncclCollNet_v11_t ncclCollNetPlugin_v11 = {
 	.name = PLUGIN_NAME,

@@ -1,4 +1,4 @@
-/* ncclNet v8..v11, the NCCL adapter of the p2p engine (net_comm.c, netc_*):
+/* ncclNet v8..v12, the NCCL adapter of the p2p engine (net_comm.c, netc_*):
  * NCCL's vtables and a thin adapter per version, named nccl_net_* (as the
  * collnet's are nccl_coll_*, collnet_nccl.c). Errors become ncclResult_t in
  * plugin_result() only. */
@@ -11,7 +11,7 @@
 
 #include "log.h"
 
-/* ncclNet v11 context: one per NCCL communicator. */
+/* ncclNet v11 / v12 context: one per NCCL communicator. */
 struct nccl_net_ctx {
 	uint64_t comm_id;
 };
@@ -41,6 +41,11 @@ static ncclResult_t nccl_net_props_v9(int dev, ncclNetProperties_v9_t *out)
 		return plugin_result(rc);
 	plugin_props_v9(&p, dev, 65536, p.max_recvs, out);
 	return ncclSuccess;
+}
+
+static ncclResult_t nccl_net_props_v12(int dev, ncclNetProperties_v12_t *out)
+{
+	return plugin_props_as_v12(nccl_net_props_v9, dev, out);
 }
 
 static ncclResult_t nccl_net_props_v11(int dev, ncclNetProperties_v11_t *out)
@@ -140,7 +145,7 @@ static ncclResult_t nccl_net_close_listen(void *c)
 	return plugin_result(netc_close_listen(c));
 }
 
-/* ---- v11 ---- */
+/* ---- v11 and v12 (v12: v11's calls, the v12 properties) ---- */
 
 static ncclResult_t nccl_net_init_v11(void **ctx, uint64_t comm_id, ncclNetCommConfig_t *config,
 				 ncclDebugLogger_t logger, ncclProfilerCallback_t prof)
@@ -158,7 +163,7 @@ static ncclResult_t nccl_net_init_v11(void **ctx, uint64_t comm_id, ncclNetCommC
 		return ncclSystemError;
 	c->comm_id = comm_id;
 	*ctx = c;
-	SC_DBG("ncclNet v11 init for comm 0x%llx", (unsigned long long)comm_id);
+	SC_DBG("ncclNet init for comm 0x%llx", (unsigned long long)comm_id);
 	return ncclSuccess;
 }
 
@@ -188,6 +193,31 @@ static ncclResult_t nccl_net_set_attr_v11(void *ctx, ncclNetAttr_v11_t *attr)
 	(void)attr;
 	return ncclSuccess; /* hints only; one endpoint serves every flow */
 }
+
+SC_EXPORT const ncclNet_v12_t ncclNetPlugin_v12 = {
+	.name = PLUGIN_NAME,
+	.init = nccl_net_init_v11,
+	.devices = nccl_net_devices,
+	.getProperties = nccl_net_props_v12,
+	.listen = nccl_net_listen_v11,
+	.connect = nccl_net_connect_v11,
+	.accept = nccl_net_accept,
+	.regMr = nccl_net_reg_mr,
+	.regMrDmaBuf = nccl_net_reg_mr_dmabuf,
+	.deregMr = nccl_net_dereg_mr,
+	.isend = nccl_net_isend,
+	.irecv = nccl_net_irecv,
+	.iflush = nccl_net_iflush,
+	.test = nccl_net_test,
+	.closeSend = nccl_net_close_send,
+	.closeRecv = nccl_net_close_recv,
+	.closeListen = nccl_net_close_listen,
+	.getDeviceMr = NULL, /* host only: NCCL checks for NULL */
+	.irecvConsumed = NULL,
+	.makeVDevice = NULL, /* NULL: NCCL uses the physical devices */
+	.finalize = nccl_net_finalize_v11,
+	.setNetAttr = nccl_net_set_attr_v11, /* ncclNetAttr_v12_t: v11's layout */
+};
 
 SC_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
 	.name = PLUGIN_NAME,

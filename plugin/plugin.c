@@ -249,52 +249,85 @@ static void props_v9_to_v8(const ncclNetProperties_v9_t *in, ncclNetProperties_v
 	out->netDeviceVersion = in->netDeviceVersion;
 }
 
+/* v11 and v12 are v9's fields, then maxMultiRequestSize (one request per
+ * call: no multi-requests); v12 adds railId / planeId. Their vProps hold 4
+ * and 8 devices, so the devices are copied one by one, never more than the
+ * v9 layout has. */
+#define PROPS_FROM_V9(out, in)                                                           \
+	do {                                                                             \
+		memset((out), 0, sizeof(*(out)));                                        \
+		(out)->name = (in)->name;                                                \
+		(out)->pciPath = (in)->pciPath;                                          \
+		(out)->guid = (in)->guid;                                                \
+		(out)->ptrSupport = (in)->ptrSupport;                                    \
+		(out)->regIsGlobal = (in)->regIsGlobal;                                  \
+		(out)->forceFlush = (in)->forceFlush;                                    \
+		(out)->speed = (in)->speed;                                              \
+		(out)->port = (in)->port;                                                \
+		(out)->latency = (in)->latency;                                          \
+		(out)->maxComms = (in)->maxComms;                                        \
+		(out)->maxRecvs = (in)->maxRecvs;                                        \
+		(out)->netDeviceType = (in)->netDeviceType;                              \
+		(out)->netDeviceVersion = (in)->netDeviceVersion;                        \
+		(out)->vProps.ndevs = (in)->vProps.ndevs;                                \
+		for (int d_ = 0; d_ < (in)->vProps.ndevs && d_ < NCCL_NET_MAX_DEVS_PER_NIC; d_++) \
+			(out)->vProps.devs[d_] = (in)->vProps.devs[d_];                  \
+		(out)->maxP2pBytes = (in)->maxP2pBytes;                                  \
+		(out)->maxCollBytes = (in)->maxCollBytes;                                \
+		(out)->maxMultiRequestSize = 1;                                          \
+	} while (0)
+
 static void props_v9_to_v11(const ncclNetProperties_v9_t *in, ncclNetProperties_v11_t *out)
 {
-	memset(out, 0, sizeof(*out));
-	out->name = in->name;
-	out->pciPath = in->pciPath;
-	out->guid = in->guid;
-	out->ptrSupport = in->ptrSupport;
-	out->regIsGlobal = in->regIsGlobal;
-	out->forceFlush = in->forceFlush;
-	out->speed = in->speed;
-	out->port = in->port;
-	out->latency = in->latency;
-	out->maxComms = in->maxComms;
-	out->maxRecvs = in->maxRecvs;
-	out->netDeviceType = in->netDeviceType;
-	out->netDeviceVersion = in->netDeviceVersion;
-	out->vProps = in->vProps;
-	out->maxP2pBytes = in->maxP2pBytes;
-	out->maxCollBytes = in->maxCollBytes;
-	out->maxMultiRequestSize = 1;
+	PROPS_FROM_V9(out, in);
+}
+
+static void props_v9_to_v12(const ncclNetProperties_v9_t *in, ncclNetProperties_v12_t *out)
+{
+	PROPS_FROM_V9(out, in);
+	/* The device is a libfabric endpoint on whatever interface the
+	 * provider picked: which rail or plane of the fabric it sits on is
+	 * not something the plugin knows. */
+	out->railId = NCCL_NET_ID_UNDEF;
+	out->planeId = NCCL_NET_ID_UNDEF;
+}
+
+/* The vtable's v9 getter into a zeroed struct (gcc -O3 cannot see that an
+ * error means unfilled). */
+static ncclResult_t props_v9_of(plugin_props_v9_fn v9, int dev, ncclNetProperties_v9_t *p)
+{
+	memset(p, 0, sizeof(*p));
+	return v9(dev, p);
 }
 
 ncclResult_t plugin_props_as_v8(plugin_props_v9_fn v9, int dev, ncclNetProperties_v8_t *out)
 {
 	ncclNetProperties_v9_t p;
-	ncclResult_t r;
+	ncclResult_t r = props_v9_of(v9, dev, &p);
 
-	memset(&p, 0, sizeof(p)); /* gcc -O3 cannot see that r != 0 means unfilled */
-	r = v9(dev, &p);
-	if (r)
-		return r;
-	props_v9_to_v8(&p, out);
-	return ncclSuccess;
+	if (!r)
+		props_v9_to_v8(&p, out);
+	return r;
 }
 
 ncclResult_t plugin_props_as_v11(plugin_props_v9_fn v9, int dev, ncclNetProperties_v11_t *out)
 {
 	ncclNetProperties_v9_t p;
-	ncclResult_t r;
+	ncclResult_t r = props_v9_of(v9, dev, &p);
 
-	memset(&p, 0, sizeof(p)); /* gcc -O3 cannot see that r != 0 means unfilled */
-	r = v9(dev, &p);
-	if (r)
-		return r;
-	props_v9_to_v11(&p, out);
-	return ncclSuccess;
+	if (!r)
+		props_v9_to_v11(&p, out);
+	return r;
+}
+
+ncclResult_t plugin_props_as_v12(plugin_props_v9_fn v9, int dev, ncclNetProperties_v12_t *out)
+{
+	ncclNetProperties_v9_t p;
+	ncclResult_t r = props_v9_of(v9, dev, &p);
+
+	if (!r)
+		props_v9_to_v12(&p, out);
+	return r;
 }
 
 int plugin_props_get(const struct fabric *f, int dev, struct plugin_props *out)

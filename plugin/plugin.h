@@ -74,14 +74,15 @@ struct plugin_props {
 /* Of the device behind f (the p2p endpoint, or the collnet's own). */
 int plugin_props_get(const struct fabric *f, int dev, struct plugin_props *out);
 /* NCCL property structs: both vtables fill the v9 layout (zeroed first:
- * vProps.devs has more slots than are set) and convert it to v8 / v11
- * field by field. */
+ * vProps.devs has more slots than are set) and convert it to v8 / v11 /
+ * v12 field by field (v12: railId and planeId NCCL_NET_ID_UNDEF). */
 void plugin_props_v9(const struct plugin_props *p, int dev, int max_comms, int max_recvs,
 		     ncclNetProperties_v9_t *out);
-/* A vtable's own v9 getter, then the v8 / v11 conversion of what it filled. */
+/* A vtable's own v9 getter, then the v8 / v11 / v12 conversion of what it filled. */
 typedef ncclResult_t (*plugin_props_v9_fn)(int dev, ncclNetProperties_v9_t *out);
 ncclResult_t plugin_props_as_v8(plugin_props_v9_fn v9, int dev, ncclNetProperties_v8_t *out);
 ncclResult_t plugin_props_as_v11(plugin_props_v9_fn v9, int dev, ncclNetProperties_v11_t *out);
+ncclResult_t plugin_props_as_v12(plugin_props_v9_fn v9, int dev, ncclNetProperties_v12_t *out);
 
 /* dtype/op mapping. Returns 0 or -ENOTSUP. */
 int plugin_dtype(ncclDataType_t t, enum sc_dtype *out);
