@@ -3,16 +3,16 @@
  * (files in a temp dir stand in for NCCL's bootstrap), connect on one
  * thread while another issues requests, as NCCL's proxy does.
  *
- *   harness p2p   --nranks N [--version 11|8]
+ *   harness p2p   --nranks N [--version 12|11|8]
  *                 [--close-inflight]   (closeSend with a send the peer has not received:
  *                 the comm must outlive the late completion)
- *   harness coll  --nranks N [--naggs M] [--split S] [--version 11|10|9|8]
+ *   harness coll  --nranks N [--naggs M] [--split S] [--version 12|11|10|9|8]
  *                 [--expect agg|joined|ring]   (the path every node must have taken,
  *                 checked on the bytes it carried: harness_check.c; turns on --trace)
  *                 [--trace]   (SUMCAST_TRACE: each rank checks its trace file)
  *                 [--deterministic]   (SUMCAST_DETERMINISTIC=1, --split 1: sums
  *                 whose rounding depends on the order must equal the rank-order sum)
- *   harness rsag  --nranks N [--version 11|10|9|8] [--trace] [--naggs M --expect joined]
+ *   harness rsag  --nranks N [--version 12|11|10|9|8] [--trace] [--naggs M --expect joined]
  *                 (ReduceScatter and AllGather windows: harness_rsag.c)
  *   harness scale --nranks N [--heads H] [--naggs M] [--split S] [--iters K]
  *                 [--expect agg|ring] [--max-connect S] [--max-idle-cpu S] [--json]
@@ -185,8 +185,10 @@ bool netdev_bytes(uint64_t *tx, uint64_t *rx);
 
 struct plug {
 	void *dl;
+	const ncclNet_v12_t *n12;
 	const ncclNet_v11_t *n11;
 	const ncclNet_v8_t *n8;  /* the net table of --version 8, 9 and 10 */
+	const ncclCollNet_v12_t *c12;
 	const ncclCollNet_v11_t *c11;
 	const ncclCollNet_v8_t *c8;
 	const ncclCollNet_v9_t *c9; /* ncclCollNetPlugin_v9 or _v10 (one layout) */
@@ -194,11 +196,26 @@ struct plug {
 };
 extern struct plug P; /* the plugin instance the calls below go to */
 
+/* v11 and v12: the tables with a context (init gives it, listen / connect
+ * take it, finalize ends it); their calls are the same but for the
+ * properties and vProps layouts. */
+#define HARNESS_CTX_ABI (opt.version >= 11)
+/* An entry point of those two tables, through the table of opt.version
+ * (ncclNet: NET_CTX_CALL, ncclCollNet: CN_CTX_CALL). */
+#define NET_CTX_CALL(fn, ...) \
+	(opt.version == 12 ? P.n12->fn(__VA_ARGS__) : P.n11->fn(__VA_ARGS__))
+#define CN_CTX_CALL(fn, ...) \
+	(opt.version == 12 ? P.c12->fn(__VA_ARGS__) : P.c11->fn(__VA_ARGS__))
+/* A net entry point whose signature is the same in every version
+ * (devices, accept, regMr, deregMr, test, closeSend, closeRecv,
+ * closeListen), through the table of opt.version (v9, v10: v8's). */
+#define NET_CALL(fn, ...) \
+	(HARNESS_CTX_ABI ? NET_CTX_CALL(fn, __VA_ARGS__) : P.n8->fn(__VA_ARGS__))
 /* A collnet entry point whose signature is the same in every version
  * (devices, connect, reduceSupport, regMr, deregMr, test, closeColl,
  * closeListen), through the table of opt.version. */
 #define CN_CALL(fn, ...)                                                    \
-	(opt.version == 11 ? P.c11->fn(__VA_ARGS__)                         \
+	(HARNESS_CTX_ABI ? CN_CTX_CALL(fn, __VA_ARGS__)                     \
 	 : opt.version == 8 ? P.c8->fn(__VA_ARGS__) : P.c9->fn(__VA_ARGS__))
 
 /* What the plugin told NCCL's logger: lines with the NET/Sumcast prefix,
@@ -230,6 +247,10 @@ extern uint64_t issued_reqs, issued_bytes;
 extern const char *coll_rv_name; /* rendezvous name of the next coll_setup */
 
 void plugin_open(bool coll);
+/* v11 / v12: the collnet's finalize (coll) and the net's; others: nothing. */
+void plugin_finalize(bool coll);
+/* Device 0's properties through the table of opt.version. */
+void net_props(int *speed, double *latency_us, int *max_recvs);
 int max_recvs(void);
 void net_listen(void *h, void **lc);
 ncclResult_t net_connect(void *h, void **sc);

@@ -363,19 +363,8 @@ void run_bench(void)
 		if (strcmp(bench_split_env[m], "0") && !have_aggs)
 			continue;
 		bench_open(&inst[m], m, region, region_len);
-		if (m == 0) {
-			ncclNetProperties_v8_t p8;
-			ncclNetProperties_v11_t p11;
-			if (opt.version == 11) {
-				NCHECK(P.n11->getProperties(0, &p11));
-				speed = p11.speed;
-				bench_lat_us = p11.latency;
-			} else {
-				NCHECK(P.n8->getProperties(0, &p8));
-				speed = p8.speed;
-				bench_lat_us = p8.latency;
-			}
-		}
+		if (m == 0)
+			net_props(&speed, &bench_lat_us, NULL);
 	}
 	uint8_t *send = region, *recv = region + half;
 	/* Every rank contributes 1.0: sums stay exact, reductions do real work,
@@ -624,9 +613,8 @@ void run_bench(void)
 		if (!inst[m].on)
 			continue;
 		P = inst[m].p;
-		NCHECK(opt.version == 11 ? P.c11->deregMr(inst[m].cc, inst[m].mh)
-					 : P.c8->deregMr(inst[m].cc, inst[m].mh));
-		NCHECK(opt.version == 11 ? P.c11->closeColl(inst[m].cc) : P.c8->closeColl(inst[m].cc));
+		NCHECK(CN_CALL(deregMr, inst[m].cc, inst[m].mh));
+		NCHECK(CN_CALL(closeColl, inst[m].cc));
 	}
 	rtt_close(&rtt);
 	free(region);

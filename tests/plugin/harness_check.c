@@ -285,10 +285,7 @@ void coll_finish(void *cc, void *mh)
 	NCHECK(CN_CALL(deregMr, cc, mh));
 	NCHECK(CN_CALL(closeColl, cc));
 	uint64_t trace_agg = opt.trace ? check_trace() : 0;
-	if (opt.version == 11) {
-		NCHECK(P.c11->finalize(P.cctx));
-		NCHECK(P.n11->finalize(P.nctx));
-	}
+	plugin_finalize(true);
 	if (tree)
 		check_tree(&tv, trace_agg);
 	else if (opt.expect)

@@ -733,7 +733,7 @@ progress:
 		REQUIRE(got_error, "a node died and this node's requests did not fail");
 		double waited = (sc_now_ns() - t_fault) / 1e9;
 		fprintf(stderr, "[rank %d] error %.1f s after the node died\n", my_rank, waited);
-		NCHECK(opt.version == 11 ? P.c11->closeColl(cc) : P.c8->closeColl(cc));
+		NCHECK(CN_CALL(closeColl, cc));
 		free(region);
 		return;
 	}
@@ -801,8 +801,8 @@ progress:
 	/* Close at once, as NCCL's teardown does: a node done before another
 	 * may still be needed by it (agreement, copies), which the plugin's
 	 * close must serve, not this harness's rendezvous. */
-	NCHECK(opt.version == 11 ? P.c11->deregMr(cc, mh) : P.c8->deregMr(cc, mh));
-	NCHECK(opt.version == 11 ? P.c11->closeColl(cc) : P.c8->closeColl(cc));
+	NCHECK(CN_CALL(deregMr, cc, mh));
+	NCHECK(CN_CALL(closeColl, cc));
 	/* Bitwise equal on every node. */
 	int other = rv_first_differing("hash", hash);
 	REQUIRE(other < 0, "results of rank %d differ bitwise from ours", other);
@@ -900,12 +900,9 @@ progress:
 		job_fill(j);
 		allreduce_chunked(cc, j->send, j->recv, j->count, j->t, j->op, mh);
 		REQUIRE(job_check(j, 0, &hash), "the next communicator's allreduce is wrong");
-		NCHECK(opt.version == 11 ? P.c11->deregMr(cc, mh) : P.c8->deregMr(cc, mh));
-		NCHECK(opt.version == 11 ? P.c11->closeColl(cc) : P.c8->closeColl(cc));
+		NCHECK(CN_CALL(deregMr, cc, mh));
+		NCHECK(CN_CALL(closeColl, cc));
 	}
-	if (opt.version == 11) {
-		NCHECK(P.c11->finalize(P.cctx));
-		NCHECK(P.n11->finalize(P.nctx));
-	}
+	plugin_finalize(true);
 	free(region);
 }

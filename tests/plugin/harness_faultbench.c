@@ -103,8 +103,8 @@ static void fb_open(const char *name)
 
 static void fb_close(void *cc, void *mh)
 {
-	NCHECK(opt.version == 11 ? P.c11->deregMr(cc, mh) : P.c8->deregMr(cc, mh));
-	NCHECK(opt.version == 11 ? P.c11->closeColl(cc) : P.c8->closeColl(cc));
+	NCHECK(CN_CALL(deregMr, cc, mh));
+	NCHECK(CN_CALL(closeColl, cc));
 }
 
 struct sample {

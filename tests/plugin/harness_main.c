@@ -20,8 +20,8 @@ void usage(void)
 {
 	fprintf(stderr,
 		"usage: %s p2p|coll|rsag|bench|fault|scale [--nranks N] [--naggs M] [--aggs host:port,...]\n"
-		"       [--split auto|F] [--version 11|8] [--plugin PATH] [--daemon PATH]\n"
-		"       (coll and rsag: --version 11|10|9|8)\n"
+		"       [--split auto|F] [--version 12|11|8] [--plugin PATH] [--daemon PATH]\n"
+		"       (coll and rsag: --version 12|11|10|9|8)\n"
 		"       [-b|--min-bytes B] [-e|--max-bytes B] [--type T] [--json] [--verbose]\n"
 		"       [--key same|other] [--expect agg|joined|ring] [--trace [--expect-adaptive]]\n"
 		"       [--fan-in F]   (SUMCAST_FAN_IN: above F nodes the collnet is a two-level tree;\n"
@@ -173,7 +173,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		}
 	}
 	if (opt.nranks < 1 || opt.nranks > MAX_RANKS || opt.naggs < 0 || opt.naggs > MAX_AGGS ||
-	    (opt.version < 8 || opt.version > 11) || opt.min_bytes < 1 || opt.min_bytes > opt.max_bytes ||
+	    (opt.version < 8 || opt.version > 12) || opt.min_bytes < 1 || opt.min_bytes > opt.max_bytes ||
 	    !bench_options_ok() || opt.heads < 1 || opt.nranks * opt.heads > SC_RANKS_MAX ||
 	    opt.iters < 1 || opt.iters > 10000)
 		usage();
@@ -183,7 +183,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 	/* scale: the daemons' counters of each job, no trace (H files per rank) */
 	if (!strcmp(opt.mode, "scale"))
 		opt.trace = false;
-	/* v9 / v10 tables: the collnet tests only (the others call v11 or v8). */
+	/* v9 / v10 tables: the collnet tests only (the others call v12, v11 or v8). */
 	if ((opt.version == 9 || opt.version == 10) && strcmp(opt.mode, "coll") && strcmp(opt.mode, "rsag"))
 		usage();
 	if (!*opt.plugin) {

@@ -1,4 +1,4 @@
-/* NCCL's side of the plugin: dlopen, one version of its ABI (v11 or v8),
+/* NCCL's side of the plugin: dlopen, one version of its ABI (v12 .. v8),
  * the logger NCCL hands it, connect on a proxy thread, and NCCL's proxy
  * loop over collnet requests. */
 #include "harness.h"
@@ -99,19 +99,79 @@ static void hlog(ncclDebugLogLevel level, unsigned long flags, const char *file,
 
 struct plug P;
 
+/* The v11 and v12 properties of device 0 are the same device: the same
+ * values, whatever the layout. Filled over a pattern (0x5a) so that a
+ * field the plugin left unwritten, or wrote at another offset (a vProps
+ * of the wrong size moves everything after it), shows. */
+static void check_props_v11(const ncclNetProperties_v11_t *p, const char *what)
+{
+	REQUIRE(p->name && p->ptrSupport == NCCL_PTR_HOST && p->speed > 0 && p->maxRecvs >= 1 &&
+		      p->maxRecvs <= 8 && p->netDeviceType == NCCL_NET_DEVICE_HOST &&
+		      p->maxP2pBytes >= (64u << 20) && p->maxCollBytes > 0 && p->regIsGlobal == 0 &&
+		      p->maxMultiRequestSize == 1 && p->vProps.ndevs == 1 && p->vProps.devs[0] == 0,
+	      "%s properties: name %s ptr %d speed %d maxRecvs %d maxP2pBytes %zu maxMultiRequestSize %d "
+	      "vProps %d:%d",
+	      what, p->name, p->ptrSupport, p->speed, p->maxRecvs, p->maxP2pBytes, p->maxMultiRequestSize,
+	      p->vProps.ndevs, p->vProps.devs[0]);
+}
+
+static void check_props_v12(ncclResult_t (*get12)(int, ncclNetProperties_v12_t *),
+			    ncclResult_t (*get11)(int, ncclNetProperties_v11_t *), const char *what)
+{
+	ncclNetProperties_v12_t p;
+	ncclNetProperties_v11_t q;
+
+	memset(&p, 0x5a, sizeof(p));
+	memset(&q, 0x5a, sizeof(q));
+	NCHECK(get12(0, &p));
+	NCHECK(get11(0, &q));
+	check_props_v11(&q, what);
+	/* v12's own: the railId / planeId the plugin documents (it does not
+	 * know them), and the 8 device slots of vProps, the unused ones zero */
+	REQUIRE(p.railId == NCCL_NET_ID_UNDEF && p.planeId == NCCL_NET_ID_UNDEF,
+	      "%s v12 properties: railId %d planeId %d, want both NCCL_NET_ID_UNDEF", what, p.railId,
+	      p.planeId);
+	REQUIRE(p.vProps.ndevs == 1 && p.vProps.devs[0] == 0, "%s v12 vProps %d:%d", what,
+	      p.vProps.ndevs, p.vProps.devs[0]);
+	for (int i = 1; i < NCCL_NET_MAX_DEVS_PER_NIC_V12; i++)
+		REQUIRE(p.vProps.devs[i] == 0, "%s v12 vProps.devs[%d] = %d (unused slots are 0)", what,
+		      i, p.vProps.devs[i]);
+	REQUIRE(p.name && !strcmp(p.name, q.name) && p.guid == q.guid && p.ptrSupport == q.ptrSupport &&
+		      p.regIsGlobal == q.regIsGlobal && p.forceFlush == q.forceFlush &&
+		      p.speed == q.speed && p.port == q.port && p.latency == q.latency &&
+		      p.maxComms == q.maxComms && p.maxRecvs == q.maxRecvs &&
+		      p.netDeviceType == q.netDeviceType && p.netDeviceVersion == q.netDeviceVersion &&
+		      p.maxP2pBytes == q.maxP2pBytes && p.maxCollBytes == q.maxCollBytes &&
+		      p.maxMultiRequestSize == q.maxMultiRequestSize,
+	      "%s v12 properties differ from v11's: maxP2pBytes %zu / %zu, maxCollBytes %zu / %zu, "
+	      "maxMultiRequestSize %d / %d, maxComms %d / %d",
+	      what, p.maxP2pBytes, q.maxP2pBytes, p.maxCollBytes, q.maxCollBytes, p.maxMultiRequestSize,
+	      q.maxMultiRequestSize, p.maxComms, q.maxComms);
+}
+
 void plugin_open(bool coll)
 {
 	P.dl = dlopen(opt.plugin, RTLD_NOW | RTLD_LOCAL);
 	REQUIRE(P.dl, "dlopen %s: %s", opt.plugin, dlerror());
-	if (opt.version == 11) {
+	if (HARNESS_CTX_ABI) {
+		/* NCCL 2.30 looks up v12 first, 2.28 v11; the same calls. */
+		if (opt.version == 12) {
+			P.n12 = dlsym(P.dl, "ncclNetPlugin_v12");
+			P.c12 = dlsym(P.dl, "ncclCollNetPlugin_v12");
+			REQUIRE(P.n12 && P.c12, "v12 symbols missing");
+			/* The v11 tables too: the same device through both layouts. */
+		}
 		P.n11 = dlsym(P.dl, "ncclNetPlugin_v11");
 		P.c11 = dlsym(P.dl, "ncclCollNetPlugin_v11");
 		REQUIRE(P.n11 && P.c11, "v11 symbols missing");
-		REQUIRE(!strcmp(P.n11->name, "Sumcast"), "net name %s", P.n11->name);
+		const char *nn = opt.version == 12 ? P.n12->name : P.n11->name;
+		const char *cn = opt.version == 12 ? P.c12->name : P.c11->name;
+		REQUIRE(!strcmp(nn, "Sumcast") && !strcmp(cn, "Sumcast"), "net name %s, collnet name %s",
+		      nn, cn);
 		ncclNetCommConfig_t cfg = { -1 };
-		NCHECK(P.n11->init(&P.nctx, 0x1234, &cfg, hlog, NULL));
+		NCHECK(NET_CTX_CALL(init, &P.nctx, 0x1234, &cfg, hlog, NULL));
 		if (coll)
-			NCHECK(P.c11->init(&P.cctx, 0x1234, hlog));
+			NCHECK(CN_CTX_CALL(init, &P.cctx, 0x1234, hlog));
 	} else if (opt.version == 8) {
 		P.n8 = dlsym(P.dl, "ncclNetPlugin_v8");
 		P.c8 = dlsym(P.dl, "ncclCollNetPlugin_v8");
@@ -137,18 +197,26 @@ void plugin_open(bool coll)
 		}
 	}
 	int ndev = 0;
-	NCHECK(opt.version == 11 ? P.n11->devices(&ndev) : P.n8->devices(&ndev));
+	NCHECK(NET_CALL(devices, &ndev));
 	REQUIRE(ndev == 1, "devices: %d", ndev);
-	if (opt.version == 11) {
+	if (opt.version == 12) {
+		/* No virtual NICs: NCCL then uses the physical devices (one), so a
+		 * vProps of either size never reaches the plugin. */
+		REQUIRE(!P.n12->makeVDevice && !P.c12->makeVDevice && !P.n11->makeVDevice &&
+			      !P.c11->makeVDevice,
+		      "makeVDevice is not NULL: docs/plugin.md says NCCL gets no virtual NICs");
+		check_props_v12(P.n12->getProperties, P.n11->getProperties, "net");
+		if (coll) {
+			ndev = 0;
+			NCHECK(P.c12->devices(&ndev));
+			REQUIRE(ndev == 1, "collnet devices: %d", ndev);
+			check_props_v12(P.c12->getProperties, P.c11->getProperties, "collnet");
+		}
+	} else if (opt.version == 11) {
 		ncclNetProperties_v11_t p;
-		memset(&p, 0xff, sizeof(p));
+		memset(&p, 0x5a, sizeof(p));
 		NCHECK(P.n11->getProperties(0, &p));
-		REQUIRE(p.name && p.ptrSupport == NCCL_PTR_HOST && p.speed > 0 && p.maxRecvs >= 1 &&
-			      p.maxRecvs <= 8 && p.netDeviceType == NCCL_NET_DEVICE_HOST &&
-			      p.maxP2pBytes >= (64u << 20) && p.maxCollBytes > 0 && p.regIsGlobal == 0 &&
-			      p.maxMultiRequestSize == 1,
-		      "v11 properties: name %s ptr %d speed %d maxRecvs %d", p.name, p.ptrSupport,
-		      p.speed, p.maxRecvs);
+		check_props_v11(&p, "v11 net");
 	} else {
 		ncclNetProperties_v8_t p;
 		NCHECK(P.n8->getProperties(0, &p));
@@ -157,56 +225,86 @@ void plugin_open(bool coll)
 	}
 }
 
-int max_recvs(void)
+void plugin_finalize(bool coll)
 {
-	if (opt.version == 11) {
+	if (!HARNESS_CTX_ABI)
+		return;
+	if (coll)
+		NCHECK(CN_CTX_CALL(finalize, P.cctx));
+	NCHECK(NET_CTX_CALL(finalize, P.nctx));
+}
+
+void net_props(int *speed, double *latency_us, int *max_recvs_out)
+{
+	int sp, mr;
+	double lat;
+
+	if (opt.version == 12) {
+		ncclNetProperties_v12_t p;
+		NCHECK(P.n12->getProperties(0, &p));
+		sp = p.speed, lat = p.latency, mr = p.maxRecvs;
+	} else if (opt.version == 11) {
 		ncclNetProperties_v11_t p;
 		NCHECK(P.n11->getProperties(0, &p));
-		return p.maxRecvs;
+		sp = p.speed, lat = p.latency, mr = p.maxRecvs;
+	} else {
+		ncclNetProperties_v8_t p;
+		NCHECK(P.n8->getProperties(0, &p));
+		sp = p.speed, lat = p.latency, mr = p.maxRecvs;
 	}
-	ncclNetProperties_v8_t p;
-	NCHECK(P.n8->getProperties(0, &p));
-	return p.maxRecvs;
+	if (speed)
+		*speed = sp;
+	if (latency_us)
+		*latency_us = lat;
+	if (max_recvs_out)
+		*max_recvs_out = mr;
+}
+
+int max_recvs(void)
+{
+	int n = 0;
+	net_props(NULL, NULL, &n);
+	return n;
 }
 
 void net_listen(void *h, void **lc)
 {
-	NCHECK(opt.version == 11 ? P.n11->listen(P.nctx, 0, h, lc) : P.n8->listen(0, h, lc));
+	NCHECK(HARNESS_CTX_ABI ? NET_CTX_CALL(listen, P.nctx, 0, h, lc) : P.n8->listen(0, h, lc));
 }
 ncclResult_t net_connect(void *h, void **sc)
 {
 	ncclNetDeviceHandle_t *dh = NULL;
-	return opt.version == 11 ? P.n11->connect(P.nctx, 0, h, sc, &dh) : P.n8->connect(0, h, sc, &dh);
+	return HARNESS_CTX_ABI ? NET_CTX_CALL(connect, P.nctx, 0, h, sc, &dh)
+			       : P.n8->connect(0, h, sc, &dh);
 }
 ncclResult_t net_accept(void *lc, void **rc)
 {
 	ncclNetDeviceHandle_t *dh = NULL;
-	return opt.version == 11 ? P.n11->accept(lc, rc, &dh) : P.n8->accept(lc, rc, &dh);
+	return NET_CALL(accept, lc, rc, &dh);
 }
 void *net_reg(void *comm, void *p, size_t len)
 {
 	void *mh = NULL;
-	NCHECK(opt.version == 11 ? P.n11->regMr(comm, p, len, NCCL_PTR_HOST, &mh)
-				 : P.n8->regMr(comm, p, len, NCCL_PTR_HOST, &mh));
+	NCHECK(NET_CALL(regMr, comm, p, len, NCCL_PTR_HOST, &mh));
 	return mh;
 }
 void net_dereg(void *comm, void *mh)
 {
-	NCHECK(opt.version == 11 ? P.n11->deregMr(comm, mh) : P.n8->deregMr(comm, mh));
+	NCHECK(NET_CALL(deregMr, comm, mh));
 }
 void *net_isend(void *sc, void *p, size_t len, int tag, void *mh)
 {
 	void *req = NULL;
-	NCHECK(opt.version == 11 ? P.n11->isend(sc, p, len, tag, mh, NULL, &req)
-				 : P.n8->isend(sc, p, (int)len, tag, mh, &req));
+	NCHECK(HARNESS_CTX_ABI ? NET_CTX_CALL(isend, sc, p, len, tag, mh, NULL, &req)
+			       : P.n8->isend(sc, p, (int)len, tag, mh, &req));
 	return req;
 }
 void *net_irecv(void *rc, int n, void **p, size_t *len, int *tags, void **mh)
 {
 	void *req = (void *)NCCL_NET_OPTIONAL_RECV_COMPLETION; /* NCCL's hint; not a request */
-	if (opt.version == 11) {
+	if (HARNESS_CTX_ABI) {
 		void *ph[8] = { 0 };
-		NCHECK(P.n11->irecv(rc, n, p, len, tags, mh, ph, &req));
+		NCHECK(NET_CTX_CALL(irecv, rc, n, p, len, tags, mh, ph, &req));
 	} else {
 		int l[8];
 		for (int i = 0; i < n; i++)
@@ -219,7 +317,7 @@ void *net_irecv(void *rc, int n, void **p, size_t *len, int *tags, void **mh)
 int net_test(void *req, int *sizes)
 {
 	int done = 0;
-	NCHECK(opt.version == 11 ? P.n11->test(req, &done, sizes) : P.n8->test(req, &done, sizes));
+	NCHECK(NET_CALL(test, req, &done, sizes));
 	return done;
 }
 
@@ -236,7 +334,7 @@ void net_wait(void *req, int *sizes, const char *what)
 static void *coll_listen(void *h)
 {
 	void *lc = NULL;
-	NCHECK(opt.version == 11 ? P.c11->listen(P.cctx, 0, h, &lc)
+	NCHECK(HARNESS_CTX_ABI ? CN_CTX_CALL(listen, P.cctx, 0, h, &lc)
 	       : opt.version == 8 ? P.c8->listen(0, h, &lc) : P.c9->listen(0, h, &lc));
 	return lc;
 }
@@ -293,7 +391,7 @@ void *c_iallreduce(void *cc, void *s, void *r, size_t count, ncclDataType_t t, n
 		   void *mh)
 {
 	void *req = NULL;
-	NCHECK(opt.version == 11 ? P.c11->iallreduce(cc, s, r, count, t, op, mh, mh, &req)
+	NCHECK(HARNESS_CTX_ABI ? CN_CTX_CALL(iallreduce, cc, s, r, count, t, op, mh, mh, &req)
 	       : opt.version == 8 ? P.c8->iallreduce(cc, s, r, (int)count, t, op, mh, mh, &req)
 				  : P.c9->iallreduce(cc, s, r, count, t, op, mh, mh, &req));
 	if (req) {
@@ -307,7 +405,7 @@ ncclResult_t c_iallreduce_rc(void *cc, void *s, void *r, size_t count, ncclDataT
 			     ncclRedOp_t op, void *mh, void **req)
 {
 	*req = NULL;
-	ncclResult_t rc = opt.version == 11 ? P.c11->iallreduce(cc, s, r, count, t, op, mh, mh, req)
+	ncclResult_t rc = HARNESS_CTX_ABI ? CN_CTX_CALL(iallreduce, cc, s, r, count, t, op, mh, mh, req)
 			  : opt.version == 8 ? P.c8->iallreduce(cc, s, r, (int)count, t, op, mh, mh, req)
 					     : P.c9->iallreduce(cc, s, r, count, t, op, mh, mh, req);
 	if (rc == ncclSuccess && *req) {
@@ -343,7 +441,7 @@ ncclResult_t c_iallgather_rc(void *cc, void *send, void *recv, size_t bpr, size_
 		rc = P.c8->iallgather(cc, send, 1, &p, bpr, wo, wb, smh, req);
 	} else {
 		ncclNetSGE_t p = { rmh, recv, wb };
-		rc = opt.version == 11 ? P.c11->iallgather(cc, send, 1, &p, bpr, wo, wb, smh, req)
+		rc = HARNESS_CTX_ABI ? CN_CTX_CALL(iallgather, cc, send, 1, &p, bpr, wo, wb, smh, req)
 				       : P.c9->iallgather(cc, send, 1, &p, bpr, wo, wb, smh, req);
 	}
 	if (rc == ncclSuccess && *req) {
@@ -365,8 +463,8 @@ ncclResult_t c_ireducescatter_rc(void *cc, void *send, void *recv, size_t bpr, s
 		rc = P.c8->ireducescatter(cc, 1, &p, recv, bpr, wo, wb, t, op, rmh, req);
 	} else {
 		ncclNetSGE_t p = { smh, send, wb };
-		rc = opt.version == 11
-			     ? P.c11->ireducescatter(cc, 1, &p, recv, bpr, wo, wb, t, op, rmh, req)
+		rc = HARNESS_CTX_ABI
+			     ? CN_CTX_CALL(ireducescatter, cc, 1, &p, recv, bpr, wo, wb, t, op, rmh, req)
 			     : P.c9->ireducescatter(cc, 1, &p, recv, bpr, wo, wb, t, op, rmh, req);
 	}
 	if (rc == ncclSuccess && *req) {

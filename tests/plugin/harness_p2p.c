@@ -52,7 +52,7 @@ static void close_inflight(void *sc, void *rc, void *lc, uint8_t *sbuf, void *sm
 		REQUIRE(sc_now_s() < end, "close-inflight: isend refused for 30 s");
 	REQUIRE(!net_test(sr, s), "close-inflight: an 8 MiB send completed before its receive was posted");
 	int parked0 = __atomic_load_n(&saw_parked, __ATOMIC_RELAXED);
-	NCHECK(opt.version == 11 ? P.n11->closeSend(sc) : P.n8->closeSend(sc));
+	NCHECK(NET_CALL(closeSend, sc));
 	REQUIRE(__atomic_load_n(&saw_parked, __ATOMIC_RELAXED) == parked0 + 1,
 	      "close-inflight: closeSend with a send in flight did not park the comm "
 	      "(no \"parked until they complete\" line)");
@@ -107,8 +107,7 @@ void run_p2p(void)
 
 	/* Registering a CUDA pointer must fail: we announced host only. */
 	void *bad = NULL;
-	ncclResult_t br = opt.version == 11 ? P.n11->regMr(sc, h, 64, NCCL_PTR_CUDA, &bad)
-					    : P.n8->regMr(sc, h, 64, NCCL_PTR_CUDA, &bad);
+	ncclResult_t br = NET_CALL(regMr, sc, h, 64, NCCL_PTR_CUDA, &bad);
 	REQUIRE(br != ncclSuccess, "regMr of NCCL_PTR_CUDA succeeded");
 
 	const size_t big = (64u << 20) + 64;
@@ -258,17 +257,10 @@ void run_p2p(void)
 		free(rbuf[i]);
 	}
 	free(sbuf);
-	if (opt.version == 11) {
-		if (sc)
-			NCHECK(P.n11->closeSend(sc));
-		NCHECK(P.n11->closeRecv(rc));
-		NCHECK(P.n11->closeListen(lc));
-		NCHECK(P.n11->finalize(P.nctx));
-	} else {
-		if (sc)
-			NCHECK(P.n8->closeSend(sc));
-		NCHECK(P.n8->closeRecv(rc));
-		NCHECK(P.n8->closeListen(lc));
-	}
+	if (sc)
+		NCHECK(NET_CALL(closeSend, sc));
+	NCHECK(NET_CALL(closeRecv, rc));
+	NCHECK(NET_CALL(closeListen, lc));
+	plugin_finalize(false);
 	REQUIRE(log_prefix_ok > 0, "no log line came through NCCL's logger with the NET/Sumcast prefix");
 }

@@ -518,7 +518,9 @@ void run_rsag(void)
 	REQUIRE(region, "malloc");
 	plugin_open(true);
 	/* No NULL entry NCCL's version layers could call. */
-	if (opt.version == 11)
+	if (opt.version == 12)
+		REQUIRE(P.c12->iallgather && P.c12->ireducescatter, "v12: iallgather/ireducescatter NULL");
+	else if (opt.version == 11)
 		REQUIRE(P.c11->iallgather && P.c11->ireducescatter, "v11: iallgather/ireducescatter NULL");
 	else if (opt.version == 8)
 		REQUIRE(P.c8->iallgather && P.c8->ireducescatter, "v8: iallgather/ireducescatter NULL");

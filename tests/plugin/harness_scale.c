@@ -171,10 +171,7 @@ void run_scale(void)
 	res.threads = nthreads > 0 ? (int)nthreads : 0;
 	NCHECK(CN_CALL(deregMr, cc, mh));
 	NCHECK(CN_CALL(closeColl, cc));
-	if (opt.version == 11) {
-		NCHECK(P.c11->finalize(P.cctx));
-		NCHECK(P.n11->finalize(P.nctx));
-	}
+	plugin_finalize(true);
 	res.t_closed = sc_now_s();
 	res.agg_path = saw_agg_path;
 	res.warns = saw_warn;
