@@ -4,7 +4,10 @@
   bench/cluster/profile.py [--calls N] [--top K] A[,A2...] [B[,B2...]]
 
 A (and B) are profiles (DIR/TAG, as bench/cluster/profile wrote them); several, comma
-separated, are averaged. Per process kind (node = plugin_harness, the ranks; agg-data =
+separated, are averaged. DIR/TAG@MODE takes only the samples of that mode's row: its
+rounds' timed calls ("windows"), counted as "samples" x "per_sample" calls, so that one run
+of interleaved modes (agg-mcast runs agg beside it) gives a profile of each. Without @MODE:
+the first row's t_start..t_end. Per process kind (node = plugin_harness, the ranks; agg-data =
 sumcastd-data0, the aggregators' data threads; agg-other = sumcastd's other threads) three
 markdown tables in CPU milliseconds per timed call (samples / Hz / calls, summed over the
 processes of that kind), A beside B and A - B:
@@ -50,8 +53,9 @@ def load_syms(prefix):
     return own
 
 
-def parse(path):
-    """perf script -F comm,tid,ip,sym,dso,srcline: samples as lists of [sym, dso, srclines]"""
+def parse(path, keep):
+    """perf script -F comm,tid,time,ip,sym,dso,srcline: the samples whose time keep() takes, as
+    lists of [sym, dso, srclines, ip]"""
     out, cur = [], None
     for line in open(path, errors='replace'):
         if not line.strip():
@@ -61,7 +65,10 @@ def parse(path):
         elif not line.startswith((' ', '\t')):
             if cur is not None:
                 out.append(cur)
-            cur = []
+            m = re.search(r'\s(\d+\.\d+):\s*$', line)
+            if not m:
+                sys.exit(f'{path}: a sample without its time (recorded by an older bench/cluster/profile?)')
+            cur = [] if keep(float(m.group(1))) else None
         elif line.startswith('\t'):
             # perf prints no "(dso)" for a frame it names from inline data: an inlined
             # function (the next frame, at the same address, is the one it is in:
@@ -79,25 +86,40 @@ def parse(path):
     return out
 
 
+def pick_row(prefix, mode):
+    """the first row (of that mode) and the time windows of its timed calls"""
+    try:
+        for line in open(prefix + '.jsonl'):
+            if not line.startswith('{'):
+                continue
+            r = json.loads(line)
+            if r.get('bench') == 'timeline' or (mode and r.get('mode') != mode):
+                continue
+            if not mode:
+                return r, [(r['t_start'], r['t_end'])]
+            if not r.get('windows'):
+                sys.exit(f'{prefix}.jsonl: the {mode} row has no "windows" (an older harness)')
+            return r, [tuple(w) for w in r['windows']]
+    except (OSError, ValueError, KeyError) as e:
+        sys.exit(f'{prefix}.jsonl: no result row ({e})')
+    sys.exit(f'{prefix}.jsonl: no result row' + (f' of mode {mode}' if mode else ''))
+
+
 class Prof:
-    def __init__(self, prefix):
+    def __init__(self, spec):
+        prefix, _, mode = spec.partition('@')
         self.own = load_syms(prefix)
         if not any(os.path.exists(f'{prefix}.{comm}.txt') for _, comm in KINDS):
             sys.exit(f'{prefix}: no {prefix}.<process>.txt (written by bench/cluster/profile)')
-        self.samples = {k: parse(f'{prefix}.{comm}.txt') if os.path.exists(f'{prefix}.{comm}.txt') else []
-                        for k, comm in KINDS}
-        self.calls = args.calls
+        row, wins = pick_row(prefix, mode)
+
+        def keep(t):
+            return any(a <= t <= b for a, b in wins)
+        self.samples = {k: parse(f'{prefix}.{comm}.txt', keep) if os.path.exists(f'{prefix}.{comm}.txt')
+                        else [] for k, comm in KINDS}
+        self.calls = args.calls or row.get('samples', 0) * row.get('per_sample', 1)
         if not self.calls:
-            try:
-                for line in open(prefix + '.jsonl'):
-                    if line.startswith('{'):
-                        r = json.loads(line)
-                        self.calls = r['samples'] * r.get('per_sample', 1)
-                        break
-            except (OSError, ValueError, KeyError) as e:
-                sys.exit(f'{prefix}.jsonl: no result row to count the calls ({e}); give --calls')
-            if not self.calls:
-                sys.exit(f'{prefix}.jsonl: no result row to count the calls; give --calls')
+            sys.exit(f'{prefix}.jsonl: no result row to count the calls; give --calls')
         self.hz = args.hz or 299
         if not args.hz:
             try:

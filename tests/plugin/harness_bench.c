@@ -387,6 +387,7 @@ void run_bench(void)
 	double *lt = tx + 16, *lr = tx + 64, *ls = tx + 112, *lsr = tx + 160;
 	static double samples[BENCH_MAX + 1][BENCH_ROUNDS_MAX]; /* [BENCH_MODES]: fabric_rtt */
 	static double sample_end[BENCH_MAX][BENCH_ROUNDS_MAX];  /* wall time (rank 0's) */
+	static double sample_start[BENCH_MAX][BENCH_ROUNDS_MAX]; /* of its first timed call */
 	int RTT = BENCH_MODES;
 	bool rtt_done = false;
 	bool have_netdev;
@@ -492,6 +493,7 @@ void run_bench(void)
 				uint64_t tx0 = 0, rx0 = 0, tx1 = 0, rx1 = 0;
 				if (have_netdev)
 					netdev_bytes(&tx0, &rx0);
+				sample_start[m][nr] = sc_wall_s();
 				double t0 = sc_now_s();
 				for (int i = 0; i < k; i++)
 					bench_op(&inst[m], send, recv, bytes, t);
@@ -566,7 +568,12 @@ void run_bench(void)
 				if (have_netdev)
 					printf(",\"link_tx_mbit\":%.1f,\"link_rx_mbit\":%.1f,\"link_max_mbit\":%.1f",
 					       lsr[m] / N, lsr[BENCH_MAX + m] / N, lr[m]);
-				printf("}\n");
+				/* each round's timed calls of this mode (wall clock):
+				 * bench/cluster/profile.py splits interleaved modes by them */
+				printf(",\"windows\":[");
+				for (int i = 0; i < nr; i++)
+					printf("%s[%.4f,%.4f]", i ? "," : "", sample_start[m][i], sample_end[m][i]);
+				printf("]}\n");
 			}
 			for (int i = 0; bench_timeline && i < nr; i++)
 				for (int m = 0; m < BENCH_MODES; m++)
