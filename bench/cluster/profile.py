@@ -15,7 +15,10 @@ processes of that kind), A beside B and A - B:
   leaf      where the sampled instruction was (kernel by path, libc, libfabric, our files);
   function  the innermost frame in our binaries (plugin, sumcastd, harness), inclusive of
             the libc, libfabric and kernel frames under it; for a memcpy, the line of ours
-            that calls it ("at") or that called into libfabric, which does ("under").
+            that calls it ("at") or that called into libfabric, which does ("under");
+  and with --under SYM, the leaf table of only the samples with SYM in their call chain
+  (sc_mc_udp_send, fabric_tsend: what a send costs, down to the kernel's softirqs that the
+  sending thread runs itself: the emulated switch's bridge, tbf and veth).
 Samples taken in interrupt context (the network's softirqs run on whatever was interrupted)
 are a feature of their own, never charged to the interrupted function. libfabric 1.17 as
 Debian builds it has no symbols: its frames count as one, and DWARF unwinding through it
@@ -35,6 +38,8 @@ ap.add_argument('--calls', type=int, default=0,
                 help='timed calls per profile (default: the first row\'s "samples" x "per_sample")')
 ap.add_argument('--hz', type=float, default=0, help='sample rate (default: from the perf log, else 299)')
 ap.add_argument('--top', type=int, default=14)
+ap.add_argument('--under', action='append', default=[], metavar='SYM',
+                help='also a leaf table of the samples with SYM in their call chain (repeatable)')
 args = ap.parse_args()
 
 KINDS = (('node', 'plugin_harness'), ('agg-data', 'sumcastd-data0'), ('agg-other', 'sumcastd'))
@@ -250,6 +255,8 @@ def feature(p, fr, kind):
         return 'sweep (dp_sweep.c: FI_DISCARD peeks and the progress they run)'
     if fn in ('fabric_tsend', 'fabric_tinject'):
         return 'transport: result sends (fabric_tsend)'
+    if f.startswith('common/mcast'):
+        return 'multicast: result sends (mcast_udp.c: sendmsg with UDP_SEGMENT, the kernel under it)'
     if f.startswith('common/reduce'):
         return 'reduce kernels'
     if f == 'daemon/pacer.c':
@@ -269,8 +276,16 @@ def tally(profs, kind, fn):
     tot = collections.Counter()
     for p in profs:
         for fr in p.samples[kind]:
-            tot[fn(p, fr)] += 1000.0 / p.hz / p.calls / len(profs)
+            k = fn(p, fr)
+            if k is not None:
+                tot[k] += 1000.0 / p.hz / p.calls / len(profs)
     return tot
+
+
+def under(sym):
+    def fn(p, fr):
+        return leaf_class(p, fr) if any(f[0] == sym for f in fr) else None
+    return fn
 
 
 def table(title, a, b, top):
@@ -296,7 +311,8 @@ for kind, comm in KINDS:
     tb = tally(profs_b, kind, lambda p, fr: 'all') if profs_b else collections.Counter()
     print(f'\n## {kind} ({comm}): A {ta["all"]:.1f} ms/call ({a_n} samples)' +
           (f', B {tb["all"]:.1f} ms/call' if profs_b else ''))
-    for title, fn in (('feature', lambda p, fr: feature(p, fr, kind)), ('leaf', leaf_class),
-                      ('function (ours, inclusive)', owner)):
+    for title, fn in [('feature', lambda p, fr: feature(p, fr, kind)), ('leaf', leaf_class),
+                      ('function (ours, inclusive)', owner)] + \
+            [(f'leaf, samples under {u}', under(u)) for u in args.under]:
         table(title, tally(profs_a, kind, fn), tally(profs_b, kind, fn) if profs_b else collections.Counter(),
               args.top)
