@@ -147,6 +147,17 @@ sc_topo_up() {
   ip -n "$sw" link set br0 type bridge mcast_snooping 1 mcast_igmp_version 3 \
     mcast_startup_query_interval 50 mcast_query_response_interval 20 2>/dev/null || true
   ip -n "$sw" link set br0 type bridge mcast_querier 1 2>/dev/null || true
+  # SC_SW_NF_CALL=0: the bridge hands no frame to the switch namespace's netfilter hooks
+  # (br_netfilter, per packet and per port a multicast one is copied to), as a hardware switch
+  # would not; the kernel's default (1) otherwise. Their work runs in the softirq of whoever
+  # sent the frame, so it counts in that process's CPU.
+  if [[ -n ${SC_SW_NF_CALL:-} ]]; then
+    local k
+    for k in iptables ip6tables arptables; do
+      ip netns exec "$sw" sysctl -qw "net.bridge.bridge-nf-call-$k=$SC_SW_NF_CALL" ||
+        sc_die "net.bridge.bridge-nf-call-$k=$SC_SW_NF_CALL in $sw failed"
+    done
+  fi
   ip -n "$sw" link set br0 up
   local i ns port ip rate
   for ((i = 0; i < SC_W + SC_A; i++)); do
