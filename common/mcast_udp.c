@@ -49,7 +49,7 @@ int sc_mc_udp_tx_open(struct sc_mc_udp_tx *t, const char *iface, const struct so
 	if (t->segs > SC_MC_UDP_SEGS)
 		t->segs = SC_MC_UDP_SEGS;
 	t->gso = true;
-	t->lay = malloc(SC_MC_UDP_SEGS * SC_MC_HDR);
+	t->lay = malloc(SC_MC_UDP_SEGS * (SC_MC_HDR + payload));
 	t->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (!t->lay || t->fd < 0) {
 		rc = t->lay ? -errno : -ENOMEM;
@@ -78,16 +78,14 @@ void sc_mc_udp_tx_close(struct sc_mc_udp_tx *t)
 	t->lay = NULL;
 }
 
-/* n datagrams, datagram i = iov[2i] (its header) + iov[2i + 1] (its
- * payload, in the result itself: the kernel's copy is the only one), all
- * `seg` bytes but the last. */
-static int send_laid(struct sc_mc_udp_tx *t, struct iovec *iov, int n, size_t seg)
+/* n datagrams of `seg` bytes each (the last may be shorter) in t->lay. */
+static int send_laid(struct sc_mc_udp_tx *t, int n, size_t seg, size_t total)
 {
 	if (t->gso && n > 1) {
 		char ctl[CMSG_SPACE(sizeof(uint16_t))];
-		struct msghdr m = { .msg_name = &t->group, .msg_namelen = sizeof(t->group), .msg_iov = iov,
-				    .msg_iovlen = (size_t)(2 * n), .msg_control = ctl,
-				    .msg_controllen = sizeof(ctl) };
+		struct iovec iov = { t->lay, total };
+		struct msghdr m = { .msg_name = &t->group, .msg_namelen = sizeof(t->group), .msg_iov = &iov,
+				    .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl) };
 		memset(ctl, 0, sizeof(ctl));
 		struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
 		cm->cmsg_level = SOL_UDP;
@@ -113,9 +111,13 @@ static int send_laid(struct sc_mc_udp_tx *t, struct iovec *iov, int n, size_t se
 		}
 	}
 	struct mmsghdr mm[SC_MC_UDP_SEGS];
-	for (int i = 0; i < n; i++)
+	struct iovec iov[SC_MC_UDP_SEGS];
+	for (int i = 0; i < n; i++) {
+		size_t off = (size_t)i * seg;
+		iov[i] = (struct iovec){ t->lay + off, total - off < seg ? total - off : seg };
 		mm[i].msg_hdr = (struct msghdr){ .msg_name = &t->group, .msg_namelen = sizeof(t->group),
-						 .msg_iov = &iov[2 * i], .msg_iovlen = 2 };
+						 .msg_iov = &iov[i], .msg_iovlen = 1 };
+	}
 	for (int done = 0; done < n;) {
 		int k = sendmmsg(t->fd, mm + done, (unsigned)(n - done), 0);
 		if (k > 0) {
@@ -135,29 +137,24 @@ int sc_mc_udp_send(struct sc_mc_udp_tx *t, uint32_t job, uint64_t key, uint64_t 
 		   const void *buf, uint32_t len)
 {
 	const uint8_t *src = buf;
-	struct sc_mc_hdr h = { .job = job, .key = key, .chunk = chunk, .imm = imm, .len = len };
-	struct iovec iov[2 * SC_MC_UDP_SEGS];
+	const struct sc_mc_hdr r = { .job = job, .key = key, .chunk = chunk, .imm = imm, .len = len };
 	size_t seg = SC_MC_HDR + t->payload;
 	uint32_t off = 0;
 
 	do {
+		size_t total = 0;
 		int n = 0;
 		/* Full datagrams together; a result's short last one ends a
 		 * send (GSO segments are all `seg` bytes but the last). */
 		while (n < t->segs && (off < len || (!len && !n))) {
-			uint32_t pl = len - off < t->payload ? len - off : (uint32_t)t->payload;
-			uint8_t *hdr = t->lay + (size_t)n * SC_MC_HDR;
-			h.off = off;
-			h.plen = (uint16_t)pl;
-			sc_mc_hdr_encode(&h, hdr);
-			iov[2 * n] = (struct iovec){ hdr, SC_MC_HDR };
-			iov[2 * n + 1] = (struct iovec){ (void *)(uintptr_t)(src + off), pl };
-			off += pl;
+			size_t b = sc_mc_pack(t->lay + total, &r, src, off, t->payload);
+			total += b;
+			off += (uint32_t)(b - SC_MC_HDR);
 			n++;
-			if (pl < t->payload)
+			if (b - SC_MC_HDR < t->payload)
 				break;
 		}
-		int rc = send_laid(t, iov, n, seg);
+		int rc = send_laid(t, n, seg, total);
 		if (rc)
 			return rc;
 	} while (off < len);

@@ -5,12 +5,10 @@
  * protocol logic (mcast.h). The daemon's result backend sends with it
  * (daemon/result.c), the client library receives (client/client_mcast.c).
  *
- * Sender: up to 44 datagrams of a result (64 KiB) go in one sendmsg with
- * UDP_SEGMENT, gathered from an iovec of header, payload, header, ...:
- * the headers are laid out in a buffer of their own and each payload is
- * read where the result is, so the kernel's copy into its packets is the
- * only one. Where the kernel refuses UDP_SEGMENT, sendmmsg of the same
- * datagrams (counted). Receiver: bound to the group and port, joined on the rank's
+ * Sender: the datagrams of a result are laid out header + payload in a
+ * buffer of up to 44 (64 KiB) and sent with one sendmsg and UDP_SEGMENT;
+ * where the kernel refuses UDP_SEGMENT, sendmmsg of the same datagrams
+ * (counted). Receiver: bound to the group and port, joined on the rank's
  * interface, non-blocking; sc_mc_udp_poll reads what is there (recvmmsg)
  * into a receiver (sc_mc_rx_take). IPv4 only. */
 #ifndef SUMCAST_MCAST_UDP_H
@@ -30,7 +28,7 @@ struct sc_mc_udp_tx {
 	struct sockaddr_in group;
 	size_t payload; /* bytes per datagram after the header */
 	int segs;       /* datagrams per send (SC_MC_UDP_SEGS, fewer for large ones) */
-	uint8_t *lay;   /* the headers of SC_MC_UDP_SEGS datagrams */
+	uint8_t *lay;   /* SC_MC_UDP_SEGS datagrams */
 	bool gso;       /* false once the kernel refused UDP_SEGMENT */
 	uint64_t datagrams, sends, gso_refused;
 };
