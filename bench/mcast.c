@@ -10,8 +10,8 @@
  *   sendmsg   one sendmsg per datagram (header and payload gathered)
  *   sendmmsg  64 datagrams per sendmmsg
  *   gso       the transport's send (common/mcast_udp.c): UDP generic
- *             segmentation offload, 44 datagrams gathered (header,
- *             payload in place, header, ...) in one sendmsg with
+ *             segmentation offload, 44 datagrams laid out in one 64 KiB
+ *             buffer (header copied beside each payload), one sendmsg with
  *             UDP_SEGMENT; the kernel cuts them
  *   fi_udp    libfabric's udp provider, FI_EP_DGRAM with fi_join: one
  *             fi_send per datagram (1472 bytes at most)
