@@ -238,6 +238,8 @@ def feature(p, fr, kind):
             return 'failover: bounce copy (client_slot_result_in)'
         if f.startswith('plugin/failover') or f in ('plugin/collnet_agree.c', 'client/client_retain.c'):
             return 'failover: bookkeeping (failover*.c, collnet_agree.c, client_retain.c)'
+        if f.startswith('common/mcast') or f == 'client/client_mcast.c':
+            return 'multicast: receive (recvmmsg, assembly: mcast_udp.c, mcast.c, client_mcast.c)'
         if f == 'client/client_join.c':
             return 'control connection: PING, liveness (client_join.c)'
         if f.startswith('client/'):
