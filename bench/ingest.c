@@ -15,7 +15,8 @@
  * ratio = ingest / raw. The CPU columns are the daemon's and the server's
  * utime + stime (/proc/<pid>/stat, every thread) over the timed
  * repetitions per GB of input, and that times 12.5 GB/s: the cores one
- * such process needs per 100 Gb/s of input.
+ * such process needs per 100 Gb/s of input; the last two columns are the
+ * ranks' and the raw senders' CPU together per GB of input.
  * The repetitions are interleaved (ingest, raw, raw, ingest, ...): every
  * process stays up for the whole run and the parent starts each repetition
  * through a pipe, the others blocked in read() meanwhile, so on a shared
@@ -26,7 +27,8 @@
  * the core the copy needs for a whole time slice. The raw server waits as
  * the daemon's data thread does at its defaults (see raw_server).
  * --pin A,B: the daemon's data thread ([data] cpus) and the raw server on
- * CPU A, the ranks and the raw senders on CPU B.
+ * CPU A, the ranks and the raw senders on CPU B. The processes are named
+ * (comm) ingest-rank, raw-server and raw-sender for a system-wide perf.
  *
  *   ingest [--provider shm|tcp|both] [--ranks 4] [--bytes 64M] [--reps 5]
  *          [--chunk 256K] [--window 8] [--threads 1] [--pin A,B] [--json]
@@ -272,6 +274,7 @@ static int ingest_rank(int r, void *arg)
 			close(in->rp[k][1]);
 		}
 	}
+	prctl(PR_SET_NAME, "ingest-rank");
 	pin_self(g.pin_r);
 	return rank_main(in->prov, in->daemon.ctl, (uint32_t)r, in->gp[r][0], in->rp[r][1]);
 }
@@ -814,6 +817,7 @@ static int raw_sender_main(int r, void *arg)
 		}
 	}
 	close(w->srv_go);
+	prctl(PR_SET_NAME, "raw-sender");
 	pin_self(g.pin_r);
 	return raw_sender(w->prov, (uint32_t)r, w->ap[r][1], w->sp[r][0], w->gp[r][0], w->rp[r][1]);
 }
@@ -848,6 +852,7 @@ static void raw_start(struct raw *w, const char *prov)
 		close(addr_p[0]);
 		close(peers_p[1]);
 		close(go_p[1]);
+		prctl(PR_SET_NAME, "raw-server");
 		pin_self(g.pin_d);
 		_exit(raw_server(prov, addr_p[1], peers_p[0], go_p[0]));
 	}
@@ -948,17 +953,39 @@ static double proc_cpu_s(pid_t pid)
 
 /* A repetition of either side with the CPU time its daemon or server took
  * meanwhile (seconds, in *cpu; 0 when /proc could not be read). */
-static double ingest_rep_cpu(struct ingest *in, const char *prov, double *cpu)
+/* The CPU seconds of the ranks' (or senders') processes together. */
+static double ranks_cpu_s(const struct sc_ranks *rs)
 {
-	double c0 = proc_cpu_s(in->daemon.pid), t = ingest_rep(in, prov), c1 = proc_cpu_s(in->daemon.pid);
-	*cpu = c0 < 0 || c1 < 0 ? 0 : c1 - c0;
+	double sum = 0;
+	for (int r = 0; r < rs->n; r++) {
+		double c = proc_cpu_s(rs->pid[r]);
+		if (c < 0)
+			return -1;
+		sum += c;
+	}
+	return sum;
+}
+
+/* A repetition of either side with the CPU seconds its daemon or server
+ * (cpu[0]) and its ranks or senders (cpu[1]) took meanwhile (0 when /proc
+ * could not be read). */
+static double ingest_rep_cpu(struct ingest *in, const char *prov, double cpu[2])
+{
+	double c0 = proc_cpu_s(in->daemon.pid), r0 = ranks_cpu_s(&in->ranks);
+	double t = ingest_rep(in, prov);
+	double c1 = proc_cpu_s(in->daemon.pid), r1 = ranks_cpu_s(&in->ranks);
+	cpu[0] = c0 < 0 || c1 < 0 ? 0 : c1 - c0;
+	cpu[1] = r0 < 0 || r1 < 0 ? 0 : r1 - r0;
 	return t;
 }
 
-static double raw_rep_cpu(struct raw *w, const char *prov, double *cpu)
+static double raw_rep_cpu(struct raw *w, const char *prov, double cpu[2])
 {
-	double c0 = proc_cpu_s(w->srv), t = raw_rep(w, prov), c1 = proc_cpu_s(w->srv);
-	*cpu = c0 < 0 || c1 < 0 ? 0 : c1 - c0;
+	double c0 = proc_cpu_s(w->srv), r0 = ranks_cpu_s(&w->snd);
+	double t = raw_rep(w, prov);
+	double c1 = proc_cpu_s(w->srv), r1 = ranks_cpu_s(&w->snd);
+	cpu[0] = c0 < 0 || c1 < 0 ? 0 : c1 - c0;
+	cpu[1] = r0 < 0 || r1 < 0 ? 0 : r1 - r0;
 	return t;
 }
 
@@ -1036,14 +1063,17 @@ int main(int argc, char **argv)
 		       "bytes in and back out through one server process (no reduce), same chunk (%u) "
 		       "and window (%u); GB/s = 1e9 B/s of input, best of %d (median in brackets); "
 		       "CPU = the daemon's / the server's utime + stime per GB of input over the timed "
-		       "repetitions, cores = CPU s/GB x 12.5 (cores per 100 Gb/s of input)\n"
-		       "%-6s %6s %10s %16s %16s %7s %8s %6s %8s %6s\n",
-		       g.ranks, g.chunk, g.window, g.reps, "prov", "ranks", "bytes", "ingest GB/s",
-		       "raw GB/s", "ratio", "cpu s/GB", "cores", "raw s/GB", "cores");
+		       "repetitions, cores = CPU s/GB x 12.5 (cores per 100 Gb/s of input); "
+		       "ranks / senders = the CPU of the %d ranks / raw senders together per GB\n"
+		       "%-6s %6s %10s %16s %16s %7s %8s %6s %8s %6s %8s %8s\n",
+		       g.ranks, g.chunk, g.window, g.reps, g.ranks, "prov", "ranks", "bytes",
+		       "ingest GB/s", "raw GB/s", "ratio", "cpu s/GB", "cores", "raw s/GB", "cores",
+		       "ranks", "senders");
 	int rc = 0;
 	for (int i = 0; i < nprov; i++) {
 		double ta[MAX_REPS], tr[MAX_REPS], ga[MAX_REPS], gr[MAX_REPS];
-		double cpu_a = 0, cpu_r = 0; /* CPU seconds over the timed repetitions */
+		/* CPU seconds over the timed repetitions: daemon, ranks, server, senders */
+		double cpu_a = 0, cpu_ar = 0, cpu_r = 0, cpu_rs = 0;
 		struct ingest in;
 		struct raw w;
 		bool failed = false;
@@ -1051,20 +1081,22 @@ int main(int argc, char **argv)
 		raw_start(&w, provs[i]);
 		/* Rep 0 warms both up; then ingest, raw / raw, ingest / ... */
 		for (int rep = 0; rep <= g.reps && !failed; rep++) {
-			double a, b, ca, cr;
+			double a, b, ca[2] = { 0, 0 }, cr[2] = { 0, 0 };
 			if (rep % 2) {
-				a = ingest_rep_cpu(&in, provs[i], &ca);
-				b = a < 0 ? -1 : raw_rep_cpu(&w, provs[i], &cr);
+				a = ingest_rep_cpu(&in, provs[i], ca);
+				b = a < 0 ? -1 : raw_rep_cpu(&w, provs[i], cr);
 			} else {
-				b = raw_rep_cpu(&w, provs[i], &cr);
-				a = b < 0 ? -1 : ingest_rep_cpu(&in, provs[i], &ca);
+				b = raw_rep_cpu(&w, provs[i], cr);
+				a = b < 0 ? -1 : ingest_rep_cpu(&in, provs[i], ca);
 			}
 			failed = a < 0 || b < 0;
 			if (rep && !failed) {
 				ta[rep - 1] = a;
 				tr[rep - 1] = b;
-				cpu_a += ca;
-				cpu_r += cr;
+				cpu_a += ca[0];
+				cpu_ar += ca[1];
+				cpu_r += cr[0];
+				cpu_rs += cr[1];
 			}
 		}
 		raw_stop(&w, failed);
@@ -1078,7 +1110,8 @@ int main(int argc, char **argv)
 			ga[k] = in_gb / ta[k];
 			gr[k] = in_gb / tr[k];
 		}
-		double spg_a = cpu_a / (in_gb * g.reps), spg_r = cpu_r / (in_gb * g.reps);
+		double gb = in_gb * g.reps;
+		double spg_a = cpu_a / gb, spg_r = cpu_r / gb, spg_ar = cpu_ar / gb, spg_rs = cpu_rs / gb;
 		qsort(ga, (size_t)g.reps, sizeof(double), cmp_d);
 		qsort(gr, (size_t)g.reps, sizeof(double), cmp_d);
 		double best_a = ga[g.reps - 1], best_r = gr[g.reps - 1];
@@ -1089,14 +1122,16 @@ int main(int argc, char **argv)
 			       "\"gbps\":%.3f,\"raw_gbps\":%.3f,\"ratio\":%.3f,\"gbps_median\":%.3f,"
 			       "\"raw_gbps_median\":%.3f,\"raw\":\"two-way\",\"cpu_s_per_gb\":%.4f,"
 			       "\"cores_per_100g\":%.3f,\"raw_cpu_s_per_gb\":%.4f,"
-			       "\"raw_cores_per_100g\":%.3f}\n",
+			       "\"raw_cores_per_100g\":%.3f,\"ranks_cpu_s_per_gb\":%.4f,"
+			       "\"raw_senders_cpu_s_per_gb\":%.4f}\n",
 			       provs[i], g.ranks, g.bytes, g.chunk, g.window, g.threads, g.reps, best_a,
 			       best_r, best_a / best_r, med_a, med_r, spg_a, spg_a * 12.5, spg_r,
-			       spg_r * 12.5);
+			       spg_r * 12.5, spg_ar, spg_rs);
 		else
-			printf("%-6s %6d %10zu %7.2f (%6.2f) %7.2f (%6.2f) %7.2f %8.3f %6.2f %8.3f %6.2f\n",
+			printf("%-6s %6d %10zu %7.2f (%6.2f) %7.2f (%6.2f) %7.2f %8.3f %6.2f %8.3f %6.2f "
+			       "%8.3f %8.3f\n",
 			       provs[i], g.ranks, g.bytes, best_a, med_a, best_r, med_r, best_a / best_r,
-			       spg_a, spg_a * 12.5, spg_r, spg_r * 12.5);
+			       spg_a, spg_a * 12.5, spg_r, spg_r * 12.5, spg_ar, spg_rs);
 		fflush(stdout);
 	}
 	rmdir(g.dir);
