@@ -22,7 +22,8 @@
  * through a pipe, the others blocked in read() meanwhile, so on a shared
  * host both rates see the same background load.
  * Waiting processes (ranks, raw senders) sched_yield() when a poll found
- * nothing (--spin: never yield, and the server never sleeps): this host
+ * nothing (--spin: never yield, and the server never sleeps; --sleep US:
+ * usleep(US) instead of yielding): this host
  * has fewer cores than busy processes, and a spinning peer otherwise holds
  * the core the copy needs for a whole time slice. The raw server waits as
  * the daemon's data thread does at its defaults (see raw_server).
@@ -134,6 +135,16 @@ static int read_full(int fd, void *buf, size_t n, int ms)
 	return 0;
 }
 
+/* A rank or raw sender whose poll found nothing: --sleep's usleep, else
+ * sched_yield() unless --spin. */
+static void wait_pause(void)
+{
+	if (g.sleep_us)
+		usleep((useconds_t)g.sleep_us);
+	else if (g.yield)
+		sched_yield();
+}
+
 /* ---- daemon ---- */
 
 static void daemon_start(struct sc_daemon *d, const char *prov)
@@ -178,10 +189,7 @@ static int wait_req(struct client *c, struct client_req *r)
 		if (done)
 			return rc;
 		/* More processes than cores here: let the daemon run. */
-		if (g.sleep_us)
-			usleep((useconds_t)g.sleep_us);
-		else if (g.yield)
-			sched_yield();
+		wait_pause();
 	} while (sc_now_ns() < until);
 	return -ETIME;
 }
@@ -680,8 +688,8 @@ static int raw_snd_rep(struct raw_snd *x, uint32_t me, size_t nchunks, int fd)
 					  raw_tag(RAW_BAR, me, 0), 0, &x->bop[1].op)) == -FI_EAGAIN)
 		rc = raw_snd_poll(x, &got);
 	while (!rc && x->bar_left && sc_now_ns() < until)
-		if (!(rc = raw_snd_poll(x, &got)) && !got && g.yield)
-			sched_yield();
+		if (!(rc = raw_snd_poll(x, &got)) && !got)
+			wait_pause();
 	if (rc || x->bar_left)
 		return rc ? rc : -FI_ETIMEDOUT;
 	uint64_t t0 = sc_now_ns();
@@ -723,8 +731,8 @@ static int raw_snd_rep(struct raw_snd *x, uint32_t me, size_t nchunks, int fd)
 			send_due = false;
 			next++;
 		}
-		if (!rc && !(rc = raw_snd_poll(x, &got)) && !got && g.yield)
-			sched_yield();
+		if (!rc && !(rc = raw_snd_poll(x, &got)) && !got)
+			wait_pause();
 	}
 	/* the last sends' completions */
 	for (uint32_t k = 0; k < g.window && !rc; k++)
@@ -992,7 +1000,8 @@ static double raw_rep_cpu(struct raw *w, const char *prov, double cpu[2])
 static void usage(void)
 {
 	fprintf(stderr, "usage: ingest [--provider shm|tcp|both] [--ranks N] [--bytes B] "
-			"[--reps R] [--chunk B] [--window W] [--threads T] [--pin A,B] [--spin] [--json]\n");
+			"[--reps R] [--chunk B] [--window W] [--threads T] [--pin A,B] [--spin] [--sleep US] "
+			"[--json]\n");
 	exit(2);
 }
 
