@@ -12,7 +12,9 @@
  * raw rate = ranks x bytes / time (slowest sender, from a barrier through
  * the server to its last echo). Both rates are the best of --reps
  * repetitions (after one warm-up); the median is printed beside them.
- * ratio = ingest / raw. The CPU columns are the daemon's and the server's
+ * ratio = ingest / raw (best / best); paired = the median of the
+ * repetitions' own ratios (each ingest repetition with the raw one beside
+ * it, the same moment's load). The CPU columns are the daemon's and the server's
  * utime + stime (/proc/<pid>/stat, every thread) over the timed
  * repetitions per GB of input, and that times 12.5 GB/s: the cores one
  * such process needs per 100 Gb/s of input; the last two columns are the
@@ -1073,11 +1075,12 @@ int main(int argc, char **argv)
 		       "and window (%u); GB/s = 1e9 B/s of input, best of %d (median in brackets); "
 		       "CPU = the daemon's / the server's utime + stime per GB of input over the timed "
 		       "repetitions, cores = CPU s/GB x 12.5 (cores per 100 Gb/s of input); "
-		       "ranks / senders = the CPU of the %d ranks / raw senders together per GB\n"
-		       "%-6s %6s %10s %16s %16s %7s %8s %6s %8s %6s %8s %8s\n",
+		       "ranks / senders = the CPU of the %d ranks / raw senders together per GB; "
+		       "paired = median over the repetitions of ingest / raw of the same repetition\n"
+		       "%-6s %6s %10s %16s %16s %7s %6s %8s %6s %8s %6s %8s %8s\n",
 		       g.ranks, g.chunk, g.window, g.reps, g.ranks, "prov", "ranks", "bytes",
-		       "ingest GB/s", "raw GB/s", "ratio", "cpu s/GB", "cores", "raw s/GB", "cores",
-		       "ranks", "senders");
+		       "ingest GB/s", "raw GB/s", "ratio", "paired", "cpu s/GB", "cores", "raw s/GB",
+		       "cores", "ranks", "senders");
 	int rc = 0;
 	for (int i = 0; i < nprov; i++) {
 		double ta[MAX_REPS], tr[MAX_REPS], ga[MAX_REPS], gr[MAX_REPS];
@@ -1115,10 +1118,14 @@ int main(int argc, char **argv)
 			continue;
 		}
 		double in_gb = (double)g.ranks * (double)g.bytes / 1e9; /* per repetition */
+		double pr[MAX_REPS]; /* each repetition's pair: ingest / raw of the same moment */
 		for (int k = 0; k < g.reps; k++) {
 			ga[k] = in_gb / ta[k];
 			gr[k] = in_gb / tr[k];
+			pr[k] = tr[k] / ta[k];
 		}
+		qsort(pr, (size_t)g.reps, sizeof(double), cmp_d);
+		double pair_med = pr[g.reps / 2];
 		double gb = in_gb * g.reps;
 		double spg_a = cpu_a / gb, spg_r = cpu_r / gb, spg_ar = cpu_ar / gb, spg_rs = cpu_rs / gb;
 		qsort(ga, (size_t)g.reps, sizeof(double), cmp_d);
@@ -1132,15 +1139,15 @@ int main(int argc, char **argv)
 			       "\"raw_gbps_median\":%.3f,\"raw\":\"two-way\",\"cpu_s_per_gb\":%.4f,"
 			       "\"cores_per_100g\":%.3f,\"raw_cpu_s_per_gb\":%.4f,"
 			       "\"raw_cores_per_100g\":%.3f,\"ranks_cpu_s_per_gb\":%.4f,"
-			       "\"raw_senders_cpu_s_per_gb\":%.4f}\n",
+			       "\"raw_senders_cpu_s_per_gb\":%.4f,\"ratio_paired_median\":%.3f}\n",
 			       provs[i], g.ranks, g.bytes, g.chunk, g.window, g.threads, g.reps, best_a,
 			       best_r, best_a / best_r, med_a, med_r, spg_a, spg_a * 12.5, spg_r,
-			       spg_r * 12.5, spg_ar, spg_rs);
+			       spg_r * 12.5, spg_ar, spg_rs, pair_med);
 		else
-			printf("%-6s %6d %10zu %7.2f (%6.2f) %7.2f (%6.2f) %7.2f %8.3f %6.2f %8.3f %6.2f "
-			       "%8.3f %8.3f\n",
+			printf("%-6s %6d %10zu %7.2f (%6.2f) %7.2f (%6.2f) %7.2f %6.2f %8.3f %6.2f %8.3f "
+			       "%6.2f %8.3f %8.3f\n",
 			       provs[i], g.ranks, g.bytes, best_a, med_a, best_r, med_r, best_a / best_r,
-			       spg_a, spg_a * 12.5, spg_r, spg_r * 12.5, spg_ar, spg_rs);
+			       pair_med, spg_a, spg_a * 12.5, spg_r, spg_r * 12.5, spg_ar, spg_rs);
 		fflush(stdout);
 	}
 	rmdir(g.dir);
