@@ -51,7 +51,10 @@ static void usage(FILE *out)
 		"  drain [--daemon URL] [--wait S]  stop the daemon the way SIGTERM does: its jobs\n"
 		"                  move off, then it exits (POST /drain; sumcastctl drain --help)\n"
 		"  plan ...        sizing: aggregators, tree, split, memory and speed-up for a job\n"
-		"                  (asks no daemon; sumcastctl plan --help)\n\n"
+		"                  (asks no daemon; sumcastctl plan --help)\n"
+		"  profile PATH... a job's collectives from its SUMCAST_TRACE files: calls, bytes,\n"
+		"                  paths, rates, faults, split changes, the slowest node; --png FILE\n"
+		"                  plots them (asks no daemon; sumcastctl profile --help)\n\n"
 		"Options:\n"
 		"  -H, --host H        daemon's HTTP address (default 127.0.0.1, env SUMCASTCTL_HOST)\n"
 		"  -p, --port P        daemon's HTTP port ([http] port, default 7801, env SUMCASTCTL_PORT)\n"
@@ -62,7 +65,8 @@ static void usage(FILE *out)
 		"  -n, --iterations N  top: stop after N frames\n"
 		"  -V, --version       print the version\n"
 		"  -h, --help          this text\n\n"
-		"Exit status: 0 ok, 1 unexpected answer, 2 daemon unreachable or timed out, 64 usage\n"
+		"Exit status: 0 ok, 1 unexpected answer (profile: unreadable or no traces), 2 daemon\n"
+		"unreachable or timed out, 64 usage\n"
 		"(drain: 3 when --wait ran out while it still drained).\n");
 }
 
@@ -136,6 +140,8 @@ int main(int argc, char **argv)
 	cmd = argv[optind++];
 	if (!strcmp(cmd, "plan")) /* its own flags; no daemon */
 		return cmd_plan(argc - optind + 1, argv + optind - 1);
+	if (!strcmp(cmd, "profile")) /* its own flags; no daemon */
+		return cmd_profile(argc - optind + 1, argv + optind - 1);
 	if (!strcmp(cmd, "drain")) { /* its own flags */
 		if (http_init())
 			die(EXIT_BAD_ANSWER, "libcurl initialisation failed");

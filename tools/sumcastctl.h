@@ -132,4 +132,8 @@ int cmd_metrics(const char *prefix);
 
 int cmd_plan(int argc, char **argv);
 
+/* ---- cmd_profile.c: SUMCAST_TRACE files; argv[0] is "profile" ---- */
+
+int cmd_profile(int argc, char **argv);
+
 #endif

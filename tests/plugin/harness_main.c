@@ -5,7 +5,9 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <dirent.h>
 #include <sched.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
@@ -24,6 +26,7 @@ void usage(void)
 		"       (coll and rsag: --version 12|11|10|9|8)\n"
 		"       [-b|--min-bytes B] [-e|--max-bytes B] [--type T] [--json] [--verbose]\n"
 		"       [--key same|other] [--expect agg|joined|ring] [--trace [--expect-adaptive]]\n"
+		"       [--keep-trace DIR]   (--trace, and the trace files copied into DIR at the end)\n"
 		"       [--fan-in F]   (SUMCAST_FAN_IN: above F nodes the collnet is a two-level tree;\n"
 		"       --expect agg then checks the tree's inner jobs on the daemons)\n"
 		"       p2p: [--close-inflight]\n"
@@ -72,6 +75,44 @@ static void self_relative(char *out, size_t len, const char *rel)
 	snprintf(out, len, "%s/%s", exe, rel);
 }
 
+/* --keep-trace DIR: the run's trace files (<rv_dir>/trace.<job>.<rank>.jsonl),
+ * copied into DIR (made if missing) before the run's directory goes, for
+ * sumcastctl profile (tests/ops/test_profile.py). 0 or -1 with errno. */
+static const char *keep_trace;
+
+static int copy_traces(const char *dir)
+{
+	DIR *d;
+	struct dirent *e;
+	char from[PATH_MAX + 300], to[PATH_MAX + 300], buf[65536];
+	int rc = 0;
+
+	if (mkdir(dir, 0755) && errno != EEXIST)
+		return -1;
+	d = opendir(rv_dir);
+	if (!d)
+		return -1;
+	while (!rc && (e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+		if (strncmp(e->d_name, "trace.", 6) || n < 6 || strcmp(e->d_name + n - 6, ".jsonl"))
+			continue;
+		snprintf(from, sizeof(from), "%s/%s", rv_dir, e->d_name);
+		snprintf(to, sizeof(to), "%s/%s", dir, e->d_name);
+		FILE *in = fopen(from, "r"), *out = in ? fopen(to, "w") : NULL;
+		size_t k;
+		while (out && (k = fread(buf, 1, sizeof(buf), in)) > 0)
+			if (fwrite(buf, 1, k, out) != k)
+				break;
+		rc = !in || !out || ferror(in) || ferror(out) ? -1 : 0;
+		if (out && fclose(out))
+			rc = -1;
+		if (in)
+			fclose(in);
+	}
+	closedir(d);
+	return rc;
+}
+
 int harness_main(int argc, char **argv, const char *forced_mode)
 {
 	static const struct option lo[] = {
@@ -93,6 +134,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		{ "heads", 1, 0, 0x106 }, { "iters", 1, 0, 0x107 }, { "max-connect", 1, 0, 0x108 },
 		{ "max-idle-cpu", 1, 0, 0x109 },
 		{ "fan-in", 1, 0, 0x10a }, { "cut-node", 1, 0, 0x10b }, { "agg-http", 1, 0, 0x10e },
+		{ "keep-trace", 1, 0, 0x10f },
 		{ 0, 0, 0, 0 }
 	};
 	static char plugin_buf[PATH_MAX + 64], daemon_buf[PATH_MAX + 64], aggs[1024];
@@ -142,6 +184,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		case 0x10a: opt.fan_in = atoi(optarg); break;
 		case 0x10b: fopt.cut_node = atoi(optarg); break;
 		case 'r': opt.trace = true; break;
+		case 0x10f: keep_trace = optarg; opt.trace = true; break;
 		case 'I': opt.close_inflight = true; break;
 		case 'k':
 			opt.key = !strcmp(optarg, "same") ? 1 : !strcmp(optarg, "other") ? 2 : -1;
@@ -348,6 +391,10 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 	}
 out:
 	daemons_stop();
+	if (keep_trace && opt.trace && copy_traces(keep_trace)) {
+		fprintf(stderr, "FAIL: --keep-trace %s: %s\n", keep_trace, strerror(errno));
+		rc = rc ? rc : 1;
+	}
 	rm_dir();
 	return rc;
 }
