@@ -40,6 +40,8 @@
 #define PROF_NCLASS 24    /* size classes [4^k, 4^(k+1)) */
 #define PROF_SHOW_CHANGES 12
 #define PROF_SHOW_RANKS 32
+#define PROF_MAX_RANKS (1u << 20) /* a row naming more is not a trace row */
+#define PROF_MAX_US 1e13           /* 115 days: a longer time is not a trace row */
 
 enum { C_ALLREDUCE, C_REDUCESCATTER, C_ALLGATHER, C_TREE, C_N };
 static const char *const coll_name[C_N] = { "allreduce", "reducescatter", "allgather", "tree" };
@@ -54,7 +56,7 @@ struct row {
 
 struct job {
 	char id[32];
-	unsigned nranks;
+	unsigned nranks, nranks_min; /* rows that disagree: a mix of communicators */
 	struct row *r;
 	size_t n, cap;
 };
@@ -133,9 +135,15 @@ static bool parse_row(const char *line, const char **why)
 	    !jget_num(o_, "agg_us", &r.agg_us, true) || !jget_num(o_, "ring_us", &r.ring_us, true) ||
 	    !jget_num(o_, "split", &r.split, false) || (x && !json_is_boolean(x)))
 		goto out;
-	*why = "values out of range (rank >= nranks, agg_bytes > bytes, split > 1)";
-	if (!nranks || rank >= nranks || nranks > UINT32_MAX || seq > UINT32_MAX || epoch > UINT32_MAX ||
-	    r.agg_bytes > r.bytes || r.split > 1)
+	*why = "values out of range (rank >= nranks, agg_bytes > bytes, split > 1, times)";
+	if (!nranks || rank >= nranks || nranks > PROF_MAX_RANKS || seq > UINT32_MAX || epoch > UINT32_MAX ||
+	    r.agg_bytes > r.bytes || r.split > 1 || r.time_us > PROF_MAX_US || r.agg_us > PROF_MAX_US ||
+	    r.ring_us > PROF_MAX_US || r.start_ns > UINT64_MAX / 2)
+		goto out;
+	/* the job id as the plugin writes it (0x and hex digits): it names
+	 * the job in the output and in the gnuplot script */
+	*why = "\"job\" is not 0x and hex digits";
+	if (strncmp(job, "0x", 2) || !job[2] || strspn(job + 2, "0123456789abcdefABCDEF") != strlen(job + 2))
 		goto out;
 	r.coll = C_ALLREDUCE; /* rows written before "coll" existed: allreduces */
 	if (coll) {
@@ -163,6 +171,8 @@ static bool parse_row(const char *line, const char **why)
 	}
 	if (nranks > j->nranks)
 		j->nranks = (unsigned)nranks;
+	if (!j->nranks_min || nranks < j->nranks_min)
+		j->nranks_min = (unsigned)nranks;
 	j->r[j->n++] = r;
 	P.rows++;
 	ok = true;
@@ -504,6 +514,7 @@ static json_t *profile_json(const struct prof *p)
 
 	json_object_set_new(j, "job", json_string(p->j->id));
 	json_object_set_new(j, "nranks", json_integer(p->j->nranks));
+	json_object_set_new(j, "nranks_min", json_integer(p->j->nranks_min));
 	json_object_set_new(j, "nodes_traced", json_integer(p->nodes));
 	json_object_set_new(j, "calls_per_node_min", json_integer((json_int_t)p->calls_min));
 	json_object_set_new(j, "calls_per_node_max", json_integer((json_int_t)p->calls_max));
@@ -568,6 +579,9 @@ static void profile_print(const struct prof *p)
 	       p->j->nranks, p->calls_max);
 	if (p->calls_min != p->calls_max)
 		printf(" (from %" PRIu64 ": the nodes' traces disagree)", p->calls_min);
+	if (p->j->nranks_min != p->j->nranks)
+		printf(" (rows say nranks %u to %u: several communicators of one job id?)", p->j->nranks_min,
+		       p->j->nranks);
 	printf(", %s per node in %s\n", fmt_bytes((double)T->bytes / p->nodes, b1, sizeof(b1)),
 	       fmt_secs(p->span_s, b2, sizeof(b2)));
 	printf("through the aggregators %.1f%% of the bytes; rate %s, aggregators %s, ring %s\n",
@@ -738,6 +752,11 @@ int cmd_profile(int argc, char **argv)
 	if (optind >= argc) {
 		fprintf(stderr, "sumcastctl profile: no PATH\n");
 		profile_usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (png && strpbrk(png, "'\n\\")) {
+		fprintf(stderr, "sumcastctl profile: --png %s: a name without quotes, backslashes or newlines\n",
+			png);
 		return EXIT_USAGE;
 	}
 	for (int i = optind; i < argc; i++)

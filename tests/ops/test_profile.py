@@ -245,15 +245,19 @@ def run(tmp):
     good = [l for l in open(src)]
     bad_rank = json.loads(good[0])
     bad_rank["rank"] = 7
+    bad_job = dict(json.loads(good[0]), job="0x1'\nsystem 'touch x'")
+    huge = dict(json.loads(good[0]), nranks=1 << 31, rank=0)
     with open(os.path.join(mixed, "a.jsonl"), "w") as f:
         f.writelines(good)
         f.write("{\"job\":\"0x1\"}\n")                     # fields missing
         f.write(json.dumps(bad_rank) + "\n")                 # rank >= nranks
+        f.write(json.dumps(bad_job) + "\n")                  # a job id gnuplot would run
+        f.write(json.dumps(huge) + "\n")                     # 2^31 ranks
         f.write("{" + "\"x\":1," * 12000 + "\"y\":2}\n")     # too long
         f.write("\n")                                        # blank: not counted
         f.write(good[1][: len(good[1]) // 2])                # cut off, as a killed node leaves it
     p = prof(mixed)
-    check(p.get("skipped_lines") == 4 and p.get("rows") == len(good), f"malformed: skipped {p.get('skipped_lines')}, rows {p.get('rows')}")
+    check(p.get("skipped_lines") == 6 and p.get("rows") == len(good), f"malformed: skipped {p.get('skipped_lines')}, rows {p.get('rows')}")
     for f in os.listdir(d2):
         shutil.copy(os.path.join(d2, f), mixed)
     p = prof(mixed)
@@ -263,6 +267,7 @@ def run(tmp):
     if shutil.which("gnuplot"):
         ctl(mixed, "--png", os.path.join(tmp, "two.png"), "--job", p["jobs"][0]["job"])
     ctl(mixed, "--job", "0xdead", rc=1)
+    ctl(d1, "--png", os.path.join(tmp, "a'b.png"), rc=64)
     ctl(rc=64)
     ctl("--bogus", d1, rc=64)
 
