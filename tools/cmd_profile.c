@@ -294,6 +294,8 @@ static const char *class_label(int k, char *buf, size_t len)
 struct agg {
 	uint64_t rows, bytes, agg_bytes, ring_bytes, redone, errors, late; /* late: epoch > 0 */
 	double time_us, agg_us, ring_us, split_sum;
+	uint64_t ar_rows; /* allreduce rows (flat or tree), ar_split their splits */
+	double ar_split;
 	uint32_t epoch_max;
 };
 
@@ -307,6 +309,10 @@ static void agg_add(struct agg *a, const struct row *r)
 	a->late += r->epoch > 0;
 	a->time_us += r->time_us;
 	a->split_sum += r->split;
+	if (r->coll == C_ALLREDUCE || r->coll == C_TREE) {
+		a->ar_rows++;
+		a->ar_split += r->split;
+	}
 	if (r->epoch > a->epoch_max)
 		a->epoch_max = r->epoch;
 	if (r->ok && !isnan(r->agg_us) && r->agg_bytes)
@@ -559,6 +565,8 @@ static json_t *profile_json(const struct prof *p)
 			continue;
 		json_t *o_ = agg_json(g, 0);
 		json_object_set_new(o_, "t_s", json_real(round(p->span_s * b / PROF_BUCKETS * 1e6) / 1e6));
+		json_object_set_new(o_, "allreduce_split_mean",
+				    jval(g->ar_rows ? round(g->ar_split / g->ar_rows * 1e4) / 1e4 : NAN));
 		json_array_append_new(a, o_);
 	}
 	json_object_set_new(j, "over_time", a);
@@ -659,7 +667,8 @@ static int profile_png(const struct prof *p, const char *png)
 		       rr = rate(a->ring_bytes, a->ring_us);
 		/* a path without bytes in the interval: "nan", a gap in its line */
 		fprintf(f, "%.6f %.6f %.6f %.6f %.4f %.4f %u\n", p->span_s * (b + 0.5) / PROF_BUCKETS,
-			r / 1e9, ra / 1e9, rr / 1e9, a->split_sum / a->rows, share(a), a->epoch_max);
+			r / 1e9, ra / 1e9, rr / 1e9, a->ar_rows ? a->ar_split / a->ar_rows : NAN, share(a),
+			a->epoch_max);
 	}
 	fclose(f);
 	g = popen("gnuplot 2>&1", "w");
@@ -680,11 +689,12 @@ static int profile_png(const struct prof *p, const char *png)
 		"plot '%s' u 1:2 w lp t 'all', '' u 1:3 w lp t 'aggregators', '' u 1:4 w lp t 'ring'\n"
 		"set xlabel 'seconds since each node''s first request'\n"
 		"set ylabel 'share to the aggregators'\nset yrange [0:1.05]\n"
-		"set y2label 'failover epoch'\nset y2range [0:*]\nset y2tics 1\n"
-		"plot '%s' u 1:5 w lp t 'split decided', '' u 1:6 w lp t 'bytes through them',"
+		"set y2label 'failover epoch'\nset y2range [0:%u]\nset y2tics 1\n"
+		"plot '%s' u 1:5 w lp t 'split decided (allreduce)', '' u 1:6 w lp t 'bytes through them',"
 		" '' u 1:7 axes x1y2 w steps lw 2 t 'epoch'\n"
 		"unset multiplot\n",
-		png, p->j->id, p->nodes, p->calls_max, p->span_s > 0 ? p->span_s : 1, data, data);
+		png, p->j->id, p->nodes, p->calls_max, p->span_s > 0 ? p->span_s : 1, data,
+		p->total.epoch_max + 1, data);
 	rc = pclose(g);
 	unlink(data);
 	if (rc == -1 || !WIFEXITED(rc) || WEXITSTATUS(rc)) {
