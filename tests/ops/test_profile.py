@@ -14,6 +14,8 @@ harness issued and checked, and with the trace files read here.
   node, rows after it, the repaired bytes = the harness's sum over the
   nodes, reduce-scatter and allgather rows, split changes as recomputed
   from rank 0's file (the plugin's classes, plugin/split.h).
+- a two-level tree (4 nodes, fan-in 2, split 1): "tree" rows only, calls and
+  bytes as issued, every byte through the aggregator, no ring rate.
 - a trace edited here so that each adaptive class's split moves once: that
   many changes.
 - bad input: a missing path, an empty directory, a file of garbage (exit 1);
@@ -203,6 +205,21 @@ def run(tmp):
         check_against_files(j, rows, "fault")
         t = ctl(d2)
         check("epoch 0 -> 1" in t.stdout, "fault: the table shows the epoch change")
+
+    # ---- a two-level tree (fan-in 2), split 1: "tree" rows, every byte through the aggregator ----
+    d4 = os.path.join(tmp, "tree")
+    out = harness("coll", "--nranks", "4", "--naggs", "1", "--split", "1", "--fan-in", "2", "--expect", "agg",
+                  "--keep-trace", d4)
+    m = re.search(r"trace: (\d+) requests, (\d+) bytes, one line each", out)
+    if check(m, "the tree harness's trace line"):
+        j = prof(d4)["jobs"][0]
+        check(j["nodes_traced"] == 4 and j["calls_per_node_max"] == int(m[1]) and j["calls_per_node_min"] == int(m[1])
+              and j["total"]["bytes_per_node"] == int(m[2]), f"tree: calls / bytes {j['calls_per_node_max']} "
+              f"{j['total']['bytes_per_node']}, issued {m[1]} {m[2]}")
+        check({c["coll"] for c in j["classes"]} == {"tree"}, "tree: only tree rows")
+        check(j["total"]["agg_share"] == 1 and j["total"]["ring_rate_Bps"] is None,
+              f"tree: split 1 gives share {j['total']['agg_share']}, ring rate {j['total']['ring_rate_Bps']}")
+        check_against_files(j, rows_of(d4), "tree")
 
     # ---- an edited trace: each adaptive class's split moves once ----
     d3 = os.path.join(tmp, "edited")
