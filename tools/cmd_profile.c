@@ -259,6 +259,11 @@ static void collect(const char *arg, char ***files, size_t *nf)
 		*files = realloc(*files, (*nf + 1) * sizeof(**files));
 		if (!*files || asprintf(&(*files)[*nf], "%s/%s", dir, e->d_name) < 0)
 			die(EXIT_BAD_ANSWER, "out of memory");
+		/* only plain files: a FIFO or a directory so named is not read */
+		if (stat((*files)[*nf], &st) || !S_ISREG(st.st_mode)) {
+			free((*files)[*nf]);
+			continue;
+		}
 		(*nf)++;
 	}
 	closedir(d);

@@ -273,7 +273,10 @@ def run(tmp):
         f.write("{" + "\"x\":1," * 12000 + "\"y\":2}\n")     # too long
         f.write("\n")                                        # blank: not counted
         f.write(good[1][: len(good[1]) // 2])                # cut off, as a killed node leaves it
+    os.mkfifo(os.path.join(mixed, "fifo.jsonl"))  # not a plain file: not read (would block)
+    os.mkdir(os.path.join(mixed, "dir.jsonl"))
     p = prof(mixed)
+    check(p.get("files") == 1, f"malformed: {p.get('files')} files read, want 1 (no FIFO, no directory)")
     check(p.get("skipped_lines") == 6 and p.get("rows") == len(good), f"malformed: skipped {p.get('skipped_lines')}, rows {p.get('rows')}")
     for f in os.listdir(d2):
         shutil.copy(os.path.join(d2, f), mixed)
