@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/cluster/profile.py: tables of where the CPU went, from bench/cluster/profile's files.
 
-  bench/cluster/profile.py [--calls N] [--top K] A[,A2...] [B[,B2...]]
+  bench/cluster/profile.py [--calls N] [--top K] [--json FILE] A[,A2...] [B[,B2...]]
 
 A (and B) are profiles (DIR/TAG, as bench/cluster/profile wrote them); several, comma
 separated, are averaged. Per process kind (node = plugin_harness, the ranks; agg-data =
@@ -17,6 +17,8 @@ Samples taken in interrupt context (the network's softirqs run on whatever was i
 are a feature of their own, never charged to the interrupted function. libfabric 1.17 as
 Debian builds it has no symbols: its frames count as one, and DWARF unwinding through it
 sometimes stops inside it ("caller lost").
+--json FILE also writes the feature table: {"a": {kind: {feature: ms/call, "all": ms/call}},
+"b": ... (with B)}, which bench/cluster/prices reads.
 """
 import argparse
 import collections
@@ -32,6 +34,7 @@ ap.add_argument('--calls', type=int, default=0,
                 help='timed calls per profile (default: the first row\'s "samples" x "per_sample")')
 ap.add_argument('--hz', type=float, default=0, help='sample rate (default: from the perf log, else 299)')
 ap.add_argument('--top', type=int, default=14)
+ap.add_argument('--json', help='also write the feature tables (ms/call per kind) as JSON here')
 args = ap.parse_args()
 
 KINDS = (('node', 'plugin_harness'), ('agg-data', 'sumcastd-data0'), ('agg-other', 'sumcastd'))
@@ -213,6 +216,12 @@ def feature(p, fr, kind):
             return 'failover: bookkeeping (failover*.c, collnet_agree.c, client_retain.c)'
         if f == 'client/client_join.c':
             return 'control connection: PING, liveness (client_join.c)'
+        if f == 'client/client_mcast.c' or f.startswith('common/mcast'):
+            return 'multicast: results received (client_mcast.c, common/mcast*.c)'
+        if f in ('plugin/collnet_adapt.c', 'plugin/split.c'):
+            return 'adaptive split (collnet_adapt.c, split.c)'
+        if f == 'plugin/collnet_trace.c':
+            return 'trace (collnet_trace.c)'
         if f.startswith('client/'):
             return 'client data path (client.c, client_slot.c, client_req.c)'
         if f.startswith(('plugin/harness', 'support/')):
@@ -230,6 +239,8 @@ def feature(p, fr, kind):
         return 'transport: result sends (fabric_tsend)'
     if f.startswith('common/reduce'):
         return 'reduce kernels'
+    if f.startswith('common/mcast'):
+        return 'multicast: group sends, repairs (common/mcast*.c)'
     if f == 'daemon/pacer.c':
         return 'pacer'
     if f == 'daemon/stats.c':
@@ -264,6 +275,15 @@ def table(title, a, b, top):
 
 profs_a = [Prof(x) for x in args.a.split(',')]
 profs_b = [Prof(x) for x in args.b.split(',')] if args.b else []
+if args.json:
+    out = {}
+    for name, profs in (('a', profs_a), ('b', profs_b)):
+        if profs:
+            out[name] = {kind: dict(tally(profs, kind, lambda p, fr, k=kind: feature(p, fr, k)),
+                                    all=tally(profs, kind, lambda p, fr: 'all')['all'])
+                         for kind, _ in KINDS}
+    with open(args.json, 'w') as fh:
+        json.dump(out, fh, indent=1, sort_keys=True)
 print(f'A: {args.a}' + (f'\nB: {args.b}' if args.b else ''))
 print('CPU ms per timed call, summed over the processes of a kind (1 core busy for the call = its time)')
 for kind, comm in KINDS:
