@@ -125,7 +125,7 @@ int client_agg_rejoin(struct client *c, size_t agg, uint32_t timeout_ms)
 	a->inflight = 0;
 	STAILQ_INIT(&a->queue);
 	defer_queue_init(&a->deferred);
-	a->last_ns = a->heard_ns = a->ping_ns = a->ping_wait_ns = 0;
+	a->last_ns = a->heard_ns = a->result_ns = a->ping_ns = a->ping_wait_ns = 0;
 	a->ver = a->weight = 0;
 	a->has_load = false;
 	a->draining = false;

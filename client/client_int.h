@@ -28,6 +28,7 @@
 #define CLIENT_REQS_DEFAULT 64u
 #define CLIENT_CQ_BATCH 32
 #define CLIENT_CTL_INTERVAL_NS 1000000ull /* control sockets: at most every 1 ms */
+#define CLIENT_PING_FLOWING 4u             /* PINGs this many times rarer while results flow */
 /* A result-less aggregator is declared dead this long after the job timeout it
  * granted: when a rank is the one stuck, the aggregator's ABORT (which names
  * the rank) arrives first and is what the user sees. */
@@ -106,7 +107,8 @@ struct client_agg {
 	struct defer_queue deferred;
 	STAILQ_HEAD(, req_agg) queue; /* requests with chunks not yet issued here (FIFO) */
 	uint64_t last_ns;          /* last completion, or first post after idle */
-	uint64_t heard_ns;         /* last control message (PONG included) */
+	uint64_t heard_ns;         /* last word from it: control message (PONG included), result */
+	uint64_t result_ns;        /* last result received from it */
 	uint64_t ping_ns;          /* last PING sent */
 	uint64_t ping_wait_ns;     /* oldest PING not answered yet (nothing heard since), 0: none */
 	uint64_t ping_token;
@@ -322,5 +324,8 @@ void client_mc_poll(struct client *c, size_t ai);
 /* client_retain.c */
 /* Copies the request's recent results into the retention slots. */
 void client_retain_req(struct client *c, struct client_req *r);
+/* The result of chunk ch of r on aggregator ai arrived: copied into its
+ * retention slot now if it can be among the recent ones at completion. */
+void client_retain_arrived(struct client *c, size_t ai, const struct client_req *r, uint64_t ch);
 
 #endif

@@ -3,9 +3,11 @@
  *   connect -> HELLO (nonce) -> JOIN (HMAC-signed) -> JOIN_OK -> READY
  *
  * then, with failover, a PING every deadline / 8 that the daemon's control
- * thread answers with a PONG: an aggregator that answers nothing for the
- * deadline is stopped or cut off, even while it has no chunk of ours (a
- * daemon that waits for a slow rank still answers). ABORT, REFUSE after
+ * thread answers with a PONG: an aggregator from which nothing was heard
+ * for the deadline (no PONG, no result) is stopped or cut off, even while
+ * it has no chunk of ours (a daemon that waits for a slow rank still
+ * answers). While its results flow, the PINGs are CLIENT_PING_FLOWING
+ * times rarer. ABORT, REFUSE after
  * READY, a closed connection or a protocol error fail the aggregator
  * (client_agg_fail). Everything is non-blocking; client_ctl_poll runs at
  * most every CLIENT_CTL_INTERVAL_NS from client_progress. */
@@ -278,13 +280,20 @@ void client_ctl_liveness(struct client *c, uint64_t now)
 		 * been waiting long enough for an answer (an eighth of it). The
 		 * second part keeps a caller that did not progress us for a
 		 * while from taking its own pause for the aggregator's. */
+		/* A result from the aggregator is word from it, as a PONG is:
+		 * while results flow, a PING only every CLIENT_PING_FLOWING
+		 * eighths (the PONG's load and tenants, collnet_adapt.c). */
+		if (a->result_ns > a->heard_ns) {
+			a->heard_ns = a->result_ns;
+			a->ping_wait_ns = 0;
+		}
 		if (a->ping_wait_ns && now - a->heard_ns >= limit && now - a->ping_wait_ns >= every) {
 			client_agg_fail(c, a, -ETIMEDOUT,
 					"%s: no answer to PING for %u ms (stopped, or cut off from this node)",
 					a->name, c->deadline_ms);
 			continue;
 		}
-		if (now - a->ping_ns < every)
+		if (now - a->ping_ns < (now - a->result_ns < every ? CLIENT_PING_FLOWING * every : every))
 			continue;
 		struct wire_msg m = { .type = WIRE_PING };
 		m.u.ping.token = ++a->ping_token;

@@ -255,8 +255,10 @@ bool client_slot_result_in(struct client *c, struct client_agg *a, size_t ai, ui
 	if (s->bounced && !client_role_gives_only(s->role))
 		memcpy(r->recv + s->off, client_slot_buf(c->bounce, c, ai, si), s->len);
 	s->got = 1;
+	a->result_ns = sc_now_ns();
 	if (s->chunk + 1 > a->hi)
 		a->hi = s->chunk + 1;
+	client_retain_arrived(c, ai, r, s->chunk);
 	r->chunks_left--;
 	return true;
 }
