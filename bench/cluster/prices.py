@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/cluster/prices.py: the table of what each data-path feature costs, from bench/cluster/prices.
 
-  bench/cluster/prices.py DIR
+  bench/cluster/prices.py [--max-foreign=0.05] DIR
 
 DIR holds bench/cluster/profile's files (TAG = base-<n>, <feature>-<on|off>-<n>) and, for
 multicast, bench/cluster/run's rows (multicast-on-<n>.jsonl). Per feature, a markdown row:
@@ -19,6 +19,10 @@ The defaults' profiles (base-*) are averaged for whichever side is the default. 
 without a switch (reduce kernels, stats, the adaptive split, ...) get their attributed
 cost in the defaults' profiles alone. Multicast: the aggregators' CPU per GB from their
 /metrics (agg_cpu_s, both variants in one interleaved run), no profile.
+A profile whose window has more than --max-foreign (5 %) of its samples in processes that
+are not the run's (another bench or build on the host: PREFIX.comms.txt) is left out and
+listed: a call that waits for a core costs the ranks more CPU in polling, so such a run's
+CPU per call is not comparable.
 """
 import glob
 import json
@@ -59,6 +63,25 @@ FIXED = {
 }
 
 
+OURS = ('plugin_harness', 'sumcastd-data0', 'sumcastd', 'perf', 'pgrep', 'sleep', 'swapper',
+        'ksoftirqd/0', 'ksoftirqd/1', 'rcu_preempt', 'kworker', 'sh', 'timeout', 'run', 'bash')
+
+
+def foreign_share(prefix):
+    """share of the window's samples in processes other than the run's"""
+    tot = other = 0
+    try:
+        for line in open(prefix + '.comms.txt'):
+            n, comm = line.split(None, 1)
+            comm = comm.strip()
+            tot += int(n)
+            if not comm.startswith(OURS):
+                other += int(n)
+    except OSError:
+        return 0.0
+    return other / tot if tot else 0.0
+
+
 def load(prefix):
     """{kind: {feature: ms}} of one profile (cached in PREFIX.features.json)"""
     js = prefix + '.features.json'
@@ -97,14 +120,21 @@ def attributed(prof, groups):
 
 
 def main():
-    if len(sys.argv) != 2:
+    args = [a for a in sys.argv[1:] if not a.startswith('--max-foreign=')]
+    maxf = float(([a.split('=')[1] for a in sys.argv[1:] if a.startswith('--max-foreign=')] or ['0.05'])[0])
+    if len(args) != 1:
         sys.exit(__doc__)
-    d = sys.argv[1]
+    d = args[0]
     tags = sorted(os.path.basename(p)[:-6] for p in glob.glob(os.path.join(d, '*.jsonl')))
     runs = {}  # stem -> [prefix]
     for t in tags:
         m = re.match(r'(.*)-(\d+)$', t)
         if m and row(os.path.join(d, t)):
+            fs = foreign_share(os.path.join(d, t))
+            if fs > maxf:
+                print(f'{t}: left out, {100 * fs:.0f} % of its window\'s samples in other processes'
+                      f' (busbw {row(os.path.join(d, t))["busbw_gbps"]:.4f})')
+                continue
             runs.setdefault(m.group(1), []).append(os.path.join(d, t))
     if 'base' not in runs:
         sys.exit(f'{d}: no base-<n> profile with a result row')

@@ -208,8 +208,8 @@ def feature(p, fr, kind):
             return 'transport: progress, receive (fabric_cq_poll: rxm, tcp, kernel)'
         if fn in ('fabric_tsend', 'fabric_tinject', 'fabric_tsendmsg'):
             return 'transport: send (fabric_tsend: rxm, kernel tcp send)'
-        if fn == 'client_retain_req':
-            return 'failover: retention copy (client_retain_req)'
+        if fn in ('client_retain_req', 'client_retain_arrived', 'retain_chunk'):
+            return 'failover: retention copy (client_retain.c)'
         if re.search(r'client_slot\.c:25\d', o) and 'memcpy' in o:
             return 'failover: bounce copy (client_slot_result_in)'
         if f.startswith('plugin/failover') or f in ('plugin/collnet_agree.c', 'client/client_retain.c'):
