@@ -41,7 +41,7 @@ FEATURES = {
     'failover': ('`SUMCAST_FAILOVER=0`', 'on',
                  {'node': ['failover: retention copy', 'failover: bookkeeping', 'failover: bounce copy']}),
     'pings': ('`SUMCAST_AGG_DEADLINE=0`', 'on',
-              {'node': ['control connection'], 'agg-other': ['control thread']}),
+              {'node': ['PINGs'], 'agg-other': ['control thread']}),
     'sealing': ('`--key` (`SUMCAST_KEY_FILE`, `[auth] key-file`)', 'off',
                 {'node': ['sealing'], 'agg-data': ['sealing']}),
     'pacer': ('`SUMCASTD_JOB_PACE=false`', 'on', {'agg-data': ['pacer'], 'agg-other': ['pacer']}),
@@ -58,6 +58,7 @@ FIXED = {
     'stats counters': {'agg-data': ['stats']},
     'adaptive split': {'node': ['adaptive split']},
     'client data path': {'node': ['client data path']},
+    'control sockets\' poll': {'node': ['control connection']},
     'plugin engine': {'node': ['plugin engine']},
     'daemon bookkeeping': {'agg-data': ['data thread bookkeeping']},
 }
@@ -129,7 +130,9 @@ def main():
     runs = {}  # stem -> [prefix]
     for t in tags:
         m = re.match(r'(.*)-(\d+)$', t)
-        if m and row(os.path.join(d, t)):
+        # a profile still being written (or whose run failed) has no .syms.txt yet
+        if m and os.path.exists(os.path.join(d, t + '.syms.txt')) and row(os.path.join(d, t)) \
+                or m and m.group(1) == 'multicast-on' and row(os.path.join(d, t)):
             fs = foreign_share(os.path.join(d, t))
             if fs > maxf:
                 print(f'{t}: left out, {100 * fs:.0f} % of its window\'s samples in other processes'
@@ -142,10 +145,14 @@ def main():
     base_rows = [row(p) for p in runs['base']]
     w = base_rows[0].get('nranks', 8)
     calls_gb = w * MIB64 / 1e9
-    base = avg([load(p) for p in runs['base']])
+    base_each = [load(p) for p in runs['base']]
+    base = avg(base_each)
+    spread = ', '.join(f'{KIND_WORDS[k]} %.0f-%.0f' % (min(b[k]['all'] for b in base_each),
+                                                       max(b[k]['all'] for b in base_each)) for k in KINDS)
     base_bw = mean([r['busbw_gbps'] for r in base_rows])
     print(f'{d}: base runs {len(runs["base"])} (busbw {", ".join("%.4f" % r["busbw_gbps"] for r in base_rows)}),'
           f' W = {w}, CPU per 64 MiB call; s/GB = per GB of contributions ({w} x 64 MiB a call)')
+    print(f'the defaults\' whole CPU per call, lowest-highest of the base runs (the noise of on - off): {spread}')
     print('\n| feature | switch | where | attributed ms/call (on) | s/GB | on - off: ranks / data / control ms/call'
           ' | busbw on / off GB/s | on / off |')
     print('|---|---|---|---:|---:|---|---|---:|')

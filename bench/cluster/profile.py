@@ -214,8 +214,10 @@ def feature(p, fr, kind):
             return 'failover: bounce copy (client_slot_result_in)'
         if f.startswith('plugin/failover') or f in ('plugin/collnet_agree.c', 'client/client_retain.c'):
             return 'failover: bookkeeping (failover*.c, collnet_agree.c, client_retain.c)'
+        if f == 'client/client_join.c' and fn == 'client_ctl_poll':
+            return 'control connection: poll() of the control sockets (client_ctl_poll)'
         if f == 'client/client_join.c':
-            return 'control connection: PING, liveness (client_join.c)'
+            return 'PINGs: sends, liveness (client_join.c)'
         if f == 'client/client_mcast.c' or f.startswith('common/mcast'):
             return 'multicast: results received (client_mcast.c, common/mcast*.c)'
         if f in ('plugin/collnet_adapt.c', 'plugin/split.c'):
