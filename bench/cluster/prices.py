@@ -122,7 +122,12 @@ def attributed(prof, groups):
 
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith('--max-foreign=')]
-    maxf = float(([a.split('=')[1] for a in sys.argv[1:] if a.startswith('--max-foreign=')] or ['0.05'])[0])
+    try:
+        maxf = float(([a.split('=')[1] for a in sys.argv[1:] if a.startswith('--max-foreign=')] or ['0.05'])[0])
+    except ValueError:
+        sys.exit('--max-foreign=F: a share, 0..1')
+    if not 0 <= maxf <= 1:
+        sys.exit('--max-foreign=F: a share, 0..1')
     if len(args) != 1:
         sys.exit(__doc__)
     d = args[0]
@@ -141,7 +146,6 @@ def main():
             runs.setdefault(m.group(1), []).append(os.path.join(d, t))
     if 'base' not in runs:
         sys.exit(f'{d}: no base-<n> profile with a result row')
-    calls_gb = 8 * MIB64 / 1e9   # contributions per call: W x 64 MiB (W from the rows below)
     base_rows = [row(p) for p in runs['base']]
     w = base_rows[0].get('nranks', 8)
     calls_gb = w * MIB64 / 1e9
