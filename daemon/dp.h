@@ -66,8 +66,9 @@ struct dp_sweep {
 	uint64_t last_tag, last_log_ns;
 };
 
-/* t->sweep, on for rxm providers. 0 or -ENOMEM. */
-int dp_sweep_init(struct dthread *t, size_t cq_size);
+/* t->sweep, on for rxm providers unless !on ([data] sweep = false: only to
+ * measure its cost). 0 or -ENOMEM. */
+int dp_sweep_init(struct dthread *t, size_t cq_size, bool on);
 void dp_sweep_fini(struct dthread *t);
 /* Once per loop pass: discards unexpected messages when due. */
 void dp_sweep_run(struct dthread *t, uint64_t now);

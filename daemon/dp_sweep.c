@@ -94,14 +94,16 @@
 #define SWEEP_FAST_AFTER_COUNT 64u      /* ... and this many discarded is a flood */
 #define SWEEP_LOG_NS 1000000000ull
 
-int dp_sweep_init(struct dthread *t, size_t cq_size)
+int dp_sweep_init(struct dthread *t, size_t cq_size, bool on)
 {
 	struct dp_sweep *w = calloc(1, sizeof(*w));
 	int rc;
 
 	if (!w)
 		return -ENOMEM;
-	w->on = strstr(fabric_provider(t->fabric), "ofi_rxm") != NULL;
+	bool rxm = strstr(fabric_provider(t->fabric), "ofi_rxm") != NULL;
+
+	w->on = on && rxm;
 	/* Each receive writes one completion, and takes an entry of the
 	 * provider's receive queue while posted: a quarter of either at most,
 	 * the rest for the jobs (t->rx_queue). */
@@ -130,6 +132,9 @@ int dp_sweep_init(struct dthread *t, size_t cq_size)
 			goto err;
 		}
 		w->registered = true;
+	} else if (rxm) {
+		SC_WARN("data thread %u: [data] sweep = false: unexpected messages are left to the provider (no discard), which holds each until a receive matches it",
+			t->index);
 	} else {
 		SC_INFO("data thread %u: provider %s: unexpected messages are left to the provider (no discard)",
 			t->index, fabric_provider(t->fabric));

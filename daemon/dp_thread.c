@@ -448,7 +448,7 @@ int dthread_start(struct dthread *t, unsigned index, int cpu, const struct setti
 	t->rx_queue = t->fabric->info->rx_attr && t->fabric->info->rx_attr->size
 			      ? t->fabric->info->rx_attr->size
 			      : UINT64_MAX;
-	rc = dp_sweep_init(t, p.cq_size);
+	rc = dp_sweep_init(t, p.cq_size, s->sweep);
 	if (rc)
 		goto err_fabric;
 	if (t->sweep->on && t->rx_queue != UINT64_MAX)

@@ -100,6 +100,11 @@ const struct cfg_entry settings_table[] = {
 	{ "data", "idle-sleep", CFG_INT, "100",
 	  "Microseconds an idle data thread sleeps between completion-queue polls (no idle-wait)",
 	  S(idle_sleep_us), 1, 10000, false },
+	{ "data", "sweep", CFG_BOOL, "true",
+	  "Discard tagged messages no receive matches (rxm providers: dp_sweep.c); false leaves them "
+	  "to the provider, which holds each in memory until a receive matches it: anyone who reaches "
+	  "the data port can then grow the daemon without limit. Only to measure what the sweep costs",
+	  S(sweep), 0, 0, false },
 	{ "job", "memory-budget", CFG_SIZE, "1G",
 	  "Memory all jobs together may use: window x chunk x (nranks + 1, or + 2 with f16/bf16) each, plus ~180 bytes per rank per slot of bookkeeping",
 	  S(memory_budget), 0, 0, true },

@@ -49,6 +49,7 @@ struct settings {
 	int64_t idle_spin_us;
 	int64_t idle_sleep_us;
 	bool idle_wait;
+	bool sweep;
 	/* [job] */
 	uint64_t memory_budget;
 	int64_t max_jobs;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/cluster/profile.py: tables of where the CPU went, from bench/cluster/profile's files.
 
-  bench/cluster/profile.py [--calls N] [--top K] A[,A2...] [B[,B2...]]
+  bench/cluster/profile.py [--calls N] [--top K] [--json FILE] A[,A2...] [B[,B2...]]
 
 A (and B) are profiles (DIR/TAG, as bench/cluster/profile wrote them); several, comma
 separated, are averaged. DIR/TAG@MODE takes only the samples of that mode's row: its
@@ -23,6 +23,8 @@ Samples taken in interrupt context (the network's softirqs run on whatever was i
 are a feature of their own, never charged to the interrupted function. libfabric 1.17 as
 Debian builds it has no symbols: its frames count as one, and DWARF unwinding through it
 sometimes stops inside it ("caller lost").
+--json FILE also writes the feature table: {"a": {kind: {feature: ms/call, "all": ms/call}},
+"b": ... (with B)}, which bench/cluster/prices reads.
 """
 import argparse
 import collections
@@ -40,6 +42,7 @@ ap.add_argument('--hz', type=float, default=0, help='sample rate (default: from 
 ap.add_argument('--top', type=int, default=14)
 ap.add_argument('--under', action='append', default=[], metavar='SYM',
                 help='also a leaf table of the samples with SYM in their call chain (repeatable)')
+ap.add_argument('--json', help='also write the feature tables (ms/call per kind) as JSON here')
 args = ap.parse_args()
 
 KINDS = (('node', 'plugin_harness'), ('agg-data', 'sumcastd-data0'), ('agg-other', 'sumcastd'))
@@ -232,16 +235,22 @@ def feature(p, fr, kind):
             return 'transport: progress, receive (fabric_cq_poll: rxm, tcp, kernel)'
         if fn in ('fabric_tsend', 'fabric_tinject', 'fabric_tsendmsg'):
             return 'transport: send (fabric_tsend: rxm, kernel tcp send)'
-        if fn == 'client_retain_req':
-            return 'failover: retention copy (client_retain_req)'
+        if fn in ('client_retain_req', 'client_retain_arrived', 'retain_chunk'):
+            return 'failover: retention copy (client_retain.c)'
         if re.search(r'client_slot\.c:25\d', o) and 'memcpy' in o:
             return 'failover: bounce copy (client_slot_result_in)'
         if f.startswith('plugin/failover') or f in ('plugin/collnet_agree.c', 'client/client_retain.c'):
             return 'failover: bookkeeping (failover*.c, collnet_agree.c, client_retain.c)'
         if f.startswith('common/mcast') or f == 'client/client_mcast.c':
             return 'multicast: receive (recvmmsg, assembly: mcast_udp.c, mcast.c, client_mcast.c)'
+        if f == 'client/client_join.c' and fn == 'client_ctl_poll':
+            return 'control connection: poll() of the control sockets (client_ctl_poll)'
         if f == 'client/client_join.c':
-            return 'control connection: PING, liveness (client_join.c)'
+            return 'PINGs: sends, liveness (client_join.c)'
+        if f in ('plugin/collnet_adapt.c', 'plugin/split.c'):
+            return 'adaptive split (collnet_adapt.c, split.c)'
+        if f == 'plugin/collnet_trace.c':
+            return 'trace (collnet_trace.c)'
         if f.startswith('client/'):
             return 'client data path (client.c, client_slot.c, client_req.c)'
         if f.startswith(('plugin/harness', 'support/')):
@@ -303,6 +312,15 @@ def table(title, a, b, top):
 
 profs_a = [Prof(x) for x in args.a.split(',')]
 profs_b = [Prof(x) for x in args.b.split(',')] if args.b else []
+if args.json:
+    out = {}
+    for name, profs in (('a', profs_a), ('b', profs_b)):
+        if profs:
+            out[name] = {kind: dict(tally(profs, kind, lambda p, fr, k=kind: feature(p, fr, k)),
+                                    all=tally(profs, kind, lambda p, fr: 'all')['all'])
+                         for kind, _ in KINDS}
+    with open(args.json, 'w') as fh:
+        json.dump(out, fh, indent=1, sort_keys=True)
 print(f'A: {args.a}' + (f'\nB: {args.b}' if args.b else ''))
 print('CPU ms per timed call, summed over the processes of a kind (1 core busy for the call = its time)')
 for kind, comm in KINDS:
