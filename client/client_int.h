@@ -324,8 +324,5 @@ void client_mc_poll(struct client *c, size_t ai);
 /* client_retain.c */
 /* Copies the request's recent results into the retention slots. */
 void client_retain_req(struct client *c, struct client_req *r);
-/* The result of chunk ch of r on aggregator ai arrived: copied into its
- * retention slot now if it can be among the recent ones at completion. */
-void client_retain_arrived(struct client *c, size_t ai, const struct client_req *r, uint64_t ch);
 
 #endif

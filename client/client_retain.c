@@ -3,9 +3,8 @@
  * carried and whether its result arrived, which is what client_agg_lo and
  * client_chunk_held report; a request's chunks among each aggregator's last
  * `window` results when it completes are copied to the retention slots for
- * ranks that may still lack them (as each result arrives, while its bytes
- * are still in the cache, else at the completion), and client_chunk_data
- * finds a result there or in a request still in flight. */
+ * ranks that may still lack them, and client_chunk_data finds a result
+ * there or in a request still in flight. */
 #include "client_int.h"
 
 #include <errno.h>
@@ -30,18 +29,6 @@ static void retain_chunk(struct client *c, size_t ai, const struct client_req *r
 	a->ret[k].role = (uint8_t)role;
 }
 
-void client_retain_arrived(struct client *c, size_t ai, const struct client_req *r, uint64_t ch)
-{
-	const struct client_agg *a = &c->aggs[ai];
-	const struct req_agg *ra = &r->ra[ai];
-
-	/* Only a request's last `window` chunks on an aggregator can be
-	 * among its last `window` results when the request completes. */
-	if (c->retention && a->window && ch - ra->c0 < ra->nchunks &&
-	    ch + a->window >= ra->c0 + ra->nchunks)
-		retain_chunk(c, ai, r, ch);
-}
-
 void client_retain_req(struct client *c, struct client_req *r)
 {
 	if (!c->retention)
@@ -52,14 +39,14 @@ void client_retain_req(struct client *c, struct client_req *r)
 		if (!ra->nchunks || !a->window)
 			continue;
 		/* Only results among the last `window` that arrived here can be
-		 * missing elsewhere (client.h, "Failover"). Most were copied
-		 * as they arrived (client_retain_arrived); the rest (results
-		 * that came another way: a repair) are copied now. */
+		 * missing elsewhere (client.h, "Failover"); results of later
+		 * requests that came before this check shrink that (copying
+		 * each result as it lands, while in the cache, copied more
+		 * and cost more: docs/journal/2026-11-26-failover-cost.md). */
 		uint64_t from = a->hi > a->window ? a->hi - a->window : 0;
 		uint64_t to = ra->c0 + ra->nchunks < a->hi ? ra->c0 + ra->nchunks : a->hi;
 		for (uint64_t ch = from > ra->c0 ? from : ra->c0; ch < to; ch++)
-			if (a->ret[ch % a->window].chunk != ch)
-				retain_chunk(c, ai, r, ch);
+			retain_chunk(c, ai, r, ch);
 	}
 }
 

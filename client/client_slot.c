@@ -258,7 +258,6 @@ bool client_slot_result_in(struct client *c, struct client_agg *a, size_t ai, ui
 	a->result_ns = sc_now_ns();
 	if (s->chunk + 1 > a->hi)
 		a->hi = s->chunk + 1;
-	client_retain_arrived(c, ai, r, s->chunk);
 	r->chunks_left--;
 	return true;
 }

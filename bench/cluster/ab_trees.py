@@ -3,8 +3,8 @@
 cluster, one run of each build's own bench/cluster/run per round, the order alternating.
 
 Each run: agg and ring modes at one size; the row kept per mode is its busbw. --base-env
-sets variables for the base's runs only: with --base-tree . it prices a switch (e.g.
-SUMCAST_FAILOVER=0) in one tree. Prints a row
+sets variables for the base's runs only (--new-env for this tree's): with --base-tree . it
+prices a switch (e.g. SUMCAST_FAILOVER=0) in one tree. Prints a row
 per run, then per build the medians of agg, ring and agg / ring, and new / base of them.
 Exit: 0, 1 when a run failed (the others still run), 2 usage, 77 cannot emulate.
 """
@@ -65,8 +65,9 @@ def main():
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--env", action="append", default=[])
     ap.add_argument("--base-env", action="append", default=[])
+    ap.add_argument("--new-env", action="append", default=[])
     args = ap.parse_args()
-    for e in args.env + args.base_env:
+    for e in args.env + args.base_env + args.new_env:
         if "=" not in e or not e.split("=", 1)[0].isidentifier():
             print(f"--env/--base-env {e}: VAR=VALUE", file=sys.stderr)
             return 2
@@ -87,14 +88,14 @@ def main():
     failed = 0
     print(f"# new {ROOT}, base {base}; W={args.workers} A={args.aggs} {args.link_mbit} Mbit/s "
           f"{args.bytes}, {args.iters} calls per mode, env {' '.join(args.env) or '-'}, "
-          f"base's env {' '.join(args.base_env) or '-'}; "
+          f"base's env {' '.join(args.base_env) or '-'}, new's {' '.join(args.new_env) or '-'}; "
           f"runs in {outdir}")
     print(f"{'round':>5} {'build':>5} {'agg GB/s':>9} {'ring GB/s':>9} {'agg/ring':>9} {'load':>5}")
     for rnd in range(args.rounds):
         order = ("new", "base") if rnd % 2 == 0 else ("base", "new")
         for b in order:
             rows, why = one_run(trees[b], args, os.path.join(outdir, f"{b}-{rnd}"),
-                                args.base_env if b == "base" else [])
+                                args.base_env if b == "base" else args.new_env)
             if rows is None:
                 print(f"{rnd:>5} {b:>5} failed: {why}")
                 failed += 1
