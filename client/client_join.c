@@ -276,10 +276,6 @@ void client_ctl_liveness(struct client *c, uint64_t now)
 		struct client_agg *a = &c->aggs[ai];
 		if (a->st != AGG_READY)
 			continue;
-		/* Failed: nothing heard for the deadline although a PING has
-		 * been waiting long enough for an answer (an eighth of it). The
-		 * second part keeps a caller that did not progress us for a
-		 * while from taking its own pause for the aggregator's. */
 		/* A result from the aggregator is word from it, as a PONG is:
 		 * while results flow, a PING only every CLIENT_PING_FLOWING
 		 * eighths (the PONG's load and tenants, collnet_adapt.c). */
@@ -287,6 +283,10 @@ void client_ctl_liveness(struct client *c, uint64_t now)
 			a->heard_ns = a->result_ns;
 			a->ping_wait_ns = 0;
 		}
+		/* Failed: nothing heard for the deadline although a PING has
+		 * been waiting long enough for an answer (an eighth of it). The
+		 * second part keeps a caller that did not progress us for a
+		 * while from taking its own pause for the aggregator's. */
 		if (a->ping_wait_ns && now - a->heard_ns >= limit && now - a->ping_wait_ns >= every) {
 			client_agg_fail(c, a, -ETIMEDOUT,
 					"%s: no answer to PING for %u ms (stopped, or cut off from this node)",

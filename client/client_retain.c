@@ -1,33 +1,14 @@
 /* Client library: what failover needs of the data path (client.h,
  * "Failover"). A failed aggregator's slots keep the chunk number they
  * carried and whether its result arrived, which is what client_agg_lo and
- * client_chunk_held report; a request's chunks among each aggregator's last
- * `window` results when it completes are copied to the retention slots for
+ * client_chunk_held report; when a request completes, its chunks among each
+ * aggregator's last `window` results are copied to the retention slots for
  * ranks that may still lack them, and client_chunk_data finds a result
  * there or in a request still in flight. */
 #include "client_int.h"
 
 #include <errno.h>
 #include <string.h>
-
-/* Chunk ch of r on aggregator ai into its retention slot. A GIVE or
- * SOURCE keeps what it sent: a repair may need it (the contribution, or
- * the result it is). */
-static void retain_chunk(struct client *c, size_t ai, const struct client_req *r, uint64_t ch)
-{
-	struct client_agg *a = &c->aggs[ai];
-	uint32_t k = (uint32_t)(ch % a->window);
-	size_t off, len;
-
-	client_req_chunk_range(r, ai, ch, &off, &len);
-	enum client_role role = client_role_of(c, r, off, len);
-	memcpy(client_slot_buf(c->retention, c, ai, k),
-	       (client_role_gives_only(role) ? r->send : r->recv) + off, len);
-	a->ret[k].chunk = ch;
-	a->ret[k].len = len;
-	a->ret[k].imm = wire_imm_make(r->t, r->op, 0);
-	a->ret[k].role = (uint8_t)role;
-}
 
 void client_retain_req(struct client *c, struct client_req *r)
 {
@@ -45,8 +26,20 @@ void client_retain_req(struct client *c, struct client_req *r)
 		 * and cost more: docs/journal/2026-11-26-failover-cost.md). */
 		uint64_t from = a->hi > a->window ? a->hi - a->window : 0;
 		uint64_t to = ra->c0 + ra->nchunks < a->hi ? ra->c0 + ra->nchunks : a->hi;
-		for (uint64_t ch = from > ra->c0 ? from : ra->c0; ch < to; ch++)
-			retain_chunk(c, ai, r, ch);
+		for (uint64_t ch = from > ra->c0 ? from : ra->c0; ch < to; ch++) {
+			size_t off, len;
+			client_req_chunk_range(r, ai, ch, &off, &len);
+			uint32_t k = (uint32_t)(ch % a->window);
+			enum client_role role = client_role_of(c, r, off, len);
+			/* A GIVE or SOURCE keeps what it sent: a repair may need
+			 * it (the contribution, or the result it is). */
+			memcpy(client_slot_buf(c->retention, c, ai, k),
+			       (client_role_gives_only(role) ? r->send : r->recv) + off, len);
+			a->ret[k].chunk = ch;
+			a->ret[k].len = len;
+			a->ret[k].imm = wire_imm_make(r->t, r->op, 0);
+			a->ret[k].role = (uint8_t)role;
+		}
 	}
 }
 
