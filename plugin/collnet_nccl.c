@@ -210,50 +210,22 @@ static ncclResult_t nccl_coll_init_v8(ncclDebugLogger_t logger)
 	return nccl_coll_init_common(logger);
 }
 
-/* v12: v11's calls, the v12 properties. */
-SC_EXPORT const ncclCollNet_v12_t ncclCollNetPlugin_v12 = {
-	.name = PLUGIN_NAME,
-	.init = nccl_coll_init_v11,
-	.devices = nccl_coll_devices,
-	.getProperties = nccl_coll_props_v12,
-	.listen = nccl_coll_listen_v11,
-	.connect = nccl_coll_connect,
-	.reduceSupport = nccl_coll_reduce_support,
-	.regMr = nccl_coll_reg_mr,
-	.regMrDmaBuf = nccl_coll_reg_mr_dmabuf,
-	.deregMr = nccl_coll_dereg_mr,
-	.iallreduce = nccl_coll_iallreduce,
-	.iallgather = nccl_coll_iallgather,
-	.ireducescatter = nccl_coll_ireducescatter,
-	.iflush = nccl_coll_iflush,
-	.test = nccl_coll_test,
-	.closeColl = nccl_coll_close,
-	.closeListen = nccl_coll_close_listen,
-	.makeVDevice = NULL, /* NULL: NCCL uses the physical devices */
-	.finalize = nccl_coll_finalize_v11,
-};
+/* v11 and v12: the same calls; v12's properties have the 8-device vProps
+ * and railId / planeId. */
+#define NCCL_COLL_V11_BODY(props)                                                          \
+	.name = PLUGIN_NAME, .init = nccl_coll_init_v11, .devices = nccl_coll_devices,          \
+	.getProperties = (props), .listen = nccl_coll_listen_v11, .connect = nccl_coll_connect, \
+	.reduceSupport = nccl_coll_reduce_support, .regMr = nccl_coll_reg_mr,                   \
+	.regMrDmaBuf = nccl_coll_reg_mr_dmabuf, .deregMr = nccl_coll_dereg_mr,                  \
+	.iallreduce = nccl_coll_iallreduce, .iallgather = nccl_coll_iallgather,                \
+	.ireducescatter = nccl_coll_ireducescatter,                                        \
+	.iflush = nccl_coll_iflush, .test = nccl_coll_test, .closeColl = nccl_coll_close,            \
+	.closeListen = nccl_coll_close_listen,                                             \
+	.makeVDevice = NULL, /* NULL: NCCL uses the physical devices */                    \
+	.finalize = nccl_coll_finalize_v11
 
-SC_EXPORT const ncclCollNet_v11_t ncclCollNetPlugin_v11 = {
-	.name = PLUGIN_NAME,
-	.init = nccl_coll_init_v11,
-	.devices = nccl_coll_devices,
-	.getProperties = nccl_coll_props_v11,
-	.listen = nccl_coll_listen_v11,
-	.connect = nccl_coll_connect,
-	.reduceSupport = nccl_coll_reduce_support,
-	.regMr = nccl_coll_reg_mr,
-	.regMrDmaBuf = nccl_coll_reg_mr_dmabuf,
-	.deregMr = nccl_coll_dereg_mr,
-	.iallreduce = nccl_coll_iallreduce,
-	.iallgather = nccl_coll_iallgather,
-	.ireducescatter = nccl_coll_ireducescatter,
-	.iflush = nccl_coll_iflush,
-	.test = nccl_coll_test,
-	.closeColl = nccl_coll_close,
-	.closeListen = nccl_coll_close_listen,
-	.makeVDevice = NULL,
-	.finalize = nccl_coll_finalize_v11,
-};
+SC_EXPORT const ncclCollNet_v12_t ncclCollNetPlugin_v12 = { NCCL_COLL_V11_BODY(nccl_coll_props_v12) };
+SC_EXPORT const ncclCollNet_v11_t ncclCollNetPlugin_v11 = { NCCL_COLL_V11_BODY(nccl_coll_props_v11) };
 
 #define NCCL_COLL_V9_BODY                                                                  \
 	.name = PLUGIN_NAME, .init = nccl_coll_init_v8, .devices = nccl_coll_devices,           \

@@ -194,55 +194,23 @@ static ncclResult_t nccl_net_set_attr_v11(void *ctx, ncclNetAttr_v11_t *attr)
 	return ncclSuccess; /* hints only; one endpoint serves every flow */
 }
 
-SC_EXPORT const ncclNet_v12_t ncclNetPlugin_v12 = {
-	.name = PLUGIN_NAME,
-	.init = nccl_net_init_v11,
-	.devices = nccl_net_devices,
-	.getProperties = nccl_net_props_v12,
-	.listen = nccl_net_listen_v11,
-	.connect = nccl_net_connect_v11,
-	.accept = nccl_net_accept,
-	.regMr = nccl_net_reg_mr,
-	.regMrDmaBuf = nccl_net_reg_mr_dmabuf,
-	.deregMr = nccl_net_dereg_mr,
-	.isend = nccl_net_isend,
-	.irecv = nccl_net_irecv,
-	.iflush = nccl_net_iflush,
-	.test = nccl_net_test,
-	.closeSend = nccl_net_close_send,
-	.closeRecv = nccl_net_close_recv,
-	.closeListen = nccl_net_close_listen,
-	.getDeviceMr = NULL, /* host only: NCCL checks for NULL */
-	.irecvConsumed = NULL,
-	.makeVDevice = NULL, /* NULL: NCCL uses the physical devices */
-	.finalize = nccl_net_finalize_v11,
-	.setNetAttr = nccl_net_set_attr_v11, /* ncclNetAttr_v12_t: v11's layout */
-};
+/* v11 and v12: the same calls (setNetAttr's ncclNetAttr_v12_t has v11's
+ * layout); v12's properties have the 8-device vProps and railId / planeId. */
+#define NCCL_NET_V11_BODY(props)                                                           \
+	.name = PLUGIN_NAME, .init = nccl_net_init_v11, .devices = nccl_net_devices,           \
+	.getProperties = (props), .listen = nccl_net_listen_v11,                           \
+	.connect = nccl_net_connect_v11, .accept = nccl_net_accept, .regMr = nccl_net_reg_mr,  \
+	.regMrDmaBuf = nccl_net_reg_mr_dmabuf, .deregMr = nccl_net_dereg_mr,                  \
+	.isend = nccl_net_isend, .irecv = nccl_net_irecv, .iflush = nccl_net_iflush,          \
+	.test = nccl_net_test, .closeSend = nccl_net_close_send,                              \
+	.closeRecv = nccl_net_close_recv, .closeListen = nccl_net_close_listen,               \
+	.getDeviceMr = NULL, /* host only: NCCL checks for NULL */                         \
+	.irecvConsumed = NULL,                                                             \
+	.makeVDevice = NULL, /* NULL: NCCL uses the physical devices */                    \
+	.finalize = nccl_net_finalize_v11, .setNetAttr = nccl_net_set_attr_v11
 
-SC_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
-	.name = PLUGIN_NAME,
-	.init = nccl_net_init_v11,
-	.devices = nccl_net_devices,
-	.getProperties = nccl_net_props_v11,
-	.listen = nccl_net_listen_v11,
-	.connect = nccl_net_connect_v11,
-	.accept = nccl_net_accept,
-	.regMr = nccl_net_reg_mr,
-	.regMrDmaBuf = nccl_net_reg_mr_dmabuf,
-	.deregMr = nccl_net_dereg_mr,
-	.isend = nccl_net_isend,
-	.irecv = nccl_net_irecv,
-	.iflush = nccl_net_iflush,
-	.test = nccl_net_test,
-	.closeSend = nccl_net_close_send,
-	.closeRecv = nccl_net_close_recv,
-	.closeListen = nccl_net_close_listen,
-	.getDeviceMr = NULL, /* host only: NCCL checks for NULL */
-	.irecvConsumed = NULL,
-	.makeVDevice = NULL, /* NULL: NCCL uses the physical devices */
-	.finalize = nccl_net_finalize_v11,
-	.setNetAttr = nccl_net_set_attr_v11,
-};
+SC_EXPORT const ncclNet_v12_t ncclNetPlugin_v12 = { NCCL_NET_V11_BODY(nccl_net_props_v12) };
+SC_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = { NCCL_NET_V11_BODY(nccl_net_props_v11) };
 
 /* ---- v10 ---- */
 
