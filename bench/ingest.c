@@ -307,22 +307,35 @@ static void ingest_start(struct ingest *in, const char *prov)
 	}
 }
 
-/* One repetition: the time of the slowest rank, or a negative number. */
-static double ingest_rep(struct ingest *in, const char *prov)
+/* Starts one repetition in each of g.ranks processes (a byte on go[r])
+ * and takes their times (res[r]): the slowest, or -1 with *silent the
+ * process that reported nothing (-1: a start failed). */
+static double go_slowest(const int *go, const int *res, int *silent)
 {
 	double t = 0;
+	*silent = -1;
 	for (int r = 0; r < g.ranks; r++)
-		if (write(in->go[r], "g", 1) != 1)
+		if (write(go[r], "g", 1) != 1)
 			return -1;
 	for (int r = 0; r < g.ranks; r++) {
 		double tr;
-		if (read_full(in->res[r], &tr, sizeof(tr), 120000)) {
-			fprintf(stderr, "ingest: rank %d of the %s allreduce reported nothing\n", r, prov);
+		if (read_full(res[r], &tr, sizeof(tr), 120000)) {
+			*silent = r;
 			return -1;
 		}
 		if (tr > t)
 			t = tr;
 	}
+	return t;
+}
+
+/* One repetition: the time of the slowest rank, or a negative number. */
+static double ingest_rep(struct ingest *in, const char *prov)
+{
+	int silent;
+	double t = go_slowest(in->go, in->res, &silent);
+	if (silent >= 0)
+		fprintf(stderr, "ingest: rank %d of the %s allreduce reported nothing\n", silent, prov);
 	return t;
 }
 
@@ -902,21 +915,12 @@ static void raw_start(struct raw *w, const char *prov)
 /* One repetition: the time of the slowest sender, or a negative number. */
 static double raw_rep(struct raw *w, const char *prov)
 {
-	double t = 0;
+	int silent;
 	if (write(w->srv_go, "g", 1) != 1)
 		return -1;
-	for (int r = 0; r < g.ranks; r++)
-		if (write(w->go[r], "g", 1) != 1)
-			return -1;
-	for (int r = 0; r < g.ranks; r++) {
-		double tr;
-		if (read_full(w->res[r], &tr, sizeof(tr), 120000)) {
-			fprintf(stderr, "ingest: raw %s sender %d reported nothing\n", prov, r);
-			return -1;
-		}
-		if (tr > t)
-			t = tr;
-	}
+	double t = go_slowest(w->go, w->res, &silent);
+	if (silent >= 0)
+		fprintf(stderr, "ingest: raw %s sender %d reported nothing\n", prov, silent);
 	return t;
 }
 
