@@ -32,7 +32,8 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
+
+from daemon_http import get, metric
 
 MODES = {
     # ranks, jobs, processes, want window, want chunk
@@ -64,18 +65,6 @@ def mem_available():
             if line.startswith("MemAvailable:"):
                 return int(line.split()[1]) * 1024
     return 0
-
-
-def get(port, path):
-    with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=10) as r:
-        return r.read().decode()
-
-
-def metric(text, name):
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return None
 
 
 def main():

@@ -20,7 +20,8 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
+
+from daemon_http import get, metric
 
 failures = []
 
@@ -30,18 +31,6 @@ def check(cond, what):
     if not cond:
         failures.append(what)
     return cond
-
-
-def get(port, path):
-    with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=10) as r:
-        return r.read().decode()
-
-
-def metric(text, name):
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return None
 
 
 def start(sumcastd, tmp, name, extra_env):
