@@ -260,66 +260,63 @@ static int rank_main(const char *prov, uint16_t port, uint32_t rank, int go_fd, 
 	return 0;
 }
 
-/* The ingest side: the daemon and its ranks, up for the whole run. Rank
- * r waits for a byte on go[r] (from gp[r]) before each repetition and
- * writes its time to res[r] (from rp[r]). */
-struct ingest {
-	struct sc_daemon daemon;
-	struct sc_ranks ranks;
-	const char *prov;
-	int gp[MAX_RANKS][2], rp[MAX_RANKS][2];
-	int go[MAX_RANKS], res[MAX_RANKS];
+/* How the parent runs a repetition in g.ranks processes: process r waits
+ * for a byte on go[r] before each repetition and writes its time to
+ * res[r]. */
+struct reps {
+	int go[MAX_RANKS][2], res[MAX_RANKS][2];
 };
 
-/* A forked rank keeps its own two pipe ends only. */
-static int ingest_rank(int r, void *arg)
+static void reps_open(struct reps *p)
 {
-	struct ingest *in = arg;
+	for (int r = 0; r < g.ranks; r++)
+		if (pipe(p->go[r]) || pipe(p->res[r]))
+			die("pipe: %s", strerror(errno));
+}
 
+/* In process r after the fork: its own two ends only. */
+static void reps_child(struct reps *p, int r)
+{
 	for (int k = 0; k < g.ranks; k++) {
-		close(in->gp[k][1]);
-		close(in->rp[k][0]);
+		close(p->go[k][1]);
+		close(p->res[k][0]);
 		if (k != r) {
-			close(in->gp[k][0]);
-			close(in->rp[k][1]);
+			close(p->go[k][0]);
+			close(p->res[k][1]);
 		}
 	}
-	prctl(PR_SET_NAME, "ingest-rank");
-	pin_self(g.pin_r);
-	return rank_main(in->prov, in->daemon.ctl, (uint32_t)r, in->gp[r][0], in->rp[r][1]);
 }
 
-static void ingest_start(struct ingest *in, const char *prov)
+/* In the parent after the forks: the processes' ends closed. */
+static void reps_parent(struct reps *p)
 {
-	daemon_start(&in->daemon, prov);
-	in->prov = prov;
-	for (int r = 0; r < g.ranks; r++)
-		if (pipe(in->gp[r]) || pipe(in->rp[r]))
-			die("pipe: %s", strerror(errno));
-	int rc = sc_ranks_start(&in->ranks, g.ranks, ingest_rank, in, true);
-	if (rc)
-		die("fork: %s", strerror(-rc));
 	for (int r = 0; r < g.ranks; r++) {
-		close(in->gp[r][0]);
-		close(in->rp[r][1]);
-		in->go[r] = in->gp[r][1];
-		in->res[r] = in->rp[r][0];
+		close(p->go[r][0]);
+		close(p->res[r][1]);
 	}
 }
 
-/* Starts one repetition in each of g.ranks processes (a byte on go[r])
- * and takes their times (res[r]): the slowest, or -1 with *silent the
- * process that reported nothing (-1: a start failed). */
-static double go_slowest(const int *go, const int *res, int *silent)
+static void reps_close(struct reps *p)
+{
+	for (int r = 0; r < g.ranks; r++) {
+		close(p->go[r][1]);
+		close(p->res[r][0]);
+	}
+}
+
+/* Starts one repetition in every process and takes their times: the
+ * slowest, or -1 with *silent the process that reported nothing (-1: a
+ * start failed). */
+static double reps_slowest(const struct reps *p, int *silent)
 {
 	double t = 0;
 	*silent = -1;
 	for (int r = 0; r < g.ranks; r++)
-		if (write(go[r], "g", 1) != 1)
+		if (write(p->go[r][1], "g", 1) != 1)
 			return -1;
 	for (int r = 0; r < g.ranks; r++) {
 		double tr;
-		if (read_full(res[r], &tr, sizeof(tr), 120000)) {
+		if (read_full(p->res[r][0], &tr, sizeof(tr), 120000)) {
 			*silent = r;
 			return -1;
 		}
@@ -329,11 +326,41 @@ static double go_slowest(const int *go, const int *res, int *silent)
 	return t;
 }
 
+/* The ingest side: the daemon and its ranks, up for the whole run. */
+struct ingest {
+	struct sc_daemon daemon;
+	struct sc_ranks ranks;
+	const char *prov;
+	struct reps reps;
+};
+
+/* A forked rank keeps its own two pipe ends only. */
+static int ingest_rank(int r, void *arg)
+{
+	struct ingest *in = arg;
+
+	reps_child(&in->reps, r);
+	prctl(PR_SET_NAME, "ingest-rank");
+	pin_self(g.pin_r);
+	return rank_main(in->prov, in->daemon.ctl, (uint32_t)r, in->reps.go[r][0], in->reps.res[r][1]);
+}
+
+static void ingest_start(struct ingest *in, const char *prov)
+{
+	daemon_start(&in->daemon, prov);
+	in->prov = prov;
+	reps_open(&in->reps);
+	int rc = sc_ranks_start(&in->ranks, g.ranks, ingest_rank, in, true);
+	if (rc)
+		die("fork: %s", strerror(-rc));
+	reps_parent(&in->reps);
+}
+
 /* One repetition: the time of the slowest rank, or a negative number. */
 static double ingest_rep(struct ingest *in, const char *prov)
 {
 	int silent;
-	double t = go_slowest(in->go, in->res, &silent);
+	double t = reps_slowest(&in->reps, &silent);
 	if (silent >= 0)
 		fprintf(stderr, "ingest: rank %d of the %s allreduce reported nothing\n", silent, prov);
 	return t;
@@ -341,10 +368,7 @@ static double ingest_rep(struct ingest *in, const char *prov)
 
 static void ingest_stop(struct ingest *in, bool failed)
 {
-	for (int r = 0; r < g.ranks; r++) {
-		close(in->go[r]);
-		close(in->res[r]);
-	}
+	reps_close(&in->reps);
 	if (failed)
 		sc_ranks_kill(&in->ranks);
 	else
@@ -820,8 +844,8 @@ struct raw {
 	struct sc_ranks snd;
 	const char *prov;
 	int srv_go;
-	int ap[MAX_RANKS][2], sp[MAX_RANKS][2], gp[MAX_RANKS][2], rp[MAX_RANKS][2];
-	int go[MAX_RANKS], res[MAX_RANKS];
+	int ap[MAX_RANKS][2], sp[MAX_RANKS][2];
+	struct reps reps;
 };
 
 static int raw_sender_main(int r, void *arg)
@@ -830,19 +854,17 @@ static int raw_sender_main(int r, void *arg)
 	for (int k = 0; k < g.ranks; k++) {
 		close(w->ap[k][0]);
 		close(w->sp[k][1]);
-		close(w->gp[k][1]);
-		close(w->rp[k][0]);
 		if (k != r) {
 			close(w->ap[k][1]);
 			close(w->sp[k][0]);
-			close(w->gp[k][0]);
-			close(w->rp[k][1]);
 		}
 	}
+	reps_child(&w->reps, r);
 	close(w->srv_go);
 	prctl(PR_SET_NAME, "raw-sender");
 	pin_self(g.pin_r);
-	return raw_sender(w->prov, (uint32_t)r, w->ap[r][1], w->sp[r][0], w->gp[r][0], w->rp[r][1]);
+	return raw_sender(w->prov, (uint32_t)r, w->ap[r][1], w->sp[r][0], w->reps.go[r][0],
+			  w->reps.res[r][1]);
 }
 
 /* Reads one length-prefixed address from fd and writes it to each of out[0..n). */
@@ -884,8 +906,9 @@ static void raw_start(struct raw *w, const char *prov)
 	close(go_p[0]);
 	w->srv_go = go_p[1];
 	for (int r = 0; r < g.ranks; r++)
-		if (pipe(w->ap[r]) || pipe(w->sp[r]) || pipe(w->gp[r]) || pipe(w->rp[r]))
+		if (pipe(w->ap[r]) || pipe(w->sp[r]))
 			die("pipe: %s", strerror(errno));
+	reps_open(&w->reps);
 	int rc = sc_ranks_start(&w->snd, g.ranks, raw_sender_main, w, true);
 	if (rc)
 		die("fork: %s", strerror(-rc));
@@ -893,12 +916,9 @@ static void raw_start(struct raw *w, const char *prov)
 	for (int r = 0; r < g.ranks; r++) {
 		close(w->ap[r][1]);
 		close(w->sp[r][0]);
-		close(w->gp[r][0]);
-		close(w->rp[r][1]);
 		to_snd[r] = w->sp[r][1];
-		w->go[r] = w->gp[r][1];
-		w->res[r] = w->rp[r][0];
 	}
+	reps_parent(&w->reps);
 	if (raw_pass_addr(addr_p[0], to_snd, g.ranks))
 		die("the raw %s server gave no address", prov);
 	for (int r = 0; r < g.ranks; r++)
@@ -918,7 +938,7 @@ static double raw_rep(struct raw *w, const char *prov)
 	int silent;
 	if (write(w->srv_go, "g", 1) != 1)
 		return -1;
-	double t = go_slowest(w->go, w->res, &silent);
+	double t = reps_slowest(&w->reps, &silent);
 	if (silent >= 0)
 		fprintf(stderr, "ingest: raw %s sender %d reported nothing\n", prov, silent);
 	return t;
@@ -928,10 +948,7 @@ static void raw_stop(struct raw *w, bool failed)
 {
 	int st;
 	close(w->srv_go);
-	for (int r = 0; r < g.ranks; r++) {
-		close(w->go[r]);
-		close(w->res[r]);
-	}
+	reps_close(&w->reps);
 	if (failed) {
 		sc_ranks_kill(&w->snd);
 		kill(w->srv, SIGKILL);
