@@ -6,10 +6,10 @@
  * stops answering (bounded) and says whether every job moved off.
  *
  * Whether every job moved off is read from the daemon while it answers:
- * the jobs live before the POST, the jobs drained so far, and the
- * drain's age against its drain-timeout, all from one GET /stats. A job still moving off
- * at the last look, when the daemon stopped answering before its
- * drain-timeout, moved off: the daemon aborts such a job only at the
+ * the jobs live before the POST, the jobs drained so far, and the drain's
+ * age against its drain-timeout, all from one GET /stats. A job still
+ * moving off at the last look, when the daemon stopped answering before
+ * its drain-timeout, moved off: the daemon aborts such a job only at the
  * timeout (or on a second signal, or when a rank of it disconnects without
  * LEAVE, which this cannot tell from a clean end; the daemon's log says). */
 #include <getopt.h>
