@@ -6,10 +6,17 @@
 # aggregator path and the adaptive split), then CollNet with 4 ranks (the
 # ring and the aggregators both carry data); every allreduce (f32, bf16,
 # 4 KiB .. 64 MiB) checked against the reference (nccl_torch_check.py).
+# NCCL loads our recording profiler plugin (libnccl-profiler-sumcast-rec.so,
+# prof_record.c) in every mode; prof_check.py then fails the run when the
+# net mode brought no Sumcast network-plugin event, or when any event of
+# any mode did not close or did not nest under an open proxy step (the
+# collnet modes: NCCL gives collnet calls no parent, so Sumcast's events
+# there are those of the p2p net NCCL still uses, maybe none).
 #
 #   tests/gpu/run.sh DIR OUT
 #
-# DIR holds libnccl-net-sumcast.so, sumcastd and lib/ with the libraries
+# DIR holds libnccl-net-sumcast.so, libnccl-profiler-sumcast-rec.so
+# (build/tests/gpu/), sumcastd and lib/ with the libraries
 # they need that the machine lacks (libfabric, libinih, libevent, rdma-core's;
 # `ldd` lists them), OUT receives the logs, the results and the trace.
 set -u
@@ -35,17 +42,24 @@ sleep 1
 export NCCL_NET_PLUGIN=$D/libnccl-net-sumcast.so NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,COLL
 export SUMCAST_PROVIDER='tcp;ofi_rxm' SUMCAST_IFACE=127.0.0.1 SUMCAST_AGGREGATORS=127.0.0.1:17800
 export NCCL_IB_DISABLE=1 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1
+export NCCL_PROFILER_PLUGIN=$D/libnccl-profiler-sumcast-rec.so
+[[ -f $NCCL_PROFILER_PLUGIN ]] || { echo "no $NCCL_PROFILER_PLUGIN (build/tests/gpu/)"; exit 1; }
 rc=0
 for mode in net collnet collnet4; do
   world=2
   [[ $mode == collnet4 ]] && world=4
   if [[ $mode == collnet* ]]; then export NCCL_COLLNET_ENABLE=1 SUMCAST_TRACE=$OUT/trace-$mode; else export NCCL_COLLNET_ENABLE=0; fi
   echo "=== $mode ($world ranks)"
+  rm -rf "$OUT/prof-$mode"; mkdir -p "$OUT/prof-$mode"
+  export SUMCAST_PROF_RECORD=$OUT/prof-$mode/prof
   timeout 240 python3 "$HERE/nccl_torch_check.py" "$OUT/res-$mode.txt" 1024,262144,1048576,16777216 \
     "$world" >"$OUT/log-$mode.txt" 2>&1 || rc=1
   cat "$OUT/res-$mode.txt" 2>/dev/null || rc=1
   grep -q WRONG "$OUT/res-$mode.txt" 2>/dev/null && rc=1
-  grep -m4 -E "Loaded (net|collnet) plugin|via COLLNET" "$OUT/log-$mode.txt"
+  grep -m4 -E "Loaded (net|collnet) plugin|via COLLNET|PROFILER/Plugin: Loaded" "$OUT/log-$mode.txt"
+  min=1
+  [[ $mode == collnet* ]] && min=0
+  python3 "$HERE/prof_check.py" "$SUMCAST_PROF_RECORD" --min $min || rc=1
 done
 for mode in collnet collnet4; do
   grep -q "via COLLNET/Sumcast" "$OUT/log-$mode.txt" || { echo "$mode: CollNet did not go through Sumcast"; rc=1; }
