@@ -11,8 +11,8 @@
  * never reads (netPlugin sits at the same offset in both). It asks for
  * ncclProfileNetPlugin events (NCCL then also starts the ProxyOp and
  * ProxyStep events that parent them) and writes one JSON line per net
- * event start and one per stop, so that a process that never finalizes
- * still leaves every start on disk:
+ * event start and one per stop (buffered, 1 MiB: flushed by finalize and
+ * by the process's exit; a killed process loses its last lines):
  *   {"ev":"start","seq":S,"id":PLUGINID,"parent":P,"parent_ok":0|1,"rank":R,
  *    [Sumcast's descriptor: "kind","sub","nsubs","deferred","comm","tag","bytes"]}
  *   {"ev":"stop","seq":S,"updates":U,"parent_open":0|1,
@@ -131,6 +131,8 @@ static FILE *out_file(void)
 			out = fopen(path, "a");
 			if (!out)
 				fprintf(stderr, "prof_record: cannot open %s\n", path);
+			else
+				setvbuf(out, NULL, _IOFBF, 1 << 20); /* a line costs no write(2) */
 		}
 	}
 	return out;
@@ -154,7 +156,6 @@ static void emit(const char *fmt, ...)
 	vfprintf(f, fmt, ap);
 	va_end(ap);
 	fputc('\n', f);
-	fflush(f);
 }
 
 static struct ev *ev_get(void)
@@ -308,6 +309,8 @@ static ncclResult_t rec_finalize(void *context)
 	emit("{\"ev\":\"summary\",\"starts\":{%s},\"stops\":{%s},\"bad_stops\":%" PRIu64
 	     ",\"net_open\":%" PRIu64 ",\"lines_dropped\":%" PRIu64 "}",
 	     s, t, bad_stops, net_open, dropped);
+	if (out)
+		fflush(out);
 	pthread_mutex_unlock(&lock);
 	return 0;
 }

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "../../plugin/prof_events.h"
+#include "clock.h"
 
 /* nccl_profiler.h */
 #define P_PROXY_OP (1 << 3)
@@ -99,6 +100,7 @@ static const struct hp_table *prof;
 static void *prof_ctx, *op_handle;
 static struct hp_sub sub;
 static uint64_t cb_calls, cb_starts, cb_stops, cb_updates, msgs;
+static uint64_t cb_ns; /* time inside the callback: NCCL's side, the checks, the profiler */
 static int step_no;
 
 /* ---------------- the harness's own recorder ---------------- */
@@ -219,10 +221,9 @@ static const struct hp_table rec_table = {
 /* ---------------- NCCL's side ---------------- */
 
 /* NCCL's ncclProfilerCallback, and the harness's checks of the starts. */
-static ncclResult_t hp_callback(void **eHandle, int type, void *pHandle, int64_t pluginId,
-				void *extData)
+static ncclResult_t hp_callback_in(void **eHandle, int type, void *pHandle, int64_t pluginId,
+				   void *extData)
 {
-	cb_calls++;
 	REQUIRE(eHandle, "profiler callback with eHandle NULL");
 	if (type == SC_PROF_CB_START) {
 		/* NCCL reads p->subArgPtr->eActivationMask: NULL crashes it */
@@ -265,6 +266,17 @@ static ncclResult_t hp_callback(void **eHandle, int type, void *pHandle, int64_t
 		REQUIRE(0, "profiler callback: type %d (NCCL's are 0..3)", type);
 	}
 	return ncclSuccess;
+}
+
+static ncclResult_t hp_callback(void **eHandle, int type, void *pHandle, int64_t pluginId,
+				void *extData)
+{
+	uint64_t t0 = sc_now_ns();
+	ncclResult_t r = hp_callback_in(eHandle, type, pHandle, pluginId, extData);
+
+	cb_ns += sc_now_ns() - t0;
+	cb_calls++;
+	return r;
 }
 
 ncclProfilerCallback_t prof_setup(void)
@@ -396,7 +408,9 @@ void prof_finish(void)
 	}
 	if (my_rank == 0)
 		fprintf(stderr, "profile events: %llu message(s), %llu event(s) started and stopped (%llu "
-			"with their result), profiler %s\n",
+			"with their result), profiler %s; %.0f ns per callback call (NCCL's side, the "
+			"harness's checks, the profiler)\n",
 			(unsigned long long)msgs, (unsigned long long)cb_starts,
-			(unsigned long long)cb_updates, prof->name);
+			(unsigned long long)cb_updates, prof->name,
+			cb_calls ? (double)cb_ns / (double)cb_calls : 0.0);
 }
