@@ -8,7 +8,8 @@
  *                 the comm must outlive the late completion)
  *   p2p and coll: [--profile-events [--profiler LIB]]   (v10 and later: NCCL's
  *                 profiler callback and a pHandle per message, every event
- *                 started, nested and closed; the collnet makes none: harness_prof.c)
+ *                 started, nested and closed; the collnet makes none: harness_prof.c;
+ *                 HARNESS_PROF_MASK: the events the harness's recorder asks for)
  *   harness coll  --nranks N [--naggs M] [--split S] [--version 12|11|10|9|8]
  *                 [--expect agg|joined|ring]   (the path every node must have taken,
  *                 checked on the bytes it carried: harness_check.c; turns on --trace)
