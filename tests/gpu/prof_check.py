@@ -50,8 +50,14 @@ def main():
         elif len(errors) == 20:
             errors.append("... (more)")
 
+    def unstopped(f, starts):
+        still = [s for s in starts.values() if s is not None]
+        for s in still[:3]:
+            err(f"{f}: Sumcast event {s['seq']} ({KINDS.get(s.get('kind'))}, {s.get('bytes')} B) never stopped")
+        return len(still)
+
     for f in files:
-        starts = {}
+        starts = {}  # of the library's current load (seq counts from 1 per load)
         with open(f) as fh:
             for ln, line in enumerate(fh, 1):
                 try:
@@ -60,12 +66,18 @@ def main():
                     err(f"{f}:{ln}: not JSON: {line[:80]!r}")
                     continue
                 ev = e.get("ev")
+                if ev == "load":
+                    n_open += unstopped(f, starts)
+                    starts = {}
+                    continue
                 if ev == "summary":
                     summaries.append(e)
                     if e.get("bad_stops", 0):
                         err(f"{f}:{ln}: {e['bad_stops']} stop(s) of handles never given out or stopped twice")
                     continue
                 if ev == "start":
+                    if e["seq"] in starts:
+                        err(f"{f}:{ln}: event {e['seq']} started twice in one load of the library")
                     if (e["id"] & 0xFFFF0000) != SUMCAST_TYPE:
                         n_other += 1
                         starts[e["seq"]] = None
@@ -106,10 +118,7 @@ def main():
                         bytes_done += e["done_bytes"]
                 else:
                     err(f"{f}:{ln}: unknown line {line[:80]!r}")
-        still = [s for s in starts.values() if s is not None]
-        n_open += len(still)
-        for s in still[:3]:
-            err(f"{f}: Sumcast event {s['seq']} ({KINDS.get(s.get('kind'))}, {s.get('bytes')} B) never stopped")
+        n_open += unstopped(f, starts)
     if not files:
         err(f"no {prefix}.*.jsonl: was the profiler loaded (NCCL_PROFILER_PLUGIN) with SUMCAST_PROF_RECORD set?")
     if n_start < need:

@@ -12,7 +12,9 @@
  * ncclProfileNetPlugin events (NCCL then also starts the ProxyOp and
  * ProxyStep events that parent them) and writes one JSON line per net
  * event start and one per stop (buffered, 1 MiB: flushed by finalize and
- * by the process's exit; a killed process loses its last lines):
+ * by the process's exit; a killed process loses its last lines), after a
+ * {"ev":"load","pid":P} line each time the library is loaded (NCCL
+ * unloads it with its last communicator; seq counts from 1 per load):
  *   {"ev":"start","seq":S,"id":PLUGINID,"parent":P,"parent_ok":0|1,"rank":R,
  *    [Sumcast's descriptor: "kind","sub","nsubs","deferred","comm","tag","bytes"]}
  *   {"ev":"stop","seq":S,"updates":U,"parent_open":0|1,
@@ -133,6 +135,10 @@ static FILE *out_file(void)
 				fprintf(stderr, "prof_record: cannot open %s\n", path);
 			else
 				setvbuf(out, NULL, _IOFBF, 1 << 20); /* a line costs no write(2) */
+			/* NCCL closes the library with its last communicator and may
+			 * load it again: each load numbers its events from 1 */
+			if (out)
+				fprintf(out, "{\"ev\":\"load\",\"pid\":%d}\n", (int)getpid());
 		}
 	}
 	return out;
