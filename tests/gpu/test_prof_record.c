@@ -109,6 +109,9 @@ static void drive(const char *sym)
 	assert_int_equal(t->finalize(ctx), 0);
 
 	const char *s = slurp(path);
+	char load[64];
+	snprintf(load, sizeof(load), "{\"ev\":\"load\",\"pid\":%d}\n", (int)getpid());
+	assert_true(!strncmp(s, load, strlen(load))); /* the first line */
 	assert_non_null(strstr(s, "\"ev\":\"start\",\"seq\":2,\"id\":1396899841,\"parent_ok\":1,"
 				  "\"rank\":0,\"kind\":2,\"sub\":1,\"nsubs\":2,\"deferred\":0,\"comm\":9,"
 				  "\"tag\":7,\"bytes\":4096}"));
