@@ -42,7 +42,7 @@ def main():
     n_start = n_stop = n_other = n_open = 0
     per_kind = {}
     bytes_done = 0
-    summaries = []
+    last_summary = {}  # file -> its last summary line (finalize: counts since the load)
 
     def err(msg):
         if len(errors) < 20:
@@ -71,7 +71,7 @@ def main():
                     starts = {}
                     continue
                 if ev == "summary":
-                    summaries.append(e)
+                    last_summary[f] = e
                     if e.get("bad_stops", 0):
                         err(f"{f}:{ln}: {e['bad_stops']} stop(s) of handles never given out or stopped twice")
                     continue
@@ -126,12 +126,12 @@ def main():
     if n_open > allow_open:
         err(f"{n_open} Sumcast event(s) never stopped (allowed {allow_open})")
     counts = {}
-    for s in summaries:
-        for k, v in s.get("starts", {}).items():
-            counts[k] = max(counts.get(k, 0), v)
+    for e in last_summary.values():
+        for k, v in e.get("starts", {}).items():
+            counts[k] = counts.get(k, 0) + v
     print(f"prof_check: {len(files)} file(s), Sumcast events {n_start} started, {n_stop} stopped, "
           f"{n_open} open, by kind {per_kind}, {bytes_done} bytes done; other net-plugin events "
-          f"{n_other}; NCCL event starts (largest summary per type) {counts}")
+          f"{n_other}; NCCL event starts (each file's last summary, summed) {counts}")
     for e in errors:
         print("prof_check: FAIL " + e)
     return 1 if errors else 0
