@@ -127,6 +127,16 @@ static int parse_size(const char *v, double *out)
 	return 0;
 }
 
+int cfg_parse_size(const char *v, uint64_t *out)
+{
+	double d;
+
+	if (parse_size(v, &d))
+		return -EINVAL;
+	*out = (uint64_t)d;
+	return 0;
+}
+
 static int check_range(const struct cfg_entry *e, double d, const char *v, struct cfg_error *err)
 {
 	if ((e->min != 0 || e->max != 0) && (d < e->min || d > e->max)) {

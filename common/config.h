@@ -90,6 +90,10 @@ void cfg_dump(const struct cfg_entry *table, const void *obj, const char *prefix
 const struct cfg_entry *cfg_find(const struct cfg_entry *table, const char *section,
 				 const char *key);
 size_t cfg_count(const struct cfg_entry *table);
+
+/* A size as settings spell it ("65536", "64K", "64KiB", "1.5M"), for
+ * command lines that take sizes: 0 or -EINVAL. */
+int cfg_parse_size(const char *v, uint64_t *out);
 /* Env name of an entry into buf. */
 void cfg_env_name(const struct cfg_entry *e, const char *prefix, char *buf, size_t len);
 const char *cfg_source_name(enum cfg_source s);

@@ -31,7 +31,7 @@ const char *fabric_provider_canonical(const char *p)
 	return p;
 }
 
-static struct fi_info *hints_make(const struct fabric_params *p, uint64_t caps)
+struct fi_info *fabric_hints_make(const struct fabric_params *p, uint64_t caps)
 {
 	struct fi_info *h = fi_allocinfo();
 	const char *prov = fabric_provider_canonical(p->provider);
@@ -67,7 +67,7 @@ static int info_get(const struct fabric_params *p, struct fi_info **out, bool *h
 	int rc = -FI_ENODATA;
 
 	for (size_t t = p->no_source ? 1 : 0; t < 2; t++) {
-		struct fi_info *h = hints_make(p, tries[t]), *list = NULL;
+		struct fi_info *h = fabric_hints_make(p, tries[t]), *list = NULL;
 		if (!h)
 			return -FI_ENOMEM;
 		if (p->node && !(h->fabric_attr->prov_name && !strcmp(h->fabric_attr->prov_name, "shm")))

@@ -121,6 +121,13 @@ int fabric_shm_sweep(pid_t pid);
  * "verbs;ofi_rxm", others as given; NULL for NULL, "" and "auto" (libfabric
  * picks). Daemon and ranks compare providers by this. */
 const char *fabric_provider_canonical(const char *p);
+/* The hints every endpoint is opened with (RDM, tagged, manual progress,
+ * the mr_mode bits Sumcast handles) for caps; fi_freeinfo it. */
+struct fi_info *fabric_hints_make(const struct fabric_params *p, uint64_t caps);
+/* Whether the provider registers CUDA device memory (FI_HMEM, iface
+ * FI_HMEM_CUDA) in the calling thread's current CUDA context: 1 yes, 0
+ * no, with one line of what was found and tried in line (fabric_hmem.c). */
+int fabric_hmem_cuda_probe(const char *provider, char *line, size_t len);
 /* Provider's human name for logs: "tcp;ofi_rxm". */
 const char *fabric_provider(const struct fabric *f);
 /* Link speed in Gb/s from the provider's NIC attributes, 0 if unknown. */

@@ -338,12 +338,31 @@ ncclResult_t plugin_props_as_v12(plugin_props_v9_fn v9, int dev, ncclNetProperti
 	return r;
 }
 
+/* What the host and the provider can do with GPU memory, said once, at
+ * the first properties (NCCL asks for them from the thread that holds its
+ * CUDA context). The data path takes host pointers either way: it sums,
+ * seals and keeps copies with the CPU (docs/plugin.md "GPU memory"). */
+static void gpu_memory_say(const struct fabric *f)
+{
+	static bool said;
+	char line[400];
+
+	pthread_mutex_lock(&plugin_lock);
+	if (!said) {
+		said = true;
+		fabric_hmem_cuda_probe(fabric_provider(f), line, sizeof(line));
+		SC_INFO("GPU memory: %s; buffers: host pointers (NCCL_PTR_HOST)", line);
+	}
+	pthread_mutex_unlock(&plugin_lock);
+}
+
 int plugin_props_get(const struct fabric *f, int dev, struct plugin_props *out)
 {
 	double gbps = plugin_cfg.link_gbps;
 
 	if (dev != 0 || !f)
 		return -EINVAL;
+	gpu_memory_say(f);
 	if (gbps <= 0)
 		gbps = fabric_link_gbps(f);
 	if (gbps <= 0)

@@ -12,18 +12,27 @@
 # any mode did not close or did not nest under an open proxy step (the
 # collnet modes: NCCL gives collnet calls no parent, so Sumcast's events
 # there are those of the p2p net NCCL still uses, maybe none).
+# Then what the plugin said of GPU memory under NCCL (its "GPU memory:"
+# line: the CUDA driver, and whether the provider registers device memory),
+# and bench/gpusum: the ring part's sum on the GPU against staging through
+# host memory, every sum checked (docs/plugin.md "GPU memory").
 #
 #   tests/gpu/run.sh DIR OUT
 #
-# DIR holds libnccl-net-sumcast.so, libnccl-profiler-sumcast-rec.so
-# (build/tests/gpu/), sumcastd and lib/ with the libraries
-# they need that the machine lacks (libfabric, libinih, libevent, rdma-core's;
-# `ldd` lists them), OUT receives the logs, the results and the trace.
+# DIR is what tests/gpu/stage.sh BUILD DIR made: libnccl-net-sumcast.so,
+# libnccl-profiler-sumcast-rec.so, sumcastd, gpusum and lib/ with the
+# libraries they need that the machine lacks; OUT receives the logs, the
+# results and the trace.
 set -u
 D=$(cd "$1" && pwd) OUT=$2
 HERE=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$D/lib
+[[ -f $D/libnccl-profiler-sumcast-rec.so ]] ||
+  { echo "no $D/libnccl-profiler-sumcast-rec.so (tests/gpu/stage.sh copies it from BUILD/tests/gpu/)"; exit 1; }
+echo "=== machine"
+nvidia-smi --query-gpu=name,driver_version,pci.bus_id --format=csv,noheader
+echo "libfabric here: $(ldconfig -p | grep -c 'libfabric\.so') in ld.so.cache; $(ls -d /opt/amazon/efa /opt/hpcx 2>/dev/null | tr '\n' ' ')"
 python3 -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version(), torch.cuda.get_device_name(0))'
 cat >"$OUT/sumcastd.conf" <<CONF
 [control]
@@ -43,7 +52,6 @@ export NCCL_NET_PLUGIN=$D/libnccl-net-sumcast.so NCCL_DEBUG=INFO NCCL_DEBUG_SUBS
 export SUMCAST_PROVIDER='tcp;ofi_rxm' SUMCAST_IFACE=127.0.0.1 SUMCAST_AGGREGATORS=127.0.0.1:17800
 export NCCL_IB_DISABLE=1 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1
 export NCCL_PROFILER_PLUGIN=$D/libnccl-profiler-sumcast-rec.so
-[[ -f $NCCL_PROFILER_PLUGIN ]] || { echo "no $NCCL_PROFILER_PLUGIN (build/tests/gpu/)"; exit 1; }
 rc=0
 for mode in net collnet collnet4; do
   world=2
@@ -64,5 +72,15 @@ done
 for mode in collnet collnet4; do
   grep -q "via COLLNET/Sumcast" "$OUT/log-$mode.txt" || { echo "$mode: CollNet did not go through Sumcast"; rc=1; }
 done
+echo "=== GPU memory (the plugin's line under NCCL, per mode: count, line)"
+for mode in net collnet collnet4; do
+  grep -ho "GPU memory: .*" "$OUT/log-$mode.txt" | sort | uniq -c | sed "s/^/$mode /"
+  grep -q "GPU memory: " "$OUT/log-$mode.txt" || { echo "$mode: no GPU memory line"; rc=1; }
+done
 kill $SD; wait $SD
+echo "=== bench/gpusum"
+if [[ -x $D/gpusum ]]; then
+  timeout 120 "$D/gpusum" --reps 20 >"$OUT/gpusum.txt" 2>&1 || { echo "gpusum failed"; rc=1; }
+  cat "$OUT/gpusum.txt"
+fi
 exit $rc

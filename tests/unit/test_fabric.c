@@ -336,6 +336,26 @@ static void test_addr_check_real(void **state)
 	fabric_close(a);
 }
 
+/* What the GPU memory probe says here: on a host without the CUDA driver
+ * (CI) "no CUDA driver (...)" and no; with one, the driver and device
+ * first, and no current context in this thread (the probe never makes
+ * one), so no again: never a crash, never an empty line. */
+static void test_hmem_probe(void **state)
+{
+	char line[400] = "";
+	(void)state;
+	for (int i = 0; i < 2; i++) {
+		const char *prov = i ? "tcp;ofi_rxm" : "shm";
+		assert_int_equal(fabric_hmem_cuda_probe(prov, line, sizeof(line)), 0);
+		assert_true(!strncmp(line, "no CUDA driver (", 16) ||
+			    (!strncmp(line, "libcuda ", 8) && (strstr(line, "no current CUDA context") ||
+							   strstr(line, " 0 devices"))));
+		char again[400];
+		fabric_hmem_cuda_probe(prov, again, sizeof(again));
+		assert_string_equal(line, again); /* loaded once, the same answer */
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -345,6 +365,7 @@ int main(void)
 		cmocka_unit_test(test_unknown_provider),
 		cmocka_unit_test(test_addr_check),
 		cmocka_unit_test(test_addr_check_real),
+		cmocka_unit_test(test_hmem_probe),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
