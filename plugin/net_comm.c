@@ -408,6 +408,7 @@ int netc_close_send(void *send_comm)
 		while (c->reqs[i].used && __atomic_load_n(&c->reqs[i].pending, __ATOMIC_ACQUIRE) &&
 		       sc_now_ns() < end)
 			netc_progress();
+	netc_prof_close(c);
 	comm_release(c);
 	return 0;
 }
@@ -419,6 +420,7 @@ int netc_close_recv(void *recv_comm)
 	if (!c)
 		return 0;
 	comm_drain(c);
+	netc_prof_close(c);
 	comm_release(c);
 	return 0;
 }

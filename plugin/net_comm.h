@@ -17,9 +17,12 @@ int netc_connect(int dev, void *handle, void **send_comm);
 int netc_accept(void *listen_comm, void **recv_comm);
 int netc_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle);
 int netc_dereg_mr(void *comm, void *mhandle);
-int netc_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request);
+/* phandle(s): NCCL's profiler parents (v10 and later; NULL: none, and
+ * no event for that message): docs/plugin.md, "Profiler events". */
+int netc_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void *phandle,
+	       void **request);
 int netc_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
-	       void **mhandles, void **request);
+	       void **mhandles, void **phandles, void **request);
 /* sizes: n ints (NCCL's test wants int). */
 int netc_test(void *request, int *done, int *sizes);
 int netc_close_send(void *send_comm);

@@ -59,6 +59,9 @@ struct netc_req {
 	size_t size[PLUGIN_MAX_RECVS];
 	void *desc[PLUGIN_MAX_RECVS];
 	uint32_t tag[PLUGIN_MAX_RECVS];
+	/* profiler events open per sub (NCCL's eHandles; NULL: none) */
+	void *prof_eh[PLUGIN_MAX_RECVS];
+	bool prof;  /* some prof_eh is open */
 	struct netc_op ops[PLUGIN_MAX_RECVS];
 	struct defer defer; /* subs not posted yet: on the comm's queue */
 };
@@ -108,5 +111,7 @@ int netc_op_send(struct netc_op *op, const void *buf, size_t len, void *desc, fi
 		 uint64_t tag);
 /* cancels a posted op and waits for it (bounded) */
 void netc_op_cancel_wait(struct netc_op *op);
+/* net_req.c's: ends the profiler events of c's requests still open (close) */
+void netc_prof_close(struct netc_comm *c);
 
 #endif

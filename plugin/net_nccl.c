@@ -16,7 +16,8 @@ struct nccl_net_ctx {
 	uint64_t comm_id;
 };
 
-static ncclResult_t nccl_net_init_common(ncclDebugLogger_t logger)
+/* prof: NCCL's profiler callback (v10 and later), NULL before v10. */
+static ncclResult_t nccl_net_init_common(ncclDebugLogger_t logger, ncclProfilerCallback_t prof)
 {
 	int rc = plugin_init(logger);
 
@@ -24,6 +25,8 @@ static ncclResult_t nccl_net_init_common(ncclDebugLogger_t logger)
 		rc = netc_init();
 	if (rc)
 		SC_WARN("ncclNet init failed: %d", rc);
+	else
+		plugin_prof_set(prof);
 	return plugin_result(rc);
 }
 
@@ -101,15 +104,13 @@ static ncclResult_t nccl_net_dereg_mr(void *comm, void *mhandle)
 static ncclResult_t nccl_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 			      void *phandle, void **request)
 {
-	(void)phandle;
-	return plugin_result(netc_isend(send_comm, data, size, tag, mhandle, request));
+	return plugin_result(netc_isend(send_comm, data, size, tag, mhandle, phandle, request));
 }
 
 static ncclResult_t nccl_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 			      void **mhandles, void **phandles, void **request)
 {
-	(void)phandles;
-	return plugin_result(netc_irecv(recv_comm, n, data, sizes, tags, mhandles, request));
+	return plugin_result(netc_irecv(recv_comm, n, data, sizes, tags, mhandles, phandles, request));
 }
 
 static ncclResult_t nccl_net_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
@@ -154,8 +155,7 @@ static ncclResult_t nccl_net_init_v11(void **ctx, uint64_t comm_id, ncclNetCommC
 	ncclResult_t r;
 
 	(void)config;
-	(void)prof;
-	r = nccl_net_init_common(logger);
+	r = nccl_net_init_common(logger, prof);
 	if (r)
 		return r;
 	c = calloc(1, sizeof(*c));
@@ -216,8 +216,7 @@ SC_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = { NCCL_NET_V11_BODY(nccl_net_p
 
 static ncclResult_t nccl_net_init_v10(ncclDebugLogger_t logger, ncclProfilerCallback_t prof)
 {
-	(void)prof;
-	return nccl_net_init_common(logger);
+	return nccl_net_init_common(logger, prof);
 }
 
 static ncclResult_t nccl_net_connect_v10(int dev, ncclNetCommConfig_t *config, void *handle,
@@ -254,7 +253,7 @@ SC_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {
 
 static ncclResult_t nccl_net_init_v9(ncclDebugLogger_t logger)
 {
-	return nccl_net_init_common(logger);
+	return nccl_net_init_common(logger, NULL);
 }
 
 static ncclResult_t nccl_net_isend_v9(void *send_comm, void *data, size_t size, int tag, void *mhandle,

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "prof_events.h"
 
 int netc_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle)
 {
@@ -110,7 +111,65 @@ static bool comm_unblock(struct netc_comm *c)
 	return !defer_run(&c->deferred, DEFER_IN_ORDER);
 }
 
-int netc_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request)
+/* Profiler events (plugin/prof_events.h): one per message, from the
+ * call that accepts the request to the test that finds it done (or the
+ * close of its comm), parented under the proxy step NCCL names in
+ * ph[i]. NCCL's callback dereferences the parent of a start, so a
+ * message without one (ph NULL, or ph[i] NULL) gets no event. */
+static void req_prof_start(struct netc_req *r, ncclProfilerCallback_t cb, void *const *ph)
+{
+	for (int i = 0; i < r->n; i++) {
+		if (!ph[i])
+			continue;
+		sc_prof_descr_v1_t d = {
+			.kind = r->send ? SC_PROF_SEND : SC_PROF_RECV,
+			.sub = (uint8_t)i,
+			.nsubs = (uint8_t)r->n,
+			.deferred = r->nposted < r->n,
+			.comm = r->comm->id,
+			.tag = r->tag[i],
+			.bytes = r->size[i],
+		};
+		r->prof_eh[i] = NULL; /* stays NULL when the profiler takes no net events */
+		cb(&r->prof_eh[i], SC_PROF_CB_START, ph[i], SC_PROF_PLUGIN_ID, &d);
+		if (r->prof_eh[i])
+			r->prof = true;
+	}
+}
+
+/* done: the request completed (its result goes with the stop); else its
+ * comm is closing under it (a plain stop). */
+static void req_prof_stop(struct netc_req *r, bool done)
+{
+	ncclProfilerCallback_t cb = plugin_prof();
+
+	for (int i = 0; i < r->n && cb; i++) {
+		if (!r->prof_eh[i])
+			continue;
+		if (done) {
+			sc_prof_done_v1_t d = {
+				.kind = r->send ? SC_PROF_SEND : SC_PROF_RECV,
+				.status = r->ops[i].err,
+				.bytes = r->send ? r->size[i] : r->ops[i].len,
+			};
+			cb(&r->prof_eh[i], SC_PROF_CB_UPDATE_STOP, NULL, 0, &d);
+		} else {
+			cb(&r->prof_eh[i], SC_PROF_CB_STOP, NULL, 0, NULL);
+		}
+		r->prof_eh[i] = NULL;
+	}
+	r->prof = false;
+}
+
+void netc_prof_close(struct netc_comm *c)
+{
+	for (int i = 0; i < NETC_REQS; i++)
+		if (c->reqs[i].used && c->reqs[i].prof)
+			req_prof_stop(&c->reqs[i], false);
+}
+
+int netc_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void *phandle,
+	       void **request)
 {
 	struct netc_comm *c = send_comm;
 	struct netc_req *r;
@@ -136,12 +195,15 @@ int netc_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 		req_put(r);
 		return rc;
 	}
+	ncclProfilerCallback_t cb = plugin_prof();
+	if (__builtin_expect(cb != NULL, 0) && phandle)
+		req_prof_start(r, cb, &phandle);
 	*request = r;
 	return 0;
 }
 
 int netc_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
-	       void **mhandles, void **request)
+	       void **mhandles, void **phandles, void **request)
 {
 	struct netc_comm *c = recv_comm;
 	struct netc_req *r;
@@ -179,6 +241,9 @@ int netc_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const i
 		}
 		defer_add(&c->deferred, &r->defer, req_retry);
 	}
+	ncclProfilerCallback_t cb = plugin_prof();
+	if (__builtin_expect(cb != NULL, 0) && phandles)
+		req_prof_start(r, cb, phandles);
 	*request = r;
 	return 0;
 }
@@ -211,6 +276,8 @@ int netc_test(void *request, int *done, int *sizes)
 			sizes[i] = (int)(r->send ? r->size[i] : r->ops[i].len);
 	}
 	*done = 1;
+	if (r->prof)
+		req_prof_stop(r, true);
 	req_put(r);
 	return err;
 }

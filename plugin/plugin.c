@@ -100,6 +100,14 @@ const struct cfg_entry *plugin_settings_table(void)
 	return plugin_table;
 }
 
+ncclProfilerCallback_t plugin_prof_cb;
+
+void plugin_prof_set(ncclProfilerCallback_t cb)
+{
+	if (cb)
+		__atomic_store_n(&plugin_prof_cb, cb, __ATOMIC_RELEASE);
+}
+
 static pthread_mutex_t plugin_lock = PTHREAD_MUTEX_INITIALIZER;
 static ncclDebugLogger_t plugin_logger;
 static bool plugin_ready;

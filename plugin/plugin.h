@@ -60,6 +60,18 @@ const struct cfg_entry *plugin_settings_table(void);
  * settings, picks the reduce kernels. Later calls only refresh the logger. */
 int plugin_init(ncclDebugLogger_t logger);
 
+/* NCCL's profiler callback (ncclNet v10+ init), kept plugin-wide as the
+ * logger is: a non-NULL one replaces the last, NULL changes nothing (v11
+ * inits come per communicator, all with NCCL's one function). The p2p
+ * engine reports its events through it (plugin/prof_events.h); NULL: none
+ * given, and the only cost is the branch on it. */
+extern ncclProfilerCallback_t plugin_prof_cb;
+void plugin_prof_set(ncclProfilerCallback_t cb);
+static inline ncclProfilerCallback_t plugin_prof(void)
+{
+	return __atomic_load_n(&plugin_prof_cb, __ATOMIC_ACQUIRE);
+}
+
 /* The one place negative errnos / FI_E* become ncclResult_t. */
 ncclResult_t plugin_result(int rc);
 

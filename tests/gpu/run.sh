@@ -6,6 +6,12 @@
 # aggregator path and the adaptive split), then CollNet with 4 ranks (the
 # ring and the aggregators both carry data); every allreduce (f32, bf16,
 # 4 KiB .. 64 MiB) checked against the reference (nccl_torch_check.py).
+# NCCL loads our recording profiler plugin (libnccl-profiler-sumcast-rec.so,
+# prof_record.c) in every mode; prof_check.py then fails the run when the
+# net mode brought no Sumcast network-plugin event, or when any event of
+# any mode did not close or did not nest under an open proxy step (the
+# collnet modes: NCCL gives collnet calls no parent, so Sumcast's events
+# there are those of the p2p net NCCL still uses, maybe none).
 # Then what the plugin said of GPU memory under NCCL (its "GPU memory:"
 # line: the CUDA driver, and whether the provider registers device memory),
 # and bench/gpusum: the ring part's sum on the GPU against staging through
@@ -14,13 +20,16 @@
 #   tests/gpu/run.sh DIR OUT
 #
 # DIR is what tests/gpu/stage.sh BUILD DIR made: libnccl-net-sumcast.so,
-# sumcastd, gpusum and lib/ with the libraries they need that the machine
-# lacks; OUT receives the logs, the results and the trace.
+# libnccl-profiler-sumcast-rec.so, sumcastd, gpusum and lib/ with the
+# libraries they need that the machine lacks; OUT receives the logs, the
+# results and the trace.
 set -u
 D=$(cd "$1" && pwd) OUT=$2
 HERE=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$D/lib
+[[ -f $D/libnccl-profiler-sumcast-rec.so ]] ||
+  { echo "no $D/libnccl-profiler-sumcast-rec.so (tests/gpu/stage.sh copies it from BUILD/tests/gpu/)"; exit 1; }
 echo "=== machine"
 nvidia-smi --query-gpu=name,driver_version,pci.bus_id --format=csv,noheader
 echo "libfabric here: $(ldconfig -p | grep -c 'libfabric\.so') in ld.so.cache; $(ls -d /opt/amazon/efa /opt/hpcx 2>/dev/null | tr '\n' ' ')"
@@ -42,17 +51,23 @@ sleep 1
 export NCCL_NET_PLUGIN=$D/libnccl-net-sumcast.so NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,COLL
 export SUMCAST_PROVIDER='tcp;ofi_rxm' SUMCAST_IFACE=127.0.0.1 SUMCAST_AGGREGATORS=127.0.0.1:17800
 export NCCL_IB_DISABLE=1 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1
+export NCCL_PROFILER_PLUGIN=$D/libnccl-profiler-sumcast-rec.so
 rc=0
 for mode in net collnet collnet4; do
   world=2
   [[ $mode == collnet4 ]] && world=4
   if [[ $mode == collnet* ]]; then export NCCL_COLLNET_ENABLE=1 SUMCAST_TRACE=$OUT/trace-$mode; else export NCCL_COLLNET_ENABLE=0; fi
   echo "=== $mode ($world ranks)"
+  rm -rf "$OUT/prof-$mode"; mkdir -p "$OUT/prof-$mode"
+  export SUMCAST_PROF_RECORD=$OUT/prof-$mode/prof
   timeout 240 python3 "$HERE/nccl_torch_check.py" "$OUT/res-$mode.txt" 1024,262144,1048576,16777216 \
     "$world" >"$OUT/log-$mode.txt" 2>&1 || rc=1
   cat "$OUT/res-$mode.txt" 2>/dev/null || rc=1
   grep -q WRONG "$OUT/res-$mode.txt" 2>/dev/null && rc=1
-  grep -m4 -E "Loaded (net|collnet) plugin|via COLLNET" "$OUT/log-$mode.txt"
+  grep -m4 -E "Loaded (net|collnet) plugin|via COLLNET|PROFILER/Plugin: Loaded" "$OUT/log-$mode.txt"
+  min=1
+  [[ $mode == collnet* ]] && min=0
+  python3 "$HERE/prof_check.py" "$SUMCAST_PROF_RECORD" --min $min || rc=1
 done
 for mode in collnet collnet4; do
   grep -q "via COLLNET/Sumcast" "$OUT/log-$mode.txt" || { echo "$mode: CollNet did not go through Sumcast"; rc=1; }

@@ -3,9 +3,13 @@
  * (files in a temp dir stand in for NCCL's bootstrap), connect on one
  * thread while another issues requests, as NCCL's proxy does.
  *
- *   harness p2p   --nranks N [--version 12|11|8]
+ *   harness p2p   --nranks N [--version 12|11|10|8]   (10: with --profile-events)
  *                 [--close-inflight]   (closeSend with a send the peer has not received:
  *                 the comm must outlive the late completion)
+ *   p2p and coll: [--profile-events [--profiler LIB]]   (v10 and later: NCCL's
+ *                 profiler callback and a pHandle per message, every event
+ *                 started, nested and closed; the collnet makes none: harness_prof.c;
+ *                 HARNESS_PROF_MASK: the events the harness's recorder asks for)
  *   harness coll  --nranks N [--naggs M] [--split S] [--version 12|11|10|9|8]
  *                 [--expect agg|joined|ring]   (the path every node must have taken,
  *                 checked on the bytes it carried: harness_check.c; turns on --trace)
@@ -51,6 +55,8 @@
  *   harness_nccl.c     NCCL's side of the plugin: dlopen, the v11/v8 vtables,
  *                      the logger, NCCL's proxy loop for collnet requests
  *   harness_p2p.c      the p2p test (ncclNet over a ring of ranks)
+ *   harness_prof.c     --profile-events: NCCL's profiler callback, proxy steps
+ *                      and a recording profiler (or a profiler plugin's)
  *   harness_coll.c     the collnet test (allreduce of every type and op)
  *   harness_rsag.c     the window test: CollNet Direct's ireducescatter and
  *                      iallgather driven as NCCL's proxy drives them
@@ -110,6 +116,8 @@ struct opts {
 	double max_connect_s;  /* scale: fail when connect took longer (0: no bound) */
 	double max_idle_cpu;   /* scale: fail when a process used more CPU per idle second (s) */
 	int fan_in;         /* --fan-in: SUMCAST_FAN_IN; 0: the plugin's default */
+	bool profile_events; /* NCCL's profiler callback and pHandles (harness_prof.c) */
+	const char *profiler; /* --profiler LIB: a profiler plugin instead of the harness's recorder */
 };
 extern struct opts opt;
 /* The collnet is a tree (opt.fan_in below opt.nranks): its shape as the
@@ -187,7 +195,8 @@ struct plug {
 	void *dl;
 	const ncclNet_v12_t *n12;
 	const ncclNet_v11_t *n11;
-	const ncclNet_v8_t *n8;  /* the net table of --version 8, 9 and 10 */
+	const ncclNet_v8_t *n8;  /* the net table of --version 8, 9 and 10 (v10: the calls v8's has alike) */
+	const ncclNet_v10_t *n10; /* --version 10: init (the profiler callback), connect, isend, irecv */
 	const ncclCollNet_v12_t *c12;
 	const ncclCollNet_v11_t *c11;
 	const ncclCollNet_v8_t *c8;
@@ -286,6 +295,20 @@ bool harness_oversubscribed(void);
 /* NCCL's proxy: chunks of at most 2 MiB, up to 8 outstanding, in order. */
 void allreduce_chunked(void *cc, uint8_t *send, uint8_t *recv, size_t count, ncclDataType_t t,
 		       ncclRedOp_t op, void *mh);
+
+/* ---- NCCL's profiler (harness_prof.c; all do nothing without --profile-events) ---- */
+
+/* Loads the profiler, starts the proxy op; the callback for the net's
+ * init (NULL without --profile-events). */
+ncclProfilerCallback_t prof_setup(void);
+/* Before an isend / irecv: a proxy step per sub, their pHandles into
+ * phandles[0..n); after it: the request it returned (NULL: refused, the
+ * steps end). prof_done: test() said the request is done. */
+void prof_post(int kind, int n, const int *tags, const size_t *sizes, void **phandles);
+void prof_posted(void *req, int n, void **phandles);
+void prof_done(void *req);
+/* The end of a test: the steps still open end, then the checks. */
+void prof_finish(void);
 
 /* ---- the tests (harness_p2p.c, harness_coll.c, harness_bench.c) ---- */
 

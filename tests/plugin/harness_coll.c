@@ -67,6 +67,7 @@ void run_coll(void)
 	 * it is still open: this rank's last request has completed, so every
 	 * byte it sent has been counted. */
 	coll_finish(cc, mh);
+	prof_finish(); /* no call: the collnet's have no pHandle */
 	if (my_rank == 0)
 		printf("coll: %d nodes, %d cases passed, results bitwise equal on every node\n",
 		       opt.nranks, ncases);

@@ -30,6 +30,7 @@ void usage(void)
 		"       [--fan-in F]   (SUMCAST_FAN_IN: above F nodes the collnet is a two-level tree;\n"
 		"       --expect agg then checks the tree's inner jobs on the daemons)\n"
 		"       p2p: [--close-inflight]\n"
+		"       p2p, coll: [--profile-events [--profiler LIB]]   (--version 12|11|10)\n"
 		"       fault: --fault kill|idle|stop|term|restart|flap|rolling|all|connect|node|cmd[,KIND]\n"
 		"              [--fault-agg I] [--ops K] [--fault-at K] [--expect-copies] [--readmit]\n"
 		"              [--flaps K] [--cut-node R]   (cmd: the node it cuts off; a tree needs it)\n"
@@ -135,6 +136,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		{ "max-idle-cpu", 1, 0, 0x109 },
 		{ "fan-in", 1, 0, 0x10a }, { "cut-node", 1, 0, 0x10b }, { "agg-http", 1, 0, 0x10e },
 		{ "keep-trace", 1, 0, 0x10f },
+		{ "profile-events", 0, 0, 0x110 }, { "profiler", 1, 0, 0x111 },
 		{ 0, 0, 0, 0 }
 	};
 	static char plugin_buf[PATH_MAX + 64], daemon_buf[PATH_MAX + 64], aggs[1024];
@@ -186,6 +188,8 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		case 'r': opt.trace = true; break;
 		case 0x10f: keep_trace = optarg; opt.trace = true; break;
 		case 'I': opt.close_inflight = true; break;
+		case 0x110: opt.profile_events = true; break;
+		case 0x111: opt.profiler = optarg; opt.profile_events = true; break;
 		case 'k':
 			opt.key = !strcmp(optarg, "same") ? 1 : !strcmp(optarg, "other") ? 2 : -1;
 			if (opt.key < 0)
@@ -226,8 +230,14 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 	/* scale: the daemons' counters of each job, no trace (H files per rank) */
 	if (!strcmp(opt.mode, "scale"))
 		opt.trace = false;
-	/* v9 / v10 tables: the collnet tests only (the others call v12, v11 or v8). */
-	if ((opt.version == 9 || opt.version == 10) && strcmp(opt.mode, "coll") && strcmp(opt.mode, "rsag"))
+	/* v9 / v10 tables: the collnet tests only (the others call v12, v11 or v8),
+	 * and p2p's v10 with the profiler callback. */
+	if ((opt.version == 9 || opt.version == 10) && strcmp(opt.mode, "coll") && strcmp(opt.mode, "rsag") &&
+	    !(opt.version == 10 && opt.profile_events && !strcmp(opt.mode, "p2p")))
+		usage();
+	/* NCCL's profiler callback: ncclNet v10 and later; the p2p and collnet tests */
+	if (opt.profile_events &&
+	    (opt.version < 10 || (strcmp(opt.mode, "p2p") && strcmp(opt.mode, "coll"))))
 		usage();
 	if (!*opt.plugin) {
 		self_relative(plugin_buf, sizeof(plugin_buf), "../plugin/libnccl-net-sumcast.so");

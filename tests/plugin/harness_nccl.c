@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "../../plugin/prof_events.h"
 
 int log_prefix_ok; /* lines that came through NCCL's logger with our prefix */
 /* Which path collnet connect announced (from its log lines). */
@@ -169,7 +170,7 @@ void plugin_open(bool coll)
 		REQUIRE(!strcmp(nn, "Sumcast") && !strcmp(cn, "Sumcast"), "net name %s, collnet name %s",
 		      nn, cn);
 		ncclNetCommConfig_t cfg = { -1 };
-		NCHECK(NET_CTX_CALL(init, &P.nctx, 0x1234, &cfg, hlog, NULL));
+		NCHECK(NET_CTX_CALL(init, &P.nctx, 0x1234, &cfg, hlog, prof_setup()));
 		if (coll)
 			NCHECK(CN_CTX_CALL(init, &P.cctx, 0x1234, hlog));
 	} else if (opt.version == 8) {
@@ -188,7 +189,14 @@ void plugin_open(bool coll)
 		P.c9 = dlsym(P.dl, sym);
 		REQUIRE(P.n8 && P.c9, "%s or ncclNetPlugin_v8 missing", sym);
 		REQUIRE(!strcmp(P.c9->name, "Sumcast"), "collnet name %s", P.c9->name);
-		NCHECK(P.n8->init(hlog));
+		if (opt.version == 10) {
+			/* v10's net init takes NCCL's profiler callback */
+			P.n10 = dlsym(P.dl, "ncclNetPlugin_v10");
+			REQUIRE(P.n10 && !strcmp(P.n10->name, "Sumcast"), "ncclNetPlugin_v10 missing");
+			NCHECK(P.n10->init(hlog, prof_setup()));
+		} else {
+			NCHECK(P.n8->init(hlog));
+		}
 		if (coll) {
 			NCHECK(P.c9->init(hlog));
 			ncclNetProperties_v9_t p;
@@ -274,7 +282,9 @@ void net_listen(void *h, void **lc)
 ncclResult_t net_connect(void *h, void **sc)
 {
 	ncclNetDeviceHandle_t *dh = NULL;
+	ncclNetCommConfig_t cfg = { -1 };
 	return HARNESS_CTX_ABI ? NET_CTX_CALL(connect, P.nctx, 0, h, sc, &dh)
+	       : P.n10	       ? P.n10->connect(0, &cfg, h, sc, &dh)
 			       : P.n8->connect(0, h, sc, &dh);
 }
 ncclResult_t net_accept(void *lc, void **rc)
@@ -292,19 +302,31 @@ void net_dereg(void *comm, void *mh)
 {
 	NCHECK(NET_CALL(deregMr, comm, mh));
 }
+/* v10 and later pass NCCL's pHandles (NULL without --profile-events:
+ * the plugin then reports nothing). */
 void *net_isend(void *sc, void *p, size_t len, int tag, void *mh)
 {
-	void *req = NULL;
-	NCHECK(HARNESS_CTX_ABI ? NET_CTX_CALL(isend, sc, p, len, tag, mh, NULL, &req)
+	void *req = NULL, *ph[1] = { NULL };
+	if (opt.profile_events)
+		prof_post(SC_PROF_SEND, 1, &tag, &len, ph);
+	NCHECK(HARNESS_CTX_ABI ? NET_CTX_CALL(isend, sc, p, len, tag, mh, ph[0], &req)
+	       : P.n10	       ? P.n10->isend(sc, p, len, tag, mh, ph[0], &req)
 			       : P.n8->isend(sc, p, (int)len, tag, mh, &req));
+	if (opt.profile_events)
+		prof_posted(req, 1, ph);
 	return req;
 }
 void *net_irecv(void *rc, int n, void **p, size_t *len, int *tags, void **mh)
 {
 	void *req = (void *)NCCL_NET_OPTIONAL_RECV_COMPLETION; /* NCCL's hint; not a request */
-	if (HARNESS_CTX_ABI) {
+	if (HARNESS_CTX_ABI || P.n10) {
 		void *ph[8] = { 0 };
-		NCHECK(NET_CTX_CALL(irecv, rc, n, p, len, tags, mh, ph, &req));
+		if (opt.profile_events)
+			prof_post(SC_PROF_RECV, n, tags, len, ph);
+		NCHECK(HARNESS_CTX_ABI ? NET_CTX_CALL(irecv, rc, n, p, len, tags, mh, ph, &req)
+				       : P.n10->irecv(rc, n, p, len, tags, mh, ph, &req));
+		if (opt.profile_events)
+			prof_posted(req, n, ph);
 	} else {
 		int l[8];
 		for (int i = 0; i < n; i++)
@@ -318,6 +340,8 @@ int net_test(void *req, int *sizes)
 {
 	int done = 0;
 	NCHECK(NET_CALL(test, req, &done, sizes));
+	if (done && opt.profile_events)
+		prof_done(req);
 	return done;
 }
 

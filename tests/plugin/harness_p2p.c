@@ -261,6 +261,7 @@ void run_p2p(void)
 		NCHECK(NET_CALL(closeSend, sc));
 	NCHECK(NET_CALL(closeRecv, rc));
 	NCHECK(NET_CALL(closeListen, lc));
+	prof_finish();
 	plugin_finalize(false);
 	REQUIRE(log_prefix_ok > 0, "no log line came through NCCL's logger with the NET/Sumcast prefix");
 }
