@@ -135,7 +135,7 @@ const struct cfg_entry settings_table[] = {
 	  "Bytes a job may have in flight on this daemon, window x chunk x nranks: a larger job gets a smaller window (not under 2), then a smaller chunk (halved down to min-chunk); what is left above it is charged to memory-budget as any job (docs/daemon.md, \"Admission\")",
 	  S(max_inflight), 4096, 1099511627776.0, true },
 	{ "job", "multicast-inflight", CFG_SIZE, "512K",
-	  "Bytes of results a multicast job may have in flight from this daemon, window x chunk: its window comes down to it (not under 2), then its chunk, as with max-inflight. Datagrams have no congestion control: the results of all a node's aggregators reach its switch port at once, so keep this times the aggregators a job uses within that port's buffer (docs/daemon.md, \"Multicast results\"); 0: no cap",
+	  "Bytes of results a multicast job may have in flight from this daemon, window x chunk: its window comes down to it (not under 2), then its chunk, as with max-inflight. Datagrams have no congestion control, and a node's switch port takes the results of every aggregator of the job at once: up to this times the aggregators (docs/daemon.md, \"Multicast results\"); 0: no cap",
 	  S(mc_inflight), 0, 1099511627776.0, true },
 	{ "job", "min-chunk", CFG_SIZE, "16K",
 	  "Smallest chunk max-inflight may cut a job's chunk to (bytes, multiple of 8); a job that asks for less keeps its own",
