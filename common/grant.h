@@ -18,6 +18,10 @@
 
 #define GRANT_INFLIGHT_DEFAULT (64ull << 20) /* [job] max-inflight's default */
 #define GRANT_MIN_CHUNK_DEFAULT (16ull << 10) /* [job] min-chunk's default */
+/* [job] multicast-inflight's default: a multicast job's window x chunk (one
+ * receiver, the group) at most this; at the plugin's 256 KiB chunk a window
+ * of 2 (docs/daemon.md, "Multicast results") */
+#define GRANT_MC_INFLIGHT_DEFAULT (512ull << 10)
 
 struct grant {
 	uint32_t window, chunk;

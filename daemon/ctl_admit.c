@@ -65,13 +65,25 @@ void admit_join(struct conn *c, const struct wire_join *w)
 		uint32_t window = base * weight < WIRE_SLOTS_MAX ? (uint32_t)(base * weight) : WIRE_SLOTS_MAX;
 		uint32_t chunk = w->chunk_bytes < cfg->max_chunk ? w->chunk_bytes : (uint32_t)cfg->max_chunk;
 		uint32_t asked_window = window, asked_chunk = chunk;
-		struct grant gr = grant_inflight(window, chunk, w->nranks, cfg->max_inflight, cfg->min_chunk,
-						  d->key_len ? 2 * JOB_SEAL_ROOM : 0);
+		uint64_t chunk_floor = d->key_len ? 2 * JOB_SEAL_ROOM : 0;
+		struct grant gr = grant_inflight(window, chunk, w->nranks, cfg->max_inflight, cfg->min_chunk, chunk_floor);
+		bool mc = d->mc && !(w->flags & WIRE_JOIN_F_UNICAST);
+		/* A multicast job's results: window x chunk within
+		 * multicast-inflight, by the same rule with one receiver (the
+		 * group). Datagrams have no congestion control; the credit
+		 * window is all that bounds what the job's results put into a
+		 * node's switch port at once (docs/daemon.md, "Multicast
+		 * results"). */
+		bool mc_capped = false;
+		if (mc && cfg->mc_inflight) {
+			struct grant m = grant_inflight(gr.window, gr.chunk, 1, cfg->mc_inflight, cfg->min_chunk, chunk_floor);
+			mc_capped = m.window < gr.window || m.chunk < gr.chunk;
+			gr = m;
+		}
 		window = gr.window;
 		chunk = gr.chunk;
 		uint32_t timeout = (uint32_t)cfg->timeout_ms;
 		bool has16 = w->dtype_mask & MASK16;
-		bool mc = d->mc && !(w->flags & WIRE_JOIN_F_UNICAST);
 		uint64_t mem = job_mem_bytes(window, chunk, w->nranks, has16, mc);
 
 		if (w->timeout_ms && w->timeout_ms < timeout)
@@ -125,8 +137,8 @@ void admit_join(struct conn *c, const struct wire_join *w)
 		j->req_weight = (uint16_t)asked;
 		char capped[96] = "";
 		if (window < asked_window || chunk < asked_chunk)
-			snprintf(capped, sizeof(capped), " (max-inflight: window %u and chunk %u asked)",
-				 asked_window, asked_chunk);
+			snprintf(capped, sizeof(capped), " (%s: window %u and chunk %u asked)",
+				 mc_capped ? "multicast-inflight" : "max-inflight", asked_window, asked_chunk);
 		SC_INFO("job 0x%" PRIx64 ": handle %u, %u ranks, window %u (weight %u%s), chunk %u%s, types 0x%x, "
 			"timeout %u ms, %" PRIu64 " bytes, %" PRIu64 " receives posted, data thread %u",
 			j->id, j->handle, j->nranks, j->window, j->weight,

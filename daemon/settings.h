@@ -62,6 +62,7 @@ struct settings {
 	bool pace;
 	uint64_t max_chunk;
 	uint64_t max_inflight;
+	uint64_t mc_inflight; /* [job] multicast-inflight; 0: no cap */
 	uint64_t min_chunk;
 	double max_memory_share;
 	/* [auth] */

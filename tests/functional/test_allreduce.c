@@ -31,6 +31,11 @@
  *   when it drops, and the daemons must count results sent to groups.
  * --mc-out R: rank R does not join the group (it asks for each result by
  *   unicast); the others still take theirs from the group.
+ * --mc-inflight B: the daemons' [job] multicast-inflight (bytes, 0: no cap;
+ *   without it the default, GRANT_MC_INFLIGHT_DEFAULT). Every multicast rank must
+ *   be granted by every aggregator the window the cap leaves, max(2,
+ *   min(asked, B / chunk)), at the chunk asked (B must be 0 or at least
+ *   2 chunks: the test does not follow the chunk's halving), and take it.
  * --weight W: the ranks ask weight W (SUMCAST_WEIGHT), the daemons cap it
  *   at 2 ([job] max-weight = 2): every rank must be granted min(W, 2) and
  *   a window of the one asked x that by every aggregator (protocol 4).
@@ -58,6 +63,7 @@
 #include "check.h"
 #include "client.h"
 #include "clock.h"
+#include "grant.h"
 #include "log.h"
 #include "ranks.h"
 #include "sumcastd_proc.h"
@@ -83,6 +89,7 @@ static struct {
 	uint32_t chunk, window, weight;
 	int mc_drop;  /* --multicast: per mille dropped; -1: no multicast */
 	int mc_out;   /* --mc-out: the rank that stays out of the group; -1: none */
+	long long mc_inflight; /* --mc-inflight: bytes, 0: no cap; -1: the daemons' default */
 	char dir[256];
 	/* --kill --jobs J, shared with the ranks: when the parent killed (ms),
 	 * per job the batch its ranks first saw the kill at and the one they
@@ -95,7 +102,8 @@ static struct {
 	char agg_str[MAX_DAEMONS + 1][64];
 	const char *aggs[MAX_DAEMONS + 1];
 	size_t naggs;
-} g = { .ndaemons = 1, .nranks = 2, .njobs = 1, .provider = "tcp", .mc_drop = -1, .mc_out = -1 };
+} g = { .ndaemons = 1, .nranks = 2, .njobs = 1, .provider = "tcp", .mc_drop = -1, .mc_out = -1,
+      .mc_inflight = -1 };
 
 /* ---- daemons ---- */
 
@@ -109,6 +117,8 @@ static void daemon_start(int i, const char *job_timeout)
 	char name[16], extra[512];
 	int n = snprintf(extra, sizeof(extra), "[job]\ntimeout = %s\nmax-jobs = 16\n%s", job_timeout,
 			 g.weight ? "max-weight = 2\n" : "");
+	if (g.mc_inflight >= 0)
+		n += snprintf(extra + n, sizeof(extra) - (size_t)n, "multicast-inflight = %lld\n", g.mc_inflight);
 	if (g.auth)
 		n += snprintf(extra + n, sizeof(extra) - (size_t)n, "[auth]\nkey-file = %s/key\n", g.dir);
 	if (g.mc_drop >= 0)
@@ -430,6 +440,23 @@ static int rank_main(uint32_t job, uint32_t rank, int fd, int ready_fd)
 			goto out_client;
 		}
 	}
+	/* a multicast job's grant: its window within multicast-inflight */
+	for (size_t a = 0; g.mc_drop >= 0 && a < g.naggs; a++) {
+		uint32_t h, w, ch, asked = g.window ? g.window : 8, chunk = g.chunk ? g.chunk : 256u << 10;
+		uint64_t cap = g.mc_inflight >= 0 ? (uint64_t)g.mc_inflight : GRANT_MC_INFLIGHT_DEFAULT;
+		uint32_t want = asked;
+		if (cap && cap / chunk < want)
+			want = cap / chunk < 2 ? 2 : (uint32_t)(cap / chunk);
+		/* a sealed job's chunk as the client reports it: less the seal's
+		 * room (JOB_SEAL_ROOM, daemon/job.h) */
+		uint32_t payload = chunk - (g.auth ? 64 : 0);
+		if (client_agg_info(x.c, a, &h, &w, &ch) || w != want || ch != payload) {
+			snprintf(x.msg, sizeof(x.msg), "aggregator %zu granted window %u chunk %u, want %u and %u "
+				 "(multicast-inflight %llu)", a, w, ch, want, payload, (unsigned long long)cap);
+			rc = -EPROTO;
+			goto out_client;
+		}
+	}
 	size_t bytes = g.big ? (size_t)BIG_COUNT * 4 : SC_OP_COUNT * SMALL_MAX_BYTES;
 	if (bytes < SC_OP_COUNT * SMALL_MAX_BYTES)
 		bytes = SC_OP_COUNT * SMALL_MAX_BYTES;
@@ -639,7 +666,7 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: test_allreduce [--daemons M] [--ranks N] [--jobs J] [--provider P] "
 			"[--big] [--kill] [--stop] [--auth] [--unreachable] [--chunk B] [--window W] "
-			"[--multicast PERMILLE] [--mc-out R] [--weight W]\n");
+			"[--multicast PERMILLE] [--mc-out R] [--mc-inflight B] [--weight W]\n");
 	exit(2);
 }
 
@@ -665,7 +692,8 @@ int main(int argc, char **argv)
 		{ "stop", no_argument, NULL, 's' },          { "auth", no_argument, NULL, 'a' },
 		{ "unreachable", no_argument, NULL, 'u' },   { "chunk", required_argument, NULL, 'c' },
 		{ "window", required_argument, NULL, 'w' },  { "weight", required_argument, NULL, 'W' },  { "multicast", required_argument, NULL, 'M' },
-		{ "mc-out", required_argument, NULL, 'O' },  { NULL, 0, NULL, 0 },
+		{ "mc-out", required_argument, NULL, 'O' },  { "mc-inflight", required_argument, NULL, 'I' },
+		{ NULL, 0, NULL, 0 },
 	};
 	int o;
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -684,12 +712,16 @@ int main(int argc, char **argv)
 		case 'W': g.weight = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'M': g.mc_drop = atoi(optarg); break;
 		case 'O': g.mc_out = atoi(optarg); break;
+		case 'I': g.mc_inflight = strtoll(optarg, NULL, 0); break;
 		default: usage();
 		}
 	}
 	if (g.ndaemons < 1 || g.ndaemons > MAX_DAEMONS || g.nranks < 1 || g.njobs < 1 ||
 	    g.nranks * g.njobs > MAX_PROCS)
 		usage();
+	uint64_t chunk = g.chunk ? g.chunk : 256u << 10;
+	if (g.mc_inflight > 0 && (uint64_t)g.mc_inflight < 2 * chunk)
+		usage(); /* the grant would halve the chunk: not what the check above follows */
 	if (getenv("SUMCAST_LOG_LEVEL")) {
 		enum sc_log_level lv;
 		if (!sc_log_level_parse(getenv("SUMCAST_LOG_LEVEL"), &lv))

@@ -132,6 +132,24 @@ static void test_defaults_shared(void **state)
 	assert_int_equal(cfg_set_defaults(settings_table, &s, &err), 0);
 	assert_int_equal(s.max_inflight, GRANT_INFLIGHT_DEFAULT);
 	assert_int_equal(s.min_chunk, GRANT_MIN_CHUNK_DEFAULT);
+	assert_int_equal(s.mc_inflight, GRANT_MC_INFLIGHT_DEFAULT);
+}
+
+/* multicast-inflight's default, one receiver (the group): the plugin's
+ * 256 KiB chunk keeps its chunk at window 2; the bench's 32 KiB keeps
+ * window 8; a 1 MiB chunk halves to 256 KiB. */
+static void test_mc_default(void **state)
+{
+	(void)state;
+	struct grant g = grant_inflight(8, 256 * K, 1, GRANT_MC_INFLIGHT_DEFAULT, MIN, 0);
+	assert_int_equal(g.window, 2);
+	assert_int_equal(g.chunk, 256 * K);
+	g = grant_inflight(8, 32 * K, 1, GRANT_MC_INFLIGHT_DEFAULT, MIN, 0);
+	assert_int_equal(g.window, 8);
+	assert_int_equal(g.chunk, 32 * K);
+	g = grant_inflight(8, 1 * M, 1, GRANT_MC_INFLIGHT_DEFAULT, MIN, 0);
+	assert_int_equal(g.window, 2);
+	assert_int_equal(g.chunk, 256 * K);
 }
 
 int main(void)
@@ -144,6 +162,7 @@ int main(void)
 		cmocka_unit_test(test_chunk_floor),
 		cmocka_unit_test(test_sealed_floor),
 		cmocka_unit_test(test_other_caps),
+		cmocka_unit_test(test_mc_default),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
