@@ -214,11 +214,12 @@ void dp_sweep_kick(struct dthread *t)
  * once, as ever.
  *
  * And it doubles with each look in a row that found nothing, up to
- * SWEEP_QUIET_MAX_NS: a look progresses the endpoint (and its FI_ENOMSG
- * completion breaks the next CQ read's batch), which a thread busy with
- * its jobs' traffic does anyway, and at W = 8 on two cores a look every
- * 100 us took CPU from the data path
- * (docs/journal/2026-11-26-sweep-backoff.md). A thread that is not busy
+ * SWEEP_QUIET_MAX_NS: a look progresses the endpoint and leaves an
+ * FI_ENOMSG completion to read, while a thread busy with its jobs'
+ * traffic progresses it anyway (at W = 8 the looks were ~10 % of the
+ * data threads' CPU, most of it receiving they would have done; backing
+ * off saved no measurable bandwidth there:
+ * docs/journal/2026-11-26-w8-gap.md). A thread that is not busy
  * blocks, and a foreign message that wakes it is looked at at once
  * (dp_sweep_kick); so only a message that comes while the thread works
  * waits longer, at most SWEEP_QUIET_MAX_NS, and the first one found
