@@ -56,6 +56,9 @@ struct dp_sweep {
 	bool on;             /* the provider keeps unexpected messages (rxm) */
 	bool found;          /* the last pass took something: take a whole burst next */
 	bool fast;           /* a flood: take by receive + cancel, not by FI_DISCARD */
+	uint32_t empty;      /* looks in a row that found the queue empty: the wait
+				before the next one doubles with each, up to
+				SWEEP_QUIET_MAX_NS */
 	uint32_t run_count;  /* messages discarded since the queue was last found empty */
 	uint64_t run_ns;     /* when the queue was first found non-empty since it was
 				last found empty (0: it is empty) */
@@ -72,8 +75,9 @@ int dp_sweep_init(struct dthread *t, size_t cq_size, bool on);
 void dp_sweep_fini(struct dthread *t);
 /* Once per loop pass: discards unexpected messages when due. */
 void dp_sweep_run(struct dthread *t, uint64_t now);
-/* Something arrived while the thread was blocked: sweep at the next pass
- * (a foreign message wakes the thread but completes nothing). */
+/* Something arrived while the thread was blocked and completed nothing
+ * (a foreign message wakes the thread but completes nothing): sweep at
+ * the next pass. */
 void dp_sweep_kick(struct dthread *t);
 /* A completion of one of its receives: true when it discarded a message
  * (counted), false when it found none. */

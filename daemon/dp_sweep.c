@@ -60,14 +60,16 @@
  * longer than SWEEP_FAST_AFTER_NS and then leaves a large message behind as it closes can
  * still crash the daemon (docs/daemon.md, "Threat model").
  *
- * When: a thread sweeps every SWEEP_INTERVAL_NS (100 us: one receive and
- * its cancel, well under 1 % of a core; k x 100 us while its jobs keep
- * k x 512 receives or more posted, sweep_interval), and at once again, with a
+ * When: a thread sweeps every SWEEP_INTERVAL_NS (100 us: one look, well
+ * under 1 % of a core; k x 100 us while its jobs keep k x 512 receives or
+ * more posted; doubled after each look in a row that found nothing, up to
+ * SWEEP_QUIET_MAX_NS, 1 ms: sweep_interval), and at once again, with a
  * full burst, while the last one found something; a thread woken from its
- * idle wait sweeps at once (a foreign message wakes it but completes
- * nothing). What the daemon holds is then rxm's shared receive buffers
- * ([fabric] rx-buffers, FI_OFI_RXM_MSG_RX_SIZE) plus what arrives between
- * two sweeps: docs/daemon.md, "Threat model". Each discard is counted
+ * idle wait whose wake-up completed nothing sweeps at once (a foreign
+ * message wakes it but completes nothing). What the daemon holds is then
+ * rxm's shared receive buffers ([fabric] rx-buffers,
+ * FI_OFI_RXM_MSG_RX_SIZE) plus what arrives between two sweeps:
+ * docs/daemon.md, "Threat model". Each discard is counted
  * (errors{kind="unexpected"}) and reported at most once a second.
  *
  * A receive refused with -FI_EAGAIN cannot happen on rxm: admission keeps
@@ -93,6 +95,8 @@
 #define SWEEP_FAST_AFTER_NS 10000000ull /* a queue never empty for this long ... */
 #define SWEEP_FAST_AFTER_COUNT 64u      /* ... and this many discarded is a flood */
 #define SWEEP_LOG_NS 1000000000ull
+#define SWEEP_QUIET_MAX_NS 1000000ull /* the longest wait after looks that found nothing */
+#define SWEEP_QUIET_SHIFT 4u           /* 100 us doubled at most this often (1.6 ms, capped) */
 
 int dp_sweep_init(struct dthread *t, size_t cq_size, bool on)
 {
@@ -207,12 +211,28 @@ void dp_sweep_kick(struct dthread *t)
  * docs/journal/2026-11-26-aggregator-receives.md). The wait between two
  * looks that found nothing grows with them, so that the walk costs what
  * 512 receives cost every 100 us; one that finds something goes on at
- * once, as ever. */
+ * once, as ever.
+ *
+ * And it doubles with each look in a row that found nothing, up to
+ * SWEEP_QUIET_MAX_NS: a look progresses the endpoint and leaves an
+ * FI_ENOMSG completion to read, while a thread busy with its jobs'
+ * traffic progresses it anyway (at W = 8 the looks were ~10 % of the
+ * data threads' CPU, most of it receiving they would have done; backing
+ * off saved no measurable bandwidth there:
+ * docs/journal/2026-11-26-w8-gap.md). A thread that is not busy
+ * blocks, and a foreign message that wakes it is looked at at once
+ * (dp_sweep_kick); so only a message that comes while the thread works
+ * waits longer, at most SWEEP_QUIET_MAX_NS, and the first one found
+ * brings the look back to every pass. */
 static uint64_t sweep_interval(const struct dp_sweep *w)
 {
 	uint64_t k = w->posted / SWEEP_POSTED_UNIT;
+	uint64_t base = SWEEP_INTERVAL_NS * (k > 1 ? k : 1);
+	uint64_t quiet = SWEEP_INTERVAL_NS << (w->empty < SWEEP_QUIET_SHIFT ? w->empty : SWEEP_QUIET_SHIFT);
 
-	return SWEEP_INTERVAL_NS * (k > 1 ? k : 1);
+	if (quiet > SWEEP_QUIET_MAX_NS)
+		quiet = SWEEP_QUIET_MAX_NS;
+	return base > quiet ? base : quiet;
 }
 
 void dp_sweep_run(struct dthread *t, uint64_t now)
@@ -251,10 +271,13 @@ bool dp_sweep_done(struct dthread *t, const struct fabric_cqe *e, uint64_t now)
 
 	w->free[w->nfree++] = o->slot;
 	if (e->err == -FI_ECANCELED || e->err == -FI_ENOMSG) {
-		/* The queue was empty: whatever comes next is looked at first. */
+		/* The queue was empty: whatever comes next is looked at first,
+		 * and the next look waits longer (sweep_interval). */
 		w->run_ns = 0;
 		w->run_count = 0;
 		w->fast = false;
+		if (w->empty < SWEEP_QUIET_SHIFT)
+			w->empty++;
 		return false;
 	}
 	if (e->err && e->err != -FI_ETRUNC) {
@@ -276,6 +299,7 @@ bool dp_sweep_done(struct dthread *t, const struct fabric_cqe *e, uint64_t now)
 	w->last_tag = e->tag;
 	/* There may be more: the next pass takes a whole burst. */
 	w->found = true;
+	w->empty = 0;
 	w->next_ns = 0;
 	if (now - w->last_log_ns >= SWEEP_LOG_NS) {
 		uint64_t tag = w->last_tag;

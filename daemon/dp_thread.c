@@ -288,8 +288,9 @@ static void jobs_scan(struct dthread *t, uint64_t now)
  * due: an idle daemon then costs what its wake-ups cost, not a poll every
  * idle-sleep. Without a wait object, or with sends to retry, sleep
  * idle-sleep between polls (deep idle, nothing for 100 ms: longer, so an
- * unused daemon costs ~1% of a core, not ~6%). */
-static void idle_wait(struct dthread *t, uint64_t now, uint64_t idle)
+ * unused daemon costs ~1% of a core, not ~6%). True when something woke
+ * the thread from its wait object. */
+static bool idle_wait(struct dthread *t, uint64_t now, uint64_t idle)
 {
 	if (t->wake_fd >= 0 && defer_empty(&t->retry) && !t->isolate) {
 		uint64_t left = t->next_scan_ns > now ? t->next_scan_ns - now : 0;
@@ -297,10 +298,9 @@ static void idle_wait(struct dthread *t, uint64_t now, uint64_t idle)
 		if (rc > 0) {
 			uint64_t v;
 			(void)!read(t->wake_fd, &v, sizeof(v));
-			dp_sweep_kick(t);
 		}
 		if (rc >= 0)
-			return;
+			return rc > 0;
 		SC_LOG_RATELIMIT(SC_LOG_WARN, 1000, "data thread %u: waiting on the completion queue failed: %s; "
 				 "polling instead", t->index, fi_strerror(-rc));
 	}
@@ -309,6 +309,7 @@ static void idle_wait(struct dthread *t, uint64_t now, uint64_t idle)
 		us = (long)t->sleep_us;
 	struct timespec ts = { 0, us * 1000 };
 	nanosleep(&ts, NULL);
+	return false;
 }
 
 /* One batch of completions of one CQ (the thread's, or a job's own),
@@ -347,6 +348,7 @@ static void *dthread_main(void *arg)
 {
 	struct dthread *t = arg;
 	uint64_t idle_since = 0, last = sc_now_ns();
+	bool woke = false;
 	char name[16];
 
 	snprintf(name, sizeof(name), "sumcastd-data%u", t->index);
@@ -364,6 +366,12 @@ static void *dthread_main(void *arg)
 			cmds_run(t);
 		if (!defer_empty(&t->retry))
 			retries_run(t);
+		/* Woken, and the wake-up completed nothing: a foreign message,
+		 * looked at now. One that brought the jobs' completions is
+		 * traffic: the sweep keeps its interval (dp_sweep.c). */
+		if (woke && n <= 0)
+			dp_sweep_kick(t);
+		woke = false;
 
 		uint64_t now = sc_now_ns();
 		dp_sweep_run(t, now);
@@ -380,7 +388,7 @@ static void *dthread_main(void *arg)
 				idle_since = now;
 			uint64_t idle = now - idle_since;
 			if (idle > (uint64_t)t->spin_us * 1000ull) {
-				idle_wait(t, now, idle);
+				woke = idle_wait(t, now, idle);
 			} else {
 				sched_yield();
 			}
