@@ -418,6 +418,7 @@ int dthread_start(struct dthread *t, unsigned index, int cpu, const struct setti
 	t->spin_us = (unsigned)s->idle_spin_us;
 	settings_strcpy(t->mc_iface, sizeof(t->mc_iface), settings_mc_iface(s));
 	t->sleep_us = (unsigned)s->idle_sleep_us;
+	t->res_one = s->result_one_per_rank;
 	atomic_store(&t->heartbeat_ns, sc_now_ns());
 	pthread_mutex_init(&t->cmd_lock, NULL);
 	rc = fabric_open(&p, &t->fabric);

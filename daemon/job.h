@@ -184,6 +184,10 @@ struct job_rank {
 	fi_addr_t fi_addr;
 	bool added; /* holds a reference on fi_addr */
 	bool left;  /* left cleanly: it will contribute nothing more */
+	/* result sends (with a completion) posted to it, not completed; a
+	 * slot's send to it held until that one completes (result.c) */
+	uint32_t res_out;
+	bool res_wait;
 	/* shared (data writes) */
 	_Atomic uint64_t bytes_in, last_count, last_wait_ns;
 };
