@@ -124,6 +124,7 @@ struct rslot {
 	 * (a NACK), or for seq + window's (the NACK came first); its unicast
 	 * send is still to be posted */
 	bool nack, nack_next, uni;
+	bool held; /* uni, held for the rank's last result send (result.c) */
 };
 
 enum slot_state { SLOT_FREE = 0, SLOT_FILLING, SLOT_SENDING };

@@ -163,6 +163,9 @@ static int result_send(struct dthread *t, struct job *j, struct slot *s)
 		if (!inject && t->res_one && jr->res_out) {
 			jr->res_wait = true;
 			held = true;
+			if (!rs->held)
+				ctr_add(&t->stats.result_holds, 1);
+			rs->held = true;
 			continue;
 		}
 		if (!wants && j->sealed) {
@@ -185,7 +188,7 @@ static int result_send(struct dthread *t, struct job *j, struct slot *s)
 		}
 		if (rc)
 			return rc;
-		rs->uni = false;
+		rs->uni = rs->held = false;
 		if (!held)
 			s->send_next = r + 1;
 		if (s->mc && wants)
