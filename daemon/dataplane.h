@@ -66,10 +66,9 @@ struct dthread {
 	 * CQ): on providers where one peer that never takes a message stalls
 	 * every later send of the sender's endpoint (shm; dp_thread.c). */
 	bool isolate;
-	/* A rank's result sends go in bursts ([data] result-one-per-rank,
-	 * result.c): none while an earlier burst has a send outstanding. */
+	/* At most one result send in flight per rank ([data] result-one-per-
+	 * rank, result.c): the next waits for the last one's completion. */
 	bool res_one;
-	uint64_t pass; /* of the poll loop, from 1: a burst is one pass's sends */
 	size_t cq_size; /* of the thread's CQ and of the jobs' own */
 	int wake_fd; /* eventfd: a command is queued (wakes a thread blocked in fabric_wait) */
 	char mc_iface[64]; /* multicast jobs: the sending interface's address */

@@ -352,7 +352,6 @@ static void *dthread_main(void *arg)
 	snprintf(name, sizeof(name), "sumcastd-data%u", t->index);
 	pthread_setname_np(pthread_self(), name);
 	while (!atomic_load_explicit(&t->stop, memory_order_relaxed)) {
-		t->pass++;
 		int n = cq_run(t, t->fabric);
 		/* the jobs' own CQs (shm); next read first: the job's last
 		 * completion may reap it */

@@ -186,11 +186,9 @@ struct job_rank {
 	bool added; /* holds a reference on fi_addr */
 	bool left;  /* left cleanly: it will contribute nothing more */
 	/* result sends (with a completion) posted to it, not completed; a
-	 * slot's send to it held until they all complete; the loop pass in
-	 * which the held ones were released, as one burst (result.c) */
+	 * slot's send to it held until that one completes (result.c) */
 	uint32_t res_out;
 	bool res_wait;
-	uint64_t res_burst;
 	/* shared (data writes) */
 	_Atomic uint64_t bytes_in, last_count, last_wait_ns;
 };

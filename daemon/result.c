@@ -160,7 +160,7 @@ static int result_send(struct dthread *t, struct job *j, struct slot *s)
 		const void *buf = s->acc;
 		size_t len = wants ? full : 0, data = wants ? s->len : 0;
 		bool inject = len <= j->fab->inject_size;
-		if (!inject && t->res_one && jr->res_out && jr->res_burst != t->pass) {
+		if (!inject && t->res_one && jr->res_out) {
 			jr->res_wait = true;
 			held = true;
 			if (!rs->held)
@@ -205,23 +205,29 @@ static int result_send(struct dthread *t, struct job *j, struct slot *s)
 	return result_done(j, s);
 }
 
-/* Rank r's result sends all completed and some slots hold a send for it
- * (t->res_one): they all go on the retry list, which runs later in this
- * pass of the loop, and go out as one burst (the rank copies a burst in one
- * walk of its queue). */
+/* Rank r's last result send completed and a slot's send to it was held
+ * (t->res_one): the oldest such slot tries again (the retry list, after
+ * this batch of completions); if another waits too, the rank stays marked. */
 static void result_unhold(struct dthread *t, struct job *j, uint32_t r)
 {
 	struct job_rank *jr = &j->ranks[r];
+	struct slot *oldest = NULL;
+	uint32_t waiting = 0;
 
 	if (!jr->res_wait || jr->res_out)
 		return;
-	jr->res_wait = false;
-	jr->res_burst = t->pass;
 	for (uint32_t w = 0; w < j->window; w++) {
 		struct slot *s = &j->slots[w];
-		if (s->state == SLOT_SENDING && s->planned && s->send_next <= r && job_rslot(j, w, r)->uni)
-			dthread_retry_add(t, s);
+		if (s->state != SLOT_SENDING || !s->planned || s->send_next > r ||
+		    !job_rslot(j, w, r)->uni)
+			continue;
+		waiting++;
+		if (!oldest || s->chunk < oldest->chunk)
+			oldest = s;
 	}
+	jr->res_wait = waiting > 1;
+	if (oldest)
+		dthread_retry_add(t, oldest);
 }
 
 static bool result_sent(struct dthread *t, struct job *j, struct slot *s, uint32_t rank, int err)
