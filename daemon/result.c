@@ -160,7 +160,7 @@ static int result_send(struct dthread *t, struct job *j, struct slot *s)
 		const void *buf = s->acc;
 		size_t len = wants ? full : 0, data = wants ? s->len : 0;
 		bool inject = len <= j->fab->inject_size;
-		if (!inject && t->res_one && jr->res_out) {
+		if (!inject && t->res_hold && jr->res_out) {
 			jr->res_wait = true;
 			held = true;
 			if (!rs->held)
@@ -206,7 +206,7 @@ static int result_send(struct dthread *t, struct job *j, struct slot *s)
 }
 
 /* Rank r's last result send completed and a slot's send to it was held
- * (t->res_one): the oldest such slot tries again (the retry list, after
+ * (t->res_hold): the oldest such slot tries again (the retry list, after
  * this batch of completions); if another waits too, the rank stays marked. */
 static void result_unhold(struct dthread *t, struct job *j, uint32_t r)
 {
