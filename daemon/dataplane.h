@@ -66,6 +66,10 @@ struct dthread {
 	 * CQ): on providers where one peer that never takes a message stalls
 	 * every later send of the sender's endpoint (shm; dp_thread.c). */
 	bool isolate;
+	/* At most one result send in flight per rank (result.c): [data]
+	 * result-one-per-rank on shm (res_one), and res_hold while the
+	 * thread's jobs all have one window (dthread_hold_update). */
+	bool res_one, res_hold;
 	size_t cq_size; /* of the thread's CQ and of the jobs' own */
 	int wake_fd; /* eventfd: a command is queued (wakes a thread blocked in fabric_wait) */
 	char mc_iface[64]; /* multicast jobs: the sending interface's address */

@@ -155,7 +155,7 @@ void slot_free(struct dthread *t, struct job *j, struct slot *sl)
 		struct rslot *rs = job_rslot(j, sl->index, r);
 		rs->contributed = false;
 		rs->nack = rs->nack_next;
-		rs->nack_next = rs->uni = false;
+		rs->nack_next = rs->uni = rs->held = false;
 	}
 	if (!sl->npending)
 		return;

@@ -70,6 +70,26 @@ static void retries_run(struct dthread *t)
 
 /* ---- commands ---- */
 
+/* The hold of result sends (result.c) serves one result per rank per walk
+ * of the rank's queue: a job's window no longer sets its share of the
+ * thread, so jobs of different windows (weights, docs/daemon.md) would get
+ * the same. With those on the thread, results go as before; a rank's sends
+ * held now are released as their rank's last send completes. */
+static void dthread_hold_update(struct dthread *t)
+{
+	uint32_t w = 0;
+	bool mixed = false;
+	struct job *j;
+
+	SLIST_FOREACH(j, &t->jobs, dlink) {
+		if (j->dead || j->removing)
+			continue;
+		mixed |= w && j->window != w;
+		w = j->window;
+	}
+	t->res_hold = t->res_one && !mixed;
+}
+
 static void cmds_run(struct dthread *t)
 {
 	struct dcmd_list cmds;
@@ -83,6 +103,7 @@ static void cmds_run(struct dthread *t)
 			c->rc = dp_job_add(t, c->job);
 			if (!c->rc)
 				t->sweep->posted += job_recvs(c->job->window, c->job->nranks, c->job->mc);
+			dthread_hold_update(t);
 			evq_push(t->evq, c);
 			break;
 		case DCMD_ADD_RANK:
@@ -92,6 +113,7 @@ static void cmds_run(struct dthread *t)
 		case DCMD_REMOVE_JOB:
 			t->sweep->posted -= job_recvs(c->job->window, c->job->nranks, c->job->mc);
 			dp_job_remove(t, c->job);
+			dthread_hold_update(t);
 			break;
 		case DCMD_RANK_LEFT:
 			dp_rank_left(t, c->job, c->rank);
@@ -440,6 +462,8 @@ int dthread_start(struct dthread *t, unsigned index, int cpu, const struct setti
 	 * So on shm each job gets an endpoint of its own, closed when the job
 	 * ends (dp_job.c): a stuck send stalls only its own job. */
 	t->isolate = !strcmp(fabric_provider(t->fabric), "shm");
+	/* the lock result-one-per-rank avoids is shm's (result.c) */
+	t->res_one = t->isolate && s->result_one_per_rank;
 	if (t->isolate)
 		SC_INFO("data thread %u: provider shm: each job gets an endpoint of its own", index);
 	if (t->fabric->wait_fd >= 0) {

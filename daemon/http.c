@@ -116,6 +116,9 @@ static void metrics_cb(struct evhttp_request *req, void *arg)
 	       ctr_get(&s.tx_bytes));
 	METRIC(b, "sumcast_chunks_reduced_total", "counter", "Chunks reduced over all ranks.",
 	       "%" PRIu64, ctr_get(&s.chunks));
+	METRIC(b, "sumcast_result_sends_held_total", "counter",
+	       "Result sends held until the rank's previous result send completed ([data] result-one-per-rank).",
+	       "%" PRIu64, ctr_get(&s.result_holds));
 	METRIC(b, "sumcast_multicast_groups", "gauge", "Jobs whose results go to a multicast group.",
 	       "%u", groups);
 	METRIC(b, "sumcast_multicast_results_total", "counter", "Results sent once to a job's group.",

@@ -124,6 +124,7 @@ struct rslot {
 	 * (a NACK), or for seq + window's (the NACK came first); its unicast
 	 * send is still to be posted */
 	bool nack, nack_next, uni;
+	bool held; /* uni, held for the rank's last result send (result.c) */
 };
 
 enum slot_state { SLOT_FREE = 0, SLOT_FILLING, SLOT_SENDING };
@@ -184,6 +185,10 @@ struct job_rank {
 	fi_addr_t fi_addr;
 	bool added; /* holds a reference on fi_addr */
 	bool left;  /* left cleanly: it will contribute nothing more */
+	/* result sends (with a completion) posted to it, not completed; a
+	 * slot's send to it held until that one completes (result.c) */
+	uint32_t res_out;
+	bool res_wait;
 	/* shared (data writes) */
 	_Atomic uint64_t bytes_in, last_count, last_wait_ns;
 };

@@ -143,12 +143,13 @@ static int result_send(struct dthread *t, struct job *j, struct slot *s)
 		if (j->pace_ns)
 			j->pace_tokens -= (int64_t)result_bytes(j, s);
 	}
-	while (s->send_next < j->nranks) {
-		uint32_t r = s->send_next;
+	bool held = false; /* a due send waits for its rank's last one */
+	for (uint32_t r = s->send_next; r < j->nranks; r++) {
 		struct job_rank *jr = &j->ranks[r];
 		struct rslot *rs = job_rslot(j, s->index, r);
 		if (!rs->uni) {
-			s->send_next++;
+			if (!held)
+				s->send_next = r + 1;
 			continue;
 		}
 		/* A rank in mode GIVE gets an empty result, its credit; in a
@@ -158,13 +159,22 @@ static int result_send(struct dthread *t, struct job *j, struct slot *s)
 		uint8_t tagbuf[SC_SEAL_TAG];
 		const void *buf = s->acc;
 		size_t len = wants ? full : 0, data = wants ? s->len : 0;
+		bool inject = len <= j->fab->inject_size;
+		if (!inject && t->res_hold && jr->res_out) {
+			jr->res_wait = true;
+			held = true;
+			if (!rs->held)
+				ctr_add(&t->stats.result_holds, 1);
+			rs->held = true;
+			continue;
+		}
 		if (!wants && j->sealed) {
 			if (sc_seal(&j->seal, SC_SEAL_RESULT, (uint16_t)r, s->chunk, s->imm, NULL, 0, tagbuf))
 				return -FI_EIO;
 			buf = tagbuf;
 			len = SC_SEAL_TAG;
+			inject = len <= j->fab->inject_size;
 		}
-		bool inject = len <= j->fab->inject_size;
 		if (buf == tagbuf && !inject)
 			return -FI_EMSGSIZE; /* every provider injects more than a tag */
 		uint64_t tag = wire_tag_make(WIRE_TAG_RESULT, jr->result_key, r, s->index);
@@ -178,8 +188,9 @@ static int result_send(struct dthread *t, struct job *j, struct slot *s)
 		}
 		if (rc)
 			return rc;
-		rs->uni = false;
-		s->send_next++;
+		rs->uni = rs->held = false;
+		if (!held)
+			s->send_next = r + 1;
 		if (s->mc && wants)
 			ctr_add(&t->stats.mc_repairs, 1);
 		if (inject) {
@@ -188,17 +199,43 @@ static int result_send(struct dthread *t, struct job *j, struct slot *s)
 		} else {
 			j->ops_out++;
 			s->sends_left++;
+			jr->res_out++;
 		}
 	}
 	return result_done(j, s);
 }
 
+/* Rank r's last result send completed and a slot's send to it was held
+ * (t->res_hold): the oldest such slot tries again (the retry list, after
+ * this batch of completions); if another waits too, the rank stays marked. */
+static void result_unhold(struct dthread *t, struct job *j, uint32_t r)
+{
+	struct job_rank *jr = &j->ranks[r];
+	struct slot *oldest = NULL;
+	uint32_t waiting = 0;
+
+	if (!jr->res_wait || jr->res_out)
+		return;
+	for (uint32_t w = 0; w < j->window; w++) {
+		struct slot *s = &j->slots[w];
+		if (s->state != SLOT_SENDING || !s->planned || s->send_next > r ||
+		    !job_rslot(j, w, r)->uni)
+			continue;
+		waiting++;
+		if (!oldest || s->chunk < oldest->chunk)
+			oldest = s;
+	}
+	jr->res_wait = waiting > 1;
+	if (oldest)
+		dthread_retry_add(t, oldest);
+}
+
 static bool result_sent(struct dthread *t, struct job *j, struct slot *s, uint32_t rank, int err)
 {
-	(void)t;
-	(void)rank;
 	(void)err; /* a rank we cannot reach is the control plane's business */
 	s->sends_left--;
+	j->ranks[rank].res_out--;
+	result_unhold(t, j, rank);
 	return result_done(j, s);
 }
 

@@ -100,6 +100,13 @@ const struct cfg_entry settings_table[] = {
 	{ "data", "idle-sleep", CFG_INT, "100",
 	  "Microseconds an idle data thread sleeps between completion-queue polls (no idle-wait)",
 	  S(idle_sleep_us), 1, 10000, false },
+	{ "data", "result-one-per-rank", CFG_BOOL, "true",
+	  "shm: at most one result send in flight to each rank, the next waits for the last one's "
+	  "completion (an shm send spins on the receiving rank's lock while that rank copies the last "
+	  "result in). Not while the data thread serves jobs of different windows (their windows set "
+	  "their shares), nor on other providers; false sends each result to every rank as soon as "
+	  "it is reduced (docs/daemon.md)",
+	  S(result_one_per_rank), 0, 0, false },
 	{ "data", "sweep", CFG_BOOL, "true",
 	  "Discard tagged messages no receive matches (rxm providers: dp_sweep.c); false leaves them "
 	  "to the provider, which holds each in memory until a receive matches it: anyone who reaches "

@@ -50,6 +50,7 @@ struct settings {
 	int64_t idle_sleep_us;
 	bool idle_wait;
 	bool sweep;
+	bool result_one_per_rank;
 	/* [job] */
 	uint64_t memory_budget;
 	int64_t max_jobs;
