@@ -285,13 +285,47 @@ void dp_job_release_stuck(struct dthread *t, struct job *j, uint64_t now)
 
 /* ---- timeout ---- */
 
+/* The oldest slot whose result some rank has not taken: a send to it
+ * outstanding, or still due (held for its last one, or paced). A rank that
+ * stops taking results (a stopped process: shm completes a send only when
+ * the receiver copies it) stalls the job as a missing contribution does,
+ * with no slot left filling. NULL if none; *rank the rank it waits for. */
+static struct slot *slot_untaken(struct job *j, uint32_t *rank)
+{
+	struct slot *old = NULL;
+
+	for (uint32_t s = 0; s < j->window; s++) {
+		struct slot *sl = &j->slots[s];
+		if (sl->state == SLOT_SENDING && (sl->sends_left || sl->send_next < j->nranks) &&
+		    (!old || sl->chunk < old->chunk))
+			old = sl;
+	}
+	*rank = 0;
+	for (uint32_t r = 0; old && r < j->nranks; r++) {
+		const struct rslot *rs = job_rslot(j, old->index, r);
+		if (rs->out || (rs->held && j->ranks[r].res_out)) {
+			*rank = r;
+			break;
+		}
+	}
+	return old;
+}
+
 void dp_job_check_timeout(struct dthread *t, struct job *j, uint64_t now)
 {
-	if (j->dead || !atomic_load_explicit(&j->partial, memory_order_relaxed))
+	if (j->dead)
 		return;
 	uint64_t idle = now - j->last_activity_ns;
 	if (idle < (uint64_t)j->timeout_ms * 1000000ull)
 		return;
+	if (!atomic_load_explicit(&j->partial, memory_order_relaxed)) {
+		uint32_t r;
+		struct slot *sl = slot_untaken(j, &r);
+		if (sl)
+			dp_job_fail(t, j, WIRE_E_TIMEOUT, "rank %u took no result for %llu ms (chunk seq %u)", r,
+				    (unsigned long long)(idle / 1000000ull), sl->seq);
+		return;
+	}
 	/* The oldest partially filled slot names the rank we wait for. */
 	struct slot *old = NULL;
 	for (uint32_t s = 0; s < j->window; s++) {

@@ -125,6 +125,7 @@ struct rslot {
 	 * send is still to be posted */
 	bool nack, nack_next, uni;
 	bool held; /* uni, held for the rank's last result send (result.c) */
+	bool out;  /* its result send posted and not completed (result.c) */
 };
 
 enum slot_state { SLOT_FREE = 0, SLOT_FILLING, SLOT_SENDING };

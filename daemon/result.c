@@ -200,6 +200,7 @@ static int result_send(struct dthread *t, struct job *j, struct slot *s)
 			j->ops_out++;
 			s->sends_left++;
 			jr->res_out++;
+			rs->out = true;
 		}
 	}
 	return result_done(j, s);
@@ -235,6 +236,7 @@ static bool result_sent(struct dthread *t, struct job *j, struct slot *s, uint32
 	(void)err; /* a rank we cannot reach is the control plane's business */
 	s->sends_left--;
 	j->ranks[rank].res_out--;
+	job_rslot(j, s->index, rank)->out = false;
 	result_unhold(t, j, rank);
 	return result_done(j, s);
 }
