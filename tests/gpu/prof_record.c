@@ -28,9 +28,7 @@
  * At most 1,000,000 lines per process; later ones are counted
  * (lines_dropped), not written.
  *
- * The event layouts are NCCL's (src/include/plugin/profiler/profiler_v5.h,
- * profiler_v6.h, nccl_profiler.h of NVIDIA/nccl v2.28.9-1 and v2.30.x):
- * only the members read here are declared. Sumcast's own data:
+ * NCCL's layouts: plugin/nccl_profiler.h. Sumcast's own data:
  * plugin/prof_events.h. */
 #define _GNU_SOURCE
 #include <inttypes.h>
@@ -43,47 +41,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../../plugin/nccl_profiler.h"
 #include "../../plugin/prof_events.h"
-
-typedef int ncclResult_t; /* ncclSuccess = 0, ncclInternalError = 3 */
-typedef void (*ncclDebugLogger_t)(int level, unsigned long flags, const char *file, int line,
-				  const char *fmt, ...);
-
-/* nccl_profiler.h's event types */
-enum {
-	PROF_GROUP = 1 << 0,
-	PROF_COLL = 1 << 1,
-	PROF_P2P = 1 << 2,
-	PROF_PROXY_OP = 1 << 3,
-	PROF_PROXY_STEP = 1 << 4,
-	PROF_PROXY_CTRL = 1 << 5,
-	PROF_KERNEL_CH = 1 << 6,
-	PROF_NET_PLUGIN = 1 << 7,
-	PROF_NTYPES = 15, /* v6: up to ncclProfileCeBatch (1 << 14) */
-};
-#define PROF_NET_PLUGIN_UPDATE 21 /* ncclProfilerNetPluginUpdate */
-
-/* ncclProfilerEventDescr_v5_t / _v6_t: type, parentObj, rank, then a
- * union whose netPlugin member is {int64_t id; void *data} (8-aligned:
- * offset 24 in both). */
-struct descr {
-	uint64_t type;
-	void *parentObj;
-	int rank;
-	union {
-		struct {
-			int64_t id;
-			void *data;
-		} netPlugin;
-		uint64_t align_;
-	};
-};
-_Static_assert(__builtin_offsetof(struct descr, netPlugin) == 24, "NCCL's netPlugin offset");
-
-/* ncclProfilerEventStateArgs_v5_t: a union, netPlugin.data at offset 0. */
-struct state_args {
-	void *netPluginData;
-};
 
 #define EV_MAGIC 0x53435052u /* "SCPR" */
 struct ev {
@@ -102,7 +61,7 @@ struct ev {
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ev *free_list; /* events are recycled, never freed: a stale handle stays readable */
-static uint64_t starts[PROF_NTYPES], stops[PROF_NTYPES], bad_stops, net_open, seq, lines,
+static uint64_t starts[NCCL_PROFILE_NTYPES], stops[NCCL_PROFILE_NTYPES], bad_stops, net_open, seq, lines,
 	lines_dropped;
 static FILE *out;
 static bool out_tried;
@@ -110,13 +69,13 @@ static bool out_tried;
 
 static int type_bit(uint64_t t)
 {
-	for (int i = 0; i < PROF_NTYPES; i++)
+	for (int i = 0; i < NCCL_PROFILE_NTYPES; i++)
 		if (t == (1ull << i))
 			return i;
 	return -1;
 }
 
-static const char *const type_names[PROF_NTYPES] = {
+static const char *const type_names[NCCL_PROFILE_NTYPES] = {
 	"Group",  "Coll",	"P2p",	    "ProxyOp", "ProxyStep", "ProxyCtrl", "KernelCh", "NetPlugin",
 	"GroupApi", "CollApi", "P2pApi", "KernelLaunch", "CeColl", "CeSync", "CeBatch",
 };
@@ -181,7 +140,7 @@ static ncclResult_t rec_init(void **context, uint64_t commId, int *eActivationMa
 			     ncclDebugLogger_t logfn)
 {
 	(void)commId, (void)commName, (void)nNodes, (void)nranks, (void)rank, (void)logfn;
-	*eActivationMask = PROF_NET_PLUGIN | PROF_PROXY_STEP | PROF_PROXY_OP;
+	*eActivationMask = ncclProfileNetPlugin | ncclProfileProxyStep | ncclProfileProxyOp;
 	*context = &lock; /* any non-NULL: NCCL finalizes only a context it got */
 	pthread_mutex_lock(&lock);
 	out_file();
@@ -189,7 +148,7 @@ static ncclResult_t rec_init(void **context, uint64_t commId, int *eActivationMa
 	return 0;
 }
 
-static ncclResult_t rec_start(void *context, void **eHandle, struct descr *d)
+static ncclResult_t rec_start(void *context, void **eHandle, ncclProfilerEventDescr_t *d)
 {
 	(void)context;
 	*eHandle = NULL;
@@ -207,9 +166,9 @@ static ncclResult_t rec_start(void *context, void **eHandle, struct descr *d)
 	e->open = true;
 	e->seq = ++seq;
 	starts[b]++;
-	if (d->type == PROF_NET_PLUGIN) {
+	if (d->type == ncclProfileNetPlugin) {
 		struct ev *p = d->parentObj;
-		bool pok = p && p->magic == EV_MAGIC && p->open && p->type_bit == type_bit(PROF_PROXY_STEP);
+		bool pok = p && p->magic == EV_MAGIC && p->open && p->type_bit == type_bit(ncclProfileProxyStep);
 		if (pok) {
 			e->parent = p;
 			p->children++;
@@ -249,7 +208,7 @@ static ncclResult_t rec_stop(void *eHandle)
 	}
 	e->open = false;
 	stops[e->type_bit]++;
-	if (e->type_bit == type_bit(PROF_NET_PLUGIN)) {
+	if (e->type_bit == type_bit(ncclProfileNetPlugin)) {
 		net_open--;
 		struct ev *p = e->parent;
 		bool popen = p && p->open;
@@ -275,17 +234,17 @@ static ncclResult_t rec_stop(void *eHandle)
 	return 0;
 }
 
-static ncclResult_t rec_state(void *eHandle, int eState, struct state_args *a)
+static ncclResult_t rec_state(void *eHandle, int eState, ncclProfilerEventStateArgs_t *a)
 {
 	struct ev *e = eHandle;
 
 	if (!e)
 		return 0;
 	pthread_mutex_lock(&lock);
-	if (e->magic == EV_MAGIC && e->open && eState == PROF_NET_PLUGIN_UPDATE) {
+	if (e->magic == EV_MAGIC && e->open && eState == ncclProfilerNetPluginUpdate) {
 		e->updates++;
-		if (e->sumcast && a && a->netPluginData) {
-			e->done = *(const sc_prof_done_v1_t *)a->netPluginData;
+		if (e->sumcast && a && a->netPlugin.data) {
+			e->done = *(const sc_prof_done_v1_t *)a->netPlugin.data;
 			e->has_done = true;
 		}
 	}
@@ -300,7 +259,7 @@ static ncclResult_t rec_finalize(void *context)
 
 	(void)context;
 	pthread_mutex_lock(&lock);
-	for (int i = 0; i < PROF_NTYPES; i++) {
+	for (int i = 0; i < NCCL_PROFILE_NTYPES; i++) {
 		if (starts[i])
 			ns += (size_t)snprintf(s + ns, sizeof(s) - ns, "%s\"%s\":%" PRIu64, ns ? "," : "",
 					       type_names[i], starts[i]);
@@ -321,20 +280,10 @@ static ncclResult_t rec_finalize(void *context)
 	return 0;
 }
 
-/* ncclProfiler_v5_t and ncclProfiler_v6_t: name, init, startEvent,
- * stopEvent, recordEventState, finalize. */
-struct prof_table {
-	const char *name;
-	ncclResult_t (*init)(void **, uint64_t, int *, const char *, int, int, int, ncclDebugLogger_t);
-	ncclResult_t (*startEvent)(void *, void **, struct descr *);
-	ncclResult_t (*stopEvent)(void *);
-	ncclResult_t (*recordEventState)(void *, int, struct state_args *);
-	ncclResult_t (*finalize)(void *);
-};
-
-__attribute__((visibility("default"))) const struct prof_table ncclProfiler_v5 = {
+/* ncclProfiler_v5_t and ncclProfiler_v6_t: the same calls. */
+__attribute__((visibility("default"))) const ncclProfiler_t ncclProfiler_v5 = {
 	"sumcast-rec", rec_init, rec_start, rec_stop, rec_state, rec_finalize,
 };
-__attribute__((visibility("default"))) const struct prof_table ncclProfiler_v6 = {
+__attribute__((visibility("default"))) const ncclProfiler_t ncclProfiler_v6 = {
 	"sumcast-rec", rec_init, rec_start, rec_stop, rec_state, rec_finalize,
 };

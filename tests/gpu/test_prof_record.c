@@ -18,34 +18,10 @@
 
 #include <cmocka.h>
 
+#include "../../plugin/nccl_profiler.h"
 #include "../../plugin/prof_events.h"
 
 static const char *lib_path;
-
-/* the v5 / v6 descriptor up to netPlugin (prof_record.c says why that is enough) */
-struct descr {
-	uint64_t type;
-	void *parentObj;
-	int rank;
-	union {
-		struct {
-			int64_t id;
-			void *data;
-		} netPlugin;
-		struct {
-			int step;
-		} proxyStep;
-		uint64_t align_;
-	};
-};
-struct table {
-	const char *name;
-	int (*init)(void **, uint64_t, int *, const char *, int, int, int, void *);
-	int (*startEvent)(void *, void **, struct descr *);
-	int (*stopEvent)(void *);
-	int (*recordEventState)(void *, int, void *);
-	int (*finalize)(void *);
-};
 
 static char *slurp(const char *path)
 {
@@ -70,7 +46,7 @@ static void drive(const char *sym)
 
 	void *dl = dlopen(lib_path, RTLD_NOW | RTLD_LOCAL);
 	assert_non_null(dl);
-	const struct table *t = dlsym(dl, sym);
+	const ncclProfiler_t *t = dlsym(dl, sym);
 	assert_non_null(t);
 	assert_string_equal(t->name, "sumcast-rec");
 
@@ -78,24 +54,24 @@ static void drive(const char *sym)
 	int mask = 0;
 	assert_int_equal(t->init(&ctx, 1, &mask, "c", 2, 2, 0, NULL), 0);
 	assert_non_null(ctx);
-	assert_true(mask & (1 << 7)); /* ncclProfileNetPlugin */
+	assert_true(mask & ncclProfileNetPlugin);
 
 	void *step = NULL, *net = NULL, *other = NULL;
-	struct descr d = { .type = 1 << 4, .rank = 0 };
+	ncclProfilerEventDescr_t d = { .type = ncclProfileProxyStep, .rank = 0 };
 	d.proxyStep.step = 3;
 	assert_int_equal(t->startEvent(ctx, &step, &d), 0);
 	assert_non_null(step);
 
 	sc_prof_descr_v1_t sd = { .kind = SC_PROF_RECV, .sub = 1, .nsubs = 2, .comm = 9, .tag = 7,
 				  .bytes = 4096 };
-	struct descr n = { .type = 1 << 7, .parentObj = step, .rank = 0 };
+	ncclProfilerEventDescr_t n = { .type = ncclProfileNetPlugin, .parentObj = step, .rank = 0 };
 	n.netPlugin.id = SC_PROF_PLUGIN_ID;
 	n.netPlugin.data = &sd;
 	assert_int_equal(t->startEvent(ctx, &net, &n), 0);
 	assert_non_null(net);
 	sc_prof_done_v1_t done = { .kind = SC_PROF_RECV, .status = 0, .bytes = 1000 };
-	void *args = &done; /* the state args union: netPlugin.data first */
-	assert_int_equal(t->recordEventState(net, 21, &args), 0);
+	ncclProfilerEventStateArgs_t args = { .netPlugin.data = &done };
+	assert_int_equal(t->recordEventState(net, ncclProfilerNetPluginUpdate, &args), 0);
 	assert_int_equal(t->stopEvent(net), 0);
 
 	/* NCCL's socket transport's id (2 << 16 | 1): counted, not decoded */

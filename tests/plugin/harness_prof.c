@@ -32,47 +32,9 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "../../plugin/nccl_profiler.h"
 #include "../../plugin/prof_events.h"
 #include "clock.h"
-
-/* nccl_profiler.h */
-#define P_PROXY_OP (1 << 3)
-#define P_PROXY_STEP (1 << 4)
-#define P_NET_PLUGIN (1 << 7)
-#define P_NET_PLUGIN_UPDATE 21
-
-/* ncclProfilerEventDescr_v5_t / _v6_t: the members used here, then room
- * for the largest union member (v6's ceColl). */
-struct hp_descr {
-	uint64_t type;
-	void *parentObj;
-	int rank;
-	union {
-		struct {
-			int64_t id;
-			void *data;
-		} netPlugin;
-		struct {
-			int step;
-		} proxyStep;
-		struct {
-			pid_t pid;
-			uint8_t channelId;
-			int peer, nSteps, chunkSize, isSend;
-		} proxyOp;
-		uint8_t room[128];
-	};
-};
-
-/* ncclProfiler_v5_t / _v6_t (the same calls; the descriptor above covers both) */
-struct hp_table {
-	const char *name;
-	ncclResult_t (*init)(void **, uint64_t, int *, const char *, int, int, int, ncclDebugLogger_t);
-	ncclResult_t (*startEvent)(void *, void **, struct hp_descr *);
-	ncclResult_t (*stopEvent)(void *);
-	ncclResult_t (*recordEventState)(void *, int, void *);
-	ncclResult_t (*finalize)(void *);
-};
 
 /* NCCL's ncclProxySubArgs: the members its callback reads */
 struct hp_sub {
@@ -96,7 +58,7 @@ struct hp_phandle {
 	int starts;     /* callback starts naming this pHandle */
 };
 
-static const struct hp_table *prof;
+static const ncclProfiler_t *prof;
 static void *prof_ctx, *op_handle;
 static struct hp_sub sub;
 static uint64_t cb_calls, cb_starts, cb_taken, cb_stops, cb_updates, msgs;
@@ -129,15 +91,15 @@ static ncclResult_t rec_init(void **ctx, uint64_t comm, int *mask, const char *n
 			     int nranks, int rank, ncclDebugLogger_t log)
 {
 	(void)comm, (void)name, (void)nnodes, (void)nranks, (void)rank, (void)log;
-	/* HARNESS_PROF_MASK: the events asked for; without P_NET_PLUGIN NCCL
+	/* HARNESS_PROF_MASK: the events asked for; without ncclProfileNetPlugin NCCL
 	 * starts none for the plugin, and the plugin owes no update or stop */
 	const char *m = getenv("HARNESS_PROF_MASK");
-	*mask = m ? atoi(m) : P_NET_PLUGIN | P_PROXY_STEP | P_PROXY_OP;
+	*mask = m ? atoi(m) : ncclProfileNetPlugin | ncclProfileProxyStep | ncclProfileProxyOp;
 	*ctx = &rec_free;
 	return ncclSuccess;
 }
 
-static ncclResult_t rec_start(void *ctx, void **eh, struct hp_descr *d)
+static ncclResult_t rec_start(void *ctx, void **eh, ncclProfilerEventDescr_t *d)
 {
 	struct rec *r = rec_free;
 
@@ -151,9 +113,9 @@ static ncclResult_t rec_start(void *ctx, void **eh, struct hp_descr *d)
 	r->magic = REC_MAGIC;
 	r->type = d->type;
 	r->open = true;
-	if (d->type == P_NET_PLUGIN) {
+	if (d->type == ncclProfileNetPlugin) {
 		struct rec *p = rec_of(d->parentObj, "a net event's parent");
-		REQUIRE(p->type == P_PROXY_STEP && p->open,
+		REQUIRE(p->type == ncclProfileProxyStep && p->open,
 		      "net event parented under an event of type %llu, %s (want an open ProxyStep)",
 		      (unsigned long long)p->type, p->open ? "open" : "stopped");
 		REQUIRE(d->netPlugin.id == SC_PROF_PLUGIN_ID && d->netPlugin.data,
@@ -176,7 +138,7 @@ static ncclResult_t rec_stop(void *eh)
 
 	REQUIRE(r->open, "profiler: event of type %llu stopped twice", (unsigned long long)r->type);
 	r->open = false;
-	if (r->type == P_NET_PLUGIN) {
+	if (r->type == ncclProfileNetPlugin) {
 		REQUIRE(r->parent->open, "a net event (kind %d, %llu B) stopped after its proxy step",
 		      r->kind, (unsigned long long)r->bytes);
 		r->parent->children--;
@@ -185,7 +147,7 @@ static ncclResult_t rec_stop(void *eh)
 			rec_done_stops++;
 		else
 			rec_plain_stops++;
-	} else if (r->type == P_PROXY_STEP) {
+	} else if (r->type == ncclProfileProxyStep) {
 		REQUIRE(r->children == 0, "a proxy step stopped with %d net event(s) open under it",
 		      r->children);
 	}
@@ -194,12 +156,12 @@ static ncclResult_t rec_stop(void *eh)
 	return ncclSuccess;
 }
 
-static ncclResult_t rec_state(void *eh, int state, void *args)
+static ncclResult_t rec_state(void *eh, int state, ncclProfilerEventStateArgs_t *args)
 {
 	struct rec *r = rec_of(eh, "recordEventState");
-	const sc_prof_done_v1_t *d = args ? *(void **)args : NULL; /* netPlugin.data: the union's first */
+	const sc_prof_done_v1_t *d = args ? args->netPlugin.data : NULL;
 
-	REQUIRE(r->open && r->type == P_NET_PLUGIN && state == P_NET_PLUGIN_UPDATE && d,
+	REQUIRE(r->open && r->type == ncclProfileNetPlugin && state == ncclProfilerNetPluginUpdate && d,
 	      "recordEventState(%d) of an event of type %llu (%s), data %p", state,
 	      (unsigned long long)r->type, r->open ? "open" : "stopped", (const void *)d);
 	REQUIRE(++r->updates == 1, "a net event updated %d times (the plugin sends one, at the end)",
@@ -217,7 +179,7 @@ static ncclResult_t rec_finalize(void *ctx)
 	return ncclSuccess;
 }
 
-static const struct hp_table rec_table = {
+static const ncclProfiler_t rec_table = {
 	"harness", rec_init, rec_start, rec_stop, rec_state, rec_finalize,
 };
 
@@ -247,8 +209,8 @@ static ncclResult_t hp_callback_in(void **eHandle, int type, void *pHandle, int6
 		      p->nsubs, p->tag, (unsigned long long)p->bytes);
 		REQUIRE(++p->starts == 1, "profiler callback: %d starts for one message", p->starts);
 		cb_starts++;
-		if (p->subArgPtr->eActivationMask & P_NET_PLUGIN) {
-			struct hp_descr e = { .type = P_NET_PLUGIN, .parentObj = p->stepEventHandle,
+		if (p->subArgPtr->eActivationMask & ncclProfileNetPlugin) {
+			ncclProfilerEventDescr_t e = { .type = ncclProfileNetPlugin, .parentObj = p->stepEventHandle,
 					      .rank = p->subArgPtr->rank };
 			e.netPlugin.id = pluginId;
 			e.netPlugin.data = extData;
@@ -260,9 +222,9 @@ static ncclResult_t hp_callback_in(void **eHandle, int type, void *pHandle, int6
 		cb_stops++;
 		prof->stopEvent(*eHandle);
 	} else if (type == SC_PROF_CB_UPDATE || type == SC_PROF_CB_UPDATE_STOP) {
-		void *args[16] = { extData }; /* ncclProfilerEventStateArgs_t: netPlugin.data first */
+		ncclProfilerEventStateArgs_t args = { .netPlugin.data = extData };
 		cb_updates++;
-		prof->recordEventState(*eHandle, P_NET_PLUGIN_UPDATE, args);
+		prof->recordEventState(*eHandle, ncclProfilerNetPluginUpdate, &args);
 		if (type == SC_PROF_CB_UPDATE_STOP) {
 			cb_stops++;
 			prof->stopEvent(*eHandle);
@@ -300,8 +262,8 @@ ncclProfilerCallback_t prof_setup(void)
 	int mask = 0;
 	NCHECK(prof->init(&prof_ctx, 0x1234, &mask, "harness", opt.nranks, opt.nranks, my_rank, NULL));
 	sub = (struct hp_sub){ .eActivationMask = mask, .rank = my_rank, .profilerContext = prof_ctx };
-	if (mask & (P_PROXY_OP | P_PROXY_STEP | P_NET_PLUGIN)) {
-		struct hp_descr d = { .type = P_PROXY_OP, .rank = my_rank };
+	if (mask & (ncclProfileProxyOp | ncclProfileProxyStep | ncclProfileNetPlugin)) {
+		ncclProfilerEventDescr_t d = { .type = ncclProfileProxyOp, .rank = my_rank };
 		d.proxyOp.pid = getpid();
 		d.proxyOp.peer = (my_rank + 1) % opt.nranks;
 		prof->startEvent(prof_ctx, &op_handle, &d);
@@ -317,8 +279,8 @@ static struct hp_phandle *step_begin(int kind, int i, int n, uint32_t tag, uint6
 	REQUIRE(p, "calloc");
 	*p = (struct hp_phandle){ .subArgPtr = &sub, .magic = PH_MAGIC, .live = true, .kind = kind,
 				  .sub = i, .nsubs = n, .tag = tag, .bytes = bytes };
-	if (sub.eActivationMask & (P_PROXY_STEP | P_NET_PLUGIN)) {
-		struct hp_descr d = { .type = P_PROXY_STEP, .parentObj = op_handle, .rank = my_rank };
+	if (sub.eActivationMask & (ncclProfileProxyStep | ncclProfileNetPlugin)) {
+		ncclProfilerEventDescr_t d = { .type = ncclProfileProxyStep, .parentObj = op_handle, .rank = my_rank };
 		d.proxyStep.step = step_no++;
 		prof->startEvent(prof_ctx, &p->stepEventHandle, &d);
 	}
