@@ -24,9 +24,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
-from daemon_http import get, metric
+from daemon_http import clean_env, get, metric, start, stop
 
 failures = []
 
@@ -36,29 +35,6 @@ def check(cond, what):
     if not cond:
         failures.append(what)
     return cond
-
-
-def clean_env():
-    return {k: v for k, v in os.environ.items() if not k.startswith(("FI_", "SUMCASTD_"))}
-
-
-def start(sumcastd, tmp, name, provider, extra_env):
-    ports = os.path.join(tmp, name + ".ports")
-    conf = os.path.join(tmp, name + ".conf")
-    with open(conf, "w") as f:
-        f.write("[control]\nport = 0\nport-file = %s\n[http]\nport = 0\n[fabric]\nprovider = %s\n"
-                % (ports, provider))
-    env = clean_env()
-    env.update(extra_env)
-    log = open(os.path.join(tmp, name + ".log"), "w")
-    d = subprocess.Popen([sumcastd, "-c", conf], stdout=log, stderr=subprocess.STDOUT, env=env)
-    end = time.monotonic() + 15
-    while not os.path.exists(ports) and time.monotonic() < end and d.poll() is None:
-        time.sleep(0.05)
-    if not os.path.exists(ports):
-        return d, None, None
-    kv = dict(x.split("=") for x in open(ports).read().split())
-    return d, int(kv["control"]), int(kv["http"])
 
 
 def job(jobgen, provider, port):
@@ -82,9 +58,9 @@ def main():
     tmp = tempfile.mkdtemp(prefix="sc-hold-")
     daemons = []
     try:
-        on = start(sumcastd, tmp, "on", provider, {})
+        on = start(sumcastd, tmp, "on", {}, provider)
         daemons.append(on[0])
-        off = start(sumcastd, tmp, "off", provider, {"SUMCASTD_DATA_RESULT_ONE_PER_RANK": "false"})
+        off = start(sumcastd, tmp, "off", {"SUMCASTD_DATA_RESULT_ONE_PER_RANK": "false"}, provider)
         daemons.append(off[0])
         if on[2] is None or off[2] is None:
             logs = "".join(open(os.path.join(tmp, n + ".log")).read() for n in ("on", "off"))
@@ -112,13 +88,7 @@ def main():
         check(held_off == 0, "hold off: no result send held (%s)" % held_off)
     finally:
         for d in daemons:
-            if d.poll() is None:
-                d.terminate()
-                try:
-                    d.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    d.kill()
-                    d.wait()
+            stop(d)
         shutil.rmtree(tmp, ignore_errors=True)
     return 1 if failures else 0
 

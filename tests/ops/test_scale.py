@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 
-from daemon_http import get, metric
+from daemon_http import get, metric, stop
 
 MODES = {
     # ranks, jobs, processes, want window, want chunk
@@ -160,12 +160,7 @@ def main():
         if gen and gen.poll() is None:
             gen.kill()
             gen.wait()
-        d.terminate()
-        try:
-            d.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            d.kill()
-            d.wait()
+        stop(d)
         log.close()
     if failures:
         print(open(os.path.join(tmp, "sumcastd.log")).read()[-3000:], file=sys.stderr)

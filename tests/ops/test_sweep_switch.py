@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 
-from daemon_http import get, metric
+from daemon_http import clean_env, get, metric, start, stop
 
 failures = []
 
@@ -31,24 +31,6 @@ def check(cond, what):
     if not cond:
         failures.append(what)
     return cond
-
-
-def start(sumcastd, tmp, name, extra_env):
-    ports = os.path.join(tmp, name + ".ports")
-    conf = os.path.join(tmp, name + ".conf")
-    with open(conf, "w") as f:
-        f.write("[control]\nport = 0\nport-file = %s\n[http]\nport = 0\n" % ports)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FI_", "SUMCASTD_"))}
-    env.update(extra_env)
-    log = open(os.path.join(tmp, name + ".log"), "w")
-    d = subprocess.Popen([sumcastd, "-c", conf], stdout=log, stderr=subprocess.STDOUT, env=env)
-    end = time.monotonic() + 15
-    while not os.path.exists(ports) and time.monotonic() < end and d.poll() is None:
-        time.sleep(0.05)
-    if not os.path.exists(ports):
-        return d, None, None
-    kv = dict(x.split("=") for x in open(ports).read().split())
-    return d, int(kv["control"]), int(kv["http"])
 
 
 def main():
@@ -80,7 +62,7 @@ def main():
         log_off = open(os.path.join(tmp, "off.log")).read()
         check("sweep = false" in log_off, "sweep off: the daemon warns at start")
         check("sweep = false" not in log_on, "sweep on: no such warning")
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("FI_", "SUMCASTD_"))}
+        env = clean_env()
         try:
             g = subprocess.run([jobgen, "--aggs", "127.0.0.1:%d" % off[1], "--ranks", "2", "--jobs", "1",
                                 "--iters", "20", "--seconds", "10", "--count", "65536", "--timeout-ms", "10000"],
@@ -94,13 +76,7 @@ def main():
             print(out, file=sys.stderr)
     finally:
         for d in daemons:
-            if d.poll() is None:
-                d.terminate()
-                try:
-                    d.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    d.kill()
-                    d.wait()
+            stop(d)
         shutil.rmtree(tmp, ignore_errors=True)
     return 1 if failures else 0
 
