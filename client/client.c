@@ -273,6 +273,7 @@ int client_create(const struct client_params *p, struct client **out)
 	c->eager_bytes = p->eager_bytes;
 	c->join_flags = p->join_flags | (p->multicast == CLIENT_MC_OFF ? WIRE_JOIN_F_UNICAST : 0);
 	c->failover = p->failover;
+	c->retain_hold_ms = p->retain_hold_ms;
 	c->deadline_ms = p->failover ? p->deadline_ms : 0;
 	c->multicast = p->multicast;
 	c->mc_nack_ns = (uint64_t)(p->mc_nack_us ? p->mc_nack_us : 2000) * 1000ull;
@@ -513,6 +514,10 @@ int client_req_check(struct client *c, struct client_req *r, int *done)
 		return err;
 	}
 	if (r->chunks_left || r->inflight)
+		return 0;
+	if (!r->complete_ns)
+		r->complete_ns = sc_now_ns();
+	if (client_retain_hold(c, r))
 		return 0;
 	client_retain_req(c, r);
 	client_req_free(c, r);

@@ -95,6 +95,13 @@ struct client_params {
 	 * sizes its buffers for window x weight. Every rank of a job must pass
 	 * the same. */
 	uint32_t weight;
+	/* v1.12, failover: a request whose results are all in is reported
+	 * done up to retain_hold_ms later, while results of this rank's later
+	 * requests already issued will show every rank holds its chunks, so
+	 * that they need no retention copy (client_retain_hold, "Failover"
+	 * below); 0: reported at once, its last `window` chunks per
+	 * aggregator copied. */
+	uint32_t retain_hold_ms;
 };
 #define CLIENT_MC_OFF (-1)
 #define CLIENT_MC_NOJOIN (-2)
@@ -208,7 +215,23 @@ size_t client_chunk_for(size_t shard_bytes, size_t elem_size, uint32_t chunk_byt
  * of every chunk up to c - window. So a rank keeps copies of its most recent
  * `window` results per aggregator (retention) after their request
  * completed, and a result some rank lacks is always still held by every
- * rank that has it. */
+ * rank that has it.
+ *
+ * Holding a report back (params.retain_hold_ms). A request's chunk c on an
+ * aggregator needs no copy once this rank holds the result of c + window
+ * (then every rank holds c). When this rank has already issued at least
+ * 2 x window later chunks there, those results are on their way, and a
+ * full window of work still queued behind them keeps the aggregator busy:
+ * the request is then reported only when they are in (no copy), or after
+ * retain_hold_ms (then copied as before). Not while an aggregator of the
+ * request failed. Until it is reported the request counts as in flight,
+ * its buffers its caller's. */
+
+/* Retention copies made so far: results copied, and their bytes. */
+void client_retained(const struct client *c, uint64_t *chunks, uint64_t *bytes);
+/* When every result of r was first seen in (client_req_check), 0 before:
+ * the time a request held back by retain_hold_ms was complete. */
+uint64_t client_req_complete_ns(const struct client_req *r);
 
 /* Aggregators that failed, bit per index. */
 uint64_t client_failed(const struct client *c);

@@ -171,6 +171,7 @@ struct client_req {
 	size_t inflight;    /* chunks holding a slot */
 	int err;
 	uint64_t fail_ns;
+	uint64_t complete_ns; /* every result in, first seen (client_req_check); 0 before */
 	struct req_agg *ra; /* naggs entries */
 };
 
@@ -206,6 +207,8 @@ struct client {
 	char errmsg[CLIENT_ERR_MAX];
 	/* failover only, allocated at create, touched lazily */
 	uint8_t *retention;  /* naggs x window x chunk_bytes: recent results */
+	uint32_t retain_hold_ms;             /* params.retain_hold_ms */
+	uint64_t retained, retained_bytes;   /* copies made (client_retained) */
 	uint8_t *bounce;     /* naggs x window x chunk_bytes: in-place results */
 	size_t region_bytes; /* each of the two */
 	struct fabric_mr bounce_mr;
@@ -324,5 +327,8 @@ void client_mc_poll(struct client *c, size_t ai);
 /* client_retain.c */
 /* Copies the request's recent results into the retention slots. */
 void client_retain_req(struct client *c, struct client_req *r);
+/* r's results are all in: whether to report it later so that fewer of
+ * them need a copy (client.h, "Holding a report back"). */
+bool client_retain_hold(const struct client *c, const struct client_req *r);
 
 #endif

@@ -98,6 +98,7 @@ int client_start(struct client *c, const struct client_blocks *b, const void *se
 	r->inflight = 0;
 	r->err = 0;
 	r->fail_ns = 0;
+	r->complete_ns = 0;
 	const uint8_t *sb = send;
 	uint8_t *rb = recv;
 	size_t bytes = count * r->esize;

@@ -10,6 +10,8 @@
 #include <errno.h>
 #include <string.h>
 
+#include "clock.h"
+
 void client_retain_req(struct client *c, struct client_req *r)
 {
 	if (!c->retention)
@@ -35,12 +37,48 @@ void client_retain_req(struct client *c, struct client_req *r)
 			 * it (the contribution, or the result it is). */
 			memcpy(client_slot_buf(c->retention, c, ai, k),
 			       (client_role_gives_only(role) ? r->send : r->recv) + off, len);
+			c->retained++;
+			c->retained_bytes += len;
 			a->ret[k].chunk = ch;
 			a->ret[k].len = len;
 			a->ret[k].imm = wire_imm_make(r->t, r->op, 0);
 			a->ret[k].role = (uint8_t)role;
 		}
 	}
+}
+
+bool client_retain_hold(const struct client *c, const struct client_req *r)
+{
+	bool hold = false;
+
+	if (!c->retention || !c->retain_hold_ms || (r->aggs & c->failed) ||
+	    sc_now_ns() - r->complete_ns >= (uint64_t)c->retain_hold_ms * 1000000ull)
+		return false;
+	for (size_t ai = 0; ai < c->naggs; ai++) {
+		const struct client_agg *a = &c->aggs[ai];
+		const struct req_agg *ra = &r->ra[ai];
+		uint64_t end = ra->c0 + ra->nchunks;
+		/* nothing of r among the last `window` results here: no copy */
+		if (!ra->nchunks || !a->window || a->hi >= end + a->window)
+			continue;
+		/* the results that would spare the copy are not all issued, or
+		 * waiting for them would leave the aggregator short of work */
+		if (a->st != AGG_READY || a->next_assign < end + 2 * (uint64_t)a->window)
+			return false;
+		hold = true;
+	}
+	return hold;
+}
+
+void client_retained(const struct client *c, uint64_t *chunks, uint64_t *bytes)
+{
+	*chunks = c->retained;
+	*bytes = c->retained_bytes;
+}
+
+uint64_t client_req_complete_ns(const struct client_req *r)
+{
+	return r->complete_ns;
 }
 
 uint64_t client_agg_lo(const struct client *c, size_t agg)

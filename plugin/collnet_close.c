@@ -52,17 +52,20 @@ int collnet_close(void *coll_comm)
 	for (int i = 0; i < COLL_REQS; i++)
 		if (cc->reqs[i].used && !cc->reqs[i].ring_done)
 			ring_op_abort(&cc->reqs[i].ring);
+	uint64_t ret_n = 0, ret_b = 0;
+	if (cc->client)
+		client_retained(cc->client, &ret_n, &ret_b);
 	SC_INFO("collnet job 0x%016llx rank %u/%u closed: %llu allreduces, %.3f GB, split %.3f "
 		"(aggregators %.3f GB at %.2f GB/s, ring %.3f GB at %.2f GB/s); aggregator faults %llu "
 		"(epoch %u): %.3f GB copied from other nodes, %.3f GB redone over the ring; aggregators "
-		"back %llu, drained %llu",
+		"back %llu, drained %llu; retention copies %llu (%.3f GB)",
 		(unsigned long long)cc->job_id, cc->rank, cc->nranks, (unsigned long long)s->ops,
 		s->bytes / 1e9, s->bytes ? (double)s->agg_bytes / s->bytes : 0.0, s->agg_bytes / 1e9,
 		s->agg_ns ? s->agg_bytes / (double)s->agg_ns : 0.0, s->ring_bytes / 1e9,
 		s->ring_ns ? s->ring_bytes / (double)s->ring_ns : 0.0,
 		(unsigned long long)cc->fo.faults, cc->fo.epoch, cc->fo.copied_bytes / 1e9,
 		cc->fo.redone_bytes / 1e9, (unsigned long long)cc->fo.readmits,
-		(unsigned long long)cc->fo.drains);
+		(unsigned long long)cc->fo.drains, (unsigned long long)ret_n, ret_b / 1e9);
 	if (s->rs_ops || s->ag_ops)
 		SC_INFO("collnet job 0x%016llx rank %u/%u: %llu reduce-scatters (%.3f GB of windows at "
 			"%.2f GB/s, %.3f GB through the aggregators), %llu allgathers (%.3f GB at %.2f GB/s, "

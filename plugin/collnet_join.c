@@ -83,6 +83,7 @@ int coll_join(struct coll_comm *cc, uint64_t deadline)
 		.join_flags = cc->deterministic ? WIRE_JOIN_F_DETERMINISTIC : 0,
 		.failover = cc->failover,
 		.deadline_ms = (uint32_t)plugin_cfg.agg_deadline_ms,
+		.retain_hold_ms = (uint32_t)plugin_cfg.retain_hold_ms,
 		.multicast = plugin_cfg.multicast ? 0 : CLIENT_MC_OFF,
 		.mc_nack_us = (uint32_t)plugin_cfg.mc_nack_us,
 		.mc_drop_permille = (uint32_t)plugin_cfg.test_mc_drop,

@@ -112,7 +112,12 @@ int coll_req_test(struct coll_req *r, int rc, int *done, int *size)
 		} else if (d) {
 			r->creq = NULL;
 			r->agg_done = true;
-			r->t_agg = sc_now_ns();
+			if (!r->t_agg)
+				r->t_agg = sc_now_ns();
+		} else if (!r->t_agg) {
+			/* complete, its report held back (client.h, "Holding a
+			 * report back"): the split times when the data was in */
+			r->t_agg = client_req_complete_ns(r->creq);
 		}
 	}
 	if (rc) {

@@ -39,6 +39,7 @@ struct plugin_settings {
 	int64_t agg_timeout_ms;        /* job timeout asked of the aggregators; recovery's bound */
 	int64_t agg_deadline_ms;       /* an aggregator that answers no PING this long has failed */
 	bool failover;                 /* survive aggregator faults (else they fail the requests) */
+	int64_t retain_hold_ms;        /* a complete request's report held for fewer retention copies */
 	int64_t readmit_ms;            /* a failed aggregator is tried again this often; 0: never */
 	int64_t readmit_max_ms;        /* the most a flapping aggregator is kept out at a time */
 	bool multicast;                /* join an aggregator's multicast group when it offers one */

@@ -5,12 +5,15 @@ cluster, one run of each build's own bench/cluster/run per round, the order alte
 Each run: agg and ring modes at one size; the row kept per mode is its busbw. --base-env
 sets variables for the base's runs only (--new-env for this tree's): with --base-tree . it
 prices a switch (e.g. SUMCAST_FAILOVER=0) in one tree. Prints a row
-per run, then per build the medians of agg, ring and agg / ring, and new / base of them.
+per run, then per build the medians of agg, ring and agg / ring, new / base of them, and
+the median of the rounds' own new / base with its 95 % bootstrap interval (a round's two
+runs are back to back, so the load they share cancels).
 Exit: 0, 1 when a run failed (the others still run), 2 usage, 77 cannot emulate.
 """
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -54,6 +57,14 @@ def one_run(tree, args, out, extra):
     return rows, ""
 
 
+def median_interval(xs, resamples=4000):
+    """95 % bootstrap interval of the median of xs (seeded: the same rows give the same
+    interval)."""
+    rng = random.Random(1)
+    meds = sorted(statistics.median(rng.choices(xs, k=len(xs))) for _ in range(resamples))
+    return meds[int(0.025 * resamples)], meds[int(0.975 * resamples) - 1]
+
+
 def main():
     ap = argparse.ArgumentParser(prog="bench/cluster/ab --base-tree")
     ap.add_argument("--base-tree", required=True)
@@ -78,13 +89,14 @@ def main():
                 print(f"--base-tree: {os.path.join(t, f)} missing (build the tree first)",
                       file=sys.stderr)
                 return 2
-    if args.rounds < 1 or args.rounds > 20:
-        print("--rounds: 1 to 20", file=sys.stderr)
+    if args.rounds < 1 or args.rounds > 40:
+        print("--rounds: 1 to 40", file=sys.stderr)
         return 2
     outdir = os.path.join(ROOT, "out", time.strftime("ab-trees-%Y%m%d-%H%M%S"))
     os.makedirs(outdir, exist_ok=True)
     trees = {"new": ROOT, "base": base}
     got = {"new": [], "base": []}
+    pairs = []  # agg/ring of new over base's, per round where both ran
     failed = 0
     print(f"# new {ROOT}, base {base}; W={args.workers} A={args.aggs} {args.link_mbit} Mbit/s "
           f"{args.bytes}, {args.iters} calls per mode, env {' '.join(args.env) or '-'}, "
@@ -93,6 +105,7 @@ def main():
     print(f"{'round':>5} {'build':>5} {'agg GB/s':>9} {'ring GB/s':>9} {'agg/ring':>9} {'load':>5}")
     for rnd in range(args.rounds):
         order = ("new", "base") if rnd % 2 == 0 else ("base", "new")
+        this = {}
         for b in order:
             rows, why = one_run(trees[b], args, os.path.join(outdir, f"{b}-{rnd}"),
                                 args.base_env if b == "base" else args.new_env)
@@ -102,8 +115,11 @@ def main():
                 continue
             a, r = rows["agg"]["busbw_gbps"], rows["ring"]["busbw_gbps"]
             got[b].append((a, r, a / r))
+            this[b] = a / r
             print(f"{rnd:>5} {b:>5} {a:>9.4f} {r:>9.4f} {a / r:>9.3f} "
                   f"{rows['agg'].get('loadavg1', float('nan')):>5.1f}", flush=True)
+        if len(this) == 2:
+            pairs.append(this["new"] / this["base"])
     med = {}
     for b in ("new", "base"):
         if got[b]:
@@ -113,6 +129,11 @@ def main():
     if len(med) == 2:
         print(f"# new/base: agg {med['new'][0] / med['base'][0]:.3f}, ring "
               f"{med['new'][1] / med['base'][1]:.3f}, agg/ring {med['new'][2] / med['base'][2]:.3f}")
+    if len(pairs) >= 3:
+        lo, hi = median_interval(pairs)
+        print(f"# per round, new/base of agg/ring: median {statistics.median(pairs):.3f}, 95 % "
+              f"interval {lo:.3f}-{hi:.3f} (bootstrap of {len(pairs)} rounds; an interval "
+              f"that holds 1.000 cannot tell the builds apart)")
     return 1 if failed else 0
 
 
