@@ -44,7 +44,9 @@ def run(harness, hold):
 def main():
     harness = sys.argv[1]
     fails = 0
-    for hold, lo, hi in (("0", 0.10, 1.0), ("100ms", 0.0, 0.05)):
+    # the hold's bound at 2 s, not the default 100 ms: what is checked is the rule (the
+    # copies it spares), not how long a loaded test host may take to bring the results
+    for hold, lo, hi in (("0", 0.10, 1.0), ("2s", 0.0, 0.05)):
         nodes = run(harness, hold)
         for gb, n, cgb in nodes:
             share = cgb / gb if gb else 1.0
