@@ -12,23 +12,31 @@
 
 #include "clock.h"
 
+/* The chunks of a request's shard ra on a that need a retention copy now,
+ * [*lo, *hi) (empty when *lo >= *hi). Only results among the last `window`
+ * that arrived here can be missing elsewhere (client.h, "Failover");
+ * results of later requests that came before this look shrink that. */
+static void retain_span(const struct client_agg *a, const struct req_agg *ra, uint64_t *lo,
+			uint64_t *hi)
+{
+	uint64_t from = a->hi > a->window ? a->hi - a->window : 0;
+	uint64_t end = ra->c0 + ra->nchunks;
+
+	*lo = from > ra->c0 ? from : ra->c0;
+	*hi = ra->nchunks && a->window ? (end < a->hi ? end : a->hi) : 0;
+}
+
 void client_retain_req(struct client *c, struct client_req *r)
 {
 	if (!c->retention)
 		return;
 	for (size_t ai = 0; ai < c->naggs; ai++) {
 		struct client_agg *a = &c->aggs[ai];
-		const struct req_agg *ra = &r->ra[ai];
-		if (!ra->nchunks || !a->window)
-			continue;
-		/* Only results among the last `window` that arrived here can be
-		 * missing elsewhere (client.h, "Failover"); results of later
-		 * requests that came before this check shrink that (copying
-		 * each result as it lands, while in the cache, copied more
-		 * and cost more: docs/journal/2026-11-26-failover-cost.md). */
-		uint64_t from = a->hi > a->window ? a->hi - a->window : 0;
-		uint64_t to = ra->c0 + ra->nchunks < a->hi ? ra->c0 + ra->nchunks : a->hi;
-		for (uint64_t ch = from > ra->c0 ? from : ra->c0; ch < to; ch++) {
+		uint64_t lo, to;
+		/* (copying each result as it lands, while in the cache, copied
+		 * more and cost more: docs/journal/2026-11-26-failover-cost.md) */
+		retain_span(a, &r->ra[ai], &lo, &to);
+		for (uint64_t ch = lo; ch < to; ch++) {
 			size_t off, len;
 			client_req_chunk_range(r, ai, ch, &off, &len);
 			uint32_t k = (uint32_t)(ch % a->window);
@@ -57,13 +65,14 @@ bool client_retain_hold(const struct client *c, const struct client_req *r)
 	for (size_t ai = 0; ai < c->naggs; ai++) {
 		const struct client_agg *a = &c->aggs[ai];
 		const struct req_agg *ra = &r->ra[ai];
-		uint64_t end = ra->c0 + ra->nchunks;
-		/* nothing of r among the last `window` results here: no copy */
-		if (!ra->nchunks || !a->window || a->hi >= end + a->window)
-			continue;
+		uint64_t lo, to;
+		retain_span(a, ra, &lo, &to);
+		if (lo >= to)
+			continue; /* nothing of r to copy here */
 		/* the results that would spare the copy are not all issued, or
 		 * waiting for them would leave the aggregator short of work */
-		if (a->st != AGG_READY || a->next_assign < end + 2 * (uint64_t)a->window)
+		if (a->st != AGG_READY ||
+		    a->next_assign < ra->c0 + ra->nchunks + 2 * (uint64_t)a->window)
 			return false;
 		hold = true;
 	}
