@@ -22,6 +22,7 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -434,8 +435,14 @@ static int profile_png(const struct prof *p, const char *png)
 			a->epoch_max);
 	}
 	fclose(f);
+	/* Without gnuplot the shell exits at once, and writing the script to
+	 * it would kill this process by SIGPIPE: ignored here, the write fails
+	 * and pclose tells why. */
+	struct sigaction ign = { .sa_handler = SIG_IGN }, old;
+	sigaction(SIGPIPE, &ign, &old);
 	g = popen("gnuplot 2>&1", "w");
 	if (!g) {
+		sigaction(SIGPIPE, &old, NULL);
 		unlink(data);
 		fprintf(stderr, "sumcastctl: profile --png: cannot run gnuplot: %s\n", strerror(errno));
 		return EXIT_BAD_ANSWER;
@@ -459,6 +466,7 @@ static int profile_png(const struct prof *p, const char *png)
 		png, p->j->id, p->nodes, p->calls_max, p->span_s > 0 ? p->span_s : 1, data,
 		p->total.epoch_max + 1, data);
 	rc = pclose(g);
+	sigaction(SIGPIPE, &old, NULL);
 	unlink(data);
 	if (rc == -1 || !WIFEXITED(rc) || WEXITSTATUS(rc)) {
 		fprintf(stderr, "sumcastctl: profile --png: %s; no picture written\n",
