@@ -6,6 +6,9 @@
  *
  *   harness fault --nranks N --naggs M --fault KIND[,KIND] [--fault-agg I] [--ops K]
  *
+ * K collectives (500; $HARNESS_FAULT_OPS where --ops is not given), the
+ * fault as collective K / 3 starts (--fault-at), a second at 2 K / 3.
+ *
  *   kill     SIGKILL aggregator I while requests are in flight
  *   idle     SIGKILL aggregator I while no request is in flight (all nodes
  *            wait at a barrier around it)
