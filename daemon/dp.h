@@ -63,6 +63,8 @@ struct dp_sweep {
 	uint64_t run_ns;     /* when the queue was first found non-empty since it was
 				last found empty (0: it is empty) */
 	uint64_t next_ns;    /* when to look next */
+	uint64_t flood_ns;   /* the last discard of a flood (fast): for SWEEP_FLOOD_LINGER_NS
+				after it, the next run is a flood at once */
 	uint64_t posted;     /* receives the thread's jobs keep posted (window x nranks
 				each): the list each cancel walks */
 	uint64_t discarded;  /* since the last log line */

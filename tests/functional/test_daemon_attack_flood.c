@@ -35,6 +35,8 @@
  * keep unexpected messages their own way. */
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,11 +49,12 @@
 #define WMAX 8u
 #define FLOOD_INFLIGHT 64u
 #define FLOOD_BIG_LEN (256u << 10)
-/* What the bounds tell apart: a flood the sweep keeps up with (here +8 to
- * +20 MiB at the peak, all of it kept: rxm's pool, dp_sweep.c) from one it
- * does not (RSS 77 -> ~1,000 MB for good, before the sweep). The peak
- * depends on how the daemon's data thread is scheduled against the
- * sender: once, in CI on a loaded host, +69 MiB at the peak, +21 MiB kept. */
+/* What the bounds tell apart: a flood the sweep keeps up with (here +14 to
+ * +15 MiB at the peak, 8-13 MiB of it kept: rxm's pool, dp_sweep.c) from
+ * one it does not (RSS 77 -> ~1,000 MB for good, before the sweep). The
+ * peak depends on how the daemon's data thread is scheduled against the
+ * sender: once, in CI on a loaded host, +69 MiB at the peak, +21 MiB kept
+ * (before a flood's pauses were swept at once). */
 #define FLOOD_BOUND_KIB (128 * 1024)
 #define FLOOD_BACK_KIB (48 * 1024)
 
@@ -164,31 +167,92 @@ static void tweak_window(struct wire_join *j)
 	j->window = window;
 }
 
-/* The daemon's peak RSS while the child runs, and its exit status. */
-static long child_wait(pid_t child, long peak, int *status)
+/* The daemon's RSS and discards from the flood's start until every message
+ * is counted, sampled every 20 ms by a thread of their own (this one drives
+ * the job): the peak, and what a failed bound prints. */
+#define SAMPLES_MAX 2048
+static struct sampler {
+	pthread_t th;
+	atomic_bool stop;
+	uint64_t t0;
+	long peak;
+	uint32_t n;
+	struct sample {
+		uint64_t ms;
+		long rss;
+		double discarded;
+	} s[SAMPLES_MAX];
+} smp;
+
+static const char *const un_metric = "sumcast_errors_total{kind=\"unexpected\"}";
+
+static void *sampler_main(void *arg)
+{
+	static char body[1 << 16]; /* sd_metric's buffer is the main thread's */
+
+	(void)arg;
+	while (!atomic_load(&smp.stop)) {
+		long k = sd_rss_kib(&d);
+		double un = sd_http(&d, "/metrics", body, sizeof(body)) == 200 ? th_metric(body, un_metric) : NAN;
+		if (k > smp.peak)
+			smp.peak = k;
+		if (smp.n < SAMPLES_MAX)
+			smp.s[smp.n++] = (struct sample){ sc_now_ms() - smp.t0, k, un };
+		th_sleep_ms(20);
+	}
+	return NULL;
+}
+
+static bool sampler_start(long rss0)
+{
+	smp.t0 = sc_now_ms();
+	smp.peak = rss0;
+	smp.n = 0;
+	atomic_store(&smp.stop, false);
+	return pthread_create(&smp.th, NULL, sampler_main, NULL) == 0;
+}
+
+/* Stops it; the peak. */
+static long sampler_stop(void)
+{
+	atomic_store(&smp.stop, true);
+	pthread_join(smp.th, NULL);
+	return smp.peak;
+}
+
+static void samples_print(long rss0)
+{
+	long last = -1;
+
+	printf("  RSS over the flood (ms, +KiB, discarded; where it moved by 1 MiB or more):\n");
+	for (uint32_t i = 0; i < smp.n; i++)
+		if (last < 0 || labs(smp.s[i].rss - last) >= 1024 || i + 1 == smp.n) {
+			printf("    %6llu ms %+8ld KiB %8.0f\n", (unsigned long long)smp.s[i].ms, smp.s[i].rss - rss0,
+			       smp.s[i].discarded);
+			last = smp.s[i].rss;
+		}
+}
+
+/* Waits for the child; its exit status. */
+static void child_wait(pid_t child, int *status)
 {
 	uint64_t end = sc_now_ms() + 120000;
 
 	*status = -1;
 	while (child > 0 && sc_now_ms() < end) {
-		long k = sd_rss_kib(&d);
-		if (k > peak)
-			peak = k;
 		if (waitpid(child, status, WNOHANG) == child)
-			return peak;
+			return;
 		th_sleep_ms(20);
 	}
 	if (child > 0) {
 		kill(child, SIGKILL);
 		waitpid(child, status, 0);
 	}
-	return peak;
 }
 
 static void scenario(const struct flood *fl)
 {
 	struct trank rk[2];
-	const char *un_metric = "sumcast_errors_total{kind=\"unexpected\"}";
 
 	printf("%s:\n", fl->what);
 	window = fl->window;
@@ -244,6 +308,8 @@ static void scenario(const struct flood *fl)
 	double un0 = sd_metric(&d, un_metric);
 
 	/* The child floods once it has the address (JOIN_OK) and the handle. */
+	bool sampling = sampler_start(rss0);
+	CHECK(sampling, "%s: the RSS sampler did not start", fl->what);
 	uint16_t alen = rk[0].ok.addr_len;
 	uint32_t handle = rk[0].handle, win = window;
 	CHECK(write(go[1], &alen, sizeof(alen)) == sizeof(alen) &&
@@ -255,6 +321,8 @@ static void scenario(const struct flood *fl)
 	if (!ok) {
 		kill(child, SIGKILL);
 		waitpid(child, NULL, 0);
+		if (sampling)
+			sampler_stop();
 		goto out;
 	}
 
@@ -265,19 +333,16 @@ static void scenario(const struct flood *fl)
 	printf("  400 chunks during the flood in %llu ms\n", (unsigned long long)(sc_now_ms() - t0));
 
 	int status;
-	long peak = child_wait(child, rss0, &status);
+	child_wait(child, &status);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
 	      "%s: flooder: status 0x%x (2: setup, 3: send, 4: not all sent, 5: not told where)", fl->what,
 	      status);
 
 	/* Every message is counted once it is discarded. */
 	double want = un0 + fl->n + fl->nbig, un = NAN;
-	for (uint64_t end = sc_now_ms() + 20000; !((un = sd_metric(&d, un_metric)) >= want) && sc_now_ms() < end;) {
-		long k = sd_rss_kib(&d);
-		if (k > peak)
-			peak = k;
+	for (uint64_t end = sc_now_ms() + 20000; !((un = sd_metric(&d, un_metric)) >= want) && sc_now_ms() < end;)
 		th_sleep_ms(20);
-	}
+	long peak = sampling ? sampler_stop() : rss0;
 	CHECK(un == want, "%s: errors{kind=\"unexpected\"} = %g, want %g", fl->what, un, want);
 	long after = sd_rss_settled(&d, 3000);
 	if (after > peak)
@@ -287,6 +352,10 @@ static void scenario(const struct flood *fl)
 	if (!th_sanitized()) {
 		CHECK(peak - rss0 < FLOOD_BOUND_KIB, "%s: RSS %ld KiB before the flood, peak %ld KiB (+%ld MiB)",
 		      fl->what, rss0, peak, (peak - rss0) / 1024);
+		if (peak - rss0 >= FLOOD_BOUND_KIB || after - rss0 >= FLOOD_BACK_KIB) {
+			samples_print(rss0);
+			sd_log_print(&d, "data thread", 40); /* the sweep's discards and floods */
+		}
 		CHECK(after - rss0 < FLOOD_BACK_KIB, "%s: RSS %ld KiB before the flood, %ld KiB after (+%ld MiB)",
 		      fl->what, rss0, after, (after - rss0) / 1024);
 	}

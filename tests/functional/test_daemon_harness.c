@@ -104,6 +104,22 @@ bool sd_log_has(const struct sd *d, const char *s)
 	return found;
 }
 
+void sd_log_print(const struct sd *d, const char *s, int max)
+{
+	FILE *f = fopen(d->log, "r");
+	char line[2048];
+	int n = 0;
+
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, s) && n++ < max)
+			printf("    | %s%s", line, strchr(line, '\n') ? "" : "\n");
+	if (n > max)
+		printf("    | (%d more)\n", n - max);
+	fclose(f);
+}
+
 int sd_log_count(const struct sd *d, const char *s)
 {
 	FILE *f = fopen(d->log, "r");

@@ -49,6 +49,8 @@ void sd_cleanup(struct sd *d);
 bool sd_log_has(const struct sd *d, const char *s);
 /* How many log lines contain s. */
 int sd_log_count(const struct sd *d, const char *s);
+/* Prints the log lines that contain s (the first max of them), indented. */
+void sd_log_print(const struct sd *d, const char *s, int max);
 /* The waits below are bounded, their bounds scaled by th_slow_factor()
  * (wait.h). */
 /* Waits until more than `before` log lines contain s; the last such line
