@@ -46,7 +46,7 @@
  * empty, and at once for any run of messages that starts within
  * SWEEP_FLOOD_LINGER_NS, 1 s, of a flood's last discard (a flood outruns
  * the sender's socket now and then, and each new 10 ms of FI_DISCARD took
- * in another backlog: the peak of 60,000 x 4 KiB fell from +17-20 MiB to
+ * in another backlog: the peak of 60,000 x 4 KiB fell from +17-21 MiB to
  * +14-15 MiB, test_daemon_attack_flood): a receive for any
  * tag from anyone into a 64-byte scratch buffer, cancelled at once. Posting it takes the oldest unexpected message if
  * there is one (eager: the first 64 bytes are copied, the rest dropped;
