@@ -188,12 +188,10 @@ static const char *const un_metric = "sumcast_errors_total{kind=\"unexpected\"}"
 
 static void *sampler_main(void *arg)
 {
-	static char body[1 << 16]; /* sd_metric's buffer is the main thread's */
-
 	(void)arg;
 	while (!atomic_load(&smp.stop)) {
 		long k = sd_rss_kib(&d);
-		double un = sd_http(&d, "/metrics", body, sizeof(body)) == 200 ? th_metric(body, un_metric) : NAN;
+		double un = sd_metric(&d, un_metric);
 		if (k > smp.peak)
 			smp.peak = k;
 		if (smp.n < SAMPLES_MAX)

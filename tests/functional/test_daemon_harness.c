@@ -90,37 +90,9 @@ int sd_write_conf(struct sd *d, const char *extra)
 	return rc;
 }
 
-bool sd_log_has(const struct sd *d, const char *s)
-{
-	FILE *f = fopen(d->log, "r");
-	char line[2048];
-	bool found = false;
-
-	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof(line), f))
-		found = strstr(line, s) != NULL;
-	fclose(f);
-	return found;
-}
-
-void sd_log_print(const struct sd *d, const char *s, int max)
-{
-	FILE *f = fopen(d->log, "r");
-	char line[2048];
-	int n = 0;
-
-	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f))
-		if (strstr(line, s) && n++ < max)
-			printf("    | %s%s", line, strchr(line, '\n') ? "" : "\n");
-	if (n > max)
-		printf("    | (%d more)\n", n - max);
-	fclose(f);
-}
-
-int sd_log_count(const struct sd *d, const char *s)
+/* The log lines that contain s, counted until `stop` of them (0: all);
+ * the first `print` of them printed, indented. */
+static int log_scan(const struct sd *d, const char *s, int stop, int print)
 {
 	FILE *f = fopen(d->log, "r");
 	char line[2048];
@@ -128,10 +100,28 @@ int sd_log_count(const struct sd *d, const char *s)
 
 	if (!f)
 		return 0;
-	while (fgets(line, sizeof(line), f))
-		n += strstr(line, s) != NULL;
+	while ((!stop || n < stop) && fgets(line, sizeof(line), f))
+		if (strstr(line, s) && n++ < print)
+			printf("    | %s%s", line, strchr(line, '\n') ? "" : "\n");
+	if (n > print && print)
+		printf("    | (%d more)\n", n - print);
 	fclose(f);
 	return n;
+}
+
+bool sd_log_has(const struct sd *d, const char *s)
+{
+	return log_scan(d, s, 1, 0) > 0;
+}
+
+void sd_log_print(const struct sd *d, const char *s, int max)
+{
+	log_scan(d, s, 0, max);
+}
+
+int sd_log_count(const struct sd *d, const char *s)
+{
+	return log_scan(d, s, 0, 0);
 }
 
 struct log_wait {
@@ -358,7 +348,7 @@ double th_metric(const char *text, const char *name)
 
 double sd_metric(const struct sd *d, const char *name)
 {
-	static char body[1 << 16];
+	static _Thread_local char body[1 << 16]; /* a test's sampling thread reads metrics too */
 	if (sd_http(d, "/metrics", body, sizeof(body)) != 200)
 		return NAN;
 	return th_metric(body, name);
