@@ -515,9 +515,10 @@ int client_req_check(struct client *c, struct client_req *r, int *done)
 	}
 	if (r->chunks_left || r->inflight)
 		return 0;
+	uint64_t now = sc_now_ns();
 	if (!r->complete_ns)
-		r->complete_ns = sc_now_ns();
-	if (client_retain_hold(c, r))
+		r->complete_ns = now;
+	if (client_retain_hold(c, r, now))
 		return 0;
 	client_retain_req(c, r);
 	client_req_free(c, r);

@@ -327,8 +327,8 @@ void client_mc_poll(struct client *c, size_t ai);
 /* client_retain.c */
 /* Copies the request's recent results into the retention slots. */
 void client_retain_req(struct client *c, struct client_req *r);
-/* r's results are all in: whether to report it later so that fewer of
- * them need a copy (client.h, "Holding a report back"). */
-bool client_retain_hold(const struct client *c, const struct client_req *r);
+/* r's results are all in (now: the time): whether to report it later so
+ * that fewer of them need a copy (client.h, "Holding a report back"). */
+bool client_retain_hold(const struct client *c, const struct client_req *r, uint64_t now);
 
 #endif

@@ -10,8 +10,6 @@
 #include <errno.h>
 #include <string.h>
 
-#include "clock.h"
-
 /* The chunks of a request's shard ra on a that need a retention copy now,
  * [*lo, *hi) (empty when *lo >= *hi). Only results among the last `window`
  * that arrived here can be missing elsewhere (client.h, "Failover");
@@ -55,12 +53,12 @@ void client_retain_req(struct client *c, struct client_req *r)
 	}
 }
 
-bool client_retain_hold(const struct client *c, const struct client_req *r)
+bool client_retain_hold(const struct client *c, const struct client_req *r, uint64_t now)
 {
 	bool hold = false;
 
 	if (!c->retention || !c->retain_hold_ms || (r->aggs & c->failed) ||
-	    sc_now_ns() - r->complete_ns >= (uint64_t)c->retain_hold_ms * 1000000ull)
+	    now - r->complete_ns >= (uint64_t)c->retain_hold_ms * 1000000ull)
 		return false;
 	for (size_t ai = 0; ai < c->naggs; ai++) {
 		const struct client_agg *a = &c->aggs[ai];
