@@ -9,18 +9,22 @@
 
 void fabric_env_defaults(const struct fabric_env *e, char *line, size_t cap)
 {
-	static const char *const names[] = { "FI_OFI_RXM_USE_SRX", "FI_OFI_RXM_MSG_RX_SIZE",
-					     "FI_OFI_RXM_BUFFER_SIZE", "FI_OFI_RXM_EAGER_LIMIT",
-					     "FI_OFI_RXM_RX_SIZE", "FI_SHM_RX_SIZE" };
-	char vals[6][32];
-	size_t n = 0, count = e->rx_size ? 6 : 4;
+	static const char *const all[] = { "FI_OFI_RXM_USE_SRX", "FI_OFI_RXM_MSG_RX_SIZE",
+					   "FI_OFI_RXM_BUFFER_SIZE", "FI_OFI_RXM_EAGER_LIMIT",
+					   "FI_OFI_RXM_RX_SIZE", "FI_SHM_RX_SIZE", "FI_UNIVERSE_SIZE" };
+	const size_t v[] = { 1, e->rx_buffers, e->rx_buffer_size, FABRIC_RXM_EAGER_DEFAULT,
+			     e->rx_size, e->rx_size, e->universe };
+	const char *names[7];
+	char vals[7][32];
+	size_t n = 0, count = 0;
 
-	snprintf(vals[0], sizeof(vals[0]), "1");
-	snprintf(vals[1], sizeof(vals[1]), "%zu", e->rx_buffers);
-	snprintf(vals[2], sizeof(vals[2]), "%zu", e->rx_buffer_size);
-	snprintf(vals[3], sizeof(vals[3]), "%u", FABRIC_RXM_EAGER_DEFAULT);
-	snprintf(vals[4], sizeof(vals[4]), "%zu", e->rx_size);
-	snprintf(vals[5], sizeof(vals[5]), "%zu", e->rx_size);
+	/* the first four always; the others where e has a value (0: the provider's) */
+	for (size_t i = 0; i < 7; i++) {
+		if (i >= 4 && !v[i])
+			continue;
+		names[count] = all[i];
+		snprintf(vals[count++], sizeof(vals[0]), "%zu", v[i]);
+	}
 	if (cap)
 		line[0] = '\0';
 	for (size_t i = 0; i < count; i++) {
