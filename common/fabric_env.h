@@ -31,9 +31,10 @@ struct fabric_env {
  * message CQ of rx + 128 x FI_UNIVERSE_SIZE entries of ~96 bytes (12.6 MB
  * at libfabric's default of 1,024), whose pages are touched as completions
  * go round it: ~12 MB of a rank's RSS per endpoint, 8 of them per
- * communicator at 8 aggregators. 16 peers: 0.2 MB. A CQ that fills (more peers with every
- * send in flight at once) keeps its completions in a list of their own
- * (libfabric's CQ overflow), so the size bounds memory, not correctness. */
+ * communicator at 8 aggregators. 16 peers: 0.2 MB. A CQ that fills (more
+ * peers with every send in flight at once) keeps its completions in a list
+ * of their own (libfabric's CQ overflow), so the size bounds memory, not
+ * correctness. */
 #define FABRIC_ENV_RANK_UNIVERSE 16
 /* The daemon's receive queue: each data thread keeps window x nranks
  * receives posted per job (docs/journal/2026-11-26-aggregator-receives.md). */
@@ -46,8 +47,9 @@ struct fabric_env {
  * and FI_OFI_RXM_EAGER_LIMIT to rxm's default eager limit (it follows the
  * buffer size otherwise), each only where the environment has no value of
  * its own; with e->rx_size, FI_OFI_RXM_RX_SIZE and FI_SHM_RX_SIZE the
- * same way, and with e->universe FI_UNIVERSE_SIZE. Writes what is in force ("FI_OFI_RXM_USE_SRX=1 ...", an
- * operator's value marked "(environment)") into line for the log. Call
+ * same way, and with e->universe FI_UNIVERSE_SIZE. Writes what is in force
+ * ("FI_OFI_RXM_USE_SRX=1 ...", an operator's value marked "(environment)")
+ * into line for the log. Call
  * before the first fabric_open; later it changes nothing libfabric sees. */
 void fabric_env_defaults(const struct fabric_env *e, char *line, size_t cap);
 
