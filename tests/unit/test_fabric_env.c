@@ -7,28 +7,13 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
 #include "fabric.h"
 #include "fabric_env.h"
-
-static long long vm_kb(const char *key)
-{
-	char line[256];
-	long long v = -1;
-	size_t n = strlen(key);
-	FILE *f = fopen("/proc/self/status", "r");
-
-	while (f && fgets(line, sizeof(line), f))
-		if (!strncmp(line, key, n) && line[n] == ':')
-			v = atoll(line + n + 1);
-	if (f)
-		fclose(f);
-	return v;
-}
+#include "proc.h"
 
 /* An operator's value stays (and is marked so); a zero field is left to
  * the provider; the others are set. */
@@ -73,10 +58,10 @@ static void test_rank_endpoint_size(void **state)
 	assert_string_equal(getenv("FI_UNIVERSE_SIZE"), FABRIC_ENV_STR(FABRIC_ENV_RANK_UNIVERSE));
 	if (fabric_open(&p, &root))
 		fail_msg("fabric_open(tcp) failed");
-	long long before = vm_kb("VmSize");
+	long long before = sc_proc_status(0, "VmSize");
 	for (int i = 0; i < 4; i++)
 		assert_int_equal(fabric_open_sibling(root, 0, &sib[i]), 0);
-	long long per_ep = (vm_kb("VmSize") - before) / 4;
+	long long per_ep = (sc_proc_status(0, "VmSize") - before) / 4;
 	print_message("address space per endpoint: %lld kB (%s)\n", per_ep, line);
 	assert_true(before > 0);
 	assert_true(per_ep < 8 * 1024);
