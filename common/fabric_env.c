@@ -9,28 +9,27 @@
 
 void fabric_env_defaults(const struct fabric_env *e, char *line, size_t cap)
 {
-	static const char *const all[] = { "FI_OFI_RXM_USE_SRX", "FI_OFI_RXM_MSG_RX_SIZE",
-					   "FI_OFI_RXM_BUFFER_SIZE", "FI_OFI_RXM_EAGER_LIMIT",
-					   "FI_OFI_RXM_RX_SIZE", "FI_SHM_RX_SIZE", "FI_UNIVERSE_SIZE" };
+	static const char *const names[] = { "FI_OFI_RXM_USE_SRX", "FI_OFI_RXM_MSG_RX_SIZE",
+					     "FI_OFI_RXM_BUFFER_SIZE", "FI_OFI_RXM_EAGER_LIMIT",
+					     "FI_OFI_RXM_RX_SIZE", "FI_SHM_RX_SIZE", "FI_UNIVERSE_SIZE" };
 	const size_t v[] = { 1, e->rx_buffers, e->rx_buffer_size, FABRIC_RXM_EAGER_DEFAULT,
 			     e->rx_size, e->rx_size, e->universe };
-	const char *names[7];
-	char vals[7][32];
-	size_t n = 0, count = 0;
+	_Static_assert(sizeof(v) / sizeof(v[0]) == sizeof(names) / sizeof(names[0]),
+		       "a value for every name");
+	size_t n = 0;
 
-	/* the first four always; the others where e has a value (0: the provider's) */
-	for (size_t i = 0; i < 7; i++) {
-		if (i >= 4 && !v[i])
-			continue;
-		names[count] = all[i];
-		snprintf(vals[count++], sizeof(vals[0]), "%zu", v[i]);
-	}
 	if (cap)
 		line[0] = '\0';
-	for (size_t i = 0; i < count; i++) {
+	/* the first four always; the others where e has a value (0: the provider's) */
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (i >= 4 && !v[i])
+			continue;
 		bool mine = !getenv(names[i]);
-		if (mine)
-			setenv(names[i], vals[i], 1);
+		if (mine) {
+			char val[32];
+			snprintf(val, sizeof(val), "%zu", v[i]);
+			setenv(names[i], val, 1);
+		}
 		if (n < cap)
 			n += (size_t)snprintf(line + n, cap - n, "%s%s=%s%s", n ? " " : "", names[i],
 					      getenv(names[i]), mine ? "" : " (environment)");
