@@ -41,6 +41,7 @@ void usage(void)
 		"              [-e BYTES] [--before S]\n"
 		"              [--after S] [--retention-bytes B] [--type T] [--json]\n"
 		"       scale: [--heads H] [--iters K] [--max-connect S] [--max-idle-cpu S] [--json]\n"
+		"              [--sweep COUNT]   (every type and op: allreduce, ReduceScatter, AllGather)\n"
 		"       bench: [-f|--factor F] [--rounds R] [--time-per-size S]\n"
 		"              [--coll allreduce|reducescatter|allgather] [--no-rtt] [--timeline]\n"
 		"              [--variant NAME=SPLIT[@PLUGIN][%%VAR=VALUE...]]... [--splits S,S,...]\n",
@@ -135,7 +136,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		{ "heads", 1, 0, 0x106 }, { "iters", 1, 0, 0x107 }, { "max-connect", 1, 0, 0x108 },
 		{ "max-idle-cpu", 1, 0, 0x109 },
 		{ "fan-in", 1, 0, 0x10a }, { "cut-node", 1, 0, 0x10b }, { "agg-http", 1, 0, 0x10e },
-		{ "keep-trace", 1, 0, 0x10f },
+		{ "keep-trace", 1, 0, 0x10f }, { "sweep", 1, 0, 0x112 },
 		{ "profile-events", 0, 0, 0x110 }, { "profiler", 1, 0, 0x111 },
 		{ 0, 0, 0, 0 }
 	};
@@ -210,6 +211,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		case 0x103: opt.mc = atoi(optarg); break;
 		case 0x106: opt.heads = atoi(optarg); break;
 		case 0x107: opt.iters = atoi(optarg); break;
+		case 0x112: opt.sweep = strtoull(optarg, NULL, 10); break;
 		case 0x108: opt.max_connect_s = atof(optarg); break;
 		case 0x109: opt.max_idle_cpu = atof(optarg); break;
 		case 'K': case 'B': case 'Z': case 'Y':

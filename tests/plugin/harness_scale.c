@@ -28,6 +28,8 @@
 struct scale_res {
 	double t_start, t_listen, t_connected; /* CLOCK_MONOTONIC, s: one clock for all processes */
 	double t_small, t_big, t_closed;       /* the 8 B, the 2 MiB allreduces, close ended */
+	double t_sweep;                        /* --sweep ended (0: none) */
+	int sweep_checks;
 	double t8_us, t2m_us;         /* mean time of one allreduce of 8 B, of 2 MiB */
 	double idle_cpu_s, idle_wall_s;
 	double connect_cpu_s;  /* CPU time from listen to connected */
@@ -88,7 +90,7 @@ static double allreduces(void *cc, uint8_t *send, uint8_t *recv, size_t count, v
 
 /* Process 0, every job open: each daemon must hold the H jobs, every rank
  * joined, each with chunks reduced (with --expect agg). */
-static void check_daemons(void)
+static void check_daemons(const char *name, bool final)
 {
 	struct scale_aggs a = { .ndaemons = daemons_count(), .min_chunks = UINT64_MAX };
 	unsigned long long ids[SC_RANKS_MAX];
@@ -110,19 +112,22 @@ static void check_daemons(void)
 		a.memory_max = j.memory > a.memory_max ? j.memory : a.memory_max;
 		a.min_chunks = j.min_chunks < a.min_chunks ? j.min_chunks : a.min_chunks;
 		a.bytes_in += j.bytes_in;
-		if (opt.expect && !strcmp(opt.expect, "agg"))
+		if (final && opt.expect && !strcmp(opt.expect, "agg"))
 			REQUIRE(j.held == opt.heads && j.min_chunks > 0,
 			      "aggregator %d holds %d of the %d jobs with every rank joined, the fewest chunks "
 			      "one reduced: %llu", i, j.held, opt.heads, (unsigned long long)j.min_chunks);
 	}
 	if (!a.ndaemons)
 		a.min_chunks = 0;
-	rv_put("aggs", 0, &a, sizeof(a));
+	rv_put(name, 0, &a, sizeof(a));
 }
 
 void run_scale(void)
 {
-	const size_t big = (2u << 20) / 4, region_len = 2 * (2u << 20);
+	const size_t big = (2u << 20) / 4;
+	size_t region_len = 2 * (2u << 20);
+	if (opt.sweep && sweep_region_bytes(opt.sweep) > region_len)
+		region_len = sweep_region_bytes(opt.sweep);
 	uint8_t *region = aligned_alloc(4096, region_len);
 	struct scale_res res = { 0 };
 	void *mh = NULL;
@@ -154,6 +159,16 @@ void run_scale(void)
 	res.t_small = sc_now_s();
 	res.t2m_us = allreduces(cc, send, recv, big, mh);
 	res.t_big = sc_now_s();
+	if (opt.sweep) {
+		/* the daemons' byte counts of the allreduces above, before the
+		 * sweep's windows (owner-only) add theirs */
+		rv_barrier_all("presweep", 0);
+		if (my_proc == 0)
+			check_daemons("aggs", false);
+		rv_barrier_all("presweep-checked", 0);
+		res.sweep_checks = sweep_run(cc, mh, region, region_len, opt.sweep);
+		res.t_sweep = sc_now_s();
+	}
 	long long rss = sc_proc_status(0, "VmRSS"), hwm = sc_proc_status(0, "VmHWM");
 	res.rss_kb = rss > 0 ? (uint64_t)rss : 0;
 	res.hwm_kb = hwm > 0 ? (uint64_t)hwm : 0;
@@ -161,7 +176,7 @@ void run_scale(void)
 	 * idle second (process 0 holds the barrier) */
 	rv_barrier_all("done", 0);
 	if (my_proc == 0)
-		check_daemons();
+		check_daemons(opt.sweep ? "aggs-end" : "aggs", true);
 	rv_barrier_all("checked", 0);
 	double c0 = cpu_s(), w0 = sc_now_s();
 	rv_barrier_all("idle", 1.0);
@@ -187,15 +202,32 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* What process 0 saw of the daemons (check_daemons), zeros when missing. */
+static void read_aggs(const char *name, struct scale_aggs *a)
+{
+	char p[PATH_MAX + 64];
+	FILE *f;
+
+	memset(a, 0, sizeof(*a));
+	rv_path(p, sizeof(p), name, 0, 0);
+	f = fopen(p, "rb");
+	if (!f)
+		return;
+	if (fread(a, sizeof(*a), 1, f) != 1)
+		memset(a, 0, sizeof(*a));
+	fclose(f);
+}
+
 int scale_report(void)
 {
 	int nproc = opt.nranks * opt.heads, rc = 0;
 	double t_first = 1e300, t_last = 0, proc_max = 0, t8 = 0, t2m = 0, idle_max = 0;
 	double t_start = 1e300, t_small = 0, t_big = 0, t_closed = 0, idle_sum = 0, ccpu_max = 0;
-	int threads = 0, warns = 0;
+	int threads = 0, warns = 0, sweep_min = -1;
+	double t_sweep = 0;
 	static double conn[SC_RANKS_MAX];
 	uint64_t rss_max = 0, rss_sum = 0, hwm_max = 0;
-	struct scale_aggs a = { 0 };
+	struct scale_aggs a, pre; /* at the end; before the sweep (the end without one) */
 	char p[PATH_MAX + 64];
 
 	for (int q = 0; q < nproc; q++) {
@@ -214,6 +246,8 @@ int scale_report(void)
 		t_small = r.t_small > t_small ? r.t_small : t_small;
 		t_big = r.t_big > t_big ? r.t_big : t_big;
 		t_closed = r.t_closed > t_closed ? r.t_closed : t_closed;
+		t_sweep = r.t_sweep > t_sweep ? r.t_sweep : t_sweep;
+		sweep_min = sweep_min < 0 || r.sweep_checks < sweep_min ? r.sweep_checks : sweep_min;
 		t_last = r.t_connected > t_last ? r.t_connected : t_last;
 		conn[q] = r.t_connected - r.t_listen;
 		proc_max = conn[q] > proc_max ? conn[q] : proc_max;
@@ -230,13 +264,8 @@ int scale_report(void)
 		rss_sum += r.rss_kb;
 	}
 	qsort(conn, (size_t)nproc, sizeof(conn[0]), cmp_double);
-	rv_path(p, sizeof(p), "aggs", 0, 0);
-	FILE *f = fopen(p, "rb");
-	if (f) {
-		if (fread(&a, sizeof(a), 1, f) != 1)
-			memset(&a, 0, sizeof(a));
-		fclose(f);
-	}
+	read_aggs(opt.sweep ? "aggs-end" : "aggs", &a);
+	read_aggs("aggs", &pre);
 	double connect_s = t_last - t_first;
 	const char *fan = getenv("SUMCAST_FAN_IN");
 	if (opt.json)
@@ -268,15 +297,18 @@ int scale_report(void)
 	/* split 1: every byte of every request went to the aggregators, once */
 	uint64_t want_in = (uint64_t)nproc * (uint64_t)(opt.iters + 1) * (8 + (2u << 20));
 	if (opt.expect && !strcmp(opt.expect, "agg") && opt.split && !strcmp(opt.split, "1") &&
-	    a.bytes_in != want_in) {
+	    pre.bytes_in != want_in) {
 		fprintf(stderr, "FAIL: the aggregators counted %llu bytes in, the requests carried %llu\n",
-			(unsigned long long)a.bytes_in, (unsigned long long)want_in);
+			(unsigned long long)pre.bytes_in, (unsigned long long)want_in);
 		rc = 1;
 	}
 	if (!opt.json)
 		printf("scale: phases (s, the last process to end each): started to first listen %.2f, "
 		       "connected %.2f, 8 B done %.2f, 2 MiB done %.2f, closed %.2f\n", t_first - t_start,
 		       t_last - t_start, t_small - t_start, t_big - t_start, t_closed - t_start);
+	if (opt.sweep && !opt.json)
+		printf("scale: sweep of %zu elements: %d checks exact on every process, done at %.2f s\n",
+		       opt.sweep, sweep_min, t_sweep - t_start);
 	if (opt.expect && !strcmp(opt.expect, "agg") && a.jobs_ok != opt.heads * opt.naggs) {
 		fprintf(stderr, "FAIL: the aggregators held %d jobs with every rank joined, want %d\n",
 			a.jobs_ok, opt.heads * opt.naggs);
