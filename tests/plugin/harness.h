@@ -321,7 +321,7 @@ extern int bench_coll; /* 0 allreduce, 1 reducescatter, 2 allgather */
 void run_bench(void);
 void run_fault(void);
 /* harness_sweep.c: allreduce, ReduceScatter and AllGather of every type
- * and op at 1, count and 8 x count elements, NCCL's windows, each checked
+ * and op at 1, count and 524,288 elements, NCCL's windows, each checked
  * exactly; the checks it made. sweep_region_bytes: the region it needs. */
 size_t sweep_region_bytes(size_t count);
 int sweep_run(void *cc, void *mh, uint8_t *region, size_t region_len, size_t count);

@@ -19,6 +19,12 @@
  *            log a fault, repair or copy anything
  *   restart  SIGKILL aggregator I and start a new one on the same port; the
  *            next communicator uses it again (and, with --readmit, this one)
+ *   blip     SIGSTOP aggregator I for SUMCAST_AGG_DEADLINE + 300 ms while data
+ *            flows, then SIGCONT (HARNESS_BLIP_MS sets the pause): a slow
+ *            aggregator, not a dead one. Some nodes may miss its PONG by a
+ *            hair and some not: the nodes either all go on with it, or all
+ *            agree it failed and take it back (re-admission); either way
+ *            no hang and every result exact
  *   flap     restart, and again each time every node has it back, --flaps
  *            times (3): it comes back later each time, results stay exact
  *   rolling  a rolling upgrade: SIGTERM aggregator 0 (it drains and exits),
@@ -70,14 +76,14 @@
 #define PIECE (2u << 20)     /* NCCL's proxy cuts requests at this size */
 
 enum fkind { F_NONE, F_KILL, F_IDLE, F_STOP, F_TERM, F_RESTART, F_ALL, F_CONNECT, F_NODE,
-	     F_CMD, F_FLAP, F_ROLLING };
+	     F_CMD, F_FLAP, F_ROLLING, F_BLIP };
 
 struct fault_opts fopt;
 
 static enum fkind kind_of(const char *s, size_t n)
 {
 	static const char *const names[] = { "", "kill", "idle", "stop", "term", "restart", "all",
-					     "connect", "node", "cmd", "flap", "rolling" };
+					     "connect", "node", "cmd", "flap", "rolling", "blip" };
 	for (int k = 1; k < (int)(sizeof(names) / sizeof(names[0])); k++)
 		if (strlen(names[k]) == n && !strncmp(s, names[k], n))
 			return (enum fkind)k;
@@ -419,6 +425,21 @@ static void inject(enum fkind k, int which)
 		wait_port_free(a);
 		REQUIRE(daemon_restart(a) == 0, "restarting aggregator %d on port %u", a, daemon_port(a));
 		break;
+	case F_BLIP: {
+		/* the pause ends by itself, whatever the nodes made of it */
+		const char *e = getenv("HARNESS_BLIP_MS"), *d = getenv("SUMCAST_AGG_DEADLINE");
+		long ms = e && atol(e) > 0 ? atol(e) : (d && atol(d) > 0 ? atol(d) : 2000) + 300;
+		pid_t p = fork();
+		REQUIRE(p >= 0, "fork");
+		if (p == 0) {
+			int rc = daemon_signal(a, SIGSTOP);
+			usleep((useconds_t)ms * 1000);
+			rc |= daemon_signal(a, SIGCONT);
+			_exit(rc ? 1 : 0);
+		}
+		fprintf(stderr, "[rank %d] aggregator %d paused for %ld ms\n", my_rank, a, ms);
+		break;
+	}
 	case F_ALL:
 		for (int i = 0; i < opt.naggs; i++)
 			REQUIRE(daemon_signal(i, SIGKILL) == 0, "SIGKILL aggregator %d", i);
@@ -524,8 +545,11 @@ void run_fault(void)
 	 * has logged the fault lines it must; healed: when (0: not yet) */
 	bool heal = (fopt.k1 == F_CMD || fopt.k2 == F_CMD) && fopt.readmit;
 	uint64_t healed_ns = 0;
-	if (fopt.k1 == F_FLAP || fopt.k1 == F_ROLLING)
+	if (fopt.k1 == F_FLAP || fopt.k1 == F_ROLLING || fopt.k1 == F_BLIP)
 		fopt.readmit = true;
+	/* blip: a node that took the aggregator for failed has it back (or
+	 * none did), counted from the second count after the pause */
+	bool blip = fopt.k1 == F_BLIP;
 
 	REQUIRE(region, "malloc");
 	REQUIRE(!heal || (getenv("HARNESS_FAULT_CMD2") && *getenv("HARNESS_FAULT_CMD2")),
@@ -603,7 +627,8 @@ void run_fault(void)
 			if (busy)
 				goto progress;
 			char name[48];
-			uint64_t v[2] = { (uint64_t)saw_back >= want_back,
+			uint64_t v[2] = { blip ? next >= at1 + 100 && saw_back >= (saw_fault > 0)
+					       : (uint64_t)saw_back >= want_back,
 					  (uint64_t)(saw_fault >= fault_lines_want(1)) };
 			snprintf(name, sizeof(name), "back%" PRIu64, next);
 			rv_all_sum(name, v, 2);
@@ -771,7 +796,7 @@ progress:
 			/* the job the nodes joined again (a fresh one, chunks
 			 * from 0: daemon.md, JOIN flag rejoin), not the one of
 			 * before the fault still held by a daemon that lived on */
-			REQUIRE(aj.held == 1 && aj.rejoined == 1 && aj.min_chunks > 0,
+			REQUIRE(aj.held == 1 && aj.rejoined == (blip ? saw_fault > 0 : 1) && aj.min_chunks > 0,
 				"aggregator %d holds %d job(s) 0x%llx with every rank joined (%d joined again), "
 				"%" PRIu64 " chunks reduced: it did not serve the running communicator after it "
 				"came back", a, aj.held, id, aj.rejoined, aj.min_chunks);
@@ -815,8 +840,8 @@ progress:
 	if (fopt.k1 == F_FLAP)
 		faults = flaps;
 	bool drains = fopt.k1 == F_ROLLING || fopt.k1 == F_TERM;
-	if (drains)
-		faults = 0; /* no fault: a drain */
+	if (drains || blip)
+		faults = 0; /* no fault: a drain (a blip: one or none, below) */
 	if (fopt.k1 == F_ALL)
 		faults = opt.naggs;
 	int want = fault_lines_want(faults);
@@ -859,8 +884,18 @@ progress:
 				"node's last fault line, none sent a byte to the aggregators left", ts.rows_after);
 	}
 	rv_all_sum("counters", v, 9);
-	if (fopt.k1 != F_IDLE && fopt.k1 != F_CONNECT && !drains)
+	if (fopt.k1 != F_IDLE && fopt.k1 != F_CONNECT && !drains && !blip)
 		REQUIRE(v[2] > 0, "no node repaired anything although requests were in flight");
+	/* a blip: every node agreed on one view (all logged it, or none) */
+	if (blip) {
+		uint64_t logged = saw_fault > 0;
+		rv_all_sum("blip", &logged, 1);
+		REQUIRE(logged == 0 || logged == (uint64_t)opt.nranks, "%" PRIu64 " of %d nodes logged the "
+			"paused aggregator as failed", logged, opt.nranks);
+		if (my_rank == 0)
+			fprintf(stderr, "[rank 0] blip: %s\n", logged ? "every node took it for failed and back"
+									: "no node took it for failed");
+	}
 	if (drains) {
 		/* a planned drain costs capacity only */
 		REQUIRE(saw_drain >= (fopt.k1 == F_ROLLING ? opt.naggs : 1), "this node logged %d drain(s), "

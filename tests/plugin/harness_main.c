@@ -31,7 +31,7 @@ void usage(void)
 		"       --expect agg then checks the tree's inner jobs on the daemons)\n"
 		"       p2p: [--close-inflight]\n"
 		"       p2p, coll: [--profile-events [--profiler LIB]]   (--version 12|11|10)\n"
-		"       fault: --fault kill|idle|stop|term|restart|flap|rolling|all|connect|node|cmd[,KIND]\n"
+		"       fault: --fault kill|idle|stop|blip|term|restart|flap|rolling|all|connect|node|cmd[,KIND]\n"
 		"              [--fault-agg I] [--ops K] [--fault-at K] [--expect-copies] [--readmit]\n"
 		"              [--flaps K] [--cut-node R]   (cmd: the node it cuts off; a tree needs it)\n"
 		"              [--agg-http host:port,...]   (with --aggs: their HTTP, for --readmit's\n"

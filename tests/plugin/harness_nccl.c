@@ -499,7 +499,8 @@ ncclResult_t c_ireducescatter_rc(void *cc, void *send, void *recv, size_t bpr, s
 }
 
 /* SUMCAST_HARNESS_POLL_US: sleep this long after a test() that found
- * nothing done (default 0: spin, yielding when there are more ranks than 2;
+ * nothing done ("yield": never, as NCCL's proxy thread, which yields when
+ * it finds nothing to do; "spin": never, not even yielding; default 0: spin, yielding when there are more ranks than 2;
  * -2 when there are more than 8 processes per CPU, --heads runs of up to
  * 256: a nap doubling from 16 us to 1 ms while nothing completes, as their
  * spinning, or short naps by the hundred, would take the cores from the
@@ -512,7 +513,10 @@ static long poll_us(void)
 	if (v < 0) {
 		const char *e = getenv("SUMCAST_HARNESS_POLL_US");
 		long ncpu = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
-		v = e && atol(e) > 0 ? atol(e) : opt.nranks * opt.heads > 8 * ncpu ? -2 : 0;
+		v = e && !strcmp(e, "yield") ? 0
+		    : e && !strcmp(e, "spin") ? -3
+		    : e && atol(e) > 0	     ? atol(e)
+		    : opt.nranks * opt.heads > 8 * ncpu ? -2 : 0;
 	}
 	return v;
 }
@@ -526,7 +530,7 @@ bool harness_oversubscribed(void)
 	static long ncpu;
 	if (!ncpu)
 		ncpu = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
-	return opt.nranks * opt.heads + opt.naggs > ncpu;
+	return poll_us() != -3 && opt.nranks * opt.heads + opt.naggs > ncpu;
 }
 
 /* NCCL's proxy: chunks of at most 2 MiB, up to 8 outstanding, tested in order. */
@@ -555,7 +559,7 @@ void allreduce_chunked(void *cc, uint8_t *send, uint8_t *recv, size_t count, ncc
 			if (poll_us() == -2) {
 				nap = nap ? (nap < 500 ? nap * 2 : 1000) : 16;
 				usleep(nap);
-			} else if (poll_us()) {
+			} else if (poll_us() > 0) {
 				usleep((useconds_t)poll_us());
 			} else if (harness_oversubscribed()) {
 				sched_yield(); /* more spinners than cores here: let the peers run */

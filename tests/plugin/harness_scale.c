@@ -166,7 +166,9 @@ void run_scale(void)
 		if (my_proc == 0)
 			check_daemons("aggs", false);
 		rv_barrier_all("presweep-checked", 0);
-		res.sweep_checks = sweep_run(cc, mh, region, region_len, opt.sweep);
+		int rounds = getenv("HARNESS_SWEEP_ROUNDS") ? atoi(getenv("HARNESS_SWEEP_ROUNDS")) : 1;
+		for (int k = 0; k < (rounds > 0 ? rounds : 1); k++)
+			res.sweep_checks += sweep_run(cc, mh, region, region_len, opt.sweep);
 		res.t_sweep = sc_now_s();
 	}
 	long long rss = sc_proc_status(0, "VmRSS"), hwm = sc_proc_status(0, "VmHWM");
