@@ -12,6 +12,7 @@
 #include "client_int.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <rdma/fi_errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -443,6 +444,42 @@ int client_mr_reg(struct client *c, void *buf, size_t len, struct fabric_mr *out
 	return fabric_mr_reg(c->fab, buf, len, out);
 }
 
+/* No completion from aggregator a for lim ms with chunks in flight: it
+ * fails, and the message says which chunk waits and for what (its send
+ * taken by the provider or not, its result), and whether the aggregator
+ * still answers PING (a daemon that is alive but lost the chunk: a bug to
+ * report, not a dead host). */
+static void client_agg_stalled(struct client *c, struct client_agg *a, uint32_t lim, uint64_t now)
+{
+	const struct client_slot *old = NULL;
+	char heard[64];
+
+	for (uint32_t si = 0; si < a->window; si++) {
+		const struct client_slot *s = &a->slots[si];
+		if (s->req >= 0 && (!old || s->chunk < old->chunk))
+			old = s;
+	}
+	if (a->heard_ns && now - a->heard_ns < (uint64_t)lim * 1000000ull)
+		snprintf(heard, sizeof(heard), "it answered %.1f s ago", (now - a->heard_ns) / 1e9);
+	else
+		snprintf(heard, sizeof(heard), "no word from it either");
+	if (!old) {
+		client_agg_fail(c, a, -ETIMEDOUT, "%s: no result for %u ms with %u chunks in flight (%s)",
+				a->name, lim, a->inflight, heard);
+		return;
+	}
+	client_agg_fail(c, a, -ETIMEDOUT,
+			"%s: no result for %u ms with %u chunks in flight; the oldest, chunk %" PRIu64
+			" (seq %u, slot %u, %zu bytes, job handle %u, rank %u): %s, its result %s; %s",
+			a->name, lim, a->inflight, old->chunk, old->seq, old->si, old->len, a->job_handle,
+			c->rank,
+			old->send_pending ? "its send not yet taken by the provider"
+			: old->send_posted ? "its send not completed"
+					   : "its send completed",
+			old->got ? "in" : old->mc_exp ? "expected from the multicast group" : "not come",
+			heard);
+}
+
 int client_progress(struct client *c)
 {
 	/* Only endpoints with chunks in flight have completions to reap (a
@@ -482,10 +519,7 @@ int client_progress(struct client *c)
 										: c->timeout_ms) +
 				       CLIENT_SILENCE_GRACE_MS;
 			if (t - a->last_ns > (uint64_t)lim * 1000000ull)
-				client_agg_fail(c, a, -ETIMEDOUT,
-						"%s: no result for %u ms with %u chunks in flight and no word "
-						"from it (the aggregator is stuck, or cannot be reached)",
-						a->name, lim, a->inflight);
+				client_agg_stalled(c, a, lim, t);
 		}
 	}
 	return c->err;

@@ -285,12 +285,11 @@ void dp_job_release_stuck(struct dthread *t, struct job *j, uint64_t now)
 
 /* ---- timeout ---- */
 
-/* The oldest slot whose result some rank has not taken: a send to it
- * outstanding, or still due (held for its last one, or paced). A rank that
- * stops taking results (a stopped process: shm completes a send only when
+/* The oldest slot whose result some rank has not taken: a result send
+ * that does not complete (a rank that stopped taking messages: each one
  * the receiver copies it) stalls the job as a missing contribution does,
- * with no slot left filling. NULL if none; *rank the rank it waits for. */
-static struct slot *slot_untaken(struct job *j, uint32_t *rank)
+ * with no slot left filling. NULL if none. */
+static struct slot *slot_untaken(struct job *j)
 {
 	struct slot *old = NULL;
 
@@ -300,52 +299,94 @@ static struct slot *slot_untaken(struct job *j, uint32_t *rank)
 		    (!old || sl->chunk < old->chunk))
 			old = sl;
 	}
-	*rank = 0;
-	for (uint32_t r = 0; old && r < j->nranks; r++) {
-		const struct rslot *rs = job_rslot(j, old->index, r);
-		if (rs->out || (rs->held && j->ranks[r].res_out)) {
-			*rank = r;
-			break;
-		}
-	}
 	return old;
+}
+
+/* Whether slot sl waits for rank r: its contribution (a filling slot), or
+ * its taking the result (a sending one). */
+static bool slot_waits_for(struct job *j, const struct slot *sl, uint32_t r)
+{
+	const struct rslot *rs = job_rslot(j, sl->index, r);
+
+	if (sl->state == SLOT_FILLING)
+		return !rs->contributed;
+	return rs->out || (rs->held && j->ranks[r].res_out);
+}
+
+/* "rank 3", "ranks 3, 7-9 (4 of 64)": the ranks sl waits for, as ranges,
+ * cut short with "..." past the buffer. */
+static void slot_waits_fmt(struct job *j, const struct slot *sl, char *buf, size_t cap)
+{
+	uint32_t n = 0, first = UINT32_MAX;
+	size_t len = 0;
+	bool cut = false;
+
+	buf[0] = '\0';
+	for (uint32_t r = 0; r <= j->nranks; r++) {
+		bool w = r < j->nranks && slot_waits_for(j, sl, r);
+		n += w;
+		if (w && first == UINT32_MAX)
+			first = r;
+		if (w || first == UINT32_MAX)
+			continue;
+		/* a run [first, r) ended */
+		if (!cut && len + 24 < cap)
+			len += (size_t)snprintf(buf + len, cap - len, "%s%u", len ? ", " : "", first);
+		else
+			cut = true;
+		if (!cut && r - 1 > first)
+			len += (size_t)snprintf(buf + len, cap - len, "-%u", r - 1);
+		first = UINT32_MAX;
+	}
+	if (cut && len + 5 < cap)
+		len += (size_t)snprintf(buf + len, cap - len, ", ...");
+	char head[48];
+	snprintf(head, sizeof(head), "rank%s ", n == 1 ? "" : "s");
+	size_t hl = strlen(head);
+	if (len + hl + 24 < cap) {
+		memmove(buf + hl, buf, len + 1);
+		memcpy(buf, head, hl);
+		len += hl;
+		if (n > 1)
+			snprintf(buf + len, cap - len, " (%u of %u)", n, j->nranks);
+	}
 }
 
 void dp_job_check_timeout(struct dthread *t, struct job *j, uint64_t now)
 {
+	char who[200];
+
 	if (j->dead)
 		return;
 	uint64_t idle = now - j->last_activity_ns;
 	if (idle < (uint64_t)j->timeout_ms * 1000000ull)
 		return;
 	if (!atomic_load_explicit(&j->partial, memory_order_relaxed)) {
-		uint32_t r;
-		struct slot *sl = slot_untaken(j, &r);
-		if (sl)
-			dp_job_fail(t, j, WIRE_E_TIMEOUT, "rank %u took no result for %llu ms (chunk seq %u)", r,
+		struct slot *sl = slot_untaken(j);
+		if (sl) {
+			slot_waits_fmt(j, sl, who, sizeof(who));
+			dp_job_fail(t, j, WIRE_E_TIMEOUT, "%s took no result for %llu ms (chunk seq %u)", who,
 				    (unsigned long long)(idle / 1000000ull), sl->seq);
+		}
 		return;
 	}
-	/* The oldest partially filled slot names the rank we wait for. */
+	/* The oldest partially filled slot names the ranks we wait for. */
 	struct slot *old = NULL;
 	for (uint32_t s = 0; s < j->window; s++) {
 		struct slot *sl = &j->slots[s];
 		if (sl->state == SLOT_FILLING && (!old || sl->first_ns < old->first_ns))
 			old = sl;
 	}
-	uint32_t missing = 0;
 	if (old)
-		for (uint32_t r = 0; r < j->nranks; r++)
-			if (!job_rslot(j, old->index, r)->contributed) {
-				missing = r;
-				break;
-			}
+		slot_waits_fmt(j, old, who, sizeof(who));
+	else
+		snprintf(who, sizeof(who), "no rank");
 	if (j->trunc_drops)
 		dp_job_fail(t, j, WIRE_E_TIMEOUT,
-			    "rank %u sent nothing for %llu ms (chunk seq %u); %u oversize messages "
-			    "were dropped", missing, (unsigned long long)(idle / 1000000ull),
+			    "%s sent nothing for %llu ms (chunk seq %u); %u oversize messages "
+			    "were dropped", who, (unsigned long long)(idle / 1000000ull),
 			    old ? old->seq : 0, j->trunc_drops);
 	else
-		dp_job_fail(t, j, WIRE_E_TIMEOUT, "rank %u sent nothing for %llu ms (chunk seq %u)",
-			    missing, (unsigned long long)(idle / 1000000ull), old ? old->seq : 0);
+		dp_job_fail(t, j, WIRE_E_TIMEOUT, "%s sent nothing for %llu ms (chunk seq %u)",
+			    who, (unsigned long long)(idle / 1000000ull), old ? old->seq : 0);
 }

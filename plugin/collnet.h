@@ -284,6 +284,8 @@ struct coll_comm {
 	 * other inner communicators its blocking waits serve (coll_serve) */
 	struct coll_comm *parent;
 	uint32_t ask_window, ask_chunk; /* coll_conf's window, chunk (0: the settings) */
+	uint64_t refused_ns;  /* the first call handed no request since the last one was (0: none) */
+	bool refused_logged;  /* that wait was logged (coll_refused) */
 };
 
 /* What a communicator is made of, whoever makes it: NCCL's connect from
@@ -408,6 +410,12 @@ void coll_trace_close(struct coll_comm *cc);
 /* collnet_stall.c: request r has waited past SUMCAST_AGG_TIMEOUT: log once
  * what this node waits for. */
 void coll_stall_dump(struct coll_comm *cc, struct coll_req *r);
+/* A call that hands NCCL no request (NCCL retries it) for the reason why:
+ * once the refusals have lasted SUMCAST_AGG_TIMEOUT, logged once with what
+ * this node waits for (a wait that says nothing is the worst hang).
+ * Returns 0. coll_accepted: a request was handed out, the count ends. */
+int coll_refused(struct coll_comm *cc, const char *why);
+void coll_accepted(struct coll_comm *cc);
 
 /* failover.c */
 /* After connect: epoch 0 over the aggregators every node joined. */

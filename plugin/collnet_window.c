@@ -72,9 +72,10 @@ static int window_issued(struct coll_comm *cc, struct coll_req *r, int rc, void 
 		cc->next_idx--;
 	}
 	if (rc == -EAGAIN)
-		return 0;
+		return coll_refused(cc, "the client library has no request free");
 	if (rc)
 		return rc;
+	coll_accepted(cc);
 	*request = r;
 	return 0;
 }
@@ -212,7 +213,8 @@ static int window_begin(struct coll_comm *cc, const char *what, int nparts,
 	rc = window_aggs(cc, wb, gather, &ws->aggs, &ws->epoch);
 	if (!ws->r || rc == -EAGAIN) {
 		ws->r = NULL;
-		return 0;
+		return coll_refused(cc, rc == -EAGAIN ? "the nodes are agreeing on an aggregator fault"
+						      : "every request slot is in flight");
 	}
 	return rc;
 }

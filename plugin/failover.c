@@ -594,5 +594,8 @@ void failover_dump(const struct coll_comm *cc, int level)
 		  cc->rank, fo->epoch,
 		  fo->state == FO_ROUND1 ? "round 1" : fo->state == FO_ROUND2 ? "round 2" : "idle",
 		  (unsigned long long)fo->known, (unsigned long long)fo->dead, fo->err);
+	if (fo->state != FO_IDLE)
+		ring_op_dump(&fo->agree.op, level, fo->state == FO_ROUND1 ? "the agreement's round 1"
+									: "the agreement's round 2");
 	failover_repair_dump(cc, level);
 }

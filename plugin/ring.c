@@ -493,3 +493,26 @@ void ring_op_abort(struct ring_op *o)
 	}
 	SC_WARN("ring: request seq %u still has transfers in flight after abort", o->seq);
 }
+
+static const char *xfer_state(const struct ring_xfer *x)
+{
+	return x->state == X_IDLE ? "not posted" : x->state == X_POSTED ? "posted, waiting" : "done";
+}
+
+void ring_op_dump(const struct ring_op *o, int level, const char *what)
+{
+	const struct ring *rg = o->ring;
+	uint32_t prev = (rg->rank + rg->nranks - 1) % rg->nranks, next = (rg->rank + 1) % rg->nranks;
+
+	SC_LOG_AT(level, "    %s: ring columns %zu/%zu done, next %zu, %u steps each%s", what, o->cols_done,
+		  o->ncols, o->next_col, o->ncols ? op_nsteps(o) : 0, o->err ? " (failed)" : "");
+	for (size_t i = 0; i < rg->window && o->ncols; i++) {
+		const struct ring_col *c = &o->cols[i];
+		if (!c->active)
+			continue;
+		uint64_t tag = op_tag(o, c->step, c->j);
+		SC_LOG_AT(level, "      column %zu step %u: receive from rank %u (tag 0x%016llx) %s; send to "
+			  "rank %u (the same tag) %s", c->j, c->step, prev, (unsigned long long)tag,
+			  xfer_state(&c->r), next, xfer_state(&c->s));
+	}
+}

@@ -165,5 +165,9 @@ int ring_op_progress(struct ring_op *o);
 int ring_poll(struct ring *r);
 /* Cancels what o has posted and waits (bounded) for the cancels. */
 void ring_op_abort(struct ring_op *o);
+/* Logs at level what o waits for: each active column's step, the message
+ * it receives from the previous rank (its tag) and its send to the next,
+ * posted or done. what names the operation. */
+void ring_op_dump(const struct ring_op *o, int level, const char *what);
 
 #endif
