@@ -258,6 +258,40 @@ int main(void)
 		expect_no_result(rk, rops, tx0, "timeout");
 		close_pair(rk);
 	}
+	/* Five ranks, chunk 0 sent by ranks 0 and 2 only: the timeout names
+	 * every rank the slot waits for, as ranges, and how many of how many. */
+	{
+		struct wire_msg m;
+		struct trank g[5];
+		struct top gops[5];
+		struct trank *all[5];
+		join_timeout_ms = 500;
+		for (uint32_t r = 0; r < 5; r++) {
+			all[r] = &g[r];
+			CHECK(trank_open(&g[r], 4 * CHUNK) == 0 &&
+				      trank_join(&g[r], &d, 0x20c, r, 5, tweak_timeout) == 0,
+			      "five ranks: rank %u joins", r);
+		}
+		for (uint32_t r = 0; r < 5; r++)
+			CHECK(trank_ready(&g[r], 5000) == 0, "five ranks: rank %u READY", r);
+		double rx0 = sd_metric(&d, "sumcast_received_bytes_total");
+		trank_send_chunk(&g[0], 0, 0, SC_F32, SC_OP_SUM, 0, CHUNK, &gops[0]);
+		trank_send_chunk(&g[2], 0, 0, SC_F32, SC_OP_SUM, 0, CHUNK, &gops[2]);
+		uint64_t end = sc_now_ms() + 10000;
+		while (sd_metric(&d, "sumcast_received_bytes_total") < rx0 + 2 * CHUNK && sc_now_ms() < end)
+			tranks_poll(all, 5, 10);
+		int rc = ctl_recv(g[1].fd, &m, 5000);
+		CHECK(rc == 0 && m.type == WIRE_ABORT && m.u.abort.code == WIRE_E_TIMEOUT &&
+			      strstr(m.u.abort.text, "ranks 1, 3-4 (3 of 5) sent nothing for") &&
+			      strstr(m.u.abort.text, "(chunk seq 0)"),
+		      "five ranks: the timeout names ranks 1, 3-4: %s", rc ? "no ABORT" : m.u.abort.text);
+		if (rc == 0)
+			printf("  %-12s -> ABORT %s: %s\n", "five ranks", wire_code_name(m.u.abort.code),
+			       m.u.abort.text);
+		for (uint32_t r = 0; r < 5; r++)
+			trank_close(&g[r]);
+		wait_memory_free("five ranks");
+	}
 	/* TCP close mid-job: rank 0 sent a chunk, rank 1's connection dies. */
 	{
 		struct wire_msg m;

@@ -213,6 +213,21 @@ static ncclResult_t issue_window(const struct wcase *c, void *cc, void *mh, cons
 	return c_ireducescatter_rc(cc, send, recv, bpr, w->off, w->bytes, c->t, c->op, mh, mh, req);
 }
 
+/* The region bytes case c needs (run_case's layout, below). */
+static size_t case_need(const struct wcase *c)
+{
+	size_t es = es_of(c), bpr = c->bpr_elems * es, total = bpr * (size_t)opt.nranks;
+	int ngroups = (c->nsubs + GROUP_SUBS - 1) / GROUP_SUBS;
+	size_t maxw = c->windows ? total : (size_t)GROUP_SUBS * c->chunk_elems * es;
+	if (maxw > total)
+		maxw = total;
+	size_t slice = (maxw + 2 * GUARD + 63) & ~(size_t)63;
+	size_t ar_slice = (AR_COUNT * 4 + 2 * GUARD + 63) & ~(size_t)63;
+	size_t need = c->ub ? total + bpr + 4 * GUARD : (size_t)ngroups * STEPS * 2 * slice;
+	need = (need + 63) & ~(size_t)63;
+	return need + STEPS * 2 * ar_slice;
+}
+
 static uint64_t run_case(const struct wcase *c, void *cc, void *mh, uint8_t *region, size_t region_len,
 			 uint64_t *nulls_out)
 {
@@ -243,6 +258,7 @@ static uint64_t run_case(const struct wcase *c, void *cc, void *mh, uint8_t *reg
 	size_t need = c->ub ? ub_send + ub_recv + 4 * GUARD : (size_t)ngroups * STEPS * 2 * slice;
 	need = (need + 63) & ~(size_t)63; /* the allreduce slices: f32-aligned */
 	need += STEPS * 2 * ar_slice;
+	REQUIRE(need == case_need(c), "case %s: case_need says %zu, the layout %zu", c->name, case_need(c), need);
 	REQUIRE(need <= region_len, "case %s needs %zu bytes of region, have %zu", c->name, need, region_len);
 	memset(region, CANARY, need);
 	uint8_t *ub_s = region + GUARD, *ub_r = region + ub_send + 3 * GUARD;
@@ -509,7 +525,11 @@ static const struct wcase cases[] = {
 
 void run_rsag(void)
 {
-	const size_t region_len = 48u << 20;
+	/* the largest case's layout (the user-buffer cases grow with nranks) */
+	size_t region_len = 48u << 20;
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++)
+		if (case_need(&cases[k]) > region_len)
+			region_len = (case_need(&cases[k]) + 4095) & ~(size_t)4095;
 	uint8_t *region = aligned_alloc(4096, region_len);
 	void *mh = NULL;
 	uint64_t hash = 0xcbf29ce484222325ull, nulls = 0, deep_nulls = 0;
