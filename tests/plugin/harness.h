@@ -113,7 +113,8 @@ struct opts {
 	bool expect_adaptive; /* the trace must show adaptive requests at two splits or more */
 	int heads;          /* collnet communicators per node (CollNet Direct heads), 1: one */
 	int iters;          /* scale: allreduces of each size */
-	size_t sweep;       /* scale --sweep COUNT: harness_sweep.c's checks at COUNT elements, 0: none */
+	size_t sweep;       /* scale --sweep COUNT[,WCOUNT]: harness_sweep.c's checks, 0: none */
+	size_t sweep_w;     /* WCOUNT: the windows' elements per rank (COUNT unless given) */
 	double max_connect_s;  /* scale: fail when connect took longer (0: no bound) */
 	double max_idle_cpu;   /* scale: fail when a process used more CPU per idle second (s) */
 	int fan_in;         /* --fan-in: SUMCAST_FAN_IN; 0: the plugin's default */
@@ -320,11 +321,12 @@ void run_rsag(void); /* harness_rsag.c: ReduceScatter / AllGather windows */
 extern int bench_coll; /* 0 allreduce, 1 reducescatter, 2 allgather */
 void run_bench(void);
 void run_fault(void);
-/* harness_sweep.c: allreduce, ReduceScatter and AllGather of every type
- * and op at 1, count and 524,288 elements, NCCL's windows, each checked
- * exactly; the checks it made. sweep_region_bytes: the region it needs. */
-size_t sweep_region_bytes(size_t count);
-int sweep_run(void *cc, void *mh, uint8_t *region, size_t region_len, size_t count);
+/* harness_sweep.c: allreduce of every type and op at 1 and count elements
+ * (four pairs at 524,288), ReduceScatter and AllGather through NCCL's windows at wcount
+ * per rank, each checked exactly; the checks it made. sweep_region_bytes:
+ * the region it needs. */
+size_t sweep_region_bytes(size_t count, size_t wcount);
+int sweep_run(void *cc, void *mh, uint8_t *region, size_t region_len, size_t count, size_t wcount);
 /* harness_scale.c: many ranks and communicators (--heads), connect time,
  * idle CPU, RSS; scale_report: the parent's summary of every process. */
 void run_scale(void);

@@ -41,7 +41,8 @@ void usage(void)
 		"              [-e BYTES] [--before S]\n"
 		"              [--after S] [--retention-bytes B] [--type T] [--json]\n"
 		"       scale: [--heads H] [--iters K] [--max-connect S] [--max-idle-cpu S] [--json]\n"
-		"              [--sweep COUNT]   (every type and op: allreduce, ReduceScatter, AllGather)\n"
+		"              [--sweep COUNT[,WCOUNT]]   (every type and op: allreduce of COUNT,\n"
+		"              ReduceScatter and AllGather of WCOUNT per rank)\n"
 		"       bench: [-f|--factor F] [--rounds R] [--time-per-size S]\n"
 		"              [--coll allreduce|reducescatter|allgather] [--no-rtt] [--timeline]\n"
 		"              [--variant NAME=SPLIT[@PLUGIN][%%VAR=VALUE...]]... [--splits S,S,...]\n",
@@ -211,7 +212,14 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		case 0x103: opt.mc = atoi(optarg); break;
 		case 0x106: opt.heads = atoi(optarg); break;
 		case 0x107: opt.iters = atoi(optarg); break;
-		case 0x112: opt.sweep = strtoull(optarg, NULL, 10); break;
+		case 0x112: {
+			char *end;
+			opt.sweep = strtoull(optarg, &end, 10);
+			opt.sweep_w = *end == ',' ? strtoull(end + 1, &end, 10) : opt.sweep;
+			if (*end || !opt.sweep || !opt.sweep_w)
+				usage();
+			break;
+		}
 		case 0x108: opt.max_connect_s = atof(optarg); break;
 		case 0x109: opt.max_idle_cpu = atof(optarg); break;
 		case 'K': case 'B': case 'Z': case 'Y':

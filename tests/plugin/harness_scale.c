@@ -126,8 +126,8 @@ void run_scale(void)
 {
 	const size_t big = (2u << 20) / 4;
 	size_t region_len = 2 * (2u << 20);
-	if (opt.sweep && sweep_region_bytes(opt.sweep) > region_len)
-		region_len = sweep_region_bytes(opt.sweep);
+	if (opt.sweep && sweep_region_bytes(opt.sweep, opt.sweep_w) > region_len)
+		region_len = sweep_region_bytes(opt.sweep, opt.sweep_w);
 	uint8_t *region = aligned_alloc(4096, region_len);
 	struct scale_res res = { 0 };
 	void *mh = NULL;
@@ -168,7 +168,7 @@ void run_scale(void)
 		rv_barrier_all("presweep-checked", 0);
 		int rounds = getenv("HARNESS_SWEEP_ROUNDS") ? atoi(getenv("HARNESS_SWEEP_ROUNDS")) : 1;
 		for (int k = 0; k < (rounds > 0 ? rounds : 1); k++)
-			res.sweep_checks += sweep_run(cc, mh, region, region_len, opt.sweep);
+			res.sweep_checks += sweep_run(cc, mh, region, region_len, opt.sweep, opt.sweep_w);
 		res.t_sweep = sc_now_s();
 	}
 	long long rss = sc_proc_status(0, "VmRSS"), hwm = sc_proc_status(0, "VmHWM");
@@ -309,8 +309,8 @@ int scale_report(void)
 		       "connected %.2f, 8 B done %.2f, 2 MiB done %.2f, closed %.2f\n", t_first - t_start,
 		       t_last - t_start, t_small - t_start, t_big - t_start, t_closed - t_start);
 	if (opt.sweep && !opt.json)
-		printf("scale: sweep of %zu elements: %d checks exact on every process, done at %.2f s\n",
-		       opt.sweep, sweep_min, t_sweep - t_start);
+		printf("scale: sweep of %zu elements, windows of %zu per rank: %d checks exact on every "
+		       "process, done at %.2f s\n", opt.sweep, opt.sweep_w, sweep_min, t_sweep - t_start);
 	if (opt.expect && !strcmp(opt.expect, "agg") && a.jobs_ok != opt.heads * opt.naggs) {
 		fprintf(stderr, "FAIL: the aggregators held %d jobs with every rank joined, want %d\n",
 			a.jobs_ok, opt.heads * opt.naggs);

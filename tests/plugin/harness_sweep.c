@@ -1,7 +1,8 @@
 /* The scale runs' sweep (harness scale --sweep COUNT): what a user's job
  * asks of one communicator at scale, driven as NCCL's proxy drives it and
- * checked exactly. Allreduce of every type and op at 1, COUNT and 524,288
- * elements (2 MiB of f32: NCCL's request; 4 MiB of f64 in two), then CollNet Direct's ReduceScatter (every type and op) and
+ * checked exactly. Allreduce of every type and op at 1 and COUNT elements,
+ * and of four pairs at 524,288 (2 MiB of f32: NCCL's request; 4 MiB of f64
+ * in two), then CollNet Direct's ReduceScatter (every type and op) and
  * AllGather with COUNT elements per rank through NCCL's windows
  * (window_chunked), which start mid-block when COUNT divides nothing.
  *
@@ -106,33 +107,46 @@ static void sweep_ag(void *cc, void *mh, uint8_t *send, uint8_t *recv, size_t bp
 	REQUIRE(recv[total] == 0xA5, "sweep: allgather of %zu bytes per rank wrote past the end", bpr);
 }
 
-size_t sweep_region_bytes(size_t count)
+size_t sweep_region_bytes(size_t count, size_t wcount)
 {
-	size_t total = count * 8 * (size_t)opt.nranks, ar = (size_t)SWEEP_BIG * 8;
+	size_t per = wcount > count ? wcount : count;
+	size_t total = per * 8 * (size_t)opt.nranks, ar = (size_t)SWEEP_BIG * 8;
 	size_t half = (total > ar ? total : ar) + 4096;
 	return 2 * ((half + 4095) & ~(size_t)4095);
 }
 
-int sweep_run(void *cc, void *mh, uint8_t *region, size_t region_len, size_t count)
+int sweep_run(void *cc, void *mh, uint8_t *region, size_t region_len, size_t count, size_t wcount)
 {
 	size_t half = region_len / 2;
 	uint8_t *send = region, *recv = region + half;
 	int checks = 0;
 
-	REQUIRE(region_len >= sweep_region_bytes(count), "sweep: region too small");
+	REQUIRE(region_len >= sweep_region_bytes(count, wcount), "sweep: region too small");
 	for (int t = 0; t < 10; t++)
 		for (int op = 0; op < 4; op++) {
 			sweep_allreduce(cc, mh, send, recv, (ncclDataType_t)t, (ncclRedOp_t)op, 1);
 			sweep_allreduce(cc, mh, send, recv, (ncclDataType_t)t, (ncclRedOp_t)op, count);
-			sweep_allreduce(cc, mh, send, recv, (ncclDataType_t)t, (ncclRedOp_t)op, SWEEP_BIG);
-			checks += 3;
+			checks += 2;
+			/* NCCL's 2 MiB requests (two for 8-byte types), several in
+			 * flight: the pairs the hangs at N = 48 and 64 were seen in */
+			if ((t == ncclFloat32 && op == ncclSum) || (t == ncclFloat64 && op == ncclProd) ||
+			    (t == ncclInt64 && op == ncclProd) || (t == ncclInt8 && op == ncclMax)) {
+				sweep_allreduce(cc, mh, send, recv, (ncclDataType_t)t, (ncclRedOp_t)op, SWEEP_BIG);
+				checks++;
+			}
 		}
 	for (int t = 0; t < 10; t++)
 		for (int op = 0; op < 4; op++) {
-			sweep_rs(cc, mh, send, recv, (ncclDataType_t)t, (ncclRedOp_t)op, count);
+			sweep_rs(cc, mh, send, recv, (ncclDataType_t)t, (ncclRedOp_t)op, wcount);
 			checks++;
 		}
-	sweep_ag(cc, mh, send, recv, count);
-	sweep_ag(cc, mh, send, recv, 8 * count);
-	return checks + 2;
+	sweep_ag(cc, mh, send, recv, wcount);
+	checks++;
+	if (wcount != count) { /* the large windows once */
+		sweep_rs(cc, mh, send, recv, ncclFloat32, ncclSum, count);
+		sweep_ag(cc, mh, send, recv, count);
+		checks += 2;
+	}
+	sweep_ag(cc, mh, send, recv, 8 * wcount);
+	return checks + 1;
 }
