@@ -6,6 +6,7 @@
 # What goes where (CPACK_PACKAGING_INSTALL_PREFIX=/usr):
 #   /usr/sbin/sumcastd                         daemon/CMakeLists.txt
 #   /usr/bin/sumcastctl                        tools/CMakeLists.txt
+#   /usr/bin/sumcast-perf                      perf/CMakeLists.txt (the acceptance run)
 #   /usr/lib/libnccl-net-sumcast.so            plugin/CMakeLists.txt (NCCL dlopens
 #                                              "libnccl-net-sumcast.so"; /usr/lib is on
 #                                              the loader's default path)
@@ -17,7 +18,7 @@
 # documentation and the package metadata, and checks the targets exist.
 include(GNUInstallDirs)
 
-foreach(t sumcastd nccl-net-sumcast sumcastctl)
+foreach(t sumcastd nccl-net-sumcast sumcastctl sumcast-perf)
   if(NOT TARGET ${t})
     message(STATUS "Packaging: target ${t} not built; the .deb will not contain it")
   endif()

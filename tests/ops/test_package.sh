@@ -29,13 +29,13 @@ root=$tmp/root
 dpkg -x "$deb" "$root" && ok || ko "dpkg -x failed"
 mkdir -p "$tmp/ctl" && dpkg-deb -e "$deb" "$tmp/ctl" && ok || ko "dpkg-deb -e failed"
 
-for f in usr/sbin/sumcastd usr/bin/sumcastctl \
+for f in usr/sbin/sumcastd usr/bin/sumcastctl usr/bin/sumcast-perf \
 	usr/lib/systemd/system/sumcastd.service usr/lib/sysusers.d/sumcast.conf \
 	etc/sumcast/sumcastd.conf usr/share/doc/sumcast/README.md \
 	usr/share/doc/sumcast/examples/client.env usr/share/doc/sumcast/examples/grafana/sumcast.json; do
 	[ -f "$root/$f" ] && ok || ko "/$f is not in the package"
 done
-for f in usr/sbin/sumcastd usr/bin/sumcastctl; do
+for f in usr/sbin/sumcastd usr/bin/sumcastctl usr/bin/sumcast-perf; do
 	[ -x "$root/$f" ] && ok || ko "/$f is not executable"
 done
 # NCCL dlopens "libnccl-net-sumcast.so": it must be in a directory the loader
@@ -86,5 +86,6 @@ fi
 LD_LIBRARY_PATH= "$root/usr/sbin/sumcastd" --version > /dev/null && ok || ko "sumcastd --version"
 "$root/usr/sbin/sumcastd" -c "$root/etc/sumcast/sumcastd.conf" --check-config > /dev/null && ok || ko "packaged config invalid"
 "$root/usr/bin/sumcastctl" --version > /dev/null && ok || ko "sumcastctl --version"
+"$root/usr/bin/sumcast-perf" --version > /dev/null && ok || ko "sumcast-perf --version"
 echo "test_package: $pass passed, $fail failed"
 [ $fail -eq 0 ]
