@@ -227,13 +227,17 @@ static int rank_main(const char *prov, uint16_t port, uint32_t rank, int go_fd, 
 	for (size_t i = 0; i < n; i++)
 		sb[i] = (float)(i % 7);
 	memset(rb, 0, g.bytes);
+	/* the barrier's 1-element allreduce: registered too (FI_MR_LOCAL) */
+	static float one = 1, sum;
+	struct fabric_mr omr, umr;
+	if (client_mr_reg(c, &one, sizeof(one), &omr) || client_mr_reg(c, &sum, sizeof(sum), &umr))
+		return 1;
 	for (int rep = 0; rep <= g.reps && !rc; rep++) {
 		struct client_req *r;
-		float one = 1, sum;
 		char go;
 		if (read_full(go_fd, &go, 1, 600000))
 			return 1;
-		rc = client_allreduce(c, &one, &sum, 1, SC_F32, SC_OP_SUM, NULL, NULL, &r);
+		rc = client_allreduce(c, &one, &sum, 1, SC_F32, SC_OP_SUM, omr.desc, umr.desc, &r);
 		if (!rc)
 			rc = wait_req(c, r);
 		uint64_t t0 = sc_now_ns();
@@ -256,6 +260,8 @@ static int rank_main(const char *prov, uint16_t port, uint32_t rank, int go_fd, 
 	}
 	fabric_mr_dereg(&smr);
 	fabric_mr_dereg(&rmr);
+	fabric_mr_dereg(&omr);
+	fabric_mr_dereg(&umr);
 	client_destroy(c);
 	return 0;
 }

@@ -120,13 +120,16 @@ int client_create(const struct client_params *p, struct client **out);
 int client_connect_poll(struct client *c);
 
 /* Registers a buffer with the client's endpoint; *desc is what
- * client_allreduce wants (NULL is fine for providers without FI_MR_LOCAL). */
+ * client_allreduce wants. Where the provider asks for FI_MR_LOCAL (verbs,
+ * efa, the fabric's strict mode: common/fabric_strict.h) a request's send
+ * and receive buffers must be registered and both descriptors given, or
+ * client_allreduce refuses it (-EINVAL); elsewhere NULL is fine. */
 int client_mr_reg(struct client *c, void *buf, size_t len, struct fabric_mr *out);
 
 /* Starts one allreduce. count elements of type t; send and recv may be the
  * same buffer. -EAGAIN: no free request (progress and retry); -EINVAL: type
- * not in the job's dtype_mask or bad op; -EPIPE: an aggregator is dead
- * (without failover). */
+ * not in the job's dtype_mask, bad op, or a descriptor missing under
+ * FI_MR_LOCAL; -EPIPE: an aggregator is dead (without failover). */
 int client_allreduce(struct client *c, const void *send, void *recv, size_t count,
 		     enum sc_dtype t, enum sc_op op, void *send_desc, void *recv_desc,
 		     struct client_req **out);

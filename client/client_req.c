@@ -82,6 +82,10 @@ int client_start(struct client *c, const struct client_blocks *b, const void *se
 		return -ENOTCONN;
 	if (!c->nfree)
 		return -EAGAIN;
+	/* FI_MR_LOCAL (verbs, efa; the fabric's strict mode): the provider
+	 * reads and writes registered memory only, named by its descriptor */
+	if (count && c->fab->mr_local && (!send_desc || !recv_desc))
+		return -EINVAL;
 	r = &c->reqs[c->free_reqs[--c->nfree]];
 	r->in_use = true;
 	r->send = send;

@@ -1,5 +1,6 @@
 /* The thin libfabric wrapper (fabric.h): endpoints, registration, tagged I/O, completions. */
 #include "fabric.h"
+#include "fabric_strict.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -154,9 +155,21 @@ err_cq:
 
 static void ep_close(struct fabric *f)
 {
+	if (!f->ep)
+		return;
 	fi_close(&f->ep->fid);
 	fi_close(&f->av->fid);
 	fi_close(&f->cq->fid);
+	f->ep = NULL;
+	f->av = NULL;
+	f->cq = NULL;
+	fabric_strict_closed(f);
+}
+
+void fabric_close_ep(struct fabric *f)
+{
+	if (f)
+		ep_close(f);
 }
 
 /* ---- shm: regions a dead process left ---- */
@@ -233,6 +246,7 @@ int fabric_open(const struct fabric_params *p, struct fabric **out)
 	rc = ep_open(f, p->cq_size, p->wait);
 	if (rc)
 		goto err_domain;
+	fabric_strict_opened(f);
 	*out = f;
 	return 0;
 
@@ -469,12 +483,14 @@ int fabric_mr_reg(struct fabric *f, void *buf, size_t len, struct fabric_mr *out
 	out->mr = mr;
 	out->desc = fi_mr_desc(mr);
 	out->key = fi_mr_key(mr);
+	fabric_strict_mr_reg(f, buf, len, out);
 	return 0;
 }
 
 void fabric_mr_dereg(struct fabric_mr *mr)
 {
 	if (mr && mr->mr) {
+		fabric_strict_mr_dereg(mr);
 		fi_close(&mr->mr->fid);
 		mr->mr = NULL;
 		mr->desc = NULL;
@@ -514,20 +530,27 @@ void fabric_buf_free(struct fabric_buf *b)
 int fabric_tsend(struct fabric *f, const void *buf, size_t len, void *desc, fi_addr_t dest,
 		 uint64_t tag, uint32_t data, struct fabric_op *op)
 {
+	fabric_strict_post(f, "send", buf, len, desc, op);
 	ssize_t rc = fi_tsenddata(f->ep, buf, len, desc, data, dest, tag, &op->fi);
+	if (!rc)
+		fabric_strict_posted(f, op, buf, len);
 	return (int)rc;
 }
 
 int fabric_tinject(struct fabric *f, const void *buf, size_t len, fi_addr_t dest, uint64_t tag,
 		   uint32_t data)
 {
+	fabric_strict_inject(f, buf, len);
 	return (int)fi_tinjectdata(f->ep, buf, len, data, dest, tag);
 }
 
 int fabric_trecv(struct fabric *f, void *buf, size_t len, void *desc, fi_addr_t src,
 		 uint64_t tag, uint64_t ignore, struct fabric_op *op)
 {
+	fabric_strict_post(f, "receive", buf, len, desc, op);
 	ssize_t rc = fi_trecv(f->ep, buf, len, desc, src, tag, ignore, &op->fi);
+	if (!rc)
+		fabric_strict_posted(f, op, buf, len);
 	return (int)rc;
 }
 
@@ -535,7 +558,11 @@ int fabric_tdiscard(struct fabric *f, fi_addr_t src, uint64_t tag, uint64_t igno
 {
 	struct fi_msg_tagged m = { .addr = src, .tag = tag, .ignore = ignore, .context = &op->fi };
 
-	return (int)fi_trecvmsg(f->ep, &m, FI_PEEK | FI_DISCARD | FI_COMPLETION);
+	fabric_strict_post(f, "discard", NULL, 0, NULL, op);
+	int rc = (int)fi_trecvmsg(f->ep, &m, FI_PEEK | FI_DISCARD | FI_COMPLETION);
+	if (!rc)
+		fabric_strict_posted(f, op, NULL, 0);
+	return rc;
 }
 
 int fabric_cancel(struct fabric *f, struct fabric_op *op)
@@ -569,6 +596,7 @@ static int cq_read_errors(struct fabric *f, struct fabric_cqe *out, size_t n)
 		/* Providers disagree on the sign of err (shm: negative). */
 		c->err = e.err ? -abs(e.err) : -FI_EOTHER;
 		c->olen = e.olen;
+		fabric_strict_done(f, c->op);
 	}
 	return (int)got;
 }
@@ -606,6 +634,7 @@ int fabric_cq_poll(struct fabric *f, struct fabric_cqe *out, size_t n)
 			c->src = f->has_source ? src[i] : FI_ADDR_NOTAVAIL;
 			c->err = 0;
 			c->olen = 0;
+			fabric_strict_done(f, c->op);
 		}
 		if ((size_t)rc < want)
 			break;

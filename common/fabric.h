@@ -97,6 +97,12 @@ int fabric_open(const struct fabric_params *p, struct fabric **out);
 int fabric_open_sibling(struct fabric *root, size_t cq_size, struct fabric **out);
 /* A root (after its siblings) or a sibling. */
 void fabric_close(struct fabric *f);
+/* The endpoint only (with its queue and address vector): every operation
+ * posted on it ends, without a completion; the domain stays, so that the
+ * memory those operations used can be deregistered next, in RDMA's order
+ * (endpoint, registrations, domain), before fabric_close ends the rest.
+ * Nothing may be posted on f afterwards. */
+void fabric_close_ep(struct fabric *f);
 /* Blocks until the CQ may have a completion, other_fd (>= 0) is readable,
  * or timeout_ms passed; returns at once when completions are there
  * already (fi_trywait). 0 or a positive count when woken or timed out,

@@ -68,6 +68,8 @@ struct fake {
 	 * same process into it, so it must outlive the client's endpoints */
 	struct fabric *fab;
 	void *slots;
+	struct fabric_mr slots_mr; /* slots registered on fab (FI_MR_LOCAL) */
+	size_t slots_mr_len;
 	int halted;
 };
 
@@ -228,6 +230,13 @@ static void *fake_main(void *arg)
 	send_msg(fd, &rd, dribble);
 
 	struct echo_slot *slots = calloc(window, sizeof(*slots));
+	struct fabric_mr smr = { 0 };
+	if (!slots || fabric_mr_reg(fab, slots, window * sizeof(*slots), &smr)) {
+		free(slots);
+		fabric_close(fab);
+		close(fd);
+		return NULL;
+	}
 	uint32_t expect_c = 0;
 	f->max_seq_gap_ok = 1;
 	uint8_t cbuf[WIRE_MSG_MAX];
@@ -245,7 +254,7 @@ static void *fake_main(void *arg)
 		for (uint32_t s = 0; s < window; s++) {
 			struct echo_slot *e = &slots[s];
 			if (e->state == 0 &&
-			    !fabric_trecv(fab, e->buf, chunk, NULL, FI_ADDR_UNSPEC,
+			    !fabric_trecv(fab, e->buf, chunk, smr.desc, FI_ADDR_UNSPEC,
 					  wire_tag_make(WIRE_TAG_DATA, handle, j.u.join.rank, s), 0, &e->rop))
 				e->state = 1;
 			if (e->state == 2) {
@@ -256,7 +265,7 @@ static void *fake_main(void *arg)
 							    wire_imm_seq(imm) + 1);
 				if (e->corrupt && f->mode == FAKE_BADLEN)
 					len -= 8;
-				int rc = fabric_tsend(fab, e->buf, len, NULL, peer,
+				int rc = fabric_tsend(fab, e->buf, len, smr.desc, peer,
 						      wire_tag_make(WIRE_TAG_RESULT, j.u.join.result_key,
 								    j.u.join.rank, s), imm, &e->sop);
 				if (!rc)
@@ -329,6 +338,8 @@ static void *fake_main(void *arg)
 	 * client is gone (see struct fake). */
 	f->fab = fab;
 	f->slots = slots;
+	f->slots_mr = smr;
+	f->slots_mr_len = window * sizeof(*slots);
 	if (fd >= 0)
 		close(fd);
 	return NULL;
@@ -367,6 +378,22 @@ static void fake_halt(struct fake *f)
 static void fake_stop(struct fake *f)
 {
 	fake_halt(f);
+	if (f->fab && f->slots_mr.mr) {
+		/* RDMA's order: what is posted into the slots ends (cancelled,
+		 * its completion read) before their registration closes */
+		struct echo_slot *sl = f->slots;
+		size_t n = f->slots_mr_len / sizeof(*sl), posted = 0;
+		struct fabric_cqe ev[16];
+		for (size_t i = 0; i < n; i++)
+			if (sl[i].state == 1 && !fabric_cancel(f->fab, &sl[i].rop))
+				posted++;
+		for (uint64_t until = sc_now_ms() + 2000; posted && sc_now_ms() < until;) {
+			int k = fabric_cq_poll(f->fab, ev, 16);
+			for (int i = 0; i < k; i++)
+				posted -= ev[i].err == -FI_ECANCELED;
+		}
+	}
+	fabric_mr_dereg(&f->slots_mr);
 	if (f->fab)
 		fabric_close(f->fab);
 	free(f->slots);
@@ -617,7 +644,7 @@ static void test_echo(void **state)
 	for (int i = 0; i < 4; i++)
 		assert_int_equal(client_allreduce(c, sb + i * part, rb + i * part, part / 4, SC_F32,
 						  SC_OP_SUM, smr.desc, rmr.desc, &rs[i]), 0);
-	assert_int_equal(client_allreduce(c, sb, rb, 1, SC_F32, SC_OP_SUM, NULL, NULL, &extra),
+	assert_int_equal(client_allreduce(c, sb, rb, 1, SC_F32, SC_OP_SUM, smr.desc, rmr.desc, &extra),
 			 -EAGAIN);
 	for (int i = 0; i < 4; i++)
 		assert_int_equal(wait_req(c, rs[i], 10000), 0);
@@ -939,13 +966,16 @@ static void test_shared_fabric(void **state)
 	assert_int_equal(connect_wait(c, 10000), 0);
 	fi_addr_t self;
 	assert_int_equal(fabric_av_insert(fab, fab->addr, fab->addrlen, &self), 0);
-	uint64_t msg = 0x1122334455667788ull, got = 0;
+	static uint64_t msg = 0x1122334455667788ull, got = 0;
 	struct fabric_op sop, rop;
-	assert_int_equal(fabric_trecv(fab, &got, 8, NULL, FI_ADDR_UNSPEC, 0x5, 0, &rop), 0);
+	struct fabric_mr mmr, gmr;
+	assert_int_equal(fabric_mr_reg(fab, &msg, sizeof(msg), &mmr), 0);
+	assert_int_equal(fabric_mr_reg(fab, &got, sizeof(got), &gmr), 0);
+	assert_int_equal(fabric_trecv(fab, &got, 8, gmr.desc, FI_ADDR_UNSPEC, 0x5, 0, &rop), 0);
 	int rc, seen = 0;
 	struct fabric_cqe ev[8];
 	uint64_t until = sc_now_ms() + 5000;
-	while ((rc = fabric_tsend(fab, &msg, 8, NULL, self, 0x5, 0, &sop)) == -FI_EAGAIN &&
+	while ((rc = fabric_tsend(fab, &msg, 8, mmr.desc, self, 0x5, 0, &sop)) == -FI_EAGAIN &&
 	       sc_now_ms() < until) {
 		client_progress(c);
 		int n = fabric_cq_poll(fab, ev, 8); /* the owner progresses its own endpoint */
@@ -982,6 +1012,8 @@ static void test_shared_fabric(void **state)
 		assert_true(fabric_cq_poll(fab, ev, 8) <= 0);
 	fabric_mr_dereg(&smr);
 	fabric_mr_dereg(&rmr);
+	fabric_mr_dereg(&mmr);
+	fabric_mr_dereg(&gmr);
 	fabric_close(fab);
 	fake_stop(&f);
 }

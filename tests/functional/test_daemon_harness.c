@@ -554,6 +554,7 @@ void trank_close(struct trank *r)
 	if (r->fd >= 0)
 		close(r->fd);
 	if (r->f) {
+		fabric_close_ep(r->f); /* what is posted ends before its memory's registration */
 		fabric_mr_dereg(&r->mr);
 		fabric_close(r->f);
 	}
@@ -805,30 +806,33 @@ long tpair_allreduce(struct tpair *p, size_t count, enum sc_dtype t)
 	uint8_t *buf = calloc(4, count * esz);
 	uint8_t *in[2] = { buf, buf + count * esz }, *out[2] = { buf + 2 * count * esz, buf + 3 * count * esz };
 	struct client_req *q[2];
+	struct fabric_mr mr[2] = { { 0 }, { 0 } };
 	int done[2] = { 0 }, err[2] = { 0 };
-	long bad = 0;
+	long bad = -1;
 
 	if (!buf)
 		return -1;
 	for (size_t i = 0; i < count; i++)
 		for (int r = 0; r < 2; r++)
 			th_put(t, in[r], i, (int)r + 1);
+	/* each rank's own registration of the buffers (FI_MR_LOCAL) */
 	for (int r = 0; r < 2; r++)
-		if (client_allreduce(p->c[r], in[r], out[r], count, t, SC_OP_SUM, NULL, NULL, &q[r])) {
-			free(buf);
-			return -1;
-		}
+		if (client_mr_reg(p->c[r], buf, 4 * count * esz, &mr[r]) ||
+		    client_allreduce(p->c[r], in[r], out[r], count, t, SC_OP_SUM, mr[r].desc, mr[r].desc, &q[r]))
+			goto out;
 	for (uint64_t end = sc_now_ms() + 10000 * th_slow_factor(); (!done[0] || !done[1]) && sc_now_ms() < end;)
 		for (int r = 0; r < 2; r++)
 			if (!done[r])
 				err[r] = client_test(p->c[r], q[r], &done[r]);
-	if (!done[0] || !done[1] || err[0] || err[1]) {
-		free(buf);
-		return -1;
-	}
+	if (!done[0] || !done[1] || err[0] || err[1])
+		goto out;
+	bad = 0;
 	for (size_t i = 0; i < count; i++)
 		for (int r = 0; r < 2; r++)
 			bad += th_get(t, out[r], i) != 3.0;
+out:
+	for (int r = 0; r < 2; r++)
+		fabric_mr_dereg(&mr[r]);
 	free(buf);
 	return bad;
 }

@@ -36,19 +36,30 @@ static int forge_at(struct fabric *f, fi_addr_t daemon, uint32_t handle, uint32_
 	struct fabric_cqe e;
 	int rc;
 
+	struct fabric_mr mr;
 	for (int i = 0; i < COUNT; i++)
 		buf[i] = val;
+	/* an attacker on RDMA registers what it sends too (FI_MR_LOCAL) */
+	if ((rc = fabric_mr_reg(f, buf, sizeof(buf), &mr)))
+		return rc;
 	uint64_t end = sc_now_ms() + 5000;
-	while ((rc = fabric_tsend(f, buf, sizeof(buf), NULL, daemon, wire_tag_make(WIRE_TAG_DATA, handle, rank, slot),
+	while ((rc = fabric_tsend(f, buf, sizeof(buf), mr.desc, daemon, wire_tag_make(WIRE_TAG_DATA, handle, rank, slot),
 				  wire_imm_make(SC_F32, SC_OP_SUM, seq), &op)) == -FI_EAGAIN &&
 	       sc_now_ms() < end)
 		fabric_cq_poll(f, &e, 1);
-	if (rc)
+	if (rc) {
+		fabric_mr_dereg(&mr);
 		return rc;
+	}
+	rc = -ETIMEDOUT;
 	while (sc_now_ms() < end) /* completed: it reached the daemon */
-		if (fabric_cq_poll(f, &e, 1) == 1 && e.op == &op)
-			return e.err;
-	return -ETIMEDOUT;
+		if (fabric_cq_poll(f, &e, 1) == 1 && e.op == &op) {
+			rc = e.err;
+			break;
+		}
+	if (rc != -ETIMEDOUT)
+		fabric_mr_dereg(&mr); /* else still posted: it stays registered */
+	return rc;
 }
 
 static int forge(struct fabric *f, fi_addr_t daemon, uint32_t handle, uint32_t rank, float val)
@@ -110,6 +121,23 @@ static void sealed_down(struct sealed *x)
 			client_destroy(x->c[r]);
 }
 
+/* Rank 0's s0 and r0 on its client (m[0], m[2]), rank 1's s1 and r1 on
+ * its (m[1], m[3]): FI_MR_LOCAL's descriptors. 0 or -1. */
+static int reg4(struct client *const *c, float *s0, float *s1, float *r0, float *r1, struct fabric_mr *m)
+{
+	memset(m, 0, 4 * sizeof(*m));
+	return client_mr_reg(c[0], s0, COUNT * sizeof(float), &m[0]) ||
+	       client_mr_reg(c[1], s1, COUNT * sizeof(float), &m[1]) ||
+	       client_mr_reg(c[0], r0, COUNT * sizeof(float), &m[2]) ||
+	       client_mr_reg(c[1], r1, COUNT * sizeof(float), &m[3]) ? -1 : 0;
+}
+
+static void dereg4(struct fabric_mr *m)
+{
+	for (int i = 0; i < 4; i++)
+		fabric_mr_dereg(&m[i]);
+}
+
 /* One allreduce of COUNT f32 (1 + 2): the number of wrong elements, or -1. */
 static int sealed_allreduce(struct sealed *x)
 {
@@ -121,9 +149,14 @@ static int sealed_allreduce(struct sealed *x)
 		s0[i] = 1.0f;
 		s1[i] = 2.0f;
 	}
-	if (client_allreduce(x->c[0], s0, r0, COUNT, SC_F32, SC_OP_SUM, NULL, NULL, &q0) ||
-	    client_allreduce(x->c[1], s1, r1, COUNT, SC_F32, SC_OP_SUM, NULL, NULL, &q1))
+	struct fabric_mr m[4];
+	if (reg4(x->c, s0, s1, r0, r1, m))
 		return -1;
+	if (client_allreduce(x->c[0], s0, r0, COUNT, SC_F32, SC_OP_SUM, m[0].desc, m[2].desc, &q0) ||
+	    client_allreduce(x->c[1], s1, r1, COUNT, SC_F32, SC_OP_SUM, m[1].desc, m[3].desc, &q1)) {
+		dereg4(m);
+		return -1;
+	}
 	for (uint64_t end = sc_now_ms() + 10000; (!d0 || !d1) && sc_now_ms() < end;) {
 		if (!d0)
 			e0 = client_test(x->c[0], q0, &d0);
@@ -131,7 +164,8 @@ static int sealed_allreduce(struct sealed *x)
 			e1 = client_test(x->c[1], q1, &d1);
 	}
 	if (!d0 || !d1 || e0 || e1)
-		return -1;
+		return -1; /* still in flight: its memory stays registered */
+	dereg4(m);
 	for (int i = 0; i < COUNT; i++)
 		bad += r0[i] != 3.0f || r1[i] != 3.0f;
 	return bad;
@@ -283,8 +317,10 @@ int main(void)
 		s1[i] = 2.0f;
 	}
 	struct client_req *q0, *q1;
-	CHECK(client_allreduce(c[0], s0, r0, COUNT, SC_F32, SC_OP_SUM, NULL, NULL, &q0) == 0, "allreduce 0");
-	CHECK(client_allreduce(c[1], s1, r1, COUNT, SC_F32, SC_OP_SUM, NULL, NULL, &q1) == 0, "allreduce 1");
+	struct fabric_mr m[4];
+	CHECK(reg4(c, s0, s1, r0, r1, m) == 0, "registering the buffers");
+	CHECK(client_allreduce(c[0], s0, r0, COUNT, SC_F32, SC_OP_SUM, m[0].desc, m[2].desc, &q0) == 0, "allreduce 0");
+	CHECK(client_allreduce(c[1], s1, r1, COUNT, SC_F32, SC_OP_SUM, m[1].desc, m[3].desc, &q1) == 0, "allreduce 1");
 	int d0 = 0, d1 = 0, e0 = 0, e1 = 0;
 	for (uint64_t end = sc_now_ms() + 10000; (!d0 || !d1) && sc_now_ms() < end;) {
 		if (!d0)
@@ -299,6 +335,8 @@ int main(void)
 	CHECK(bad == 0, "%d elements wrong: rank 0 element 0 is %g, rank 1 %g (want 3)", bad, r0[0], r1[0]);
 	printf("  %s: forged chunks dropped: %g by the seal, %g by the source check; sums exact (%g)\n",
 	       fp.provider, by_seal, by_source, r0[0]);
+	if (d0 && d1)
+		dereg4(m);
 	char body[64];
 	CHECK(sd_http(&d, "/healthz", body, sizeof(body)) == 200, "daemon not healthy");
 
