@@ -532,8 +532,8 @@ int fabric_tsend(struct fabric *f, const void *buf, size_t len, void *desc, fi_a
 {
 	fabric_strict_post(f, "send", buf, len, desc, op);
 	ssize_t rc = fi_tsenddata(f->ep, buf, len, desc, data, dest, tag, &op->fi);
-	if (!rc)
-		fabric_strict_posted(f, op, buf, len);
+	if (rc)
+		fabric_strict_unpost(op);
 	return (int)rc;
 }
 
@@ -549,8 +549,8 @@ int fabric_trecv(struct fabric *f, void *buf, size_t len, void *desc, fi_addr_t 
 {
 	fabric_strict_post(f, "receive", buf, len, desc, op);
 	ssize_t rc = fi_trecv(f->ep, buf, len, desc, src, tag, ignore, &op->fi);
-	if (!rc)
-		fabric_strict_posted(f, op, buf, len);
+	if (rc)
+		fabric_strict_unpost(op);
 	return (int)rc;
 }
 
@@ -560,8 +560,8 @@ int fabric_tdiscard(struct fabric *f, fi_addr_t src, uint64_t tag, uint64_t igno
 
 	fabric_strict_post(f, "discard", NULL, 0, NULL, op);
 	int rc = (int)fi_trecvmsg(f->ep, &m, FI_PEEK | FI_DISCARD | FI_COMPLETION);
-	if (!rc)
-		fabric_strict_posted(f, op, NULL, 0);
+	if (rc)
+		fabric_strict_unpost(op);
 	return rc;
 }
 

@@ -240,6 +240,10 @@ void fabric_strict_post(const struct fabric *f, const char *what, const void *bu
 			  f->prov_name, (const void *)op);
 		return;
 	}
+	/* in flight from now: another thread may read its completion before
+	 * the post returns (fabric_strict_unpost when it fails) */
+	struct flight x = { op, f, f->domain, (uintptr_t)buf, (uintptr_t)buf + (buf ? len : 0) };
+	fl_put(&x);
 	if (buf && len) {
 		const struct reg *hit = NULL;
 		bool other = false;
@@ -263,13 +267,14 @@ void fabric_strict_post(const struct fabric *f, const char *what, const void *bu
 	pthread_mutex_unlock(&mu);
 }
 
-void fabric_strict_posted(const struct fabric *f, const struct fabric_op *op, const void *buf, size_t len)
+void fabric_strict_unpost(const struct fabric_op *op)
 {
 	if (!fabric_strict_level())
 		return;
-	struct flight x = { op, f, f->domain, (uintptr_t)buf, (uintptr_t)buf + (buf ? len : 0) };
 	pthread_mutex_lock(&mu);
-	fl_put(&x);
+	struct flight *e = fl_find(op);
+	if (e)
+		fl_del(e);
 	pthread_mutex_unlock(&mu);
 }
 

@@ -47,11 +47,13 @@ void fabric_strict_opened(struct fabric *f);
 void fabric_strict_closed(const struct fabric *f);
 void fabric_strict_mr_reg(const struct fabric *f, const void *buf, size_t len, const struct fabric_mr *mr);
 void fabric_strict_mr_dereg(const struct fabric_mr *mr);
-/* Before posting op (a send, a receive, a discard: buf NULL): the rules. */
+/* Before posting op (a send, a receive, a discard: buf NULL): the rules;
+ * op is in flight on f over [buf, + len) from here (a completion may be
+ * read on another thread before the post returns). */
 void fabric_strict_post(const struct fabric *f, const char *what, const void *buf, size_t len, const void *desc,
 			const struct fabric_op *op);
-/* The post succeeded: op is in flight on f over [buf, + len). */
-void fabric_strict_posted(const struct fabric *f, const struct fabric_op *op, const void *buf, size_t len);
+/* The post failed: op is not in flight. */
+void fabric_strict_unpost(const struct fabric_op *op);
 void fabric_strict_inject(const struct fabric *f, const void *buf, size_t len);
 /* A completion of op on f. */
 void fabric_strict_done(const struct fabric *f, const struct fabric_op *op);

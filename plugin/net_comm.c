@@ -26,7 +26,11 @@
  * call that reads that completion frees it. The endpoint is never closed
  * (netc_fini), so a comm whose op never completes stays parked for the
  * life of the process: the memory of the comms closed that way, counted in
- * the log line that parks each one. */
+ * the log line that parks each one.
+ *
+ * The handshake's messages (a comm's conn and ack) sit in memory
+ * registered with the comm (comm_ctl_reg): FI_MR_LOCAL providers (verbs,
+ * efa) take only registered buffers with their descriptor. */
 #include "net_comm_int.h"
 
 #include <errno.h>
@@ -120,6 +124,25 @@ static const char *comm_kind_name(enum comm_kind k)
 	return k == COMM_LISTEN ? "listen" : k == COMM_SEND ? "send" : "receive";
 }
 
+/* A comm's control messages (conn, ack) live in memory registered on the
+ * endpoint: on FI_MR_LOCAL providers (verbs, efa) the handshake posts them
+ * with their descriptor. 0 or fi_mr_reg's error. */
+_Static_assert(offsetof(struct netc_comm, ack) > offsetof(struct netc_comm, conn),
+	       "conn then ack: one registration covers both");
+static int comm_ctl_reg(struct netc_comm *c)
+{
+	size_t len = offsetof(struct netc_comm, ack) + sizeof(c->ack) - offsetof(struct netc_comm, conn);
+
+	return fabric_mr_reg(netc.f, &c->conn, len, &c->ctl_mr);
+}
+
+/* Frees a comm none of whose operations is posted any more. */
+static void comm_free(struct netc_comm *c)
+{
+	fabric_mr_dereg(&c->ctl_mr);
+	free(c);
+}
+
 /* Frees the parked comms whose last op has completed. Progress lock held. */
 static void netc_reap_parked(void)
 {
@@ -135,7 +158,7 @@ static void netc_reap_parked(void)
 		netc.nparked--;
 		SC_INFO("p2p %s comm %u: its last operation completed after close; freed (%d still parked)",
 			comm_kind_name(c->kind), c->id, netc.nparked);
-		free(c);
+		comm_free(c);
 	}
 }
 
@@ -195,7 +218,7 @@ static void comm_release(struct netc_comm *c)
 	}
 	pthread_mutex_unlock(&netc.progress);
 	if (!posted)
-		free(c);
+		comm_free(c);
 }
 
 int netc_op_recv(struct netc_op *op, void *buf, size_t len, void *desc, uint64_t tag)
@@ -231,15 +254,20 @@ int netc_listen(int dev, void *handle, void **listen_comm)
 	defer_queue_init(&lc->deferred);
 	lc->kind = COMM_LISTEN;
 	lc->id = netc_id_new();
+	rc = comm_ctl_reg(lc);
+	if (rc) {
+		free(lc);
+		return rc;
+	}
 	do {
-		rc = netc_op_recv(&lc->ctl_op, &lc->conn, sizeof(lc->conn), NULL,
+		rc = netc_op_recv(&lc->ctl_op, &lc->conn, sizeof(lc->conn), lc->ctl_mr.desc,
 			     sc_tag_net(SC_TAG_NET_CONN, 0, lc->id));
 		if (rc == -FI_EAGAIN)
 			netc_progress();
 	} while (rc == -FI_EAGAIN);
 	if (rc) {
 		SC_WARN("listen: posting the connect receive failed: %s", fi_strerror(-rc));
-		free(lc);
+		comm_free(lc);
 		return rc;
 	}
 	memset(h, 0, NCCL_NET_HANDLE_MAXSIZE);
@@ -275,6 +303,11 @@ int netc_connect(int dev, void *handle, void **send_comm)
 			free(c);
 			return rc;
 		}
+		rc = comm_ctl_reg(c);
+		if (rc) {
+			free(c);
+			return rc;
+		}
 		c->conn.magic = NETC_MAGIC;
 		c->conn.send_id = c->id;
 		c->conn.addrlen = (uint32_t)netc.f->addrlen;
@@ -283,7 +316,8 @@ int netc_connect(int dev, void *handle, void **send_comm)
 	}
 	netc_progress();
 	if (c->stage == 0) {
-		rc = netc_op_recv(&c->ctl_op2, &c->ack, sizeof(c->ack), NULL, sc_tag_net(SC_TAG_NET_ACK, 0, c->id));
+		rc = netc_op_recv(&c->ctl_op2, &c->ack, sizeof(c->ack), c->ctl_mr.desc,
+				  sc_tag_net(SC_TAG_NET_ACK, 0, c->id));
 		if (rc == -FI_EAGAIN)
 			return 0;
 		if (rc)
@@ -292,7 +326,7 @@ int netc_connect(int dev, void *handle, void **send_comm)
 	}
 	if (c->stage == 1) {
 		/* rxm answers -FI_EAGAIN until its connection to the peer is up. */
-		rc = netc_op_send(&c->ctl_op, &c->conn, sizeof(c->conn), NULL, c->peer,
+		rc = netc_op_send(&c->ctl_op, &c->conn, sizeof(c->conn), c->ctl_mr.desc, c->peer,
 			     sc_tag_net(SC_TAG_NET_CONN, 0, h->listen_id));
 		if (rc == -FI_EAGAIN)
 			return 0;
@@ -347,26 +381,31 @@ int netc_accept(void *listen_comm, void **recv_comm)
 			free(c);
 			return rc;
 		}
+		rc = comm_ctl_reg(c);
+		if (rc) {
+			free(c);
+			return rc;
+		}
 		c->peer_id = lc->conn.send_id;
 		c->ack.magic = NETC_MAGIC;
 		c->ack.recv_id = c->id;
 		lc->accepting = c;
 		/* Ready for the next connector. */
 		lc->ctl_op.state = OP_IDLE;
-		rc = netc_op_recv(&lc->ctl_op, &lc->conn, sizeof(lc->conn), NULL,
+		rc = netc_op_recv(&lc->ctl_op, &lc->conn, sizeof(lc->conn), lc->ctl_mr.desc,
 			     sc_tag_net(SC_TAG_NET_CONN, 0, lc->id));
 		if (rc)
 			SC_WARN("accept: reposting the connect receive: %s", fi_strerror(-rc));
 	}
 	if (c->stage == 0) {
-		rc = netc_op_send(&c->ctl_op, &c->ack, sizeof(c->ack), NULL, c->peer,
+		rc = netc_op_send(&c->ctl_op, &c->ack, sizeof(c->ack), c->ctl_mr.desc, c->peer,
 			     sc_tag_net(SC_TAG_NET_ACK, 0, c->peer_id));
 		if (rc == -FI_EAGAIN)
 			return 0;
 		if (rc) {
 			SC_WARN("accept: sending the ack: %s", fi_strerror(-rc));
 			lc->accepting = NULL;
-			free(c);
+			comm_free(c);
 			return rc;
 		}
 		c->stage = 1;
@@ -377,7 +416,7 @@ int netc_accept(void *listen_comm, void **recv_comm)
 	if (c->ctl_op.err) {
 		rc = c->ctl_op.err;
 		SC_WARN("accept: ack failed: %s", fi_strerror(-rc));
-		free(c);
+		comm_free(c);
 		return rc;
 	}
 	*recv_comm = c;

@@ -79,6 +79,7 @@ struct netc_comm {
 	struct netc_op ctl_op, ctl_op2;
 	struct netc_conn_msg conn;  /* listen: incoming; send: outgoing */
 	struct netc_ack_msg ack;    /* send: incoming; recv (via listen): outgoing */
+	struct fabric_mr ctl_mr;    /* conn and ack registered (FI_MR_LOCAL: net_comm.c) */
 	struct netc_comm *accepting; /* listen: recv comm being set up */
 	SLIST_ENTRY(netc_comm) parked_link; /* on netc.parked (closed, ops still posted) */
 	struct netc_req reqs[NETC_REQS];
