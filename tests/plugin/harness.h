@@ -81,6 +81,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <limits.h>
+#include <string.h>
 #include <signal.h>
 
 #include "../../plugin/nccl_net.h"
@@ -129,6 +130,17 @@ static inline bool tree_on(void)
 	return opt.fan_in >= 2 && opt.nranks > opt.fan_in;
 }
 
+/* HARNESS_MC_VIA=ib with --multicast: results by the InfiniBand/RoCE
+ * transport (common/mcast_ib.c) on the verbs double (tests/support/
+ * ibdouble.c, preloaded by the test): the daemons listen on a dummy
+ * interface's address in the run's network namespace, which the double
+ * takes for an RDMA device's (one end of a veth pair: this kernel may lack dummy links); that address, or NULL for IP multicast. */
+#define HARNESS_MC_IB_ADDR "10.213.0.1"
+static inline const char *harness_mc_ib(void)
+{
+	const char *v = getenv("HARNESS_MC_VIA");
+	return v && !strcmp(v, "ib") ? HARNESS_MC_IB_ADDR : NULL;
+}
 /* Default paths of the plugin and the daemon; "" (the default): next to
  * this binary (../plugin, ../daemon). plugin_harness sets the build's. */
 extern const char *harness_plugin_default, *harness_daemon_default;
@@ -431,6 +443,9 @@ void check_tree(const struct tree_view *v, uint64_t trace_sent);
  * /metrics (a killed or stopped one does not), summed. 0, or -1 when none
  * answered. */
 int daemons_mc(uint64_t *results, uint64_t *nacks);
+/* How many of this run's daemons (their log files: not with --verbose)
+ * logged a line containing s. */
+int daemons_log_count(const char *s);
 /* Aggregator i of this run: a signal to it, its control port, and a new
  * sumcastd on that port (started by, and dying with, the caller). */
 int daemon_signal(int i, int sig);

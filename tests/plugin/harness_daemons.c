@@ -101,7 +101,11 @@ int daemons_start(char *aggs, size_t len)
 	REQUIRE(extra, "malloc");
 	if (opt.key)
 		n += (size_t)snprintf(extra, cap, "[auth]\nkey-file = %s/daemon.key\n", rv_dir);
-	if (opt.mc >= 0) /* every daemon on the same group range: isolation by job key */
+	if (opt.mc >= 0 && harness_mc_ib()) /* the InfiniBand transport on the verbs double */
+		n += (size_t)snprintf(extra + n, cap - n, "[fabric]\nmulticast = ib\nmulticast-iface = %s\n"
+				      "[control]\nlisten = %s\n[auth]\nallow-anonymous = true\n", harness_mc_ib(),
+				      harness_mc_ib());
+	else if (opt.mc >= 0) /* every daemon on the same group range: isolation by job key */
 		n += (size_t)snprintf(extra + n, cap - n, "[fabric]\nmulticast = ip\n");
 	for (const char *e = env; e && *e && n < cap - 2; e++) {
 		if (e[0] == '\\' && e[1] == 'n') {
@@ -153,7 +157,8 @@ int daemons_start(char *aggs, size_t len)
 			free(extra0);
 			return 1;
 		}
-		snprintf(aggs + strlen(aggs), len - strlen(aggs), "%s127.0.0.1:%u", i ? "," : "", d->ctl);
+		snprintf(aggs + strlen(aggs), len - strlen(aggs), "%s%s:%u", i ? "," : "",
+			 opt.mc >= 0 && harness_mc_ib() ? harness_mc_ib() : "127.0.0.1", d->ctl);
 	}
 	free(extra0); /* a restarted aggregator 0 gets the common lines */
 	daemons_extra = extra;
@@ -253,6 +258,23 @@ int daemons_tree_view(struct tree_view *v)
 		if (stats_jobs(&daemons[i], body, sizeof(body), tree_view_job, v))
 			return -1;
 	return 0;
+}
+
+int daemons_log_count(const char *s)
+{
+	int n = 0;
+	char line[1024];
+
+	for (int i = 0; i < ndaemons; i++) {
+		FILE *f = *daemons[i].log ? fopen(daemons[i].log, "r") : NULL;
+		bool has = false;
+		while (f && !has && fgets(line, sizeof(line), f))
+			has = strstr(line, s) != NULL;
+		if (f)
+			fclose(f);
+		n += has;
+	}
+	return n;
 }
 
 int daemons_mc(uint64_t *results, uint64_t *nacks)

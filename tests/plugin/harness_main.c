@@ -347,7 +347,9 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		/* Results by IP multicast: a network namespace of our own whose
 		 * loopback carries it; every node drops opt.mc per mille. */
 		if (unshare(CLONE_NEWNET) || system("ip link set lo up && ip link set lo multicast on && "
-						    "ip route add 239.0.0.0/8 dev lo")) {
+						    "ip route add 239.0.0.0/8 dev lo") ||
+		    (harness_mc_ib() && system("ip link add scib0 type veth peer name scib1 && ip link set scib1 up && ip addr add " HARNESS_MC_IB_ADDR
+					      "/24 dev scib0 && ip link set scib0 up multicast on"))) {
 			fprintf(stderr, "SKIP: --multicast needs a network namespace of its own (root)\n");
 			rm_dir();
 			return SKIP;
@@ -406,6 +408,15 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 			if (!res || (opt.mc > 0 && !nacks)) {
 				fprintf(stderr, "FAIL: multicast %s\n", !res ? "carried no result" : "saw no NACK");
 				rc = 1;
+			}
+			/* HARNESS_MC_VIA=ib: every daemon sent by the InfiniBand transport */
+			int ib = harness_mc_ib() && !opt.verbose ? daemons_log_count("InfiniBand/RoCE UD") : -1;
+			if (ib >= 0 && ib != opt.naggs) {
+				fprintf(stderr, "FAIL: %d of %d daemons multicast by InfiniBand/RoCE UD (is the verbs "
+					"double preloaded?)\n", ib, opt.naggs);
+				rc = 1;
+			} else if (ib >= 0) {
+				printf("multicast: every daemon sent by InfiniBand/RoCE UD (the verbs double)\n");
 			}
 		}
 	}
