@@ -213,14 +213,14 @@ void dp_job_reap(struct dthread *t, struct job *j)
 	SC_SLIST_UNLINK(&t->jobs, j, job, dlink);
 	dthread_retry_purge(t, j);
 	t->result->fini(t, j);
-	fabric_mr_dereg(&j->mr);
 	for (uint32_t r = 0; r < j->nranks; r++)
 		if (j->ranks[r].added) {
 			if (!t->isolate)
 				dp_av_put(t, j->ranks[r].fi_addr);
 			j->ranks[r].added = false;
 		}
-	dp_job_ep_close(t, j);
+	dp_job_ep_close(t, j); /* its own endpoint first, then its memory's registration */
+	fabric_mr_dereg(&j->mr);
 	munmap(j->region, j->region_bytes);
 	j->region = NULL;
 	j->cmd_remove.rc = 0;
@@ -264,12 +264,24 @@ void dp_job_release_stuck(struct dthread *t, struct job *j, uint64_t now)
 		jr->added = false;
 		removed++;
 	}
-	/* Give the buffers back without unmapping them: deregistered, a
-	 * provider (or a peer's RMA read) can no longer use them through the
-	 * MR, and MADV_DONTNEED frees the pages while the range stays mapped
-	 * (a stray read sees zeros, never a fault). The job struct, which the
-	 * operation contexts point into, lives on until they complete or the
-	 * daemon stops. */
+	/* On RDMA (FI_MR_LOCAL: verbs, efa, the strict mode) memory under a
+	 * posted operation stays registered: the HCA may still read it, and a
+	 * protection error would break the endpoint every job of this thread
+	 * shares. Without the addresses the provider fails the sends, and the
+	 * job is reaped as ever when their completions come. */
+	if (j->fab->mr_local) {
+		SC_WARN("job 0x%" PRIx64 " (handle %u): %u result send(s) outstanding %llu ms after it ended; "
+			"removed %u rank address(es) from the AV (%u shared with other jobs kept); its %zu buffer "
+			"bytes stay registered until those sends end (RDMA)", j->id, j->handle, j->ops_out,
+			(unsigned long long)((now - j->removed_ns) / 1000000ull), removed, shared, j->region_bytes);
+		return;
+	}
+	/* Elsewhere, give the buffers back without unmapping them:
+	 * deregistered, a provider (or a peer's RMA read) can no longer use
+	 * them through the MR, and MADV_DONTNEED frees the pages while the
+	 * range stays mapped (a stray read sees zeros, never a fault). The job
+	 * struct, which the operation contexts point into, lives on until they
+	 * complete or the daemon stops. */
 	fabric_mr_dereg(&j->mr);
 	int rc = madvise(j->region, j->region_bytes, MADV_DONTNEED);
 	SC_WARN("job 0x%" PRIx64 " (handle %u): %u result send(s) outstanding %llu ms after it ended; removed %u rank address(es) from the AV (%u shared with other jobs kept), %s its %zu buffer bytes",

@@ -527,12 +527,14 @@ void dthread_stop(struct dthread *t)
 	}
 	/* Commands never run are dropped; they live in their jobs. */
 	STAILQ_INIT(&t->cmds);
-	/* Registrations go before the domain; buffers after the endpoint is
-	 * closed (nothing may still write into them). */
+	/* RDMA's order: the endpoints first (what is posted on them ends),
+	 * then the registrations, then the domain; the buffers last (nothing
+	 * may still write into them). */
+	fabric_close_ep(t->fabric);
 	SLIST_FOREACH(j, &t->jobs, dlink) {
 		t->result->fini(t, j);
-		fabric_mr_dereg(&j->mr);
 		dp_job_ep_close(t, j);
+		fabric_mr_dereg(&j->mr);
 	}
 	dp_sweep_fini(t); /* its registration goes before the domain */
 	fabric_close(t->fabric);
