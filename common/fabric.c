@@ -308,6 +308,15 @@ void fabric_close(struct fabric *f)
 	free(f);
 }
 
+const char *fabric_lib_version(char *buf, size_t len)
+{
+	unsigned v = fi_version();
+
+	snprintf(buf, len, "libfabric %u.%u (built against %d.%d)", FI_MAJOR(v), FI_MINOR(v),
+		 FI_MAJOR_VERSION, FI_MINOR_VERSION);
+	return buf;
+}
+
 const char *fabric_provider(const struct fabric *f)
 {
 	return f->prov_name;

@@ -128,6 +128,9 @@ struct fi_info *fabric_hints_make(const struct fabric_params *p, uint64_t caps);
  * FI_HMEM_CUDA) in the calling thread's current CUDA context: 1 yes, 0
  * no, with one line of what was found and tried in line (fabric_hmem.c). */
 int fabric_hmem_cuda_probe(const char *provider, char *line, size_t len);
+/* "libfabric 2.6 (built against 2.6)": the version loaded (fi_version) and
+ * the headers', for logs; returns buf. */
+const char *fabric_lib_version(char *buf, size_t len);
 /* Provider's human name for logs: "tcp;ofi_rxm". */
 const char *fabric_provider(const struct fabric *f);
 /* Link speed in Gb/s from the provider's NIC attributes, 0 if unknown. */

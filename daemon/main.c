@@ -238,8 +238,10 @@ int main(int argc, char **argv)
 		SC_ERR("reduce kernels: %s", strerror(-rc));
 		return 1;
 	}
-	SC_INFO("sumcastd %s starting: reduce kernels %s, config %s", SUMCAST_VERSION,
-		sc_isa_name(sc_reduce_isa()), d->config_path ? d->config_path : "(defaults + env)");
+	char fv[64];
+	SC_INFO("sumcastd %s starting: %s, reduce kernels %s, config %s", SUMCAST_VERSION,
+		fabric_lib_version(fv, sizeof(fv)), sc_isa_name(sc_reduce_isa()),
+		d->config_path ? d->config_path : "(defaults + env)");
 
 	signal(SIGPIPE, SIG_IGN);
 	d->start_ms = sc_now_ms();

@@ -181,7 +181,8 @@ int plugin_init(ncclDebugLogger_t logger)
 					.universe = FABRIC_ENV_RANK_UNIVERSE };
 		char line[384];
 		fabric_env_defaults(&e, line, sizeof(line));
-		SC_INFO("rxm buffers and queues: %s", line);
+		char fv[64];
+		SC_INFO("%s; rxm buffers and queues: %s", fabric_lib_version(fv, sizeof(fv)), line);
 	}
 	rc = sc_reduce_init();
 	if (rc) {
