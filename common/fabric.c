@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fabric_env.h"
 #include "log.h"
 
 #define FABRIC_API FI_VERSION(1, 11)
@@ -200,6 +201,21 @@ static void shm_sweep_own(void)
 	pthread_mutex_unlock(&mu);
 }
 
+/* rxm's eager limit by the rule (fabric_env.h) in a process that did not
+ * call fabric_env_defaults before its first endpoint (a test or a bench
+ * using the client library): only the two settings it decides, each where
+ * the environment has none. Once they are set (by fabric_env_defaults, an
+ * operator or an earlier call) this only reads the environment. */
+static void rxm_eager_env(const char *provider)
+{
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+
+	pthread_mutex_lock(&mu);
+	if (!getenv("FI_OFI_RXM_BUFFER_SIZE") || !getenv("FI_OFI_RXM_EAGER_LIMIT"))
+		fabric_env_defaults(&(struct fabric_env){ .provider = provider }, NULL, 0);
+	pthread_mutex_unlock(&mu);
+}
+
 int fabric_open(const struct fabric_params *p, struct fabric **out)
 {
 	struct fabric *f = calloc(1, sizeof(*f));
@@ -207,6 +223,7 @@ int fabric_open(const struct fabric_params *p, struct fabric **out)
 
 	if (!f)
 		return -FI_ENOMEM;
+	rxm_eager_env(p->provider);
 	rc = info_get(p, &f->info, &f->has_source);
 	if (rc) {
 		SC_ERR("no libfabric provider \"%s\" with tagged RDM endpoints%s%s: %s",

@@ -124,8 +124,8 @@ static void threads_stop(struct daemon *d)
  * limit; the sweep (dp_sweep.c) keeps that second part small. */
 static void rxm_env_set(const struct settings *s)
 {
-	struct fabric_env e = { .rx_buffers = (size_t)s->rx_buffers, .rx_buffer_size = s->rx_buffer_size,
-				.rx_size = FABRIC_ENV_DAEMON_RX_SIZE };
+	struct fabric_env e = { .provider = s->provider, .rx_buffers = (size_t)s->rx_buffers,
+				.rx_buffer_size = s->rx_buffer_size, .rx_size = FABRIC_ENV_DAEMON_RX_SIZE };
 	char line[384];
 
 	fabric_env_defaults(&e, line, sizeof(line));
