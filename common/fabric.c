@@ -32,6 +32,16 @@ const char *fabric_provider_canonical(const char *p)
 	return p;
 }
 
+bool fabric_provider_same(const char *a, const char *b)
+{
+	const char *ca = fabric_provider_canonical(a), *cb = fabric_provider_canonical(b);
+
+	if (!ca || !cb || strcmp(ca, cb))
+		return false;
+	/* an endpoint's bare "tcp" is tcp's own RDM protocol, not rxm's */
+	return !strcmp(a, "tcp") == !strcmp(b, "tcp");
+}
+
 struct fi_info *fabric_hints_make(const struct fabric_params *p, uint64_t caps)
 {
 	struct fi_info *h = fi_allocinfo();
@@ -80,6 +90,12 @@ static int info_get(const struct fabric_params *p, struct fi_info **out, bool *h
 			continue;
 		for (struct fi_info *i = list; i; i = i->next) {
 			if (i->domain_attr->cq_data_size < 4)
+				continue;
+			/* "auto": libfabric 1.18 and later offer tcp's own RDM
+			 * endpoint ("tcp") before tcp;ofi_rxm, another wire
+			 * protocol than the aggregators' tcp;ofi_rxm, which
+			 * Sumcast's "tcp" means (fabric_provider_same). */
+			if (!fabric_provider_canonical(p->provider) && !strcmp(i->fabric_attr->prov_name, "tcp"))
 				continue;
 			*out = fi_dupinfo(i);
 			*has_source = t == 0;

@@ -122,8 +122,16 @@ int fabric_shm_sweep(pid_t pid);
 
 /* The one spelling of a provider name: "tcp" -> "tcp;ofi_rxm", "verbs" ->
  * "verbs;ofi_rxm", others as given; NULL for NULL, "" and "auto" (libfabric
- * picks). Daemon and ranks compare providers by this. */
+ * picks). Daemon and ranks compare providers by this (fabric_provider_same). */
 const char *fabric_provider_canonical(const char *p);
+/* Whether endpoints of providers a and b (fabric_provider() names, as a
+ * JOIN carries them) speak the same protocol: the same after
+ * fabric_provider_canonical, except that an endpoint whose provider is a
+ * bare "tcp" is tcp's own RDM endpoint (libfabric 1.18 and later offer it,
+ * before tcp;ofi_rxm, to a request without a provider: fabric_open skips
+ * it for "auto"), which no tcp;ofi_rxm endpoint talks to. NULL, "" and
+ * "auto" match nothing. */
+bool fabric_provider_same(const char *a, const char *b);
 /* The hints every endpoint is opened with (RDM, tagged, manual progress,
  * the mr_mode bits Sumcast handles) for caps; fi_freeinfo it. */
 struct fi_info *fabric_hints_make(const struct fabric_params *p, uint64_t caps);
