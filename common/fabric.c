@@ -465,12 +465,36 @@ int fabric_addr_check(const struct fabric *f, const void *addr, size_t len, cons
 	return fabric_addr_check_fmt(f->info->addr_format, f->addr, f->addrlen, addr, len, why);
 }
 
+/* An shm peer in this process on libfabric 2.5 or later (fabric.h): said
+ * once, as the segfault it leads to names no cause. */
+static void shm_inproc_warn(const struct fabric *f, const void *addr, size_t len)
+{
+	static int warned;
+	const char *s = addr, *p;
+	char *end;
+
+	if (strcmp(f->prov_name, "shm") || fi_version() < FI_VERSION(2, 5) ||
+	    (len == f->addrlen && !memcmp(addr, f->addr, len)) || !memchr(addr, '\0', len))
+		return;
+	p = strstr(s, "://");
+	p = p ? p + 3 : s;
+	long pid = strtol(p, &end, 10);
+	if (end == p || *end != ':' || pid != (long)getpid() || __atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+		return;
+	unsigned v = fi_version();
+	SC_WARN("shm peer %s is an endpoint of this process: libfabric %u.%u's shm cannot carry "
+		"messages above its inject size (4 KiB) between two endpoints of one process "
+		"(the receiver's progress segfaults); aggregators and ranks must be processes of their own",
+		s, FI_MAJOR(v), FI_MINOR(v));
+}
+
 int fabric_av_insert(struct fabric *f, const void *addr, size_t len, fi_addr_t *out)
 {
 	fi_addr_t a = FI_ADDR_UNSPEC;
 
 	if (len == 0 || len > FABRIC_ADDR_MAX)
 		return -FI_EINVAL;
+	shm_inproc_warn(f, addr, len);
 	int n = fi_av_insert(f->av, addr, 1, &a, 0, NULL);
 	if (n != 1)
 		return n < 0 ? n : -FI_EADDRNOTAVAIL;

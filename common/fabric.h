@@ -166,6 +166,13 @@ int fabric_addr_check_fmt(uint32_t fmt, const void *own, size_t own_len, const v
 			  const char **why);
 /* The same against f's own address and format. */
 int fabric_addr_check(const struct fabric *f, const void *addr, size_t len, const char **why);
+/* libfabric's shm from 2.5 on cannot connect two endpoints of one process
+ * for messages above its inject size (4 KiB): its in-process shortcut
+ * (smr_map_to_region()) leaves the peer's mapping unset on the endpoint
+ * that opened the connection, and the first command passed out of line
+ * segfaults its progress. Sumcast's aggregators and ranks are processes of
+ * their own; fabric_av_insert warns once when a peer of this process is
+ * inserted there (not the endpoint itself). */
 int fabric_av_insert(struct fabric *f, const void *addr, size_t len, fi_addr_t *out);
 int fabric_av_remove(struct fabric *f, fi_addr_t a);
 /* Printable form of an address of this fabric's format. */
