@@ -82,6 +82,9 @@ void fabric_env_defaults(const struct fabric_env *e, char *line, size_t cap)
 		{ "FI_OFI_RXM_MSG_RX_SIZE", e->rx_buffers },
 		{ "FI_OFI_RXM_BUFFER_SIZE", buf },
 		{ "FI_OFI_RXM_EAGER_LIMIT", eager },
+		/* no segmentation between the two: above the eager limit,
+		 * rendezvous (fabric_env.h) */
+		{ "FI_OFI_RXM_SAR_LIMIT", eager },
 		{ "FI_OFI_RXM_RX_SIZE", e->rx_size },
 		{ "FI_SHM_RX_SIZE", e->rx_size },
 		{ "FI_UNIVERSE_SIZE", e->universe },

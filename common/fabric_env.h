@@ -27,7 +27,19 @@
  * fabric_env_defaults then sets FI_OFI_RXM_BUFFER_SIZE to what makes the
  * loaded rxm arrive at it: the settings' own buffer size (at most the
  * eager limit) where the two are apart, the eager limit elsewhere; and
- * fabric_open applies the same rule in a process that did not call it. */
+ * fabric_open applies the same rule in a process that did not call it.
+ *
+ * Above the eager limit. rxm before 1.20 over tcp sends every larger
+ * message by rendezvous (its segmentation limit is the eager limit there);
+ * 1.20 and later, and 1.x over verbs, segment messages of up to 8 times
+ * the eager limit through their buffers (SAR: FI_OFI_RXM_SAR_LIMIT) and
+ * use rendezvous above. fabric_env_defaults sets FI_OFI_RXM_SAR_LIMIT to
+ * the eager limit, which turns segmentation off: one protocol on every
+ * version (a chunk is placed in the posted receive, not copied through 16
+ * KiB buffers), and none of 2.6's rxm_discard(), which frees the first
+ * buffer of an unexpected segmented message twice when the daemon's sweep
+ * drops it (FI_PEEK | FI_DISCARD: an ofi_buf_free() assertion in a debug
+ * build, heap corruption and a crash otherwise). */
 #ifndef SUMCAST_FABRIC_ENV_H
 #define SUMCAST_FABRIC_ENV_H
 
@@ -88,8 +100,9 @@ size_t fabric_rxm_eager_in_force(const char *provider);
 
 /* Sets FI_OFI_RXM_USE_SRX=1 (one pool per endpoint, shared by all its
  * connections) and FI_OFI_RXM_MSG_RX_SIZE from e->rx_buffers,
- * FI_OFI_RXM_EAGER_LIMIT to the rule's eager limit and
- * FI_OFI_RXM_BUFFER_SIZE to what makes rxm arrive at it (above), each only
+ * FI_OFI_RXM_EAGER_LIMIT and FI_OFI_RXM_SAR_LIMIT to the rule's eager
+ * limit and FI_OFI_RXM_BUFFER_SIZE to what makes rxm arrive at it (above),
+ * each only
  * where the environment has no value of its own; with e->rx_size,
  * FI_OFI_RXM_RX_SIZE and FI_SHM_RX_SIZE the same way, and with
  * e->universe FI_UNIVERSE_SIZE. Writes what is in force

@@ -39,10 +39,12 @@ static void test_operator_value(void **state)
 	unsetenv("FI_OFI_RXM_MSG_RX_SIZE");
 	unsetenv("FI_OFI_RXM_BUFFER_SIZE");
 	unsetenv("FI_OFI_RXM_EAGER_LIMIT");
+	unsetenv("FI_OFI_RXM_SAR_LIMIT");
 }
 
 static const char *const rxm_vars[] = { "FI_OFI_RXM_USE_SRX", "FI_OFI_RXM_MSG_RX_SIZE",
-					 "FI_OFI_RXM_BUFFER_SIZE", "FI_OFI_RXM_EAGER_LIMIT" };
+					 "FI_OFI_RXM_BUFFER_SIZE", "FI_OFI_RXM_EAGER_LIMIT",
+					 "FI_OFI_RXM_SAR_LIMIT" };
 
 static void rxm_vars_unset(void)
 {
@@ -102,6 +104,8 @@ static void test_eager_rule(void **state)
 					assert_int_equal(buf, sizes[s] < want ? sizes[s] : want);
 				else
 					assert_int_equal(buf, want);
+				/* no segmentation: rendezvous above the eager limit */
+				assert_int_equal(atol(getenv("FI_OFI_RXM_SAR_LIMIT")), want);
 				assert_non_null(strstr(line, "eager limit"));
 			}
 	rxm_vars_unset();
