@@ -219,17 +219,18 @@ static void shm_sweep_own(void)
 
 /* rxm's eager limit by the rule (fabric_env.h) in a process that did not
  * call fabric_env_defaults before its first endpoint (a test or a bench
- * using the client library): only the settings it decides (buffer size,
- * eager and segmentation limits), each where the environment has none.
- * Once they are set (by fabric_env_defaults, an operator or an earlier
+ * using the client library): only the settings it decides (the eager and
+ * segmentation limits, and the buffer size where rxm's own does not come
+ * to the limit), each where the environment has none. The process's
+ * children inherit them; they are what the daemon and the plugin set for
+ * themselves. Once set (by fabric_env_defaults, an operator or an earlier
  * call) this only reads the environment. */
 static void rxm_eager_env(const char *provider)
 {
 	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
 	pthread_mutex_lock(&mu);
-	if (!getenv("FI_OFI_RXM_BUFFER_SIZE") || !getenv("FI_OFI_RXM_EAGER_LIMIT") ||
-	    !getenv("FI_OFI_RXM_SAR_LIMIT"))
+	if (!getenv("FI_OFI_RXM_EAGER_LIMIT") || !getenv("FI_OFI_RXM_SAR_LIMIT"))
 		fabric_env_defaults(&(struct fabric_env){ .provider = provider }, NULL, 0);
 	pthread_mutex_unlock(&mu);
 }

@@ -73,6 +73,12 @@ void fabric_env_defaults(const struct fabric_env *e, char *line, size_t cap)
 
 	if (apart && e->rx_buffer_size && e->rx_buffer_size < eager)
 		buf = e->rx_buffer_size;
+	/* No buffer size of the caller's own: rxm's default where it comes to
+	 * the eager limit anyway (nothing set, so nothing passed on to child
+	 * processes, such as the daemons a test starts, which set their own) */
+	if (!e->rx_buffer_size &&
+	    (apart ? eager >= FABRIC_RXM_BUFFER_DEFAULT : eager == FABRIC_RXM_BUFFER_DEFAULT))
+		buf = 0;
 	/* 0: left to the provider (not set) */
 	const struct {
 		const char *name;

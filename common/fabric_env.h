@@ -55,7 +55,9 @@ struct fabric_env {
 	size_t rx_buffer_size; /* bytes each where rxm keeps them apart from the eager
 				  limit (at most that); a larger message that matches no
 				  receive gets memory of its own size while it waits.
-				  Elsewhere they are of the eager limit's size */
+				  Elsewhere they are of the eager limit's size. 0:
+				  rxm's own (FABRIC_RXM_BUFFER_DEFAULT) where that
+				  comes to the eager limit, else the limit */
 	size_t rx_size;        /* receives that may be posted at once on an endpoint
 				  (FI_OFI_RXM_RX_SIZE, FI_SHM_RX_SIZE); 0: the
 				  provider's default (rxm 2048, shm 1024) */

@@ -60,7 +60,7 @@ static void test_eager_rule(void **state)
 {
 	(void)state;
 	static const char *const provs[] = { "tcp", "tcp;ofi_rxm", "verbs", "verbs;ofi_rxm", "auto", NULL };
-	static const size_t sizes[] = { 256, 1024, 16384, 65536 };
+	static const size_t sizes[] = { 0, 256, 1024, 16384, 65536 };
 	static const char *const eagers[] = { NULL, "65536", "4096" };
 	bool old = fi_version() < FI_VERSION(1, 20);
 	char line[384];
@@ -97,10 +97,16 @@ static void test_eager_rule(void **state)
 						 "eager limit %zu, want %zu (%s)", provs[p] ? provs[p] : "NULL",
 						 sizes[s], eagers[k] ? eagers[k] : "unset",
 						 fabric_rxm_eager_in_force(provs[p]), want, line);
-				size_t buf = (size_t)atol(getenv("FI_OFI_RXM_BUFFER_SIZE"));
+				const char *bs = getenv("FI_OFI_RXM_BUFFER_SIZE");
+				size_t buf = bs ? (size_t)atol(bs) : 0;
+				bool apart = fabric_rxm_eager_apart(provs[p]);
 				/* the settings' buffers where rxm keeps them apart (at
-				 * most the eager limit), else the eager limit's size */
-				if (fabric_rxm_eager_apart(provs[p]))
+				 * most the eager limit), else the eager limit's size;
+				 * none of the caller's own: rxm's where that does */
+				if (!sizes[s] && (apart ? want >= FABRIC_RXM_BUFFER_DEFAULT
+							: want == FABRIC_RXM_BUFFER_DEFAULT))
+					assert_null(bs);
+				else if (apart && sizes[s])
 					assert_int_equal(buf, sizes[s] < want ? sizes[s] : want);
 				else
 					assert_int_equal(buf, want);
