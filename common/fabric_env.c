@@ -2,6 +2,7 @@
  * endpoint (fabric_env.h). */
 #include "fabric_env.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -45,12 +46,32 @@ size_t fabric_rxm_eager_rule(void)
 	return v ? v : FABRIC_RXM_EAGER_DEFAULT;
 }
 
+/* Whether the host has an RDMA device (verbs, efa): rdma-core's devices
+ * are the entries of /sys/class/infiniband (soft RoCE and iWARP too). */
+static bool rdma_device_present(void)
+{
+	DIR *d = opendir("/sys/class/infiniband");
+	struct dirent *e;
+	bool any = false;
+
+	if (!d)
+		return false;
+	while (!any && (e = readdir(d)))
+		any = e->d_name[0] != '.';
+	closedir(d);
+	return any;
+}
+
 bool fabric_rxm_eager_apart(const char *provider)
 {
 	const char *p = fabric_provider_canonical(provider);
 
-	return p && !strcmp(p, "tcp;ofi_rxm") && fi_version() < FI_VERSION(1, 20) &&
-	       env_on("FI_OFI_RXM_ENABLE_DYN_RBUF") && env_on("FI_OFI_RXM_ENABLE_DIRECT_SEND");
+	if (fi_version() >= FI_VERSION(1, 20) || !env_on("FI_OFI_RXM_ENABLE_DYN_RBUF") ||
+	    !env_on("FI_OFI_RXM_ENABLE_DIRECT_SEND"))
+		return false;
+	/* "auto" can end on verbs;ofi_rxm only where there is an RDMA device;
+	 * without one rxm can only sit on tcp */
+	return p ? !strcmp(p, "tcp;ofi_rxm") : !rdma_device_present();
 }
 
 size_t fabric_rxm_eager_in_force(const char *provider)

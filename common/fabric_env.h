@@ -93,8 +93,10 @@ size_t fabric_rxm_eager_rule(void);
 /* Whether the loaded libfabric's rxm over provider takes its eager limit
  * apart from its buffer size: before 1.20, over tcp, with its dynamic
  * receive buffers and direct send (FI_OFI_RXM_ENABLE_DYN_RBUF,
- * FI_OFI_RXM_ENABLE_DIRECT_SEND) not turned off. An unknown provider
- * (NULL, "auto") counts as not. */
+ * FI_OFI_RXM_ENABLE_DIRECT_SEND) not turned off. "auto" (or NULL) counts
+ * as tcp where the host has no RDMA device (/sys/class/infiniband), as
+ * not elsewhere (it may end on verbs): a wrong guess for tcp costs memory
+ * (16 KiB buffers), never the agreement. */
 bool fabric_rxm_eager_apart(const char *provider);
 /* The eager limit the loaded rxm over provider comes to from the settings
  * in this process's environment, the way it derives it (above). */
