@@ -49,7 +49,7 @@ if [ ! -f "$tarball" ]; then
 	exit 77
 fi
 
-scripts/deps.sh autoconf automake libtool make gcc pkg-config librdmacm-dev libibverbs-dev libnuma-dev
+scripts/deps.sh autoconf automake libtool make gcc pkg-config librdmacm-dev libibverbs-dev
 top=$(dirname "$prefix")
 src=$top/src
 info=$top/build-info.txt
