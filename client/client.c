@@ -22,22 +22,15 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "fabric_env.h"
 #include "log.h"
 
 uint32_t client_eager_default(const char *provider)
 {
-	const char *env;
-	char *end;
-
 	if (!provider || !strstr(provider, "ofi_rxm"))
 		return 0;
-	env = getenv("FI_OFI_RXM_EAGER_LIMIT");
-	if (env && *env) {
-		unsigned long long v = strtoull(env, &end, 0);
-		if (!*end && v <= (64ull << 20))
-			return (uint32_t)v;
-	}
-	return FABRIC_RXM_EAGER_DEFAULT;
+	size_t e = fabric_rxm_eager_in_force(provider);
+	return e < (64u << 20) ? (uint32_t)e : 64u << 20;
 }
 
 /* ---- errors ---- */

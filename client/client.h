@@ -196,9 +196,10 @@ int client_mc_info(const struct client *c, size_t agg, struct client_mc_info *ou
 /* Additions (client library v1.2) ------------------------------------- */
 
 /* The eager limit to use for a provider name as fabric_provider() spells it
- * ("tcp;ofi_rxm", "shm", ...): 16 KiB for the ofi_rxm providers (rxm's
- * FI_OFI_RXM_EAGER_LIMIT default; the environment variable overrides it if
- * set), 0 (no eager cut) for the others. */
+ * ("tcp;ofi_rxm", "shm", ...): for the ofi_rxm providers the one their rxm
+ * comes to in this process (fabric_rxm_eager_in_force: 16 KiB unless
+ * FI_OFI_RXM_EAGER_LIMIT says otherwise, fabric_env.h), at most 64 MiB;
+ * 0 (no eager cut) for the others. */
 uint32_t client_eager_default(const char *provider);
 
 /* Chunk size in bytes that client_allreduce() uses for a shard of

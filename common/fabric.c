@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fabric_env.h"
 #include "log.h"
 
 #define FABRIC_API FI_VERSION(1, 11)
@@ -30,6 +31,16 @@ const char *fabric_provider_canonical(const char *p)
 	if (!strcmp(p, "verbs"))
 		return "verbs;ofi_rxm";
 	return p;
+}
+
+bool fabric_provider_same(const char *a, const char *b)
+{
+	const char *ca = fabric_provider_canonical(a), *cb = fabric_provider_canonical(b);
+
+	if (!ca || !cb || strcmp(ca, cb))
+		return false;
+	/* an endpoint's bare "tcp" is tcp's own RDM protocol, not rxm's */
+	return !strcmp(a, "tcp") == !strcmp(b, "tcp");
 }
 
 struct fi_info *fabric_hints_make(const struct fabric_params *p, uint64_t caps)
@@ -80,6 +91,12 @@ static int info_get(const struct fabric_params *p, struct fi_info **out, bool *h
 			continue;
 		for (struct fi_info *i = list; i; i = i->next) {
 			if (i->domain_attr->cq_data_size < 4)
+				continue;
+			/* "auto": libfabric 1.18 and later offer tcp's own RDM
+			 * endpoint ("tcp") before tcp;ofi_rxm, another wire
+			 * protocol than the aggregators' tcp;ofi_rxm, which
+			 * Sumcast's "tcp" means (fabric_provider_same). */
+			if (!fabric_provider_canonical(p->provider) && !strcmp(i->fabric_attr->prov_name, "tcp"))
 				continue;
 			*out = fi_dupinfo(i);
 			*has_source = t == 0;
@@ -213,6 +230,24 @@ static void shm_sweep_own(void)
 	pthread_mutex_unlock(&mu);
 }
 
+/* rxm's eager limit by the rule (fabric_env.h) in a process that did not
+ * call fabric_env_defaults before its first endpoint (a test or a bench
+ * using the client library): only the settings it decides (the eager and
+ * segmentation limits, and the buffer size where rxm's own does not come
+ * to the limit), each where the environment has none. The process's
+ * children inherit them; they are what the daemon and the plugin set for
+ * themselves. Once set (by fabric_env_defaults, an operator or an earlier
+ * call) this only reads the environment. */
+static void rxm_eager_env(const char *provider)
+{
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+
+	pthread_mutex_lock(&mu);
+	if (!getenv("FI_OFI_RXM_EAGER_LIMIT") || !getenv("FI_OFI_RXM_SAR_LIMIT"))
+		fabric_env_defaults(&(struct fabric_env){ .provider = provider }, NULL, 0);
+	pthread_mutex_unlock(&mu);
+}
+
 int fabric_open(const struct fabric_params *p, struct fabric **out)
 {
 	struct fabric *f = calloc(1, sizeof(*f));
@@ -220,6 +255,7 @@ int fabric_open(const struct fabric_params *p, struct fabric **out)
 
 	if (!f)
 		return -FI_ENOMEM;
+	rxm_eager_env(p->provider);
 	rc = info_get(p, &f->info, &f->has_source);
 	if (rc) {
 		SC_ERR("no libfabric provider \"%s\" with tagged RDM endpoints%s%s: %s",
@@ -320,6 +356,15 @@ void fabric_close(struct fabric *f)
 	fi_close(&f->fabric->fid);
 	fi_freeinfo(f->info);
 	free(f);
+}
+
+const char *fabric_lib_version(char *buf, size_t len)
+{
+	unsigned v = fi_version();
+
+	snprintf(buf, len, "libfabric %u.%u (built against %d.%d)", FI_MAJOR(v), FI_MINOR(v),
+		 FI_MAJOR_VERSION, FI_MINOR_VERSION);
+	return buf;
 }
 
 const char *fabric_provider(const struct fabric *f)
@@ -437,12 +482,36 @@ int fabric_addr_check(const struct fabric *f, const void *addr, size_t len, cons
 	return fabric_addr_check_fmt(f->info->addr_format, f->addr, f->addrlen, addr, len, why);
 }
 
+/* An shm peer in this process on libfabric 2.5 or later (fabric.h): said
+ * once, as the segfault it leads to names no cause. */
+static void shm_inproc_warn(const struct fabric *f, const void *addr, size_t len)
+{
+	static int warned;
+	const char *s = addr, *p;
+	char *end;
+
+	if (strcmp(f->prov_name, "shm") || fi_version() < FI_VERSION(2, 5) ||
+	    (len == f->addrlen && !memcmp(addr, f->addr, len)) || !memchr(addr, '\0', len))
+		return;
+	p = strstr(s, "://");
+	p = p ? p + 3 : s;
+	long pid = strtol(p, &end, 10);
+	if (end == p || *end != ':' || pid != (long)getpid() || __atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+		return;
+	unsigned v = fi_version();
+	SC_WARN("shm peer %s is an endpoint of this process: libfabric %u.%u's shm cannot carry "
+		"messages above its inject size (4 KiB) between two endpoints of one process "
+		"(the receiver's progress segfaults); aggregators and ranks must be processes of their own",
+		s, FI_MAJOR(v), FI_MINOR(v));
+}
+
 int fabric_av_insert(struct fabric *f, const void *addr, size_t len, fi_addr_t *out)
 {
 	fi_addr_t a = FI_ADDR_UNSPEC;
 
 	if (len == 0 || len > FABRIC_ADDR_MAX)
 		return -FI_EINVAL;
+	shm_inproc_warn(f, addr, len);
 	int n = fi_av_insert(f->av, addr, 1, &a, 0, NULL);
 	if (n != 1)
 		return n < 0 ? n : -FI_EADDRNOTAVAIL;

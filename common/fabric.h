@@ -23,9 +23,12 @@
 
 #define FABRIC_ADDR_MAX 64
 #define FABRIC_PROV_DEFAULT "tcp;ofi_rxm"
-/* rxm's default eager limit (FI_OFI_RXM_EAGER_LIMIT): larger messages go
- * by rendezvous. */
-#define FABRIC_RXM_EAGER_DEFAULT 16384
+/* rxm's default buffer size (FI_OFI_RXM_BUFFER_SIZE), and so its default
+ * eager limit (larger messages go by rendezvous) in every version; the
+ * eager limit Sumcast's processes agree on unless FI_OFI_RXM_EAGER_LIMIT
+ * says otherwise (fabric_env.h). */
+#define FABRIC_RXM_BUFFER_DEFAULT 16384
+#define FABRIC_RXM_EAGER_DEFAULT FABRIC_RXM_BUFFER_DEFAULT
 
 #ifndef container_of
 #define container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
@@ -125,8 +128,16 @@ int fabric_shm_sweep(pid_t pid);
 
 /* The one spelling of a provider name: "tcp" -> "tcp;ofi_rxm", "verbs" ->
  * "verbs;ofi_rxm", others as given; NULL for NULL, "" and "auto" (libfabric
- * picks). Daemon and ranks compare providers by this. */
+ * picks). Daemon and ranks compare providers by this (fabric_provider_same). */
 const char *fabric_provider_canonical(const char *p);
+/* Whether endpoints of providers a and b (fabric_provider() names, as a
+ * JOIN carries them) speak the same protocol: the same after
+ * fabric_provider_canonical, except that an endpoint whose provider is a
+ * bare "tcp" is tcp's own RDM endpoint (libfabric 1.18 and later offer it,
+ * before tcp;ofi_rxm, to a request without a provider: fabric_open skips
+ * it for "auto"), which no tcp;ofi_rxm endpoint talks to. NULL, "" and
+ * "auto" match nothing. */
+bool fabric_provider_same(const char *a, const char *b);
 /* The hints every endpoint is opened with (RDM, tagged, manual progress,
  * the mr_mode bits Sumcast handles) for caps; fi_freeinfo it. */
 struct fi_info *fabric_hints_make(const struct fabric_params *p, uint64_t caps);
@@ -134,6 +145,9 @@ struct fi_info *fabric_hints_make(const struct fabric_params *p, uint64_t caps);
  * FI_HMEM_CUDA) in the calling thread's current CUDA context: 1 yes, 0
  * no, with one line of what was found and tried in line (fabric_hmem.c). */
 int fabric_hmem_cuda_probe(const char *provider, char *line, size_t len);
+/* "libfabric 2.6 (built against 2.6)": the version loaded (fi_version) and
+ * the headers', for logs; returns buf. */
+const char *fabric_lib_version(char *buf, size_t len);
 /* Provider's human name for logs: "tcp;ofi_rxm". */
 const char *fabric_provider(const struct fabric *f);
 /* Link speed in Gb/s from the provider's NIC attributes, 0 if unknown. */
@@ -158,6 +172,13 @@ int fabric_addr_check_fmt(uint32_t fmt, const void *own, size_t own_len, const v
 			  const char **why);
 /* The same against f's own address and format. */
 int fabric_addr_check(const struct fabric *f, const void *addr, size_t len, const char **why);
+/* libfabric's shm from 2.5 on cannot connect two endpoints of one process
+ * for messages above its inject size (4 KiB): its in-process shortcut
+ * (smr_map_to_region()) leaves the peer's mapping unset on the endpoint
+ * that opened the connection, and the first command passed out of line
+ * segfaults its progress. Sumcast's aggregators and ranks are processes of
+ * their own; fabric_av_insert warns once when a peer of this process is
+ * inserted there (not the endpoint itself). */
 int fabric_av_insert(struct fabric *f, const void *addr, size_t len, fi_addr_t *out);
 int fabric_av_remove(struct fabric *f, fi_addr_t a);
 /* Printable form of an address of this fabric's format. */

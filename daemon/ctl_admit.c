@@ -37,8 +37,7 @@ void admit_join(struct conn *c, const struct wire_join *w)
 			    w->job_id, w->rank);
 		return;
 	}
-	const char *wp = fabric_provider_canonical(w->provider);
-	if (!wp || strcmp(wp, fabric_provider_canonical(d->provider))) {
+	if (!fabric_provider_same(w->provider, d->provider)) {
 		conn_refuse(c, WIRE_E_PROVIDER, "daemon's data endpoints use provider %s, request says %s",
 			    d->provider, w->provider);
 		return;

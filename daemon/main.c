@@ -124,8 +124,8 @@ static void threads_stop(struct daemon *d)
  * limit; the sweep (dp_sweep.c) keeps that second part small. */
 static void rxm_env_set(const struct settings *s)
 {
-	struct fabric_env e = { .rx_buffers = (size_t)s->rx_buffers, .rx_buffer_size = s->rx_buffer_size,
-				.rx_size = FABRIC_ENV_DAEMON_RX_SIZE };
+	struct fabric_env e = { .provider = s->provider, .rx_buffers = (size_t)s->rx_buffers,
+				.rx_buffer_size = s->rx_buffer_size, .rx_size = FABRIC_ENV_DAEMON_RX_SIZE };
 	char line[384];
 
 	fabric_env_defaults(&e, line, sizeof(line));
@@ -238,8 +238,10 @@ int main(int argc, char **argv)
 		SC_ERR("reduce kernels: %s", strerror(-rc));
 		return 1;
 	}
-	SC_INFO("sumcastd %s starting: reduce kernels %s, config %s", SUMCAST_VERSION,
-		sc_isa_name(sc_reduce_isa()), d->config_path ? d->config_path : "(defaults + env)");
+	char fv[64];
+	SC_INFO("sumcastd %s starting: %s, reduce kernels %s, config %s", SUMCAST_VERSION,
+		fabric_lib_version(fv, sizeof(fv)), sc_isa_name(sc_reduce_isa()),
+		d->config_path ? d->config_path : "(defaults + env)");
 
 	signal(SIGPIPE, SIG_IGN);
 	d->start_ms = sc_now_ms();

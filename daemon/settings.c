@@ -60,9 +60,11 @@ const struct cfg_entry settings_table[] = {
 	  "with the discard of unexpected messages they bound what any sender can make the daemon hold",
 	  S(rx_buffers), 16, 65536, false },
 	{ "fabric", "rx-buffer-size", CFG_SIZE, FABRIC_ENV_STR(FABRIC_ENV_RX_BUFFER_SIZE),
-	  "Bytes of each of those buffers (FI_OFI_RXM_BUFFER_SIZE; the eager limit stays 16K, "
-	  "FI_OFI_RXM_EAGER_LIMIT): a larger message that matches no receive is held in memory of "
-	  "its own size until it is discarded",
+	  "Bytes of each of those buffers (FI_OFI_RXM_BUFFER_SIZE) where rxm keeps them apart from its "
+	  "eager limit (libfabric before 1.20 over tcp), at most that limit (16K, FI_OFI_RXM_EAGER_LIMIT: "
+	  "the same in every process, or rxm refuses the connection); elsewhere they are of the eager "
+	  "limit's size. A larger message that matches no receive is held in memory of its own size "
+	  "until it is discarded",
 	  S(rx_buffer_size), 256, 16777216, false },
 	{ "fabric", "source-check", CFG_BOOL, "true",
 	  "Ask the provider who sent each message (FI_SOURCE) and drop DATA not from the rank's address; "

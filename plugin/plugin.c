@@ -176,12 +176,14 @@ int plugin_init(ncclDebugLogger_t logger)
 		/* Before the first endpoint (fabric_env.h): the rank opens one per
 		 * aggregator of every communicator, and rxm's defaults held 67 MB
 		 * and ~100 ms of set-up each, and its message CQ ~12 MB more. */
-		struct fabric_env e = { .rx_buffers = FABRIC_ENV_RX_BUFFERS,
+		struct fabric_env e = { .provider = plugin_cfg.provider,
+					.rx_buffers = FABRIC_ENV_RX_BUFFERS,
 					.rx_buffer_size = FABRIC_ENV_RX_BUFFER_SIZE,
 					.universe = FABRIC_ENV_RANK_UNIVERSE };
 		char line[384];
 		fabric_env_defaults(&e, line, sizeof(line));
-		SC_INFO("rxm buffers and queues: %s", line);
+		char fv[64];
+		SC_INFO("%s; rxm buffers and queues: %s", fabric_lib_version(fv, sizeof(fv)), line);
 	}
 	rc = sc_reduce_init();
 	if (rc) {

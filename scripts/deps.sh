@@ -34,10 +34,13 @@ pkgs=(build-essential cmake pkg-config
 #                   systemd (systemd-analyze verify of the packaged unit)
 #   plugin/exports  binutils (nm -D)
 #   cluster/smoke   OpenMPI (mpirun, mpicc: the MPI peer), gnuplot (plots)
+#   lf26 stage      autoconf, automake, libtool (scripts/libfabric.sh builds
+#                   libfabric 2.6 from its release source: autogen.sh)
 test_pkgs=(clang libclang-rt-14-dev libfuzzer-14-dev
            gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user libcmocka-dev:arm64
            curl prometheus file systemd binutils
-           openmpi-bin libopenmpi-dev gnuplot-nox)
+           openmpi-bin libopenmpi-dev gnuplot-nox
+           autoconf automake libtool)
 
 if [ "${1:-}" = --test ]; then
 	shift

@@ -4,14 +4,22 @@
 # harness, ops, emulated cluster smoke, fuzzing, NEON under qemu), then the
 # plugin and daemon protocol tests again under ASan + UBSan.
 #
-# Usage: scripts/test.sh [extra ctest args, passed to both ctest runs]
-# Environment: SUMCAST_BUILD_DIR (build), SUMCAST_ASAN=0 skips the ASan stage.
+# Usage: scripts/test.sh [extra ctest args, passed to every ctest run]
+# Environment: SUMCAST_BUILD_DIR (build), SUMCAST_ASAN=0 skips the ASan stage,
+# SUMCAST_LF26=0 the libfabric 2.6 stage.
 #
 # The ASan stage is a second build tree, $build/asan (-DSUMCAST_SANITIZE=ON),
 # that builds only the targets the tests labelled plugin or daemon run, after
 # the main ctest: not beside it, so the sanitizer build does not take the
 # cores from timing-sensitive tests. A sanitizer report ends the daemon or the
 # harness with an error (UBSan does not recover), so the test fails.
+#
+# The lf26 stage runs the tests labelled core again against libfabric 2.6:
+# scripts/libfabric.sh builds it from shared/vendor/ beside the repository
+# into $build/libfabric-2.6/prefix (once: a second run finds it there; the
+# stage is skipped, and says so, where the tarball is absent), then a third
+# build tree, $build/lf26 (-DSUMCAST_LIBFABRIC_PREFIX=...), builds only what
+# those tests run (docs/client.md, "libfabric versions").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh --test
@@ -22,25 +30,16 @@ rc=0
 rm -f "$build/ctest.log" "$build/asan/ctest.log"
 
 marks=""   # "name N s" for each stage's start, for the summary
-stage() { echo "== [$((SECONDS - t0)) s] $2"; marks="$marks${marks:+, }$1 $((SECONDS - t0)) s"; }
-stage build "build ($build, -Werror)"
-cmake -S . -B "$build" -DSUMCAST_WERROR=ON >/dev/null
-cmake --build "$build" -j"$jobs"
-stage ctest "ctest ($build)"
-(cd "$build" && ctest --output-on-failure -j"$jobs" --timeout 900 "$@") 2>&1 | tee "$build/ctest.log" || rc=1
-
-if [ "${SUMCAST_ASAN:-1}" != 0 ]; then
-	asan=$build/asan
-	labels='plugin|daemon'
-	stage asan-build "ASan + UBSan: build for the tests labelled $labels ($asan)"
-	cmake -S . -B "$asan" -DSUMCAST_SANITIZE=ON -DSUMCAST_WERROR=ON >/dev/null
-	# The targets those tests run: every file under the build tree that a
-	# test's command names (executables, libnccl-net-sumcast.so given to a
-	# script) and that is a target; their dependencies (sumcastd, the
-	# plugin) come with them. Read from the CTestTestfiles: before the build
-	# ctest does not know the commands of executables that do not exist yet.
-	known=$(cmake --build "$asan" --target help | sed -n 's/^\.\.\. \([^ ]*\).*/\1/p')
-	targets=$(cd "$asan" && ctest --show-only=json-v1 -L "$labels" | python3 -c '
+# The targets the tests labelled $2 in build tree $1 run (configured, not
+# built): every file under the build tree that a test's command names
+# (executables, libnccl-net-sumcast.so given to a script) and that is a
+# target; their dependencies (sumcastd, the plugin) come with them. Read
+# from the CTestTestfiles: before the build ctest does not know the
+# commands of executables that do not exist yet.
+test_targets() {
+	local known
+	known=$(cmake --build "$1" --target help | sed -n 's/^\.\.\. \([^ ]*\).*/\1/p')
+	(cd "$1" && ctest --show-only=json-v1 -L "$2" | python3 -c '
 import json, os, re, sys
 build, known = os.getcwd(), set(sys.argv[1].split())
 want = {t["name"] for t in json.load(sys.stdin)["tests"]}
@@ -58,6 +57,20 @@ for d, _, files in os.walk(build):
                 b = os.path.basename(a)
                 names.update({b, re.sub(r"^lib(.*)\.so$", r"\1", b)} & known)
 print(" ".join(sorted(names)))' "$known")
+}
+stage() { echo "== [$((SECONDS - t0)) s] $2"; marks="$marks${marks:+, }$1 $((SECONDS - t0)) s"; }
+stage build "build ($build, -Werror)"
+cmake -S . -B "$build" -DSUMCAST_WERROR=ON >/dev/null
+cmake --build "$build" -j"$jobs"
+stage ctest "ctest ($build)"
+(cd "$build" && ctest --output-on-failure -j"$jobs" --timeout 900 "$@") 2>&1 | tee "$build/ctest.log" || rc=1
+
+if [ "${SUMCAST_ASAN:-1}" != 0 ]; then
+	asan=$build/asan
+	labels='plugin|daemon'
+	stage asan-build "ASan + UBSan: build for the tests labelled $labels ($asan)"
+	cmake -S . -B "$asan" -DSUMCAST_SANITIZE=ON -DSUMCAST_WERROR=ON >/dev/null
+	targets=$(test_targets "$asan" "$labels")
 	if [ -z "$targets" ]; then
 		echo "ASan stage: no targets found for the tests labelled $labels" >&2
 		rc=1
@@ -75,6 +88,48 @@ print(" ".join(sorted(names)))' "$known")
 			tee "$asan/ctest.log" || rc=1
 	fi
 fi
+lf26_state=""
+if [ "${SUMCAST_LF26:-1}" != 0 ]; then
+	lf26=$build/lf26
+	prefix=$build/libfabric-2.6/prefix
+	case $prefix in /*) ;; *) prefix=$PWD/$prefix ;; esac
+	stage lf26-libfabric "libfabric 2.6: scripts/libfabric.sh ($prefix)"
+	rm -f "$lf26/ctest.log"
+	lrc=0
+	# --no-cuda: the CUDA attempt is scripts/libfabric.sh's own record; the
+	# tests use host memory
+	SUMCAST_LF26_PREFIX=$prefix scripts/libfabric.sh --no-cuda || lrc=$?
+	if [ $lrc -eq 77 ]; then
+		lf26_state="skipped: no libfabric-2.6.0.tar.gz in shared/vendor/ beside the repository"
+		echo "   lf26 stage $lf26_state"
+	elif [ $lrc -ne 0 ]; then
+		lf26_state="libfabric 2.6 did not build"
+		echo "lf26 stage: $lf26_state" >&2
+		rc=1
+	else
+		stage lf26-build "libfabric 2.6: build for the tests labelled core ($lf26)"
+		cmake -S . -B "$lf26" -DSUMCAST_WERROR=ON -DSUMCAST_LIBFABRIC_PREFIX="$prefix" >/dev/null
+		targets=$(test_targets "$lf26" core)
+		echo "   targets: $targets"
+		# shellcheck disable=SC2086
+		if [ -z "$targets" ] || ! cmake --build "$lf26" -j"$jobs" --target $targets >"$lf26/build.log" 2>&1; then
+			tail -n 50 "$lf26/build.log" 2>/dev/null
+			lf26_state="build failed ($lf26/build.log)"
+			echo "lf26 stage: $lf26_state" >&2
+			rc=1
+		elif ! ldd "$lf26/daemon/sumcastd" | grep -q "=> $prefix/lib/libfabric\.so"; then
+			# what the binaries load must be the prefix's library, not the system's
+			lf26_state="$lf26/daemon/sumcastd does not load $prefix/lib/libfabric.so"
+			echo "lf26 stage: $lf26_state" >&2
+			rc=1
+		else
+			echo "   sumcastd loads$(ldd "$lf26/daemon/sumcastd" | grep -m1 -o ' => [^ ]*libfabric[^ ]*')"
+			stage lf26-ctest "libfabric 2.6: ctest -L core"
+			(cd "$lf26" && ctest --output-on-failure -j"$jobs" --timeout 300 -L core "$@") 2>&1 |
+				tee "$lf26/ctest.log" || rc=1
+		fi
+	fi
+fi
 # What each ctest run said, skipped and failed tests by name.
 summary() {
 	[ -f "$2" ] || return 0
@@ -85,5 +140,8 @@ stage end "summary"
 echo "   stages started at: $marks"
 summary "ctest" "$build/ctest.log"
 [ "${SUMCAST_ASAN:-1}" = 0 ] || summary "ASan + UBSan" "$build/asan/ctest.log"
+if [ "${SUMCAST_LF26:-1}" != 0 ]; then
+	if [ -n "$lf26_state" ]; then echo "   libfabric 2.6: $lf26_state"; else summary "libfabric 2.6" "$build/lf26/ctest.log"; fi
+fi
 echo "== test.sh: $([ $rc -eq 0 ] && echo PASS || echo FAIL) in $((SECONDS - t0)) s"
 exit $rc

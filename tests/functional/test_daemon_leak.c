@@ -176,7 +176,8 @@ int main(void)
 	if (strcmp(p.provider, "shm"))
 		p.node = "127.0.0.1";
 	/* This process's endpoints as the plugin's: a new one each job. */
-	struct fabric_env fe = { .rx_buffers = FABRIC_ENV_RX_BUFFERS, .rx_buffer_size = FABRIC_ENV_RX_BUFFER_SIZE };
+	struct fabric_env fe = { .provider = p.provider, .rx_buffers = FABRIC_ENV_RX_BUFFERS,
+				 .rx_buffer_size = FABRIC_ENV_RX_BUFFER_SIZE };
 	char line[256];
 	fabric_env_defaults(&fe, line, sizeof(line));
 	run("unsealed", NULL, &p, JOBS);

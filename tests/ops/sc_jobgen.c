@@ -426,7 +426,7 @@ int main(int argc, char **argv)
 	 * posts at most a window of receives per endpoint: a queue of 256
 	 * instead of rxm's 2,048 saves 0.8 MB of the 5 MB each endpoint holds
 	 * (docs/journal/2026-11-26-aggregator-receives.md). */
-	struct fabric_env fe = { .rx_buffers = FABRIC_ENV_RX_BUFFERS,
+	struct fabric_env fe = { .provider = g.provider, .rx_buffers = FABRIC_ENV_RX_BUFFERS,
 				 .rx_buffer_size = FABRIC_ENV_RX_BUFFER_SIZE,
 				 .rx_size = g.window > 256 ? g.window : 256 };
 	char line[384];

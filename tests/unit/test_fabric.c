@@ -215,6 +215,32 @@ static void test_shm(void **state)
 	exchange("shm");
 }
 
+/* Which providers' endpoints talk to each other (a JOIN's against the
+ * daemon's), and what "auto" opens: never tcp's own RDM endpoint (a bare
+ * "tcp", libfabric 1.18 and later), which no tcp;ofi_rxm endpoint talks to. */
+static void test_provider_same(void **state)
+{
+	(void)state;
+	assert_true(fabric_provider_same("tcp;ofi_rxm", "tcp;ofi_rxm"));
+	assert_true(fabric_provider_same("shm", "shm"));
+	assert_true(fabric_provider_same("verbs;ofi_rxm", "verbs;ofi_rxm"));
+	assert_false(fabric_provider_same("shm", "tcp;ofi_rxm"));
+	assert_false(fabric_provider_same("tcp", "tcp;ofi_rxm"));
+	assert_false(fabric_provider_same("tcp;ofi_rxm", "tcp"));
+	assert_true(fabric_provider_same("tcp", "tcp"));
+	assert_false(fabric_provider_same("auto", "auto"));
+	assert_false(fabric_provider_same(NULL, "shm"));
+	assert_false(fabric_provider_same("", ""));
+
+	struct fabric_params p = { .provider = "auto", .node = "127.0.0.1" };
+	struct fabric *f;
+	if (fabric_open(&p, &f))
+		skip();
+	print_message("auto: %s\n", fabric_provider(f));
+	assert_string_not_equal(fabric_provider(f), "tcp");
+	fabric_close(f);
+}
+
 static void test_unknown_provider(void **state)
 {
 	(void)state;
@@ -362,6 +388,7 @@ int main(void)
 		cmocka_unit_test(test_tcp),
 		cmocka_unit_test(test_buf),
 		cmocka_unit_test(test_shm),
+		cmocka_unit_test(test_provider_same),
 		cmocka_unit_test(test_unknown_provider),
 		cmocka_unit_test(test_addr_check),
 		cmocka_unit_test(test_addr_check_real),
