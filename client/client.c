@@ -677,10 +677,11 @@ int client_agg_info(const struct client *c, size_t agg, uint32_t *job_handle, ui
 	return 0;
 }
 
-void client_destroy(struct client *c)
+void client_quiesce(struct client *c)
 {
-	if (!c)
+	if (!c || c->quiesced)
 		return;
+	c->quiesced = true;
 	for (size_t ai = 0; ai < c->naggs; ai++)
 		client_ctl_leave(c, &c->aggs[ai]);
 	/* Cancel posted receives and wait (bounded) for their completions;
@@ -713,5 +714,22 @@ void client_destroy(struct client *c)
 	}
 	if (posted)
 		SC_WARN("client: operations still posted after 1 s at close; closing their endpoints");
+	/* closing ends whatever is still posted: the memory of the caller's
+	 * requests may be deregistered next (RDMA's order) */
+	for (size_t ai = 0; ai < c->naggs; ai++) {
+		struct client_agg *a = &c->aggs[ai];
+		if (a->ep) {
+			fabric_close(a->ep);
+			a->ep = NULL;
+			a->av_inserted = false;
+		}
+	}
+}
+
+void client_destroy(struct client *c)
+{
+	if (!c)
+		return;
+	client_quiesce(c);
 	client_free(c);
 }

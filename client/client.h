@@ -160,7 +160,14 @@ bool client_agg_alive(const struct client *c, size_t agg);
  * -ENODATA (no such PONG yet, a version 2 daemon, or not alive). */
 int client_agg_load(const struct client *c, size_t agg, unsigned *load_pm, unsigned *jobs);
 
-/* Sends LEAVE to every aggregator, cancels what is posted, frees all. */
+/* Sends LEAVE to every aggregator, cancels what is posted (waiting a
+ * second at most for the cancels), closes every aggregator's endpoint:
+ * nothing posted there touches memory afterwards, so the caller may
+ * deregister its requests' memory next, in RDMA's order (endpoints,
+ * registrations, domain). The client then takes nothing but
+ * client_destroy. */
+void client_quiesce(struct client *c);
+/* client_quiesce if not done, then frees all (the domain last). */
 void client_destroy(struct client *c);
 
 /* Per-aggregator shard of [0, count): contiguous, each boundary a multiple

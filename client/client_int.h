@@ -193,6 +193,7 @@ struct client {
 	struct client_op *ops; /* naggs * window * 2 */
 	size_t nops;
 	struct client_slot *slot_mem;
+	bool quiesced; /* client_quiesce: its endpoints are closed */
 	uint32_t max_requests;
 	struct client_req *reqs;
 	struct req_agg *ra_mem;

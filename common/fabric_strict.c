@@ -2,6 +2,7 @@
 #include "fabric_strict.h"
 
 #include <errno.h>
+#include <execinfo.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -18,8 +19,12 @@ _Static_assert(offsetof(struct fabric_op, fi) == 0 && sizeof(struct fabric_op) >
 
 static void fail_default(const char *msg)
 {
+	void *frames[32];
+	int n = backtrace(frames, 32);
+
 	SC_ERR("fabric strict mode: %s", msg);
-	fprintf(stderr, "fabric strict mode: %s\n", msg);
+	fprintf(stderr, "fabric strict mode: %s; where:\n", msg);
+	backtrace_symbols_fd(frames, n, 2);
 	abort();
 }
 
@@ -208,7 +213,8 @@ void fabric_strict_mr_dereg(const struct fabric_mr *mr)
 		regs[i] = regs[--nregs];
 		/* the memory of an operation in flight must stay registered */
 		for (size_t k = 0; k < capfl; k++)
-			if (fl[k].op && fl[k].domain == r.domain && fl[k].lo < r.hi && r.lo < fl[k].hi) {
+			if (fl[k].op && fl[k].domain == r.domain && fl[k].lo < fl[k].hi && fl[k].lo < r.hi &&
+			    r.lo < fl[k].hi) {
 				const struct flight x = fl[k];
 				pthread_mutex_unlock(&mu);
 				violation("registration [%p, +%zu) closed while an operation posted on %s still covers "

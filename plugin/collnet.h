@@ -420,6 +420,10 @@ void coll_accepted(struct coll_comm *cc);
 /* failover.c */
 /* After connect: epoch 0 over the aggregators every node joined. */
 int failover_init(struct coll_comm *cc, uint64_t live);
+/* At close: the agreement aborted, repairs and the notice receive
+ * cancelled, their ends awaited (bounded), while the endpoint is open;
+ * failover_fini frees the memory once the endpoint is closed. */
+void failover_stop(struct coll_comm *cc);
 void failover_fini(struct coll_comm *cc);
 /* Drives notices, agreement and repairs; called from test and iallreduce.
  * 0, or the error that broke the communicator. */

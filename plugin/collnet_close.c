@@ -76,9 +76,7 @@ int collnet_close(void *coll_comm)
 			(unsigned long long)s->ag_ops, s->ag_bytes / 1e9,
 			s->ag_ns ? s->ag_bytes / (double)s->ag_ns : 0.0, s->ag_agg_bytes / 1e9);
 	coll_trace_close(cc);
-	failover_fini(cc);
-	for (int i = 0; i < COLL_REQS; i++)
-		coll_wstage_dereg(&cc->wstage[i]);
+	failover_stop(cc);
 	for (size_t ai = 0; cc->client && ai < client_naggs(cc->client); ai++) {
 		struct client_mc_info mi;
 		if (client_mc_info(cc->client, ai, &mi) || !mi.offered)
@@ -91,9 +89,18 @@ int collnet_close(void *coll_comm)
 			(unsigned long long)mi.foreign, (unsigned long long)mi.stale,
 			(unsigned long long)mi.malformed, (unsigned long long)mi.dups);
 	}
+	/* RDMA's order: the endpoints first (what requests abandoned after an
+	 * error still have posted ends there), then the registrations, then
+	 * the domains */
+	if (cc->client)
+		client_quiesce(cc->client);
+	fabric_close_ep(cc->f);
+	failover_fini(cc);
+	for (int i = 0; i < COLL_REQS; i++)
+		coll_wstage_dereg(&cc->wstage[i]);
+	ring_fini(&cc->ring);
 	if (cc->client)
 		client_destroy(cc->client);
-	ring_fini(&cc->ring);
 	fabric_close(cc->f);
 	/* requests abandoned after an error may have had operations on these
 	 * until the endpoints closed */

@@ -492,7 +492,7 @@ int failover_init(struct coll_comm *cc, uint64_t live)
 	return 0;
 }
 
-void failover_fini(struct coll_comm *cc)
+void failover_stop(struct coll_comm *cc)
 {
 	struct failover *fo = &cc->fo;
 
@@ -501,7 +501,8 @@ void failover_fini(struct coll_comm *cc)
 	failover_repair_cancel(cc);
 	if (fo->nrx_posted)
 		fabric_cancel(cc->f, &fo->nrx.fop);
-	/* Let cancels and sends complete (bounded) before their memory goes. */
+	/* Let cancels and sends complete (bounded); what does not ends when
+	 * the endpoint closes, before failover_fini frees the memory. */
 	uint64_t until = sc_now_ns() + 200ull * 1000000ull;
 	for (;;) {
 		bool busy = fo->nrx_posted && fo->nrx.state == RING_X_POSTED;
@@ -512,6 +513,12 @@ void failover_fini(struct coll_comm *cc)
 			break;
 		ring_poll(&cc->ring);
 	}
+}
+
+void failover_fini(struct coll_comm *cc)
+{
+	struct failover *fo = &cc->fo;
+
 	failover_repair_free(cc);
 	coll_agreement_free(&fo->agree);
 	for (size_t ai = 0; ai < CLIENT_AGGS_MAX; ai++) {

@@ -236,6 +236,7 @@ static void mode_http(void)
 struct crank {
 	struct client *c;
 	float *in[DEPTH], *out[DEPTH];
+	struct fabric_mr imr[DEPTH], omr[DEPTH]; /* their registrations (FI_MR_LOCAL) */
 	struct client_req *q[DEPTH];
 	uint32_t n[DEPTH]; /* the request number in each place */
 	bool retired;
@@ -329,6 +330,9 @@ static void run_client(bool via_ctl)
 			rk[r].in[k] = calloc(COUNT, sizeof(float));
 			rk[r].out[k] = calloc(COUNT, sizeof(float));
 			REQUIRE(rk[r].in[k] && rk[r].out[k], "memory");
+			REQUIRE(client_mr_reg(rk[r].c, rk[r].in[k], COUNT * sizeof(float), &rk[r].imr[k]) == 0 &&
+					client_mr_reg(rk[r].c, rk[r].out[k], COUNT * sizeof(float), &rk[r].omr[k]) == 0,
+				"registering rank %u's buffers", r);
 		}
 	}
 	int crc[NR];
@@ -441,8 +445,8 @@ static void run_client(bool via_ctl)
 				k->in[j][i] = cval(r, next, i);
 			memset(k->out[j], 0xff, COUNT * sizeof(float));
 			k->n[j] = next;
-			int e = client_allreduce_on(k->c, k->in[j], k->out[j], COUNT, SC_F32, SC_OP_SUM, NULL,
-						    NULL, next >= s ? 2 : 3, &k->q[j]);
+			int e = client_allreduce_on(k->c, k->in[j], k->out[j], COUNT, SC_F32, SC_OP_SUM,
+						    k->imr[j].desc, k->omr[j].desc, next >= s ? 2 : 3, &k->q[j]);
 			REQUIRE(e == 0, "rank %u request %u: %d", r, next, e);
 		}
 		next++;
@@ -460,8 +464,8 @@ static void run_client(bool via_ctl)
 		      client_agg_alive(rk[r].c, 1), (unsigned long long)client_draining(rk[r].c));
 		/* a retired aggregator is no longer a request's */
 		struct client_req *q;
-		CHECK(client_allreduce_on(rk[r].c, rk[r].in[0], rk[r].out[0], 16, SC_F32, SC_OP_SUM, NULL,
-					  NULL, 1, &q) == -EINVAL,
+		CHECK(client_allreduce_on(rk[r].c, rk[r].in[0], rk[r].out[0], 16, SC_F32, SC_OP_SUM,
+					  rk[r].imr[0].desc, rk[r].omr[0].desc, 1, &q) == -EINVAL,
 		      "rank %u: a request on the retired daemon was taken", r);
 	}
 	int ex = sd_stop(&d[0], 0, 10000);
@@ -485,6 +489,10 @@ static void run_client(bool via_ctl)
 			fclose(f);
 	}
 	for (uint32_t r = 0; r < NR; r++) {
+		for (int k = 0; k < DEPTH; k++) {
+			fabric_mr_dereg(&rk[r].imr[k]);
+			fabric_mr_dereg(&rk[r].omr[k]);
+		}
 		client_destroy(rk[r].c);
 		for (int k = 0; k < DEPTH; k++) {
 			free(rk[r].in[k]);
