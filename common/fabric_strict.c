@@ -273,15 +273,21 @@ void fabric_strict_post(const struct fabric *f, const char *what, const void *bu
 	pthread_mutex_unlock(&mu);
 }
 
-void fabric_strict_unpost(const struct fabric_op *op)
+/* op is no longer in flight; whether it was. */
+static bool forget(const struct fabric_op *op)
 {
-	if (!fabric_strict_level())
-		return;
 	pthread_mutex_lock(&mu);
 	struct flight *e = fl_find(op);
 	if (e)
 		fl_del(e);
 	pthread_mutex_unlock(&mu);
+	return e != NULL;
+}
+
+void fabric_strict_unpost(const struct fabric_op *op)
+{
+	if (fabric_strict_level())
+		forget(op);
 }
 
 void fabric_strict_inject(const struct fabric *f, const void *buf, size_t len)
@@ -298,12 +304,7 @@ void fabric_strict_done(const struct fabric *f, const struct fabric_op *op)
 {
 	if (!fabric_strict_level() || !op)
 		return;
-	pthread_mutex_lock(&mu);
-	struct flight *e = fl_find(op);
-	if (e)
-		fl_del(e);
-	pthread_mutex_unlock(&mu);
-	if (!e)
+	if (!forget(op))
 		violation("a completion on %s for context %p, which was not posted (or completed twice)", f->prov_name,
 			  (const void *)op);
 }

@@ -24,15 +24,6 @@
 
 #define BOOT_MAGIC 0x53435042u /* "SCPB" */
 
-static void say(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void say(char *err, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, len, fmt, ap);
-	va_end(ap);
-}
 
 /* The first of the variables that is set, as a number >= 0; -1: none. */
 static long env_num(const char *const *names, const char **which)

@@ -19,7 +19,20 @@
 #ifndef SUMCAST_PERF_BOOT_H
 #define SUMCAST_PERF_BOOT_H
 
+#include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
+
+/* err = the sentence (the perf files' one way of saying why). */
+static inline void say(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static inline void say(char *err, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, len, fmt, ap);
+	va_end(ap);
+}
 
 struct boot {
 	int rank, size;

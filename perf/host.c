@@ -20,15 +20,6 @@
 #define HOST_INFLIGHT 8       /* NCCL_STEPS */
 #define HOST_MODES 3
 
-static void say(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void say(char *err, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, len, fmt, ap);
-	va_end(ap);
-}
 
 /* ---- NCCL's logger, one per instance ---- */
 

@@ -8,6 +8,12 @@
 # Environment: SUMCAST_BUILD_DIR (build), SUMCAST_ASAN=0 skips the ASan stage,
 # SUMCAST_LF26=0 the libfabric 2.6 stage.
 #
+# Every stage runs the fabric layer in its strict mode (common/fabric_strict.h:
+# RDMA's registration, context and size rules checked on every operation):
+# the main and libfabric 2.6 stages as verbs would (rdma), the ASan stage
+# with efa's limits (efa). SUMCAST_FABRIC_STRICT set in the environment
+# (off, rdma, efa) is used for all of them instead.
+#
 # The ASan stage is a second build tree, $build/asan (-DSUMCAST_SANITIZE=ON),
 # that builds only the targets the tests labelled plugin or daemon run, after
 # the main ctest: not beside it, so the sanitizer build does not take the
@@ -63,7 +69,8 @@ stage build "build ($build, -Werror)"
 cmake -S . -B "$build" -DSUMCAST_WERROR=ON >/dev/null
 cmake --build "$build" -j"$jobs"
 stage ctest "ctest ($build)"
-(cd "$build" && ctest --output-on-failure -j"$jobs" --timeout 900 "$@") 2>&1 | tee "$build/ctest.log" || rc=1
+(cd "$build" && SUMCAST_FABRIC_STRICT=${SUMCAST_FABRIC_STRICT:-rdma} ctest --output-on-failure -j"$jobs" \
+	--timeout 900 "$@") 2>&1 | tee "$build/ctest.log" || rc=1
 
 if [ "${SUMCAST_ASAN:-1}" != 0 ]; then
 	asan=$build/asan
@@ -84,7 +91,8 @@ if [ "${SUMCAST_ASAN:-1}" != 0 ]; then
 		# here: the same faults and paths, half the collectives. The
 		# scale tests (64 and 128 processes) stay in the main run; their
 		# code runs here in plugin/scale_h2_n4.
-		(cd "$asan" && HARNESS_FAULT_OPS=250 ctest --output-on-failure -j"$jobs" --timeout 900 -L "$labels" -LE 'scale|preload' "$@") 2>&1 |
+		(cd "$asan" && HARNESS_FAULT_OPS=250 SUMCAST_FABRIC_STRICT=${SUMCAST_FABRIC_STRICT:-efa} ctest \
+			--output-on-failure -j"$jobs" --timeout 900 -L "$labels" -LE 'scale|preload' "$@") 2>&1 |
 			tee "$asan/ctest.log" || rc=1
 	fi
 fi
@@ -125,7 +133,8 @@ if [ "${SUMCAST_LF26:-1}" != 0 ]; then
 		else
 			echo "   sumcastd loads$(ldd "$lf26/daemon/sumcastd" | grep -m1 -o ' => [^ ]*libfabric[^ ]*')"
 			stage lf26-ctest "libfabric 2.6: ctest -L core"
-			(cd "$lf26" && ctest --output-on-failure -j"$jobs" --timeout 300 -L core "$@") 2>&1 |
+			(cd "$lf26" && SUMCAST_FABRIC_STRICT=${SUMCAST_FABRIC_STRICT:-rdma} ctest --output-on-failure \
+				-j"$jobs" --timeout 300 -L core "$@") 2>&1 |
 				tee "$lf26/ctest.log" || rc=1
 		fi
 	fi
