@@ -524,6 +524,15 @@ int client_test(struct client *c, struct client_req *r, int *done)
 	return client_req_check(c, r, done);
 }
 
+bool client_req_all_in(struct client_req *r, uint64_t now)
+{
+	if (!r->in_use || r->err || r->chunks_left || r->inflight)
+		return false;
+	if (!r->complete_ns)
+		r->complete_ns = now;
+	return true;
+}
+
 int client_req_check(struct client *c, struct client_req *r, int *done)
 {
 	*done = 0;
@@ -540,11 +549,9 @@ int client_req_check(struct client *c, struct client_req *r, int *done)
 		*done = 1;
 		return err;
 	}
-	if (r->chunks_left || r->inflight)
-		return 0;
 	uint64_t now = sc_now_ns();
-	if (!r->complete_ns)
-		r->complete_ns = now;
+	if (!client_req_all_in(r, now))
+		return 0;
 	if (client_retain_hold(c, r, now))
 		return 0;
 	client_retain_req(c, r);

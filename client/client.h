@@ -243,6 +243,11 @@ void client_retained(const struct client *c, uint64_t *chunks, uint64_t *bytes);
 /* When every result of r was first seen in (client_req_check), 0 before:
  * the time a request held back by retain_hold_ms was complete. */
 uint64_t client_req_complete_ns(const struct client_req *r);
+/* v1.13: whether every result of r is in (and none failed), whatever the caller
+ * has been told yet: client_req_check's "done" before a hold and before
+ * r is freed. The first call that finds it so notes now as the time it
+ * was complete (client_req_complete_ns). r stays the caller's to check. */
+bool client_req_all_in(struct client_req *r, uint64_t now);
 
 /* Aggregators that failed, bit per index. */
 uint64_t client_failed(const struct client *c);

@@ -119,6 +119,9 @@ struct coll_req {
 	bool adaptive; /* an adaptive request: adapt_ord is its number among them */
 	uint64_t adapt_ord;
 	int32_t adapt_ppm;
+	/* its times are in its window (coll_adapt_done): noted as soon as both
+	 * paths are done, whether NCCL has tested it yet or not */
+	bool adapt_noted;
 	bool stall_logged; /* waited past SUMCAST_AGG_TIMEOUT: the state was logged */
 	/* a reduce-scatter window through the aggregators: its reduced window
 	 * lands in the slot's staging (recv), this node's part is copied to
@@ -357,9 +360,13 @@ void coll_serve(struct coll_comm *cc);
 
 /* collnet_req.c: test split in two, for a caller that tests several
  * requests of one communicator (collnet_tree.c): the completion queues
- * read once and failover / adaptive split driven (coll_comm_poll: 0 or
- * the error that broke the communicator), then request r checked with
- * that rc (coll_req_test: collnet_test's answer). */
+ * read once, failover driven, every request in flight moved and the
+ * adaptive split driven (coll_comm_poll: 0 or the error that broke the
+ * communicator), then request r checked with that rc (coll_req_test:
+ * collnet_test's answer). The calls that issue requests (iallreduce, the
+ * window calls) start with coll_comm_poll too: NCCL's proxy retries a
+ * refused call without testing anything of that sub, so whatever a
+ * refusal waits for must move on those calls alone. */
 int coll_comm_poll(struct coll_comm *cc);
 int coll_req_test(struct coll_req *r, int rc, int *done, int *size);
 

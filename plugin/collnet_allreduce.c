@@ -41,9 +41,7 @@ int collnet_iallreduce(void *coll_comm, void *send, void *recv, size_t count, nc
 	}
 	if (cc->tree)
 		return coll_tree_iallreduce(cc, send, recv, count, t, op, sm, rm, request);
-	rc = failover_progress(cc);
-	if (!rc)
-		rc = coll_adapt_step(cc);
+	rc = coll_comm_poll(cc); /* what a refusal waits for moves here too */
 	if (rc)
 		return rc;
 	if (failover_busy(cc)) /* NCCL retries */

@@ -65,6 +65,30 @@ static void req_end(struct coll_comm *cc, struct coll_req *r)
 	r->used = false;
 }
 
+/* An adaptive request's times go into its window (coll_adapt_done) as
+ * soon as both of its paths and its repairs are done, whichever call
+ * finds it so, not when NCCL's test of it does. The window's agreement
+ * waits for every one of its requests on every node, and a request of
+ * the next window but one is refused until it is agreed
+ * (coll_adapt_split); NCCL's proxy tests nothing of a sub while it
+ * retries that sub's refused call (src/transport/coll_net.cc,
+ * sendProxyProgress: "continue"), and with more than one group of subs
+ * (more than 8 channels) the refused group's own untested requests can
+ * be in that window: it waited for a test that waited for it. */
+static void req_adapt_note(struct coll_comm *cc, struct coll_req *r, uint64_t now)
+{
+	if (!r->adaptive || r->adapt_noted || !r->ring_done || r->repairs)
+		return;
+	if (!r->agg_done) {
+		if (!r->creq || !client_req_all_in(r->creq, now))
+			return;
+		if (!r->t_agg)
+			r->t_agg = client_req_complete_ns(r->creq);
+	}
+	r->adapt_noted = true;
+	coll_adapt_done(cc, r, now);
+}
+
 int coll_comm_poll(struct coll_comm *cc)
 {
 	int rc;
@@ -77,6 +101,16 @@ int coll_comm_poll(struct coll_comm *cc)
 	if (cc->client)
 		client_progress(cc->client);
 	rc = failover_step(cc);
+	/* Every active request moves, not only the one NCCL asks about (an
+	 * error is its test's to report: ring_op_progress keeps it). */
+	uint64_t now = sc_now_ns();
+	for (int i = 0; i < COLL_REQS; i++) {
+		struct coll_req *q = &cc->reqs[i];
+		if (!q->used || q->coll == COLL_TREE)
+			continue;
+		if (!req_progress(q))
+			req_adapt_note(cc, q, now);
+	}
 	if (!rc)
 		rc = coll_adapt_step(cc);
 	return rc;
@@ -96,10 +130,7 @@ int coll_req_test(struct coll_req *r, int rc, int *done, int *size)
 	struct coll_comm *cc = r->cc;
 
 	*done = 0;
-	/* Every active request moves, not only the one NCCL asks about. */
-	for (int i = 0; i < COLL_REQS; i++)
-		if (cc->reqs[i].used && &cc->reqs[i] != r)
-			(void)req_progress(&cc->reqs[i]);
+	/* every request moved in coll_comm_poll; this one's error, if any */
 	if (!rc)
 		rc = req_progress(r);
 	if (!rc && !r->agg_done) {
@@ -137,8 +168,10 @@ int coll_req_test(struct coll_req *r, int rc, int *done, int *size)
 	}
 	uint64_t t_end = sc_now_ns();
 	coll_trace_req(cc, r, t_end, 0);
-	if (r->adaptive)
+	if (r->adaptive && !r->adapt_noted) {
+		r->adapt_noted = true;
 		coll_adapt_done(cc, r, t_end);
+	}
 	if (size)
 		*size = (int)(r->count * r->es);
 	if (r->coll != COLL_ALLREDUCE) {

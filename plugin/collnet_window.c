@@ -206,7 +206,7 @@ static int window_begin(struct coll_comm *cc, const char *what, int nparts,
 
 	if (rc)
 		return rc;
-	rc = failover_progress(cc);
+	rc = coll_comm_poll(cc); /* what a refusal waits for moves here too */
 	if (rc)
 		return rc;
 	ws->r = coll_req_slot(cc, &ws->slot);

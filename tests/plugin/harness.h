@@ -113,6 +113,7 @@ struct opts {
 	int mc;             /* --multicast: datagrams dropped per mille; -1: unicast results */
 	bool expect_adaptive; /* the trace must show adaptive requests at two splits or more */
 	int heads;          /* collnet communicators per node (CollNet Direct heads), 1: one */
+	int groups;         /* coll --groups G: allreduces through NCCL's proxy of G x 8 channels (0: none) */
 	int iters;          /* scale: allreduces of each size */
 	size_t sweep;       /* scale --sweep COUNT[,WCOUNT]: harness_sweep.c's checks, 0: none */
 	size_t sweep_w;     /* WCOUNT: the windows' elements per rank (COUNT unless given) */
@@ -309,6 +310,12 @@ bool harness_oversubscribed(void);
 /* NCCL's proxy: chunks of at most 2 MiB, up to 8 outstanding, in order. */
 void allreduce_chunked(void *cc, uint8_t *send, uint8_t *recv, size_t count, ncclDataType_t t,
 		       ncclRedOp_t op, void *mh);
+/* NCCL's proxy as it runs an allreduce over ngroups x 8 channels: pieces
+ * of piece_bytes, piece p being group p % ngroups's step p / ngroups;
+ * groups post in order, 8 outstanding each, and a group tests nothing in
+ * a pass in which it posted or got a NULL request (harness_nccl.c). */
+void allreduce_grouped(void *cc, uint8_t *send, uint8_t *recv, size_t count, ncclDataType_t t,
+		       ncclRedOp_t op, void *mh, int ngroups, size_t piece_bytes);
 
 /* ---- NCCL's profiler (harness_prof.c; all do nothing without --profile-events) ---- */
 

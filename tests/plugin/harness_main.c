@@ -31,6 +31,8 @@ void usage(void)
 		"       --expect agg then checks the tree's inner jobs on the daemons)\n"
 		"       p2p: [--close-inflight]\n"
 		"       p2p, coll: [--profile-events [--profiler LIB]]   (--version 12|11|10)\n"
+		"       coll: [--groups G]   (then allreduces through NCCL's proxy of G x 8 channels:\n"
+		"              groups in order, 8 requests each, no test in a pass that got NULL)\n"
 		"       fault: --fault kill|idle|stop|blip|term|restart|flap|rolling|all|connect|node|cmd[,KIND]\n"
 		"              [--fault-agg I] [--ops K] [--fault-at K] [--expect-copies] [--readmit]\n"
 		"              [--flaps K] [--cut-node R]   (cmd: the node it cuts off; a tree needs it)\n"
@@ -137,7 +139,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		{ "heads", 1, 0, 0x106 }, { "iters", 1, 0, 0x107 }, { "max-connect", 1, 0, 0x108 },
 		{ "max-idle-cpu", 1, 0, 0x109 },
 		{ "fan-in", 1, 0, 0x10a }, { "cut-node", 1, 0, 0x10b }, { "agg-http", 1, 0, 0x10e },
-		{ "keep-trace", 1, 0, 0x10f }, { "sweep", 1, 0, 0x112 },
+		{ "keep-trace", 1, 0, 0x10f }, { "sweep", 1, 0, 0x112 }, { "groups", 1, 0, 0x113 },
 		{ "profile-events", 0, 0, 0x110 }, { "profiler", 1, 0, 0x111 },
 		{ 0, 0, 0, 0 }
 	};
@@ -212,6 +214,11 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		case 0x103: opt.mc = atoi(optarg); break;
 		case 0x106: opt.heads = atoi(optarg); break;
 		case 0x107: opt.iters = atoi(optarg); break;
+		case 0x113:
+			opt.groups = atoi(optarg);
+			if (opt.groups < 1 || opt.groups > 8)
+				usage();
+			break;
 		case 0x112: {
 			char *end;
 			opt.sweep = strtoull(optarg, &end, 10);
@@ -236,6 +243,8 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		usage();
 	/* several communicators per node: the scale mode only */
 	if (opt.heads > 1 && strcmp(opt.mode, "scale"))
+		usage();
+	if (opt.groups && strcmp(opt.mode, "coll"))
 		usage();
 	/* scale: the daemons' counters of each job, no trace (H files per rank) */
 	if (!strcmp(opt.mode, "scale"))

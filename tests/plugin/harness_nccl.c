@@ -572,3 +572,69 @@ void allreduce_chunked(void *cc, uint8_t *send, uint8_t *recv, size_t count, ncc
 		}
 	}
 }
+
+/* NCCL's collnet send proxy for an allreduce over ngroups x 8 channels
+ * (src/transport/coll_net.cc, sendProxyProgress): the subs form groups of
+ * COLLNET_GROUP_NSUBS (8), each group issues one request per step for its
+ * subs' span, the groups post in (step, group) order, each keeps up to
+ * NCCL_STEPS (8) outstanding and tests its oldest. What allreduce_chunked
+ * does not do: in a pass in which a group posts, or gets a NULL request
+ * ("continue"), it tests nothing; so a group that keeps getting NULL
+ * never tests its own requests while it retries. Requests are pieces of
+ * piece_bytes, piece p going to group p % ngroups, step p / ngroups. */
+void allreduce_grouped(void *cc, uint8_t *send, uint8_t *recv, size_t count, ncclDataType_t t,
+		       ncclRedOp_t op, void *mh, int ngroups, size_t piece_bytes)
+{
+	enum { GMAX = 8, STEPS = 8 };
+	size_t es = type_size(t), per = piece_bytes / es, npieces = (count + per - 1) / per;
+	void *reqs[GMAX][STEPS];
+	size_t posted[GMAX] = { 0 }, done[GMAX] = { 0 }, nsteps[GMAX] = { 0 }, total = 0;
+	useconds_t nap = 0;
+	double end = sc_now_s() + 120;
+
+	REQUIRE(ngroups >= 1 && ngroups <= GMAX && per, "allreduce_grouped: %d groups of %zu-byte pieces",
+	      ngroups, piece_bytes);
+	for (size_t p = 0; p < npieces; p++)
+		nsteps[p % (size_t)ngroups]++;
+	while (total < npieces) {
+		REQUIRE(sc_now_s() < end, "allreduce of %zu x %s %s in %d groups: %zu of %zu requests done "
+		      "after 120 s", count, type_name(t), op_name(op), ngroups, total, npieces);
+		bool moved = false;
+		for (int g = 0; g < ngroups; g++) {
+			/* group 0 starts step k once the last group posted step
+			 * k - 1; group g > 0 once group g - 1 posted step k */
+			bool ordered = g == 0 ? posted[ngroups - 1] == posted[0] : posted[g] < posted[g - 1];
+			if (ordered && posted[g] < nsteps[g] && posted[g] - done[g] < STEPS) {
+				size_t off = (posted[g] * (size_t)ngroups + (size_t)g) * per;
+				size_t n = count - off < per ? count - off : per;
+				void *r = c_iallreduce(cc, send + off * es, recv + off * es, n, t, op, mh);
+				if (!r)
+					continue; /* NCCL: this group tests nothing this pass */
+				reqs[g][posted[g]++ % STEPS] = r;
+				moved = true;
+				continue;
+			}
+			if (done[g] < posted[g]) {
+				size_t off = (done[g] * (size_t)ngroups + (size_t)g) * per;
+				size_t n = count - off < per ? count - off : per;
+				int size = -1;
+				if (c_test(reqs[g][done[g] % STEPS], &size)) {
+					REQUIRE((size_t)size == n * es, "test size %d, want %zu", size, n * es);
+					done[g]++;
+					total++;
+					moved = true;
+				}
+			}
+		}
+		if (moved) {
+			nap = 0;
+		} else if (poll_us() == -2) {
+			nap = nap ? (nap < 500 ? nap * 2 : 1000) : 16;
+			usleep(nap);
+		} else if (poll_us() > 0) {
+			usleep((useconds_t)poll_us());
+		} else if (harness_oversubscribed()) {
+			sched_yield();
+		}
+	}
+}
