@@ -114,6 +114,7 @@ struct opts {
 	bool expect_adaptive; /* the trace must show adaptive requests at two splits or more */
 	int heads;          /* collnet communicators per node (CollNet Direct heads), 1: one */
 	int groups;         /* coll --groups G: allreduces through NCCL's proxy of G x 8 channels (0: none) */
+	int stall_rank;     /* coll --stall R: rank R goes quiet in an allreduce (-1: none) */
 	int iters;          /* scale: allreduces of each size */
 	size_t sweep;       /* scale --sweep COUNT[,WCOUNT]: harness_sweep.c's checks, 0: none */
 	size_t sweep_w;     /* WCOUNT: the windows' elements per rank (COUNT unless given) */
@@ -248,6 +249,13 @@ extern int log_prefix_ok, saw_agg_path, saw_fallback;
 /* Aggregator faults the plugin logged (its one WARN per fault), and how
  * many aggregators the last collnet connect announced (-1: none yet). */
 extern int saw_fault, saw_naggs;
+/* stall reports logged ("has waited"), and their ring lines naming the
+ * peer and the tag a column waits for */
+extern int saw_stall, saw_stall_peer;
+/* --stall: the next allreduce_chunked of rank opt.stall_rank goes quiet
+ * (no plugin call) for stall_quiet_s once its first request is issued */
+extern volatile bool stall_now;
+extern double stall_quiet_s;
 /* re-admissions logged ("is back"), and the waits the fault lines name
  * ("tried again in S s"), in order */
 extern int saw_back, saw_nholds, saw_drain; /* and drains logged ("drains (it asked") */

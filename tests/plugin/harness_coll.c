@@ -77,6 +77,41 @@ void run_coll(void)
 		hash = fnv(hash, recv, count * 4);
 		ncases++;
 	}
+	/* --stall R: a slow peer is not an error, and a wait says what it
+	 * waits for. Rank R goes quiet for 2.5 x SUMCAST_AGG_TIMEOUT with its
+	 * first requests issued: the others' ring parts wait for it, so each
+	 * of them logs a stall report whose ring lines name the peer and the
+	 * tag of the message a column waits for; then R goes on and every
+	 * element is right, with no fault on any node. */
+	if (opt.stall_rank >= 0) {
+		/* the plugin's spelling: ms unless it ends in s (and not ms) */
+		const char *e = getenv("SUMCAST_AGG_TIMEOUT");
+		char *unit = NULL;
+		double to = e ? strtod(e, &unit) : 0;
+		if (to > 0 && unit && !strcmp(unit, "s"))
+			to *= 1000;
+		to = to > 0 ? to / 1000 : 30;
+		size_t count = half / 4;
+		stall_quiet_s = 2.5 * to;
+		for (size_t i = 0; i < count; i++)
+			put(ncclFloat32, send, i, in_val(ncclFloat32, ncclSum, my_rank, i));
+		memset(recv, 0xA5, count * 4);
+		stall_now = true;
+		allreduce_chunked(cc, send, recv, count, ncclFloat32, ncclSum, mh);
+		for (size_t i = 0; i < count; i++)
+			REQUIRE(((float *)recv)[i] == (float)ref_val(ncclFloat32, ncclSum, i),
+			      "after the stall: element %zu", i);
+		REQUIRE(!saw_fault, "a slow peer was taken for a fault (%d fault lines)", saw_fault);
+		if (my_rank != opt.stall_rank)
+			REQUIRE(saw_stall > 0 && saw_stall_peer > 0, "rank %d went quiet %.1f s: %d stall reports "
+			      "here, %d of their lines named a ring peer and tag", opt.stall_rank, stall_quiet_s,
+			      saw_stall, saw_stall_peer);
+		if (my_rank == 0)
+			printf("coll: rank %d quiet %.1f s: the others' stall reports named the ring peer and tag "
+			       "(%d lines here), results exact\n", opt.stall_rank, stall_quiet_s, saw_stall_peer);
+		hash = fnv(hash, recv, count * 4);
+		ncases++;
+	}
 	if (opt.deterministic)
 		hash = check_rank_order(cc, send, recv, half, mh, hash);
 	/* Bitwise equal on every rank. */

@@ -31,6 +31,8 @@ void usage(void)
 		"       --expect agg then checks the tree's inner jobs on the daemons)\n"
 		"       p2p: [--close-inflight]\n"
 		"       p2p, coll: [--profile-events [--profiler LIB]]   (--version 12|11|10)\n"
+		"       coll: [--stall R]   (rank R goes quiet 2.5 x SUMCAST_AGG_TIMEOUT in one allreduce:\n"
+		"              the others' stall reports must name the ring peer and tag they wait for)\n"
 		"       coll: [--groups G]   (then allreduces through NCCL's proxy of G x 8 channels:\n"
 		"              groups in order, 8 requests each, no test in a pass that got NULL)\n"
 		"       fault: --fault kill|idle|stop|blip|term|restart|flap|rolling|all|connect|node|cmd[,KIND]\n"
@@ -139,7 +141,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		{ "heads", 1, 0, 0x106 }, { "iters", 1, 0, 0x107 }, { "max-connect", 1, 0, 0x108 },
 		{ "max-idle-cpu", 1, 0, 0x109 },
 		{ "fan-in", 1, 0, 0x10a }, { "cut-node", 1, 0, 0x10b }, { "agg-http", 1, 0, 0x10e },
-		{ "keep-trace", 1, 0, 0x10f }, { "sweep", 1, 0, 0x112 }, { "groups", 1, 0, 0x113 },
+		{ "keep-trace", 1, 0, 0x10f }, { "sweep", 1, 0, 0x112 }, { "groups", 1, 0, 0x113 }, { "stall", 1, 0, 0x114 },
 		{ "profile-events", 0, 0, 0x110 }, { "profiler", 1, 0, 0x111 },
 		{ 0, 0, 0, 0 }
 	};
@@ -157,6 +159,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 	}
 	opt.plugin = harness_plugin_default;
 	opt.mc = -1;
+	opt.stall_rank = -1;
 	fopt.cut_node = -1;
 	opt.daemon = harness_daemon_default;
 	while ((c = getopt_long(argc, argv, "n:m:s:v:p:d:b:e:t:jVa:T:k:x:R:S:f:W:L:DrIF:G:O:A:CK:B:Z:Y:X:Q", lo, NULL)) != -1) {
@@ -217,6 +220,11 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		case 0x113:
 			opt.groups = atoi(optarg);
 			if (opt.groups < 1 || opt.groups > 8)
+				usage();
+			break;
+		case 0x114:
+			opt.stall_rank = atoi(optarg);
+			if (opt.stall_rank < 0)
 				usage();
 			break;
 		case 0x112: {

@@ -18,6 +18,9 @@ int log_prefix_ok; /* lines that came through NCCL's logger with our prefix */
 int saw_agg_path, saw_fallback;
 int saw_parked, saw_unparked; /* p2p comms parked at close, freed later */
 int saw_fault, saw_naggs = -1;
+int saw_stall, saw_stall_peer;
+volatile bool stall_now;
+double stall_quiet_s;
 int saw_back, saw_nholds, saw_drain;
 double saw_back_t; /* when this node logged its latest return */
 double saw_holds[16];
@@ -45,6 +48,10 @@ static void hlog(ncclDebugLogLevel level, unsigned long flags, const char *file,
 	unsigned long long jid;
 	if (jl && sscanf(jl, "collnet job 0x%llx: rank", &jid) == 1)
 		__atomic_store_n(&saw_job_id, jid, __ATOMIC_RELAXED);
+	if (strstr(buf, " has waited "))
+		__atomic_fetch_add(&saw_stall, 1, __ATOMIC_RELAXED);
+	if (strstr(buf, ": receive from rank ") && strstr(buf, "(tag 0x"))
+		__atomic_fetch_add(&saw_stall_peer, 1, __ATOMIC_RELAXED);
 	if (strstr(buf, "parked until they complete"))
 		__atomic_fetch_add(&saw_parked, 1, __ATOMIC_RELAXED);
 	else if (strstr(buf, "completed after close; freed"))
@@ -553,6 +560,12 @@ void allreduce_chunked(void *cc, uint8_t *send, uint8_t *recv, size_t count, ncc
 			void *r = c_iallreduce(cc, send + off * es, recv + off * es, n, t, op, mh);
 			if (r)
 				reqs[issued++ % 8] = r;
+		}
+		if (stall_now && issued && my_rank == opt.stall_rank) {
+			/* a slow peer: nothing of this rank moves for a while */
+			stall_now = false;
+			usleep((useconds_t)(stall_quiet_s * 1e6));
+			end += stall_quiet_s;
 		}
 		int size = -1;
 		if (done < issued && !c_test(reqs[done % 8], &size)) {
