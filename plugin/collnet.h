@@ -364,9 +364,9 @@ void coll_serve(struct coll_comm *cc);
  * adaptive split driven (coll_comm_poll: 0 or the error that broke the
  * communicator), then request r checked with that rc (coll_req_test:
  * collnet_test's answer). The calls that issue requests (iallreduce, the
- * window calls) start with coll_comm_poll too: NCCL's proxy retries a
- * refused call without testing anything of that sub, so whatever a
- * refusal waits for must move on those calls alone. */
+ * window calls) poll the communicator when they refuse one (coll_refuse):
+ * NCCL's proxy retries a refused call without testing anything of that
+ * sub, so whatever a refusal waits for must move on those calls alone. */
 int coll_comm_poll(struct coll_comm *cc);
 int coll_req_test(struct coll_req *r, int rc, int *done, int *size);
 
@@ -422,6 +422,13 @@ void coll_stall_dump(struct coll_comm *cc, struct coll_req *r);
  * this node waits for (a wait that says nothing is the worst hang).
  * Returns 0. coll_accepted: a request was handed out, the count ends. */
 int coll_refused(struct coll_comm *cc, const char *why);
+/* A call hands NCCL no request (collnet_req.c): the communicator polled
+ * first (coll_comm_poll: every request moved, the agreements driven),
+ * for NCCL's proxy tests nothing of a sub while it retries that sub's
+ * refused call, so what the refusal waits for must move on those calls
+ * alone; then coll_refused. 0, or the error that broke the communicator.
+ * A call that takes its request polls no more than before. */
+int coll_refuse(struct coll_comm *cc, const char *why);
 void coll_accepted(struct coll_comm *cc);
 
 /* failover.c */

@@ -41,14 +41,16 @@ int collnet_iallreduce(void *coll_comm, void *send, void *recv, size_t count, nc
 	}
 	if (cc->tree)
 		return coll_tree_iallreduce(cc, send, recv, count, t, op, sm, rm, request);
-	rc = coll_comm_poll(cc); /* what a refusal waits for moves here too */
+	rc = failover_progress(cc);
+	if (!rc)
+		rc = coll_adapt_step(cc);
 	if (rc)
 		return rc;
 	if (failover_busy(cc)) /* NCCL retries */
-		return coll_refused(cc, "the nodes are agreeing on an aggregator fault");
+		return coll_refuse(cc, "the nodes are agreeing on an aggregator fault");
 	r = coll_req_slot(cc, &slot);
 	if (!r)
-		return coll_refused(cc, "every request slot is in flight");
+		return coll_refuse(cc, "every request slot is in flight");
 	size_t es = sc_dtype_size(d);
 	uint32_t epoch = 0;
 	uint64_t aggs = cc->client ? failover_live_for(cc, cc->next_idx, &epoch) : 0;
@@ -57,7 +59,7 @@ int collnet_iallreduce(void *coll_comm, void *send, void *recv, size_t count, nc
 	int32_t tppm = -1;
 	int adaptive = aggs ? coll_adapt_split(cc, count * es, &tppm) : 0;
 	if (adaptive == -EAGAIN)
-		return coll_refused(cc, "the split of its window of the adaptive split is not agreed yet");
+		return coll_refuse(cc, "the split of its window of the adaptive split is not agreed yet");
 	double frac = !aggs ? 0 : adaptive ? tppm / (double)SPLIT_PPM : split_fraction(&m, count * es);
 	size_t a = split_count(frac, count, es);
 	struct client_req *creq = NULL;
@@ -65,7 +67,7 @@ int collnet_iallreduce(void *coll_comm, void *send, void *recv, size_t count, nc
 		rc = client_allreduce_on(cc->client, send, recv, a, d, o, sm && sm->has_agg ? sm->agg.desc : NULL,
 					 rm && rm->has_agg ? rm->agg.desc : NULL, aggs, &creq);
 		if (rc == -EAGAIN)
-			return coll_refused(cc, "the client library has no request free");
+			return coll_refuse(cc, "the client library has no request free");
 		if (rc) {
 			SC_WARN("iallreduce of %zu x %s through the aggregators: %s (%s)", a,
 				sc_dtype_name(d), strerror(-rc), client_error(cc->client));

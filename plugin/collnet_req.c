@@ -89,6 +89,13 @@ static void req_adapt_note(struct coll_comm *cc, struct coll_req *r, uint64_t no
 	coll_adapt_done(cc, r, now);
 }
 
+int coll_refuse(struct coll_comm *cc, const char *why)
+{
+	int rc = coll_comm_poll(cc);
+
+	return rc ? rc : coll_refused(cc, why);
+}
+
 int coll_comm_poll(struct coll_comm *cc)
 {
 	int rc;

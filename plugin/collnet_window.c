@@ -72,7 +72,7 @@ static int window_issued(struct coll_comm *cc, struct coll_req *r, int rc, void 
 		cc->next_idx--;
 	}
 	if (rc == -EAGAIN)
-		return coll_refused(cc, "the client library has no request free");
+		return coll_refuse(cc, "the client library has no request free");
 	if (rc)
 		return rc;
 	coll_accepted(cc);
@@ -206,14 +206,14 @@ static int window_begin(struct coll_comm *cc, const char *what, int nparts,
 
 	if (rc)
 		return rc;
-	rc = coll_comm_poll(cc); /* what a refusal waits for moves here too */
+	rc = failover_progress(cc);
 	if (rc)
 		return rc;
 	ws->r = coll_req_slot(cc, &ws->slot);
 	rc = window_aggs(cc, wb, gather, &ws->aggs, &ws->epoch);
 	if (!ws->r || rc == -EAGAIN) {
 		ws->r = NULL;
-		return coll_refused(cc, rc == -EAGAIN ? "the nodes are agreeing on an aggregator fault"
+		return coll_refuse(cc, rc == -EAGAIN ? "the nodes are agreeing on an aggregator fault"
 						      : "every request slot is in flight");
 	}
 	return rc;
