@@ -44,6 +44,7 @@ enum fake_mode {
 	FAKE_DRAIN_V4, /* HELLO offering 2..4, then FAKE_DRAIN: a DRAIN the client
 			* did not negotiate */
 	FAKE_DRAIN_EARLY, /* DRAIN between JOIN_OK and READY */
+	FAKE_MUTE,    /* READY, then take every chunk and answer none (control open) */
 };
 
 #define FAKE_WINDOW 4
@@ -307,6 +308,10 @@ static void *fake_main(void *arg)
 			e->len = ev[i].len;
 			e->imm = ev[i].data;
 			e->state = 2;
+			if (f->mode == FAKE_MUTE) {
+				e->state = 4; /* taken, never answered */
+				continue;
+			}
 			if (f->mode == FAKE_CLOSE) {
 				close(fd); /* the loop ends with it; nothing is answered */
 				fd = -1;
@@ -926,6 +931,15 @@ static void test_close(void **state)
 	expect_data_error(FAKE_CLOSE, -ECONNRESET, "closed the connection");
 }
 
+/* An aggregator that takes the chunks and sends no result: after the
+ * silence limit the client says which chunk waits and that its send
+ * completed, so a lost result can be told from an unreachable host. */
+static void test_mute(void **state)
+{
+	(void)state;
+	expect_data_error(FAKE_MUTE, -ETIMEDOUT, "): its send completed, its result not come");
+}
+
 /* DRAIN where it was not negotiated (version 4) or before READY: a
  * protocol error, as any message out of place. */
 static void test_drain_v4(void **state)
@@ -1080,7 +1094,7 @@ int main(void)
 		cmocka_unit_test(test_bad_key),  cmocka_unit_test(test_garbage),
 		cmocka_unit_test(test_silent),   cmocka_unit_test(test_echo),
 		cmocka_unit_test(test_bad_seq),  cmocka_unit_test(test_bad_len),
-		cmocka_unit_test(test_abort),    cmocka_unit_test(test_close),
+		cmocka_unit_test(test_abort),    cmocka_unit_test(test_close),    cmocka_unit_test(test_mute),
 		cmocka_unit_test(test_shared_fabric),
 		cmocka_unit_test(test_drain),    cmocka_unit_test(test_drain_v4),
 		cmocka_unit_test(test_drain_early),
