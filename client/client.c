@@ -541,9 +541,20 @@ int client_req_check(struct client *c, struct client_req *r, int *done)
 	if (r->err) {
 		if (r->inflight && sc_now_ns() - r->fail_ns < CLIENT_DRAIN_MS * 1000000ull)
 			return 0; /* cancelled receives still draining */
-		if (r->inflight)
-			SC_WARN("request failed with %zu chunks still posted after %u ms; reporting it "
-				"anyway", r->inflight, CLIENT_DRAIN_MS);
+		if (r->inflight) {
+			/* the caller may reuse the request's memory once it is told:
+			 * the endpoints the rest is posted on are closed first, so
+			 * that nothing lands there later (RDMA: nothing posted into
+			 * memory it deregisters) */
+			SC_WARN("request failed with %zu chunks still posted after %u ms; closing the "
+				"endpoints they are posted on", r->inflight, CLIENT_DRAIN_MS);
+			for (size_t ai = 0; ai < c->naggs; ai++)
+				for (uint32_t si = 0; si < c->window; si++)
+					if (c->aggs[ai].slots[si].req == (int32_t)r->idx) {
+						client_slot_fence(c, ai);
+						break;
+					}
+		}
 		int err = r->err;
 		client_req_free(c, r);
 		*done = 1;
