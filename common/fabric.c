@@ -248,6 +248,26 @@ static void rxm_eager_env(const char *provider)
 	pthread_mutex_unlock(&mu);
 }
 
+bool fabric_shm_lock_hazard(void)
+{
+	return FI_MAJOR(fi_version()) < 2;
+}
+
+static void shm_lock_warn(void)
+{
+	static int warned;
+	unsigned v = fi_version();
+
+	if (!fabric_shm_lock_hazard() || __atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+		return;
+	SC_WARN("libfabric %u.%u's shm: a peer killed (SIGKILL, the OOM killer, a crash) while its "
+		"progress holds its region's spin lock leaves the lock held, and every later send to "
+		"it spins inside libfabric: a dead aggregator can hang its ranks, a dead rank its "
+		"aggregator. Where processes may die so, use tcp, or libfabric 2.x (docs/client.md, "
+		"\"libfabric versions\")",
+		FI_MAJOR(v), FI_MINOR(v));
+}
+
 int fabric_open(const struct fabric_params *p, struct fabric **out)
 {
 	struct fabric *f = calloc(1, sizeof(*f));
@@ -277,8 +297,10 @@ int fabric_open(const struct fabric_params *p, struct fabric **out)
 		SC_ERR("fi_domain(%s): %s", f->prov_name, fi_strerror(-rc));
 		goto err_fabric;
 	}
-	if (!strcmp(f->prov_name, "shm"))
+	if (!strcmp(f->prov_name, "shm")) {
 		shm_sweep_own();
+		shm_lock_warn();
+	}
 	rc = ep_open(f, p->cq_size, p->wait);
 	if (rc)
 		goto err_domain;

@@ -126,6 +126,18 @@ int fabric_wait(struct fabric *f, int other_fd, int timeout_ms);
  * pid's; returns how many. Call it for a pid no live process has. */
 int fabric_shm_sweep(pid_t pid);
 
+/* libfabric's shm in 1.x (1.17 read) keeps one spin lock in each
+ * endpoint's shared region: every sender takes the receiver's, and the
+ * receiver holds its own for the whole walk of its command queue, data
+ * copies included. A process killed there (SIGKILL, the OOM killer, a
+ * crash) leaves the lock held, and every later send to it spins inside
+ * libfabric for good, where no timeout of Sumcast's can run: a dead
+ * aggregator can hang its ranks, a dead rank its aggregator. 2.x (2.6
+ * read) has no such lock; its regions' pool lock is held for one push or
+ * pop. True where the loaded library is 1.x; fabric_open says so once per
+ * process when it opens shm there. */
+bool fabric_shm_lock_hazard(void);
+
 /* The one spelling of a provider name: "tcp" -> "tcp;ofi_rxm", "verbs" ->
  * "verbs;ofi_rxm", others as given; NULL for NULL, "" and "auto" (libfabric
  * picks). Daemon and ranks compare providers by this (fabric_provider_same). */

@@ -48,7 +48,7 @@ const struct cfg_entry settings_table[] = {
 	  "Longest request body (requests are GET/HEAD and need none); a longer one is answered 413",
 	  S(http_max_body_size), 0, 1048576, false },
 	{ "fabric", "provider", CFG_STRING, FABRIC_PROV_DEFAULT,
-	  "libfabric provider of the data endpoints (tcp;ofi_rxm, verbs;ofi_rxm, efa, shm, auto)",
+	  "libfabric provider of the data endpoints (tcp;ofi_rxm, verbs;ofi_rxm, efa, shm, auto). shm under libfabric 1.x: a rank killed inside its progress can hang this daemon's sends to it (docs/client.md, \"libfabric versions\")",
 	  S(provider), 0, 0, false },
 	{ "fabric", "node", CFG_STRING, "127.0.0.1",
 	  "Local address the data endpoints bind to (an interface's IP)", S(node), 0, 0, false },

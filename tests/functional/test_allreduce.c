@@ -740,6 +740,14 @@ int main(int argc, char **argv)
 		return 77;
 	}
 	fabric_close(probe);
+	if ((g.kill || g.stop) && !strcmp(g.provider, "shm") && fabric_shm_lock_hazard()) {
+		/* the daemon's next result send to a rank killed or stopped
+		 * inside its progress can spin in libfabric for good */
+		printf("SKIP: a killed or stopped rank on libfabric 1.x's shm can leave its region's "
+		       "spin lock held (common/fabric.h, fabric_shm_lock_hazard); the libfabric 2.6 "
+		       "stage runs this test\n");
+		return 77;
+	}
 	const char *bin = sc_daemon_binary(SUMCASTD_PATH);
 	if (access(bin, X_OK)) {
 		printf("SKIP: no sumcastd at %s\n", bin);

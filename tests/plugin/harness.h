@@ -380,6 +380,7 @@ int fault_option(const char *kinds); /* 0, or -1: usage */
 /* The fault kind restarts every daemon from rank 0 (rolling): the parent's
  * view of them is stale at the end. */
 bool fault_replaces_daemons(void);
+const char *fault_skip_why(void);   /* NULL, or why this fault cannot run on this libfabric */
 bool fault_options_ok(void);          /* after every option: --cut-node where needed */
 /* bench options */
 int bench_option(int c, const char *arg); /* 0, or -1: usage */

@@ -297,6 +297,12 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		if (!fopt.k1 || (opt.naggs < 1 && !opt.aggs) || !fault_options_ok() ||
 		    (opt.agg_http && !opt.aggs))
 			usage();
+		const char *why = fault_skip_why();
+		if (why) {
+			fprintf(stderr, "SKIP: %s\n", why);
+			rm_dir();
+			return SKIP;
+		}
 		opt.trace = true;
 		if (!fopt.ops && getenv("HARNESS_FAULT_OPS")) /* the ASan stage of test.sh: fewer */
 			fopt.ops = strtoull(getenv("HARNESS_FAULT_OPS"), NULL, 10);
