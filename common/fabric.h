@@ -23,13 +23,6 @@
 
 #define FABRIC_ADDR_MAX 64
 #define FABRIC_PROV_DEFAULT "tcp;ofi_rxm"
-/* rxm's default buffer size (FI_OFI_RXM_BUFFER_SIZE), and so its default
- * eager limit (larger messages go by rendezvous) in every version; the
- * eager limit Sumcast's processes agree on unless FI_OFI_RXM_EAGER_LIMIT
- * says otherwise (fabric_env.h). */
-#define FABRIC_RXM_BUFFER_DEFAULT 16384
-#define FABRIC_RXM_EAGER_DEFAULT FABRIC_RXM_BUFFER_DEFAULT
-
 #ifndef container_of
 #define container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
 #endif

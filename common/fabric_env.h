@@ -46,6 +46,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* rxm's default buffer size (FI_OFI_RXM_BUFFER_SIZE), and so its default
+ * eager limit (larger messages go by rendezvous) in every version; the
+ * eager limit Sumcast's processes agree on unless FI_OFI_RXM_EAGER_LIMIT
+ * says otherwise (above). */
+#define FABRIC_RXM_BUFFER_DEFAULT 16384
+#define FABRIC_RXM_EAGER_DEFAULT FABRIC_RXM_BUFFER_DEFAULT
+
 struct fabric_env {
 	const char *provider;  /* as fabric_params.provider ("tcp", "verbs;ofi_rxm",
 				  "auto", NULL): whether rxm's buffers may be

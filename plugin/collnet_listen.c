@@ -31,12 +31,7 @@ int collnet_listen(int dev, void *handle, void **listen_comm)
 	lc = calloc(1, sizeof(*lc));
 	if (!lc)
 		return -ENOMEM;
-	struct fabric_params p = {
-		.provider = plugin_cfg.provider,
-		.node = plugin_cfg.iface[0] ? plugin_cfg.iface : NULL,
-		.cq_size = 4096,
-	};
-	rc = fabric_open(&p, &lc->f);
+	rc = plugin_fabric_open(false, &lc->f);
 	if (rc) {
 		free(lc);
 		return rc;

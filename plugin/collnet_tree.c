@@ -74,16 +74,6 @@ struct coll_tree {
 
 /* ---- connect ---- */
 
-static int inner_open(struct fabric **f)
-{
-	struct fabric_params p = {
-		.provider = plugin_cfg.provider,
-		.node = plugin_cfg.iface[0] ? plugin_cfg.iface : NULL,
-		.cq_size = 4096,
-	};
-	return fabric_open(&p, f);
-}
-
 /* Where node `rank`'s address for inner slot `slot` sits in the agreed vector. */
 static int64_t *addr_words(int64_t *v, uint32_t rank, uint32_t slot)
 {
@@ -126,7 +116,7 @@ int coll_tree_connect(struct coll_comm *cc, const struct coll_handle *h0, uint64
 		v[i] = INT64_MAX;
 	bool ok = cc->naggs > 0;
 	for (uint32_t i = 0; ok && i < t->pl.ninner; i++) {
-		if (inner_open(&fs[i])) {
+		if (plugin_fabric_open(false, &fs[i])) {
 			ok = false;
 			break;
 		}

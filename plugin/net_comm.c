@@ -65,13 +65,7 @@ int netc_init(void)
 
 	pthread_mutex_lock(&netc.lock);
 	if (!netc.f) {
-		struct fabric_params p = {
-			.provider = plugin_cfg.provider,
-			.node = plugin_cfg.iface[0] ? plugin_cfg.iface : NULL,
-			.cq_size = 4096,
-			.thread_safe = true,
-		};
-		rc = fabric_open(&p, &netc.f);
+		rc = plugin_fabric_open(true, &netc.f);
 		if (!rc) {
 			char a[128];
 			fabric_addr_str(netc.f, netc.f->addr, netc.f->addrlen, a, sizeof(a));

@@ -199,6 +199,17 @@ out:
 	return rc;
 }
 
+int plugin_fabric_open(bool thread_safe, struct fabric **out)
+{
+	struct fabric_params p = {
+		.provider = plugin_cfg.provider,
+		.node = plugin_cfg.iface[0] ? plugin_cfg.iface : NULL,
+		.cq_size = 4096,
+		.thread_safe = thread_safe,
+	};
+	return fabric_open(&p, out);
+}
+
 ncclResult_t plugin_result(int rc)
 {
 	if (rc >= 0)

@@ -73,6 +73,11 @@ static inline ncclProfilerCallback_t plugin_prof(void)
 	return __atomic_load_n(&plugin_prof_cb, __ATOMIC_ACQUIRE);
 }
 
+/* The one way the plugin opens an endpoint of its own (the ncclNet one,
+ * a collnet communicator's ring, a tree's inner ones): SUMCAST_PROVIDER on
+ * SUMCAST_IFACE, a CQ of 4,096. */
+int plugin_fabric_open(bool thread_safe, struct fabric **out);
+
 /* The one place negative errnos / FI_E* become ncclResult_t. */
 ncclResult_t plugin_result(int rc);
 

@@ -7,7 +7,7 @@
 
 #include "sumcastctl.h"
 
-int cmd_config(void)
+int cmd_config(const struct opts *o)
 {
 	struct body b = { 0 };
 	char ctype[128];
@@ -19,7 +19,7 @@ int cmd_config(void)
 			json_t *j = json_loadb(b.p, b.len, 0, &je);
 			if (!j)
 				die(EXIT_BAD_ANSWER, "GET /config: bad JSON: %s", je.text);
-			if (o.json) {
+			if (o->json) {
 				json_print(j);
 			} else {
 				/* {"settings":[{"section","key","value","default","source"}...]} */
@@ -37,7 +37,7 @@ int cmd_config(void)
 				}
 			}
 			json_decref(j);
-		} else if (o.json) {
+		} else if (o->json) {
 			json_t *j = json_pack("{s:s, s:s}", "format", "ini", "text", b.p);
 			json_print(j);
 			json_decref(j);
@@ -52,7 +52,7 @@ int cmd_config(void)
 		die(EXIT_BAD_ANSWER, "GET /config: HTTP %ld", st);
 	/* Older daemon without /config: what /stats knows. */
 	json_t *s = get_json("/stats");
-	if (o.json) {
+	if (o->json) {
 		json_t *j = json_pack("{s:s, s:s, s:o, s:o, s:o}", "source", "/stats (daemon has no /config)",
 				      "fabric.provider", jstr(s, "provider"), "data.threads",
 				      jval(jnum(s, "threads")), "job.memory-budget", jval(jnum(s, "memory_budget")),

@@ -41,7 +41,7 @@ static void drain_usage(FILE *out)
 		"daemon still drained, 64 usage.\n");
 }
 
-static void set_daemon(const char *url)
+static void set_daemon(struct opts *o, const char *url)
 {
 	static char host[HOSTPORT_HOST_MAX];
 	char buf[HOSTPORT_TEXT_MAX], why[512];
@@ -59,8 +59,8 @@ static void set_daemon(const char *url)
 		exit(EXIT_USAGE);
 	}
 	snprintf(host, sizeof(host), "%s", hp.host);
-	o.host = host;
-	o.port = hp.port;
+	o->host = host;
+	o->port = hp.port;
 }
 
 /* What one look at the daemon saw. */
@@ -112,7 +112,7 @@ static bool look_at(struct look *l)
 	return true;
 }
 
-int cmd_drain(int argc, char **argv)
+int cmd_drain(struct opts *o, int argc, char **argv)
 {
 	static const struct option lo[] = {
 		{ "daemon", required_argument, NULL, 'd' },
@@ -128,7 +128,7 @@ int cmd_drain(int argc, char **argv)
 		char *end;
 		switch (opt) {
 		case 'd':
-			set_daemon(optarg);
+			set_daemon(o, optarg);
 			break;
 		case 'w':
 			wait_s = strtod(optarg, &end);
@@ -167,10 +167,10 @@ int cmd_drain(int argc, char **argv)
 	}
 	free(b.p);
 	unsigned asked = (unsigned)jnum(ans, "jobs");
-	if (!o.json)
-		printf("%s:%u draining: %u job(s) asked to move off\n", o.host, o.port, asked);
+	if (!o->json)
+		printf("%s:%u draining: %u job(s) asked to move off\n", o->host, o->port, asked);
 	if (wait_s < 0) {
-		if (o.json)
+		if (o->json)
 			json_print(ans);
 		json_decref(ans);
 		return 0;
@@ -183,7 +183,7 @@ int cmd_drain(int argc, char **argv)
 	unsigned shown = UINT32_MAX;
 	double t_end = t0 + wait_s;
 	while (answered && sc_now_s() < t_end) {
-		if (!o.json && last.moving + last.other != shown) {
+		if (!o->json && last.moving + last.other != shown) {
 			shown = last.moving + last.other;
 			printf("  %u job(s) still moving off, %u on the old path (older ranks)%s%s\n", last.moving,
 			       last.other, shown ? ": " : "", last.ids);
@@ -202,7 +202,7 @@ int cmd_drain(int argc, char **argv)
 	json_object_set_new(out, "stopped", json_boolean(!answered));
 	json_object_set_new(out, "seconds", json_real(took));
 	if (answered) {
-		if (!o.json)
+		if (!o->json)
 			printf("still draining after %.1f s: %u job(s) left (%s)\n", took, last.moving + last.other,
 			       last.ids);
 		json_object_set_new(out, "jobs_left", json_integer(last.moving + last.other));
@@ -220,7 +220,7 @@ int cmd_drain(int argc, char **argv)
 		unsigned not_off = before > drained ? before - drained : 0;
 		json_object_set_new(out, "moved_off", json_integer(drained));
 		json_object_set_new(out, "aborted", json_integer(not_off));
-		if (!o.json) {
+		if (!o->json) {
 			if (!not_off)
 				printf("the daemon stopped after %.1f s: every job moved off (%u drained)\n", took,
 				       drained);
@@ -231,7 +231,7 @@ int cmd_drain(int argc, char **argv)
 		}
 		rc = not_off ? EXIT_BAD_ANSWER : 0;
 	}
-	if (o.json)
+	if (o->json)
 		json_print(out);
 	json_decref(out);
 	json_decref(ans);

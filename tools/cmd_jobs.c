@@ -158,11 +158,11 @@ json_t *jobs_json(const json_t *stats, const json_t *prev, double dt)
 	return arr;
 }
 
-int cmd_jobs(void)
+int cmd_jobs(const struct opts *o)
 {
 	json_t *s = get_json("/stats");
 
-	if (o.json) {
+	if (o->json) {
 		json_t *j = jobs_json(s, NULL, 0);
 		json_print(j);
 		json_decref(j);

@@ -7,14 +7,14 @@
 
 #include "sumcastctl.h"
 
-int cmd_metrics(const char *prefix)
+int cmd_metrics(const struct opts *o, const char *prefix)
 {
 	struct body b = { 0 };
 	long st = http_get("/metrics", &b, NULL, 0);
 
 	if (st != 200)
 		die(EXIT_BAD_ANSWER, "GET /metrics: HTTP %ld", st);
-	if (o.json) {
+	if (o->json) {
 		struct metrics m;
 		json_t *arr = json_array();
 		metrics_parse(b.p, &m);

@@ -189,7 +189,7 @@ static void plan_row(const struct plan_in *in, const struct plan_out *po)
 	       po->refused ? po->refused : po->bound);
 }
 
-int cmd_plan(int argc, char **argv)
+int cmd_plan(const struct opts *o, int argc, char **argv)
 {
 	static const struct option lo[] = {
 		{ "nodes", required_argument, NULL, 'n' },
@@ -215,7 +215,7 @@ int cmd_plan(int argc, char **argv)
 	uint64_t nodes[PLAN_LIST_MAX], aggs[PLAN_LIST_MAX], bytes[PLAN_LIST_MAX];
 	int nn = 0, na = 0, nb = 0, opt;
 	struct plan_in in;
-	bool json = o.json;
+	bool json = o->json;
 
 	memset(&in, 0, sizeof(in));
 	optind = 1;

@@ -266,13 +266,13 @@ static json_t *change_json(const struct change *c, size_t n, bool epoch)
 {
 	json_t *a = json_array();
 	for (size_t i = 0; i < n; i++) {
-		json_t *o_ = json_object();
-		json_object_set_new(o_, "t_s", json_real(round(c[i].t_s * 1e6) / 1e6));
-		json_object_set_new(o_, "seq", json_integer(c[i].seq));
-		json_object_set_new(o_, "bytes", jval((double)c[i].bytes));
-		json_object_set_new(o_, "from", epoch ? json_integer((json_int_t)c[i].from) : json_real(c[i].from));
-		json_object_set_new(o_, "to", epoch ? json_integer((json_int_t)c[i].to) : json_real(c[i].to));
-		json_array_append_new(a, o_);
+		json_t *obj = json_object();
+		json_object_set_new(obj, "t_s", json_real(round(c[i].t_s * 1e6) / 1e6));
+		json_object_set_new(obj, "seq", json_integer(c[i].seq));
+		json_object_set_new(obj, "bytes", jval((double)c[i].bytes));
+		json_object_set_new(obj, "from", epoch ? json_integer((json_int_t)c[i].from) : json_real(c[i].from));
+		json_object_set_new(obj, "to", epoch ? json_integer((json_int_t)c[i].to) : json_real(c[i].to));
+		json_array_append_new(a, obj);
 	}
 	return a;
 }
@@ -295,11 +295,11 @@ static json_t *profile_json(const struct prof *p)
 		for (int k = 0; k < PROF_NCLASS; k++) {
 			if (!p->cls[c][k].rows)
 				continue;
-			json_t *o_ = agg_json(&p->cls[c][k], p->nodes);
-			json_object_set_new(o_, "coll", json_string(coll_name[c]));
-			json_object_set_new(o_, "size_min", jval(ldexp(1, 2 * k)));
-			json_object_set_new(o_, "size_class", json_string(class_label(k, lbl, sizeof(lbl))));
-			json_array_append_new(a, o_);
+			json_t *obj = agg_json(&p->cls[c][k], p->nodes);
+			json_object_set_new(obj, "coll", json_string(coll_name[c]));
+			json_object_set_new(obj, "size_min", jval(ldexp(1, 2 * k)));
+			json_object_set_new(obj, "size_class", json_string(class_label(k, lbl, sizeof(lbl))));
+			json_array_append_new(a, obj);
 		}
 	json_object_set_new(j, "classes", a);
 	a = json_array();
@@ -307,14 +307,14 @@ static json_t *profile_json(const struct prof *p)
 		const struct node *nd = &p->node[r];
 		if (!nd->seen)
 			continue;
-		json_t *o_ = agg_json(&nd->a, 0);
-		json_object_set_new(o_, "rank", json_integer(r));
-		json_object_set_new(o_, "time_s", json_real(round(nd->a.time_us) / 1e6));
-		json_object_set_new(o_, "median_us", json_real(round(nd->median_us * 10) / 10));
-		json_object_set_new(o_, "span_s", json_real(round((nd->t_end - nd->t0) * 1e-3) / 1e6));
-		json_object_set_new(o_, "epoch_changes", json_integer(nd->epoch_changes));
-		json_object_set_new(o_, "split_changes", json_integer(nd->split_changes));
-		json_array_append_new(a, o_);
+		json_t *obj = agg_json(&nd->a, 0);
+		json_object_set_new(obj, "rank", json_integer(r));
+		json_object_set_new(obj, "time_s", json_real(round(nd->a.time_us) / 1e6));
+		json_object_set_new(obj, "median_us", json_real(round(nd->median_us * 10) / 10));
+		json_object_set_new(obj, "span_s", json_real(round((nd->t_end - nd->t0) * 1e-3) / 1e6));
+		json_object_set_new(obj, "epoch_changes", json_integer(nd->epoch_changes));
+		json_object_set_new(obj, "split_changes", json_integer(nd->split_changes));
+		json_array_append_new(a, obj);
 	}
 	json_object_set_new(j, "nodes", a);
 	json_object_set_new(j, "slowest_rank_total", json_integer(p->slow_total));
@@ -327,11 +327,11 @@ static json_t *profile_json(const struct prof *p)
 		const struct agg *g = &p->bucket[b];
 		if (!g->rows)
 			continue;
-		json_t *o_ = agg_json(g, 0);
-		json_object_set_new(o_, "t_s", json_real(round(p->span_s * b / PROF_BUCKETS * 1e6) / 1e6));
-		json_object_set_new(o_, "allreduce_split_mean",
+		json_t *obj = agg_json(g, 0);
+		json_object_set_new(obj, "t_s", json_real(round(p->span_s * b / PROF_BUCKETS * 1e6) / 1e6));
+		json_object_set_new(obj, "allreduce_split_mean",
 				    jval(g->ar_rows ? round(g->ar_split / g->ar_rows * 1e4) / 1e4 : NAN));
-		json_array_append_new(a, o_);
+		json_array_append_new(a, obj);
 	}
 	json_object_set_new(j, "over_time", a);
 	return j;
@@ -494,7 +494,7 @@ static void profile_usage(FILE *out)
 		"that cannot be read, or no picture; 64 usage.\n");
 }
 
-int cmd_profile(int argc, char **argv)
+int cmd_profile(const struct opts *o, int argc, char **argv)
 {
 	static const struct option lo[] = {
 		{ "json", no_argument, NULL, 'j' },
@@ -505,7 +505,7 @@ int cmd_profile(int argc, char **argv)
 	};
 	const char *png = NULL, *only = NULL;
 	int opt, rc = 0;
-	bool json = o.json;
+	bool json = o->json;
 	json_t *jobs;
 
 	optind = 0; /* a fresh scan: options after the paths too */

@@ -87,7 +87,7 @@ static json_t *errors_json(const struct metrics *m, double *total)
 	return by;
 }
 
-json_t *status_json(const struct status_view *s)
+json_t *status_json(const struct opts *o, const struct status_view *s)
 {
 	const json_t *st = s->stats;
 	double etotal;
@@ -96,8 +96,8 @@ json_t *status_json(const struct status_view *s)
 	json_t *red = json_object(), *str = json_object();
 	double v;
 
-	json_object_set_new(out, "endpoint", json_string(o.host));
-	json_object_set_new(out, "port", json_integer(o.port));
+	json_object_set_new(out, "endpoint", json_string(o->host));
+	json_object_set_new(out, "port", json_integer(o->port));
 	json_object_set_new(out, "health", json_string(s->health));
 	json_object_set_new(out, "version", json_string(jstr(st, "version")));
 	json_object_set_new(out, "provider", json_string(jstr(st, "provider")));
@@ -144,14 +144,14 @@ json_t *status_json(const struct status_view *s)
 	return out;
 }
 
-void status_print(const struct status_view *s)
+void status_print(const struct opts *o, const struct status_view *s)
 {
 	const json_t *st = s->stats;
 	char a[48], b[48], c[64];
 	double etotal;
 	json_t *by = errors_json(&s->m, &etotal);
 
-	printf("sumcastd %s at %s:%u: %s%s\n", jstr(st, "version"), o.host, o.port, s->health,
+	printf("sumcastd %s at %s:%u: %s%s\n", jstr(st, "version"), o->host, o->port, s->health,
 	       s->health_code == 200 ? "" : " (HTTP 503)");
 	printf("  %-12s %-22s reduce kernels %s\n", "provider", jstr(st, "provider"), jstr(st, "isa"));
 	snprintf(c, sizeof(c), "%.0f", jnum(st, "threads"));
@@ -204,24 +204,24 @@ void status_print(const struct status_view *s)
 	json_decref(by);
 }
 
-int cmd_status(void)
+int cmd_status(const struct opts *o)
 {
 	struct status_view s = { 0 };
 	json_t *prev = NULL;
 	double t0 = 0;
 
-	if (o.interval_s > 0) {
+	if (o->interval_s > 0) {
 		prev = get_json("/stats");
 		t0 = sc_now_s();
-		sleep_s(o.interval_s);
+		sleep_s(o->interval_s);
 	}
 	status_collect(&s, prev, t0);
-	if (o.json) {
-		json_t *j = status_json(&s);
+	if (o->json) {
+		json_t *j = status_json(o, &s);
 		json_print(j);
 		json_decref(j);
 	} else {
-		status_print(&s);
+		status_print(o, &s);
 	}
 	json_decref(prev);
 	status_free(&s);

@@ -52,10 +52,10 @@ static bool top_wait(double s)
 	return true;
 }
 
-int cmd_top(void)
+int cmd_top(struct opts *o)
 {
 	struct sigaction sa = { 0 };
-	bool clear = isatty(STDOUT_FILENO) && !o.json;
+	bool clear = isatty(STDOUT_FILENO) && !o->json;
 	json_t *prev = NULL;
 	double prev_t = 0;
 
@@ -72,20 +72,20 @@ int cmd_top(void)
 			atexit(tty_restore);
 		}
 	}
-	if (o.interval_s <= 0)
-		o.interval_s = 1;
-	for (long it = 0; !quit_flag && (!o.iterations || it < o.iterations); it++) {
+	if (o->interval_s <= 0)
+		o->interval_s = 1;
+	for (long it = 0; !quit_flag && (!o->iterations || it < o->iterations); it++) {
 		struct status_view s = { 0 };
 		if (!prev) {
 			/* First frame: a baseline, so even frame 1 shows current rates. */
 			prev = get_json("/stats");
 			prev_t = sc_now_s();
-			if (top_wait(o.interval_s))
+			if (top_wait(o->interval_s))
 				break;
 		}
 		status_collect(&s, prev, prev_t);
-		if (o.json) {
-			json_t *j = status_json(&s);
+		if (o->json) {
+			json_t *j = status_json(o, &s);
 			json_object_set_new(j, "jobs_detail", jobs_json(s.stats, prev, s.rate_window));
 			json_dumpf(j, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER);
 			fputc('\n', stdout);
@@ -98,9 +98,9 @@ int cmd_top(void)
 				fputs("\033[H\033[2J", stdout);
 			else if (it)
 				fputs("\n", stdout);
-			printf("sumcastctl top - %s - every %.1f s%s\n", ts, o.interval_s,
+			printf("sumcastctl top - %s - every %.1f s%s\n", ts, o->interval_s,
 			       tty_raw ? ", q to quit" : "");
-			status_print(&s);
+			status_print(o, &s);
 			printf("\n");
 			jobs_print(s.stats, prev, s.rate_window > 0 ? s.rate_window : 1);
 		}
@@ -109,9 +109,9 @@ int cmd_top(void)
 		prev = json_incref(s.stats);
 		prev_t = sc_now_s();
 		status_free(&s);
-		if (o.iterations && it + 1 >= o.iterations)
+		if (o->iterations && it + 1 >= o->iterations)
 			break;
-		if (top_wait(o.interval_s))
+		if (top_wait(o->interval_s))
 			break;
 	}
 	json_decref(prev);

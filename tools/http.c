@@ -12,9 +12,11 @@
 #define BODY_MAX (16u << 20) /* a /stats with thousands of ranks fits */
 
 static CURL *curl;
+static const struct opts *d; /* the daemon asked, as the command has it now */
 
-int http_init(void)
+int http_init(const struct opts *daemon)
 {
+	d = daemon;
 	if (curl_global_init(CURL_GLOBAL_NOTHING) || !(curl = curl_easy_init()))
 		return -1;
 	return 0;
@@ -70,8 +72,8 @@ long http_try(const char *method, const char *path, struct body *b, char *ctype,
 	b->len = 0;
 	if (b->p)
 		b->p[0] = '\0';
-	snprintf(url, sizeof(url), "http://%s%s%s:%u%s", strchr(o.host, ':') ? "[" : "", o.host,
-		 strchr(o.host, ':') ? "]" : "", o.port, path);
+	snprintf(url, sizeof(url), "http://%s%s%s:%u%s", strchr(d->host, ':') ? "[" : "", d->host,
+		 strchr(d->host, ':') ? "]" : "", d->port, path);
 	curl_easy_setopt(curl, CURLOPT_URL, url);
 	if (!strcmp(method, "POST")) {
 		curl_easy_setopt(curl, CURLOPT_POSTFIELDS, "");
@@ -82,15 +84,15 @@ long http_try(const char *method, const char *path, struct body *b, char *ctype,
 	curl_easy_setopt(curl, CURLOPT_WRITEDATA, b);
 	curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, err);
 	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, o.timeout_ms);
-	curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, o.timeout_ms);
+	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, d->timeout_ms);
+	curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, d->timeout_ms);
 	curl_easy_setopt(curl, CURLOPT_NOPROXY, "*"); /* the stats port is never behind a proxy */
 	curl_easy_setopt(curl, CURLOPT_USERAGENT, "sumcastctl/" SUMCAST_VERSION);
 	rc = curl_easy_perform(curl);
 	if (rc != CURLE_OK) {
 		snprintf(why, why_len, "cannot %s %s: %s (is sumcastd running with [http] enabled on %s port %u?)",
 			 strcmp(method, "GET") ? method : "read", url, *err ? err : curl_easy_strerror(rc),
-			 o.host, o.port);
+			 d->host, d->port);
 		return -1;
 	}
 	curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
@@ -120,14 +122,14 @@ json_t *get_json(const char *path)
 	return j;
 }
 
-double jnum(const json_t *o_, const char *key)
+double jnum(const json_t *obj, const char *key)
 {
-	json_t *v = json_object_get(o_, key);
+	json_t *v = json_object_get(obj, key);
 	return json_is_number(v) ? json_number_value(v) : NAN;
 }
 
-const char *jstr(const json_t *o_, const char *key)
+const char *jstr(const json_t *obj, const char *key)
 {
-	json_t *v = json_object_get(o_, key);
+	json_t *v = json_object_get(obj, key);
 	return json_is_string(v) ? json_string_value(v) : "?";
 }

@@ -18,18 +18,18 @@
 const char *const coll_name[C_N] = { "allreduce", "reducescatter", "allgather", "tree" };
 struct prof_traces P;
 
-static bool jget_u64(json_t *o_, const char *k, uint64_t *v)
+static bool jget_u64(json_t *obj, const char *k, uint64_t *v)
 {
-	json_t *x = json_object_get(o_, k);
+	json_t *x = json_object_get(obj, k);
 	if (!json_is_integer(x) || json_integer_value(x) < 0)
 		return false;
 	*v = (uint64_t)json_integer_value(x);
 	return true;
 }
 
-static bool jget_num(json_t *o_, const char *k, double *v, bool null_ok)
+static bool jget_num(json_t *obj, const char *k, double *v, bool null_ok)
 {
-	json_t *x = json_object_get(o_, k);
+	json_t *x = json_object_get(obj, k);
 	if (null_ok && json_is_null(x)) {
 		*v = NAN;
 		return true;
@@ -63,27 +63,27 @@ static struct job *job_of(const char *id)
 static bool parse_row(const char *line, const char **why)
 {
 	json_error_t err;
-	json_t *o_ = json_loads(line, JSON_REJECT_DUPLICATES, &err), *x;
+	json_t *obj = json_loads(line, JSON_REJECT_DUPLICATES, &err), *x;
 	struct row r = { 0 };
 	uint64_t v, rank, nranks, seq, epoch;
 	const char *job, *coll, *status;
 	bool ok = false;
 
 	*why = "not a JSON object";
-	if (!json_is_object(o_))
+	if (!json_is_object(obj))
 		goto out;
 	*why = "a field is missing or of the wrong type";
-	job = json_string_value(json_object_get(o_, "job"));
-	status = json_string_value(json_object_get(o_, "status"));
-	coll = json_string_value(json_object_get(o_, "coll"));
-	x = json_object_get(o_, "adaptive");
-	if (!job || !*job || strlen(job) >= sizeof(P.j->id) || !status || !jget_u64(o_, "rank", &rank) ||
-	    !jget_u64(o_, "nranks", &nranks) || !jget_u64(o_, "seq", &seq) ||
-	    !jget_u64(o_, "bytes", &r.bytes) || !jget_u64(o_, "agg_bytes", &r.agg_bytes) ||
-	    !jget_u64(o_, "start_ns", &r.start_ns) || !jget_u64(o_, "epoch", &epoch) ||
-	    !jget_u64(o_, "redone_bytes", &r.redone) || !jget_num(o_, "time_us", &r.time_us, false) ||
-	    !jget_num(o_, "agg_us", &r.agg_us, true) || !jget_num(o_, "ring_us", &r.ring_us, true) ||
-	    !jget_num(o_, "split", &r.split, false) || (x && !json_is_boolean(x)))
+	job = json_string_value(json_object_get(obj, "job"));
+	status = json_string_value(json_object_get(obj, "status"));
+	coll = json_string_value(json_object_get(obj, "coll"));
+	x = json_object_get(obj, "adaptive");
+	if (!job || !*job || strlen(job) >= sizeof(P.j->id) || !status || !jget_u64(obj, "rank", &rank) ||
+	    !jget_u64(obj, "nranks", &nranks) || !jget_u64(obj, "seq", &seq) ||
+	    !jget_u64(obj, "bytes", &r.bytes) || !jget_u64(obj, "agg_bytes", &r.agg_bytes) ||
+	    !jget_u64(obj, "start_ns", &r.start_ns) || !jget_u64(obj, "epoch", &epoch) ||
+	    !jget_u64(obj, "redone_bytes", &r.redone) || !jget_num(obj, "time_us", &r.time_us, false) ||
+	    !jget_num(obj, "agg_us", &r.agg_us, true) || !jget_num(obj, "ring_us", &r.ring_us, true) ||
+	    !jget_num(obj, "split", &r.split, false) || (x && !json_is_boolean(x)))
 		goto out;
 	*why = "values out of range (rank >= nranks, agg_bytes > bytes, split > 1, times)";
 	if (!nranks || rank >= nranks || nranks > PROF_MAX_RANKS || seq > UINT32_MAX || epoch > UINT32_MAX ||
@@ -127,7 +127,7 @@ static bool parse_row(const char *line, const char **why)
 	P.rows++;
 	ok = true;
 out:
-	json_decref(o_);
+	json_decref(obj);
 	return ok;
 }
 

@@ -23,7 +23,6 @@
 
 #include "sumcastctl.h"
 
-struct opts o = { "127.0.0.1", 7801, false, 3000, 1.0, 0 };
 volatile sig_atomic_t quit_flag;
 
 void sleep_s(double s)
@@ -84,6 +83,7 @@ static double parse_num(const char *opt, const char *s, double min, double max)
 
 int main(int argc, char **argv)
 {
+	struct opts o = { "127.0.0.1", 7801, false, 3000, 1.0, 0 };
 	static const struct option lo[] = {
 		{ "host", required_argument, NULL, 'H' },
 		{ "port", required_argument, NULL, 'p' },
@@ -139,13 +139,13 @@ int main(int argc, char **argv)
 	}
 	cmd = argv[optind++];
 	if (!strcmp(cmd, "plan")) /* its own flags; no daemon */
-		return cmd_plan(argc - optind + 1, argv + optind - 1);
+		return cmd_plan(&o, argc - optind + 1, argv + optind - 1);
 	if (!strcmp(cmd, "profile")) /* its own flags; no daemon */
-		return cmd_profile(argc - optind + 1, argv + optind - 1);
+		return cmd_profile(&o, argc - optind + 1, argv + optind - 1);
 	if (!strcmp(cmd, "drain")) { /* its own flags */
-		if (http_init())
+		if (http_init(&o))
 			die(EXIT_BAD_ANSWER, "libcurl initialisation failed");
-		rc = cmd_drain(argc - optind + 1, argv + optind - 1);
+		rc = cmd_drain(&o, argc - optind + 1, argv + optind - 1);
 		http_fini();
 		return rc;
 	}
@@ -153,18 +153,18 @@ int main(int argc, char **argv)
 		fprintf(stderr, "sumcastctl: unexpected argument %s\n", argv[argc - 1]);
 		return EXIT_USAGE;
 	}
-	if (http_init())
+	if (http_init(&o))
 		die(EXIT_BAD_ANSWER, "libcurl initialisation failed");
 	if (!strcmp(cmd, "status"))
-		rc = cmd_status();
+		rc = cmd_status(&o);
 	else if (!strcmp(cmd, "jobs"))
-		rc = cmd_jobs();
+		rc = cmd_jobs(&o);
 	else if (!strcmp(cmd, "top"))
-		rc = cmd_top();
+		rc = cmd_top(&o);
 	else if (!strcmp(cmd, "config"))
-		rc = cmd_config();
+		rc = cmd_config(&o);
 	else if (!strcmp(cmd, "metrics"))
-		rc = cmd_metrics(optind < argc ? argv[optind++] : NULL);
+		rc = cmd_metrics(&o, optind < argc ? argv[optind++] : NULL);
 	else {
 		fprintf(stderr, "sumcastctl: unknown command %s\n", cmd);
 		usage(stderr);

@@ -24,7 +24,6 @@ struct opts {
 	long iterations; /* top: 0 = until q */
 };
 
-extern struct opts o;
 extern volatile sig_atomic_t quit_flag; /* SIGINT/SIGTERM during top */
 
 /* Sleeps s seconds, or until quit_flag is set. */
@@ -52,8 +51,9 @@ struct body {
 	size_t len, cap;
 };
 
-/* libcurl set up / torn down, once per process. 0 or -1. */
-int http_init(void);
+/* libcurl set up / torn down, once per process. 0 or -1. The requests go to
+ * daemon->host, port, within timeout_ms, as *daemon says at each request. */
+int http_init(const struct opts *daemon);
 void http_fini(void);
 /* GET path into b. Returns the HTTP status; exits 2 when the daemon cannot be
  * reached or does not answer within the timeout. */
@@ -66,8 +66,8 @@ long http_try(const char *method, const char *path, struct body *b, char *ctype,
 /* GET path as a JSON object; exits 1 on anything else. */
 json_t *get_json(const char *path);
 /* A number field (NAN if absent), a string field ("?" if absent). */
-double jnum(const json_t *o_, const char *key);
-const char *jstr(const json_t *o_, const char *key);
+double jnum(const json_t *obj, const char *key);
+const char *jstr(const json_t *obj, const char *key);
 
 /* ---- prom.c: Prometheus text ---- */
 
@@ -106,34 +106,34 @@ struct status_view {
  * averages since start without one. */
 void status_collect(struct status_view *s, const json_t *prev, double prev_t);
 void status_free(struct status_view *s);
-json_t *status_json(const struct status_view *s);
-void status_print(const struct status_view *s);
-int cmd_status(void);
+json_t *status_json(const struct opts *o, const struct status_view *s);
+void status_print(const struct opts *o, const struct status_view *s);
+int cmd_status(const struct opts *o);
 
 /* ---- cmd_jobs.c ---- */
 
 /* The job table; with prev, rates over dt seconds instead of totals. */
 void jobs_print(const json_t *stats, const json_t *prev, double dt);
 json_t *jobs_json(const json_t *stats, const json_t *prev, double dt);
-int cmd_jobs(void);
+int cmd_jobs(const struct opts *o);
 
 /* ---- cmd_drain.c: argv[0] is "drain" ---- */
 
 #define EXIT_STILL_DRAINING 3 /* drain --wait ran out while the daemon still answered */
-int cmd_drain(int argc, char **argv);
+int cmd_drain(struct opts *o, int argc, char **argv);
 
 /* ---- cmd_top.c, cmd_config.c, cmd_metrics.c ---- */
 
-int cmd_top(void);
-int cmd_config(void);
-int cmd_metrics(const char *prefix);
+int cmd_top(struct opts *o);
+int cmd_config(const struct opts *o);
+int cmd_metrics(const struct opts *o, const char *prefix);
 
 /* ---- cmd_plan.c: the sizing model (plan_model.h); argv[0] is "plan" ---- */
 
-int cmd_plan(int argc, char **argv);
+int cmd_plan(const struct opts *o, int argc, char **argv);
 
 /* ---- cmd_profile.c: SUMCAST_TRACE files; argv[0] is "profile" ---- */
 
-int cmd_profile(int argc, char **argv);
+int cmd_profile(const struct opts *o, int argc, char **argv);
 
 #endif
