@@ -1,7 +1,7 @@
 /* Client library: one rank's membership of one job on every aggregator.
  * See client.h for the contract and docs/client.md for the design notes.
  * This file holds the lifecycle (parameters, create, connect, progress,
- * test, destroy) and failure handling; client_join.c speaks the control
+ * test, destroy) and failure handling; client_ctl.c speaks the control
  * protocol, client_req.c, client_slot.c and client_mcast.c move the chunks,
  * client_retain.c keeps what failover needs.
  *

@@ -1,6 +1,6 @@
 /* Client library internals, shared by its files:
  *   client.c         lifecycle: parameters, create/destroy, progress, accessors
- *   client_join.c    the control protocol per aggregator over TCP (connect,
+ *   client_ctl.c     the control protocol per aggregator over TCP (connect,
  *                    HELLO, JOIN, READY, PING/PONG, ABORT, LEAVE)
  *   client_req.c     requests: sharding, chunk numbering, the queues
  *   client_slot.c    slots and completions: issue, results, fail, fence
@@ -269,7 +269,7 @@ void client_agg_fail(struct client *c, struct client_agg *a, int err, const char
 	__attribute__((format(printf, 4, 5)));
 void client_close_fd(struct client_agg *a);
 
-/* client_join.c */
+/* client_ctl.c */
 void client_ctl_connect(struct client *c, struct client_agg *a);
 /* One non-blocking pass over every control socket. */
 void client_ctl_poll(struct client *c);

@@ -1,7 +1,7 @@
 /* Multicast results: the part of the protocol every multicast transport
  * shares (IP multicast over UDP, InfiniBand/RoCE UD multicast), so that the
  * logic is exercised where tests can run it (docs/daemon.md, "Multicast
- * results"). The daemon sends with it (result.c), the client receives
+ * results"). The daemon sends with it (dp_result.c), the client receives
  * (client/client_mcast.c).
  *
  * The aggregator sends each result once to the job's group, cut into

@@ -3,7 +3,7 @@
  * offload (bench/mcast: half the CPU per byte of one send per datagram),
  * and the receiving socket of a rank, whose datagrams go to the shared
  * protocol logic (mcast.h). The daemon's result backend sends with it
- * (daemon/result.c), the client library receives (client/client_mcast.c).
+ * (daemon/dp_result.c), the client library receives (client/client_mcast.c).
  *
  * Sender: the datagrams of a result are laid out header + payload in a
  * buffer of up to 44 (64 KiB) and sent with one sendmsg and UDP_SEGMENT;

@@ -8,7 +8,7 @@
  *                 LEAVE
  *   ctl_job.c     job lifecycle: create, ready, abort, end, free, the join
  *                 timer, a rank gone (job.h: the whole path, both threads)
- *   control.c     start and stop, events from the data threads, drain
+ *   ctl_main.c    start and stop, events from the data threads, drain
  *   ctl_reload.c  SIGHUP
  *
  * The data plane never includes this header. */

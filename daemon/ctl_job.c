@@ -286,7 +286,7 @@ void job_rank_gone(struct conn *c, bool clean)
 	if (j->gone == j->joined && (j->state == JOB_READY || j->joined == 1) && (clean || !partial)) {
 		/* Everybody is gone and nobody waits for anything. */
 		if (j->draining) {
-			/* asked to move off (control.c, the drain), and it did */
+			/* asked to move off (ctl_main.c, the drain), and it did */
 			ctr_add(&d->stats.jobs_drained, 1);
 			SC_INFO("job 0x%" PRIx64 " drained: its %u ranks moved off after %" PRIu64
 				" chunks (%llu ms after DRAIN; %" PRIu64 " chunks in all)", j->id, j->nranks,

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "control.h"
+#include "ctl_api.h"
 #include "ctl.h"
 #include "log.h"
 

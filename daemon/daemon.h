@@ -2,7 +2,7 @@
  * accepts control connections, runs joins and leaves, serves HTTP, handles
  * signals and hears from the data threads. Everything here is touched on
  * the main thread only. Its functions are declared by the files that
- * define them: control.h, http.h, notify.h (and ctl.h, private to the
+ * define them: ctl_api.h, http.h, notify.h (and ctl.h, private to the
  * control plane). */
 #ifndef SUMCASTD_DAEMON_H
 #define SUMCASTD_DAEMON_H
@@ -13,7 +13,7 @@
 #include <sys/queue.h>
 
 #include "accept_backoff.h"
-#include "dataplane.h" /* struct evq */
+#include "dp_api.h" /* struct evq */
 #include "pacer.h"
 #include "settings.h"
 #include "stats.h"

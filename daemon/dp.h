@@ -1,5 +1,5 @@
 /* Private to the data-plane files; everything here runs on a data thread
- * (except dthread_cmd's producer side, dataplane.h). One file per object:
+ * (except dthread_cmd's producer side, dp_api.h). One file per object:
  *
  *   dp_queue.c   the command queue (control -> data) and the event queue
  *                (data -> control)
@@ -10,7 +10,7 @@
  *   dp_av.c      the fabric address cache (AV entries shared by ranks)
  *   dp_slot.c    the slot state machine: contributions, reduction,
  *                completion, free/reuse; no fabric calls of its own
- *   result.c     result delivery (result.h)
+ *   dp_result.c  result delivery (dp_result.h)
  *
  * The control plane never includes this header. */
 #ifndef SUMCASTD_DP_H
@@ -19,7 +19,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 
-#include "dataplane.h"
+#include "dp_api.h"
 #include "fabric.h"
 #include "job.h"
 #include "stats.h"
@@ -108,7 +108,7 @@ void dp_av_fini(struct dthread *t);
 /* What the state machine needs from outside it. The data thread's set,
  * dp_slot_ops (dp_job.c), posts on the fabric and fails the job for real;
  * a unit test drives the state machine with its own. Result sends go
- * through t->result (result.h). */
+ * through t->result (dp_result.h). */
 struct slot_ops {
 	/* Rank r's buffer of slot s (rslot->buf) may take its next chunk: post
 	 * the receive (rslot state POSTED, REPOST or, on a dead job, IDLE). */

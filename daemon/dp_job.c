@@ -12,7 +12,7 @@
 #include "clock.h"
 #include "dp.h"
 #include "log.h"
-#include "result.h"
+#include "dp_result.h"
 
 static void rslot_cancel(struct job *j, struct rslot *rs);
 

@@ -22,7 +22,7 @@
 #include "clock.h"
 #include "dp.h"
 #include "reduce.h"
-#include "result.h"
+#include "dp_result.h"
 
 static void slot_fail(struct dthread *t, struct job *j, enum wire_code code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));

@@ -16,7 +16,7 @@
 #include "dp.h"
 #include "log.h"
 #include "mcast.h"
-#include "result.h"
+#include "dp_result.h"
 #include "settings.h"
 
 #define CQ_BATCH 64
@@ -70,7 +70,7 @@ static void retries_run(struct dthread *t)
 
 /* ---- commands ---- */
 
-/* The hold of result sends (result.c) serves one result per rank per walk
+/* The hold of result sends (dp_result.c) serves one result per rank per walk
  * of the rank's queue: a job's window no longer sets its share of the
  * thread, so jobs of different windows (weights, docs/daemon.md) would get
  * the same. With those on the thread, results go as before; a rank's sends
@@ -462,7 +462,7 @@ int dthread_start(struct dthread *t, unsigned index, int cpu, const struct setti
 	 * So on shm each job gets an endpoint of its own, closed when the job
 	 * ends (dp_job.c): a stuck send stalls only its own job. */
 	t->isolate = !strcmp(fabric_provider(t->fabric), "shm");
-	/* the lock result-one-per-rank avoids is shm's (result.c) */
+	/* the lock result-one-per-rank avoids is shm's (dp_result.c) */
 	t->res_one = t->isolate && s->result_one_per_rank;
 	if (t->isolate)
 		SC_INFO("data thread %u: provider shm: each job gets an endpoint of its own", index);

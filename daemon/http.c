@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "clock.h"
-#include "control.h"
+#include "ctl_api.h"
 #include "daemon.h"
 #include "hostport.h"
 #include "http.h"
@@ -329,7 +329,7 @@ static void config_cb(struct evhttp_request *req, void *arg)
 	evbuffer_free(b);
 }
 
-/* POST /drain: the drain SIGTERM starts (control.c), asked over HTTP, from
+/* POST /drain: the drain SIGTERM starts (ctl_main.c), asked over HTTP, from
  * a loopback peer only (anyone who reaches a non-loopback HTTP listener
  * could otherwise stop the daemon). Answers what is draining now; a second
  * POST changes nothing. */

@@ -124,8 +124,8 @@ struct rslot {
 	 * (a NACK), or for seq + window's (the NACK came first); its unicast
 	 * send is still to be posted */
 	bool nack, nack_next, uni;
-	bool held; /* uni, held for the rank's last result send (result.c) */
-	bool out;  /* its result send posted and not completed (result.c) */
+	bool held; /* uni, held for the rank's last result send (dp_result.c) */
+	bool out;  /* its result send posted and not completed (dp_result.c) */
 };
 
 enum slot_state { SLOT_FREE = 0, SLOT_FILLING, SLOT_SENDING };
@@ -141,9 +141,9 @@ struct slot {
 	uint32_t ndata;      /* contributions with data (ALL, GIVE) */
 	uint32_t npending;
 	uint32_t send_next;  /* lowest rank whose unicast result send may still be due */
-	bool planned;        /* result.c decided who gets it how (reset at completion) */
+	bool planned;        /* dp_result.c decided who gets it how (reset at completion) */
 	bool mc;             /* the result went to the job's multicast group: kept
-			      * until every rank sent seq + window (result.c) */
+			      * until every rank sent seq + window (dp_result.c) */
 	uint32_t sends_left; /* result sends not completed yet */
 	uint32_t last_rank;
 	uint64_t first_ns, last_ns, reduce_ns;
@@ -187,7 +187,7 @@ struct job_rank {
 	bool added; /* holds a reference on fi_addr */
 	bool left;  /* left cleanly: it will contribute nothing more */
 	/* result sends (with a completion) posted to it, not completed; a
-	 * slot's send to it held until that one completes (result.c) */
+	 * slot's send to it held until that one completes (dp_result.c) */
 	uint32_t res_out;
 	bool res_wait;
 	/* shared (data writes) */
@@ -211,7 +211,7 @@ struct job {
 	uint32_t payload;    /* largest contribution: chunk, or chunk - JOB_SEAL_ROOM */
 	uint64_t data_nonce; /* sent in JOIN_OK */
 	struct sc_seal seal;
-	/* Multicast results (fabric.multicast, result.c): the job's group, its
+	/* Multicast results (fabric.multicast, dp_result.c): the job's group, its
 	 * random key (in every datagram) and result bytes per datagram. */
 	bool mc;
 	int mc_via;        /* enum sc_mc_via (mcast_link.h) */
@@ -242,7 +242,7 @@ struct job {
 	double pace_rate, pace_cap;
 	uint32_t joined, acked, gone;
 	uint64_t created_ms;
-	/* the drain (control.c): DRAIN went to every rank at drain_ms, when
+	/* the drain (ctl_main.c): DRAIN went to every rank at drain_ms, when
 	 * the job had reduced drain_chunks; it ends by its ranks' LEAVEs */
 	bool draining;
 	uint64_t drain_ms, drain_chunks;
@@ -270,7 +270,7 @@ struct job {
 	uint64_t last_activity_ns;
 	bool dead, removing;
 	uint64_t removed_ns;   /* when REMOVE_JOB arrived */
-	/* result sends held to pace_bps (result.c): a token bucket, bytes
+	/* result sends held to pace_bps (dp_result.c): a token bucket, bytes
 	 * (negative: owed), refilled up to when */
 	int64_t pace_tokens;
 	uint64_t pace_ns;

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "control.h"
+#include "ctl_api.h"
 #include "daemon.h"
 #include "fabric.h"
 #include "fabric_env.h"

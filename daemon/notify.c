@@ -10,7 +10,7 @@
 #endif
 
 #include "clock.h"
-#include "control.h"
+#include "ctl_api.h"
 #include "daemon.h"
 #include "log.h"
 #include "notify.h"

@@ -19,7 +19,7 @@ void notify_ready(struct daemon *d);
 /* A SIGHUP was handled (rc from control_reload, why its reason): READY=1
  * with the STATUS= line, which names a failed reload until one succeeds. */
 void notify_reloaded(struct daemon *d, int rc, const char *why);
-/* The drain's STATUS= line (control.c, every 50 ms): jobs still moving
+/* The drain's STATUS= line (ctl_main.c, every 50 ms): jobs still moving
  * off (DRAIN sent) and jobs of older ranks finishing chunks in flight;
  * sent only when the text changed. */
 void notify_draining(struct daemon *d, uint32_t moving, uint32_t busy);

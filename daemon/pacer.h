@@ -12,7 +12,7 @@
  * pause between steps does not make the pacer start from nothing), divides
  * it by weight among the jobs that want more
  * than they get (pace_shares), and each job's data thread holds its result
- * sends to that rate (a token bucket, result.c). The credit does the rest:
+ * sends to that rate (a token bucket, dp_result.c). The credit does the rest:
  * a rank sends its next chunk only once it has a result, so the job's
  * incoming bytes follow. Jobs of one weight are not paced: the kernel's
  * per-connection sharing already gives them 0.49-0.51 each, and a pacer

@@ -46,7 +46,7 @@ struct stats {
 	_Atomic uint64_t rx_bytes, tx_bytes, chunks;
 	_Atomic uint64_t eagain[EAGAIN_OPS];
 	/* result sends held until the rank's last one completed
-	 * ([data] result-one-per-rank, result.c), each counted once */
+	 * ([data] result-one-per-rank, dp_result.c), each counted once */
 	_Atomic uint64_t result_holds;
 	/* multicast results: results and datagrams sent to groups, NACKs
 	 * taken, unicast repairs sent, NACKs for results already sent by

@@ -1,5 +1,5 @@
 /* sumcastctl drain [--daemon URL] [--wait SECONDS]: POST /drain, which
- * starts what SIGTERM starts (daemon/control.c): joins refused, the jobs
+ * starts what SIGTERM starts (daemon/ctl_main.c): joins refused, the jobs
  * whose ranks speak DRAIN asked to move off, the others aborted once idle,
  * the daemon exits when no job is left or at its drain-timeout. Prints what
  * the daemon answered; with --wait, follows the drain until the daemon

@@ -243,10 +243,10 @@ def feature(p, fr, kind):
             return 'failover: bookkeeping (failover*.c, collnet_agree.c, client_retain.c)'
         if f.startswith('common/mcast') or f == 'client/client_mcast.c':
             return 'multicast: receive (recvmmsg, assembly: mcast_udp.c, mcast.c, client_mcast.c)'
-        if f == 'client/client_join.c' and fn == 'client_ctl_poll':
+        if f == 'client/client_ctl.c' and fn == 'client_ctl_poll':
             return 'control connection: poll() of the control sockets (client_ctl_poll)'
-        if f == 'client/client_join.c':
-            return 'PINGs: sends, liveness (client_join.c)'
+        if f == 'client/client_ctl.c':
+            return 'PINGs: sends, liveness (client_ctl.c)'
         if f in ('plugin/collnet_adapt.c', 'plugin/split.c'):
             return 'adaptive split (collnet_adapt.c, split.c)'
         if f == 'plugin/collnet_trace.c':
@@ -274,11 +274,11 @@ def feature(p, fr, kind):
         return 'pacer'
     if f == 'daemon/stats.c':
         return 'stats'
-    if kind == 'agg-other' or f in ('daemon/main.c', 'daemon/control.c', 'daemon/http.c') or \
+    if kind == 'agg-other' or f in ('daemon/main.c', 'daemon/ctl_main.c', 'daemon/http.c') or \
             f.startswith('daemon/ctl_'):
         return 'control thread (libevent loop: PING answers, control messages, HTTP)'
     if f.startswith('daemon/'):
-        return 'data thread bookkeeping (dp_thread.c, dp_slot.c, dp_job.c, result.c)'
+        return 'data thread bookkeeping (dp_thread.c, dp_slot.c, dp_job.c, dp_result.c)'
     return 'other ' + o
 
 

@@ -1,4 +1,4 @@
-/* The drain (daemon/control.c): a daemon that is stopped asks the jobs
+/* The drain (daemon/ctl_main.c): a daemon that is stopped asks the jobs
  * that speak wire version 5 to move off (DRAIN) and serves them until their
  * ranks have left cleanly; jobs with an older rank take the old path
  * (ABORT(shutdown) once nothing is half reduced). Modes (none: all):

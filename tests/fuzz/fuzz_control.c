@@ -29,9 +29,9 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "control.h"
+#include "ctl_api.h"
 #include "daemon.h"
-#include "dataplane.h"
+#include "dp_api.h"
 #include "job.h"
 #include "log.h"
 

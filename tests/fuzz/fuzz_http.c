@@ -36,7 +36,7 @@ static void setup(void)
 		abort();
 	d.cfg.http_port = 0;
 	d.cfg.http_max_connections = 4;
-	/* An input that is a loopback POST /drain starts the drain (control.c):
+	/* An input that is a loopback POST /drain starts the drain (ctl_main.c):
 	 * the one job here (no connections) then waits for ranks that never
 	 * leave, longer than any run, and the later inputs see a draining
 	 * daemon, which is fine. */

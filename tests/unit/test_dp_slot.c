@@ -16,7 +16,7 @@
 
 #include "dp.h"
 #include "reduce.h"
-#include "result.h"
+#include "dp_result.h"
 
 #define MAX_RANKS 8
 #define MAX_WINDOW 4

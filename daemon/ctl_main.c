@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "clock.h"
-#include "control.h"
+#include "ctl_api.h"
 #include "ctl.h"
 #include "mcast_link.h"
 #include "log.h"

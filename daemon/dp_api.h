@@ -5,8 +5,8 @@
  * completion queues; it never runs inside the event loop. The control
  * thread gives it commands (dthread_cmd) and hears back through an event
  * queue (struct evq) that wakes the event loop with an eventfd. What the data-plane files share among themselves is in dp.h. */
-#ifndef SUMCASTD_DATAPLANE_H
-#define SUMCASTD_DATAPLANE_H
+#ifndef SUMCASTD_DP_API_H
+#define SUMCASTD_DP_API_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -51,7 +51,7 @@ struct dthread {
 	unsigned index;
 	int cpu; /* -1: not pinned */
 	struct fabric *fabric;
-	const struct result_ops *result;  /* how results reach the ranks (result.h) */
+	const struct result_ops *result;  /* how results reach the ranks (dp_result.h) */
 	const struct slot_ops *slot_ops;  /* what the slot state machine calls (dp.h) */
 	struct evq *evq;
 	pthread_t tid;
@@ -66,7 +66,7 @@ struct dthread {
 	 * CQ): on providers where one peer that never takes a message stalls
 	 * every later send of the sender's endpoint (shm; dp_thread.c). */
 	bool isolate;
-	/* At most one result send in flight per rank (result.c): [data]
+	/* At most one result send in flight per rank (dp_result.c): [data]
 	 * result-one-per-rank on shm (res_one), and res_hold while the
 	 * thread's jobs all have one window (dthread_hold_update). */
 	bool res_one, res_hold;

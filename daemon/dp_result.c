@@ -13,7 +13,7 @@
  * also the flow control: the group never runs more than a window ahead of
  * its slowest rank. A NACK for seq while the slot holds it (slot_nack,
  * dp_slot.c) makes the rank's unicast due again (result_repair). */
-#include "result.h"
+#include "dp_result.h"
 
 #include <arpa/inet.h>
 #include <rdma/fi_errno.h>

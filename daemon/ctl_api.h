@@ -1,18 +1,18 @@
 /* The control plane as main.c and http.c see it: start, stop, drain,
  * reload, and the one count it answers for others. Main thread only. */
-#ifndef SUMCASTD_CONTROL_H
-#define SUMCASTD_CONTROL_H
+#ifndef SUMCASTD_CTL_API_H
+#define SUMCASTD_CTL_API_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 struct daemon;
 
-/* control.c: the control listener and the data threads' event queue. */
+/* ctl_main.c: the control listener and the data threads' event queue. */
 int control_start(struct daemon *d);
 /* Frees connections and jobs; after the data threads stopped. */
 void control_stop(struct daemon *d);
-/* The drain (SIGTERM, POST /drain; control.c has the whole story): refuse
+/* The drain (SIGTERM, POST /drain; ctl_main.c has the whole story): refuse
  * joins, ask the jobs that speak DRAIN to move off, let the others finish
  * their chunks in flight, abort what is left at drain-timeout, exit the
  * loop once no job remains. Returns the jobs asked to move off now; 0 and

@@ -2,12 +2,12 @@
  *
  * The slot state machine (dp_slot.c) and the data thread (dp_thread.c,
  * dp_job.c) only call these functions, so the way results travel (one
- * tagged send per rank; one send to a job's multicast group, result.c) is
+ * tagged send per rank; one send to a job's multicast group, dp_result.c) is
  * the backend's business, not the slots' or the reduction's. A backend
  * never allocates on the data path: whatever per-send state it needs is
  * set up in init(). */
-#ifndef SUMCASTD_RESULT_H
-#define SUMCASTD_RESULT_H
+#ifndef SUMCASTD_DP_RESULT_H
+#define SUMCASTD_DP_RESULT_H
 
 #include <stdbool.h>
 #include <stdint.h>
