@@ -235,172 +235,253 @@ static bool climb(struct split_class *cl, int64_t x, bool ends_only)
 	return false;
 }
 
+/* ---- the controller of one class, as a state machine ----
+ *
+ * States (split_state_of: read from the class's fields, which the unit
+ * tests look at):
+ *   STEADY    nothing due: the split follows the balance, X is watched
+ *   CLIMBING  a climb is due (armed): a trial after SPLIT_ADAPT_STABLE
+ *             settled windows
+ *   HINTED    a climb is due with a way to try at once (split_adapt_rearm)
+ *   TRIAL     a neighbour is measured (trial: 1 a step, 2 a hinted
+ *             double step, 3 one step after two lost)
+ *
+ * Events: a window of the class with SPLIT_ADAPT_MIN_N requests or more
+ * (fewer: nothing happens); `settled` when it and the one before ran at
+ * the split in use. Per state:
+ *   TRIAL     unsettled: nothing. The first settled window: its X kept.
+ *             The second: judged against the reference (trial_end) ->
+ *             TRIAL on the same way (kept, climb goes on), CLIMBING (lost
+ *             after a double step: one step that way, trial 3), STEADY
+ *             (both ways lost, or no neighbour), CLIMBING/STEADY as
+ *             climb() finds. Always told.
+ *   others    X moved twice the same way -> CLIMBING (watch_moved); then
+ *             HINTED and the balance asks less than a trial's step ->
+ *             TRIAL (hinted_jump); else a balance of HYST or more -> the
+ *             split steps (balance_step), -> CLIMBING after a step of a
+ *             trial's size; else CLIMBING settled SPLIT_ADAPT_STABLE
+ *             times -> TRIAL (steady_window). Told when the split moved. */
+enum split_state { SPLIT_STEADY, SPLIT_CLIMBING, SPLIT_HINTED, SPLIT_TRIAL };
+
+static enum split_state split_state_of(const struct split_class *cl)
+{
+	if (cl->trial)
+		return SPLIT_TRIAL;
+	if (cl->armed)
+		return cl->hinted ? SPLIT_HINTED : SPLIT_CLIMBING;
+	return SPLIT_STEADY;
+}
+
+/* TRIAL, a settled window. */
+static void trial_window(struct split_adapt *sa, struct split_class *cl, const struct split_meas *mm,
+			 char why[96])
+{
+	double s = cl->ppm / (double)SPLIT_PPM;
+
+	if (!cl->trial_x) { /* the better of two windows, as the reference */
+		cl->trial_x = mm->x_bps;
+		return;
+	}
+	int64_t xt = mm->x_bps > cl->trial_x ? mm->x_bps : cl->trial_x;
+	cl->trial_x = 0;
+	int dir = cl->ppm < cl->ref_ppm ? -1 : 1;
+	/* the way the tenants' change points needs no margin: that the
+	 * aggregators have more room (or less) is known, the trial only has
+	 * to be no slower */
+	double margin = cl->first && dir == cl->first ? 0 : SPLIT_ADAPT_MARGIN;
+	bool better = (double)xt >= (double)cl->ref_x * (1 + margin);
+	snprintf(why, 96, "tried %.3f: %.1f MB/s against %.1f at %.3f: %s", s, xt / 1e6, cl->ref_x / 1e6,
+		 cl->ref_ppm / (double)SPLIT_PPM, better ? "kept" : "back");
+	cl->prev_x = 0;
+	if (better) {
+		/* on that way. Should that lose, the way back (where this trial
+		 * came from) is tried again unless this one won by twice the
+		 * margin: a trial kept by noise (2 % is within a window's
+		 * spread) is undone, not held until conditions change, and a
+		 * clear win is not measured twice */
+		bool clear = (double)xt >= (double)cl->ref_x * (1 + 2 * SPLIT_ADAPT_MARGIN);
+		cl->dir = (int8_t)dir;
+		cl->lost = clear ? (uint8_t)(1u << (dir < 0)) : 0;
+		cl->steady_x = xt;
+		if (cl->trial == 3) { /* the step beyond lost already */
+			cl->dir = 0;
+			cl->lost |= (uint8_t)(1u << (dir > 0));
+		}
+	} else {
+		cl->ppm = cl->ref_ppm;
+		cl->dir = 0;
+		cl->steady_x = cl->ref_x;
+		if (cl->trial != 2) { /* two steps too far: one, that way, below */
+			cl->first = 0; /* the other way is judged as usual */
+			cl->lost |= (uint8_t)(1u << (dir > 0));
+		}
+	}
+	bool halve = !better && cl->trial == 2;
+	/* a hinted jump kept: the optimum is about there, and a step past it
+	 * costs ~10 % for the trial's five windows (the second tenant's
+	 * scenario); the climb goes on in half steps */
+	if (better && cl->trial == 2)
+		cl->fine = true;
+	cl->trial = 0;
+	cl->stable = 0;
+	/* a kept trial was measured settled: the next step that way starts
+	 * now; after two steps lost, one step that way */
+	if ((better || halve) && climb(cl, better ? xt : cl->ref_x, sa->ends_only)) {
+		if (halve)
+			cl->trial = 3;
+		size_t l = strlen(why);
+		snprintf(why + l, 96 - l, "; trying %.3f", cl->ppm / (double)SPLIT_PPM);
+	}
+}
+
+/* Not TRIAL: whether X moved off steady_x twice in a row the same way
+ * (the conditions changed since the last climb); one window off is noise
+ * (a drained pipeline refilling). */
+static bool watch_moved(struct split_class *cl, const struct split_meas *mm, bool settled)
+{
+	if (settled && !cl->steady_x) {
+		cl->steady_x = mm->x_bps; /* the reference from here on */
+	} else if (settled) {
+		double dev = (double)mm->x_bps / (double)cl->steady_x - 1;
+		int sign = dev > SPLIT_ADAPT_MOVED ? 1 : dev < -SPLIT_ADAPT_MOVED ? -1 : 0;
+		cl->moved = sign && sign == cl->moved_sign ? cl->moved + 1 : sign != 0;
+		cl->moved_sign = (int8_t)sign;
+	}
+	return cl->moved >= 2;
+}
+
+/* Interior, both paths measured: their balance, and the step towards it
+ * (at most SPLIT_ADAPT_MAX_STEP). A window of an earlier split counts only
+ * when it asks to go on past the split in use the way from there to here:
+ * a change landed within the window that made the last step, which was
+ * then too short (when the node links bound both paths the balance of a
+ * window is its own split, which always points back). */
+struct split_balance {
+	bool balanced; /* a balance to follow */
+	bool big;      /* its step is a trial's size or more */
+	double bal, d;
+};
+
+static struct split_balance balance_of(const struct split_adapt *sa, const struct split_class *cl,
+				       const struct split_meas *mm)
+{
+	double s = cl->ppm / (double)SPLIT_PPM;
+	struct split_balance b = {
+		.balanced = !sa->ends_only && cl->ppm > 0 && cl->ppm < SPLIT_PPM && mm->agg_bps > 0 &&
+			    mm->ring_bps > 0,
+	};
+
+	b.bal = b.balanced ? (double)mm->agg_bps / (double)(mm->agg_bps + mm->ring_bps) : s;
+	if (b.balanced && mm->ppm != cl->ppm && (mm->ppm < cl->ppm ? b.bal <= s : b.bal >= s))
+		b.balanced = false, b.bal = s;
+	b.d = fmax(-SPLIT_ADAPT_MAX_STEP, fmin(SPLIT_ADAPT_MAX_STEP, b.bal - s));
+	b.big = fabs(b.d) >= SPLIT_ADAPT_TRY_STEP - 1e-9;
+	return b;
+}
+
+/* HINTED, and the balance asks less than a trial's step: the trial that
+ * way at this class's first window since the hint, settled or not (a step
+ * just made would hold it off two more windows), its reference this
+ * window's throughput; no small balance step before it (each would
+ * unsettle the windows again: one a window kept it off for a whole 64 MiB
+ * sample). The hint is spent here (climb clears it). */
+static void hinted_jump(struct split_adapt *sa, struct split_class *cl, const struct split_meas *mm,
+			char why[96])
+{
+	double s = cl->ppm / (double)SPLIT_PPM;
+
+	if (climb(cl, mm->x_bps, sa->ends_only))
+		snprintf(why, 96, "tenants changed: trying %.3f (%.1f MB/s at %.3f)",
+			 cl->ppm / (double)SPLIT_PPM, cl->ref_x / 1e6, s);
+}
+
+/* A balance to follow, by HYST or more: the step (an endpoint only by
+ * trial). After a step of a trial's size or more, climb again from there,
+ * on the way the balance went: the other way is the path that was held up
+ * (this also spends a hint). Smaller steps only follow the balance (two
+ * adaptive jobs on the aggregators nudge each other's: a trial after each
+ * cost 10-20 % for 2 windows). */
+static void balance_step(struct split_class *cl, const struct split_meas *mm, const struct split_balance *b,
+			 char why[96])
+{
+	double t = cl->ppm / (double)SPLIT_PPM + b->d;
+
+	if (t < SPLIT_ADAPT_HYST)
+		t = SPLIT_ADAPT_HYST;
+	if (t > 1 - SPLIT_ADAPT_HYST)
+		t = 1 - SPLIT_ADAPT_HYST;
+	cl->ppm = to_ppm(t);
+	cl->stable = 0;
+	if (b->big) {
+		arm(cl, 0);
+		cl->dir = b->d < 0 ? -1 : 1;
+		cl->lost = b->d < 0 ? 2 : 1;
+	}
+	cl->steady_x = 0; /* taken again once settled at the new split */
+	cl->prev_x = 0;
+	snprintf(why, 96, "balance %.3f (aggregators %.1f, ring %.1f MB/s)", b->bal, mm->agg_bps / 1e6,
+		 mm->ring_bps / 1e6);
+}
+
+/* Neither: the reference of a trial is the better of this window and the
+ * one before at this split (one window can be a pipeline refilling);
+ * CLIMBING after SPLIT_ADAPT_STABLE settled windows, the trial. */
+static void steady_window(struct split_adapt *sa, struct split_class *cl, const struct split_meas *mm,
+			  bool settled, char why[96])
+{
+	double s = cl->ppm / (double)SPLIT_PPM;
+	int64_t ref = mm->x_bps > cl->prev_x ? mm->x_bps : cl->prev_x;
+
+	cl->prev_x = settled ? mm->x_bps : 0;
+	if (settled && cl->armed && ++cl->stable >= SPLIT_ADAPT_STABLE && climb(cl, ref, sa->ends_only))
+		snprintf(why, 96, "trying %.3f (%.1f MB/s at %.3f)", cl->ppm / (double)SPLIT_PPM,
+			 cl->ref_x / 1e6, s);
+}
+
+/* One class, one window: whether to tell (the split moved, or a trial
+ * ended). */
+static bool class_decide(struct split_adapt *sa, struct split_class *cl, const struct split_meas *mm,
+			 char why[96])
+{
+	int32_t before = cl->ppm;
+	bool settled;
+
+	if (mm->n < (int64_t)SPLIT_ADAPT_MIN_N)
+		return false;
+	settled = mm->ppm == cl->ppm && cl->last_meas_ppm == cl->ppm;
+	cl->last_meas_ppm = mm->ppm;
+	if (split_state_of(cl) == SPLIT_TRIAL) {
+		if (!settled)
+			return false;
+		bool was_judged = cl->trial_x != 0;
+		trial_window(sa, cl, mm, why);
+		return was_judged; /* a trial's end is always told */
+	}
+	if (watch_moved(cl, mm, settled)) {
+		/* climb again (a climb already due keeps its count of steady
+		 * windows) */
+		cl->moved = 0;
+		if (split_state_of(cl) == SPLIT_STEADY)
+			arm(cl, 0);
+		cl->steady_x = mm->x_bps;
+	}
+	struct split_balance b = balance_of(sa, cl, mm);
+	if (split_state_of(cl) == SPLIT_HINTED && !b.big)
+		hinted_jump(sa, cl, mm, why);
+	else if (b.balanced && fabs(b.d) >= SPLIT_ADAPT_HYST)
+		balance_step(cl, mm, &b, why);
+	else
+		steady_window(sa, cl, mm, settled, why);
+	return cl->ppm != before;
+}
+
 unsigned split_adapt_decide(struct split_adapt *sa, const struct split_meas *meas, char why[][96])
 {
 	unsigned changed = 0;
 
-	for (unsigned c = 0; c < SPLIT_ADAPT_CLASSES; c++) {
-		struct split_class *cl = &sa->c[c];
-		const struct split_meas *mm = &meas[c];
-		int32_t before = cl->ppm;
-		bool settled;
-		double s = cl->ppm / (double)SPLIT_PPM, bal, d;
-
-		if (mm->n < (int64_t)SPLIT_ADAPT_MIN_N)
-			continue;
-		settled = mm->ppm == cl->ppm && cl->last_meas_ppm == cl->ppm;
-		cl->last_meas_ppm = mm->ppm;
-		if (cl->trial) {
-			if (!settled)
-				continue;
-			if (!cl->trial_x) { /* the better of two windows, as the reference */
-				cl->trial_x = mm->x_bps;
-				continue;
-			}
-			int64_t xt = mm->x_bps > cl->trial_x ? mm->x_bps : cl->trial_x;
-			cl->trial_x = 0;
-			int dir = cl->ppm < cl->ref_ppm ? -1 : 1;
-			/* the way the tenants' change points needs no margin: that
-			 * the aggregators have more room (or less) is known, the
-			 * trial only has to be no slower */
-			double margin = cl->first && dir == cl->first ? 0 : SPLIT_ADAPT_MARGIN;
-			bool better = (double)xt >= (double)cl->ref_x * (1 + margin);
-			snprintf(why[c], sizeof(why[c]), "tried %.3f: %.1f MB/s against %.1f at %.3f: %s",
-				 s, xt / 1e6, cl->ref_x / 1e6, cl->ref_ppm / (double)SPLIT_PPM,
-				 better ? "kept" : "back");
-			cl->prev_x = 0;
-			if (better) {
-				/* on that way. Should that lose, the way back (where
-				 * this trial came from) is tried again unless this one
-				 * won by twice the margin: a trial kept by noise (2 %
-				 * is within a window's spread) is undone, not held
-				 * until conditions change, and a clear win is not
-				 * measured twice */
-				bool clear = (double)xt >= (double)cl->ref_x * (1 + 2 * SPLIT_ADAPT_MARGIN);
-				cl->dir = (int8_t)dir;
-				cl->lost = clear ? (uint8_t)(1u << (dir < 0)) : 0;
-				cl->steady_x = xt;
-				if (cl->trial == 3) { /* the step beyond lost already */
-					cl->dir = 0;
-					cl->lost |= (uint8_t)(1u << (dir > 0));
-				}
-			} else {
-				cl->ppm = cl->ref_ppm;
-				cl->dir = 0;
-				cl->steady_x = cl->ref_x;
-				if (cl->trial != 2) { /* two steps too far: one, that way, below */
-					cl->first = 0; /* the other way is judged as usual */
-					cl->lost |= (uint8_t)(1u << (dir > 0));
-				}
-			}
-			bool halve = !better && cl->trial == 2;
-			/* a hinted jump kept: the optimum is about there, and
-			 * a step past it costs ~10 % for the trial's five
-			 * windows (the second tenant's scenario); the climb
-			 * goes on in half steps */
-			if (better && cl->trial == 2)
-				cl->fine = true;
-			cl->trial = 0;
-			cl->stable = 0;
-			changed |= 1u << c; /* a trial's end is always told */
-			/* a kept trial was measured settled: the next step that way
-			 * starts now; after two steps lost, one step that way */
-			if ((better || halve) && climb(cl, better ? xt : cl->ref_x, sa->ends_only)) {
-				if (halve)
-					cl->trial = 3;
-				size_t l = strlen(why[c]);
-				snprintf(why[c] + l, sizeof(why[c]) - l, "; trying %.3f",
-					 cl->ppm / (double)SPLIT_PPM);
-			}
-			continue;
-		}
-		if (settled && !cl->steady_x) {
-			cl->steady_x = mm->x_bps; /* the reference from here on */
-		} else if (settled) {
-			double dev = (double)mm->x_bps / (double)cl->steady_x - 1;
-			int sign = dev > SPLIT_ADAPT_MOVED ? 1 : dev < -SPLIT_ADAPT_MOVED ? -1 : 0;
-			/* one window off is noise (a drained pipeline refilling): two
-			 * in a row the same way are a change */
-			cl->moved = sign && sign == cl->moved_sign ? cl->moved + 1 : sign != 0;
-			cl->moved_sign = (int8_t)sign;
-		}
-		if (cl->moved >= 2) {
-			/* the conditions changed since the last climb: climb again (a
-			 * climb already due keeps its count of steady windows) */
-			cl->moved = 0;
-			if (!cl->armed)
-				arm(cl, 0);
-			cl->steady_x = mm->x_bps;
-		}
-		/* interior, both paths measured: their balance. A window of an
-		 * earlier split counts only when it asks to go on past the split in
-		 * use the way from there to here: a change landed within the window
-		 * that made the last step, which was then too short (when the node
-		 * links bound both paths the balance of a window is its own split,
-		 * which always points back) */
-		bool balanced = !sa->ends_only && cl->ppm > 0 && cl->ppm < SPLIT_PPM && mm->agg_bps > 0 &&
-				mm->ring_bps > 0;
-		bal = balanced ? (double)mm->agg_bps / (double)(mm->agg_bps + mm->ring_bps) : s;
-		if (balanced && mm->ppm != cl->ppm &&
-		    (mm->ppm < cl->ppm ? bal <= s : bal >= s))
-			balanced = false, bal = s;
-		d = fmax(-SPLIT_ADAPT_MAX_STEP, fmin(SPLIT_ADAPT_MAX_STEP, bal - s));
-		/* the tenants changed (split_adapt_rearm with a way): the trial
-		 * that way at this class's first window since, settled or not (a
-		 * step just made would hold it off two more windows), its
-		 * reference this window's throughput; no small balance step
-		 * before it (each would unsettle the windows again: one a window
-		 * kept it off for a whole 64 MiB sample). A step of a trial's
-		 * size or more goes first: it climbs on its own way. Either way
-		 * the hint is spent at this window (climb and arm clear it). */
-		bool big = fabs(d) >= SPLIT_ADAPT_TRY_STEP - 1e-9; /* a trial's size or more */
-		if (cl->hinted && cl->armed && !big) {
-			if (climb(cl, mm->x_bps, sa->ends_only))
-				snprintf(why[c], sizeof(why[c]), "tenants changed: trying %.3f (%.1f MB/s at %.3f)",
-					 cl->ppm / (double)SPLIT_PPM, cl->ref_x / 1e6, s);
-			goto next;
-		}
-		/* step towards the balance */
-		if (balanced) {
-			if (fabs(d) >= SPLIT_ADAPT_HYST) {
-				double t = s + d;
-				/* an endpoint only by trial */
-				if (t < SPLIT_ADAPT_HYST)
-					t = SPLIT_ADAPT_HYST;
-				if (t > 1 - SPLIT_ADAPT_HYST)
-					t = 1 - SPLIT_ADAPT_HYST;
-				cl->ppm = to_ppm(t);
-				cl->stable = 0;
-				/* after a step of a trial's size or more, climb again from
-				 * there, on the way the balance went: the other way is the
-				 * path that was held up. Smaller steps only follow the
-				 * balance (two adaptive jobs on the aggregators nudge each
-				 * other's: a trial after each cost 10-20 % for 2 windows) */
-				if (big) {
-					arm(cl, 0);
-					cl->dir = d < 0 ? -1 : 1;
-					cl->lost = d < 0 ? 2 : 1;
-				}
-				cl->steady_x = 0; /* taken again once settled at the new split */
-				cl->prev_x = 0;
-				snprintf(why[c], sizeof(why[c]),
-					 "balance %.3f (aggregators %.1f, ring %.1f MB/s)", bal,
-					 mm->agg_bps / 1e6, mm->ring_bps / 1e6);
-				goto next;
-			}
-		}
-		/* the reference of a trial: the better of this window and the one
-		 * before at this split (one window can be a pipeline refilling) */
-		int64_t ref = mm->x_bps > cl->prev_x ? mm->x_bps : cl->prev_x;
-		cl->prev_x = settled ? mm->x_bps : 0;
-		if (settled && cl->armed && ++cl->stable >= SPLIT_ADAPT_STABLE &&
-		    climb(cl, ref, sa->ends_only))
-			snprintf(why[c], sizeof(why[c]), "trying %.3f (%.1f MB/s at %.3f)",
-				 cl->ppm / (double)SPLIT_PPM, cl->ref_x / 1e6, s);
-next:
-		if (cl->ppm != before)
+	for (unsigned c = 0; c < SPLIT_ADAPT_CLASSES; c++)
+		if (class_decide(sa, &sa->c[c], &meas[c], why[c]))
 			changed |= 1u << c;
-	}
 	return changed;
 }
 

@@ -214,7 +214,9 @@ void split_adapt_init(struct split_adapt *sa, const struct split_model *m);
  * SPLIT_ADAPT_MARGIN as usual. */
 void split_adapt_rearm(struct split_adapt *sa, int first);
 /* One window's agreed figures, meas[class]. Returns the classes whose
- * split changed as a bit mask; why[class] says why (for the log). */
+ * split changed (or whose trial ended) as a bit mask; why[class] says why
+ * (for the log). Each class is a state machine (split.c: STEADY, CLIMBING,
+ * HINTED, TRIAL; the events and transitions are listed there). */
 unsigned split_adapt_decide(struct split_adapt *sa, const struct split_meas *meas,
 			    char why[][96]);
 
