@@ -23,7 +23,9 @@
  *                      a communicator runs it: measure, agree, apply)
  *   -> aggregators     the client library (client.h), and / or
  *   -> ring            ring.c
- *   -> completion      collnet_req.c (request slots, test), collnet_trace.c
+ *   -> completion      collnet_req.c (request slots, test), collnet_engine.c
+ *                      (the one loop every call and wait turns: test,
+ *                      refusals, blocking agreements), collnet_trace.c
  *                      (a JSON line per request), collnet_stall.c (what a
  *                      request waits for, when it waits too long)
  *   faults             failover.c (notices, agreement), failover_plan.c
@@ -352,38 +354,55 @@ int coll_tree_test(struct coll_req *r, int *done, int *size);
 int coll_tree_mr_reg(struct coll_comm *cc, void *data, size_t size, struct coll_mr *m);
 void coll_tree_mr_dereg(struct coll_mr *m);
 void coll_tree_close(struct coll_comm *cc);
-/* While an inner communicator waits (close's barrier, the adaptive split's
- * last agreements), its siblings keep serving notices, agreements and
- * copies: a node waiting in one may be needed in another. No-op on a
- * communicator that is not inner. */
-void coll_serve(struct coll_comm *cc);
-
-/* collnet_req.c: test split in two, for a caller that tests several
- * requests of one communicator (collnet_tree.c): the completion queues
- * read once, failover driven, every request in flight moved and the
- * adaptive split driven (coll_comm_poll: 0 or the error that broke the
- * communicator), then request r checked with that rc (coll_req_test:
- * collnet_test's answer). The calls that issue requests (iallreduce, the
- * window calls) poll the communicator when they refuse one (coll_refuse):
- * NCCL's proxy retries a refused call without testing anything of that
- * sub, so whatever a refusal waits for must move on those calls alone. */
+/* A tree communicator's inner communicators (0 and NULL on another). */
+uint32_t coll_tree_ninner(const struct coll_comm *cc);
+struct coll_comm *coll_tree_inner(const struct coll_comm *cc, uint32_t i);
+/* collnet_engine.c: the one loop, and the waits built on it.
+ * coll_comm_poll: one turn of a communicator (the completion queues read
+ * once, failover driven, every request in flight moved, the adaptive
+ * split driven): 0 or the error that broke it. NCCL's test is a turn and
+ * then its request's check (coll_req_test); a tree tests its stages'
+ * requests so (collnet_tree.c).
+ * coll_serve: while an inner communicator waits (close's barrier, the
+ * adaptive split's last agreements), its siblings keep serving notices,
+ * agreements and copies: a node waiting in one may be needed in another.
+ * No-op on a communicator that is not inner.
+ * coll_agree: a blocking (bounded by deadline) min-allreduce of n int64
+ * over the ring, under the agreement tags of epoch 0xFFFF (before and
+ * after failover's epochs) and `round`; serve: drive failover_progress
+ * and the siblings meanwhile.
+ * coll_adapt_fini: finishes the adaptive split's agreements every node
+ * has started (close: a node that left early must not leave another's
+ * agreement without its part), bounded by deadline; then frees. */
 int coll_comm_poll(struct coll_comm *cc);
-int coll_req_test(struct coll_req *r, int rc, int *done, int *size);
-
-/* collnet_agree.c: coll_agree, a blocking (bounded by deadline)
- * min-allreduce of n int64 over the ring, under the agreement tags of
- * epoch 0xFFFF (before and after failover's epochs) and `round`; serve:
- * drive failover_progress meanwhile. The rest: a struct coll_agreement's
- * buffer (in zeroed), its start under `tag`, and its end (the memory: an
- * aborted op's receive may write it until the endpoint closes, so callers
- * that abort keep it until then, freeing only the registration with
- * fabric_buf_dereg(&ag->mem)). Progress: ring_op_progress(&ag->op). */
-int coll_agreement_alloc(struct coll_comm *cc, struct coll_agreement *ag, size_t n);
-void coll_agreement_start(struct coll_comm *cc, struct coll_agreement *ag, uint64_t tag);
-void coll_agreement_free(struct coll_agreement *ag);
+void coll_serve(struct coll_comm *cc);
 enum { COLL_AGREE_CONNECT = 0, COLL_AGREE_CLOSE = 1, COLL_AGREE_TREE = 2 };
 int coll_agree(struct coll_comm *cc, int64_t *vals, size_t n, uint32_t round, uint64_t deadline,
 	       bool serve);
+void coll_adapt_fini(struct coll_comm *cc, uint64_t deadline);
+
+/* collnet_req.c: a request's check once the communicator turned (rc: the
+ * turn's; collnet_test's answer); one turn of a request's ring part (0 or
+ * the ring's error); an adaptive request's times into its window as soon
+ * as its paths are done (coll_adapt_done). */
+int coll_req_test(struct coll_req *r, int rc, int *done, int *size);
+int coll_req_progress(struct coll_req *r);
+void coll_req_adapt_note(struct coll_comm *cc, struct coll_req *r, uint64_t now);
+
+/* collnet_agree.c: a struct coll_agreement's buffer (in zeroed), its start
+ * under `tag`, and its end (the memory: an aborted op's receive may write
+ * it until the endpoint closes, so callers that abort keep it until then,
+ * freeing only the registration with fabric_buf_dereg(&ag->mem)).
+ * Progress: ring_op_progress(&ag->op). coll_agree_begin / _end: the
+ * blocking agreement's (coll_agree) start with vals in, and its end with
+ * rc, the op's last progress (1: done, vals out; negative: aborted), freed;
+ * 0 or rc. */
+int coll_agreement_alloc(struct coll_comm *cc, struct coll_agreement *ag, size_t n);
+void coll_agreement_start(struct coll_comm *cc, struct coll_agreement *ag, uint64_t tag);
+void coll_agreement_free(struct coll_agreement *ag);
+int coll_agree_begin(struct coll_comm *cc, const int64_t *vals, size_t n, uint32_t round,
+		     struct coll_agreement **out);
+int coll_agree_end(struct coll_agreement *ag, int rc, int64_t *vals);
 
 /* collnet_join.c: SUMCAST_AGGREGATORS into cc->aggs; then every
  * aggregator joined: 0 when each is READY or failed and at least one is
@@ -422,7 +441,7 @@ void coll_stall_dump(struct coll_comm *cc, struct coll_req *r);
  * this node waits for (a wait that says nothing is the worst hang).
  * Returns 0. coll_accepted: a request was handed out, the count ends. */
 int coll_refused(struct coll_comm *cc, const char *why);
-/* A call hands NCCL no request (collnet_req.c): the communicator polled
+/* A call hands NCCL no request (collnet_engine.c): the communicator polled
  * first (coll_comm_poll: every request moved, the agreements driven),
  * for NCCL's proxy tests nothing of a sub while it retries that sub's
  * refused call, so what the refusal waits for must move on those calls
@@ -506,10 +525,12 @@ void failover_repair_dump(const struct coll_comm *cc, int level);
 /* With SUMCAST_SPLIT=auto, aggregators and at least two nodes: start
  * adapting from the model's splits (cc->model holds the live set). */
 int coll_adapt_init(struct coll_comm *cc);
-/* Finishes the agreements every node has started (close: a node that left
- * early must not leave another's agreement without its part), bounded by
- * deadline; then frees. */
-void coll_adapt_fini(struct coll_comm *cc, uint64_t deadline);
+/* Whether this node owes agreements every node has started (the windows
+ * it completed; collnet_engine.c's coll_adapt_fini turns until not), and
+ * the end: an agreement still running aborted, the registration dropped,
+ * the summary logged. */
+bool coll_adapt_owed(const struct coll_comm *cc);
+void coll_adapt_release(struct coll_comm *cc);
 /* The split of an allreduce of `bytes` about to be issued: 1 and *ppm (an
  * adaptive request), 0 (not adaptive: the model decides), -EAGAIN (its
  * window's decision is not agreed yet: NCCL retries). */

@@ -218,29 +218,22 @@ void coll_adapt_done(struct coll_comm *cc, const struct coll_req *r, uint64_t t_
 	w->done++;
 }
 
-void coll_adapt_fini(struct coll_comm *cc, uint64_t deadline)
+bool coll_adapt_owed(const struct coll_comm *cc)
+{
+	const struct coll_adapt *t = &cc->adapt;
+
+	/* the windows this node completed: every node completed them, and
+	 * some may wait in their agreement for this node's part */
+	return t->ag.in && t->on && !cc->failed &&
+	       (t->running || t->win[t->agreed % ADAPT_WINS].done == SPLIT_ADAPT_WINDOW);
+}
+
+void coll_adapt_release(struct coll_comm *cc)
 {
 	struct coll_adapt *t = &cc->adapt;
 
 	if (!t->ag.in)
 		return;
-	/* the windows this node completed: every node completed them, and
-	 * some may wait in their agreement for this node's part */
-	while (t->on && !cc->failed && (t->running || t->win[t->agreed % ADAPT_WINS].done ==
-						     SPLIT_ADAPT_WINDOW)) {
-		ring_poll(&cc->ring);
-		client_progress(cc->client);
-		(void)failover_step(cc); /* serve the others' notices and copies meanwhile */
-		coll_serve(cc);
-		if (coll_adapt_step(cc))
-			break;
-		if (sc_now_ns() > deadline) {
-			SC_WARN("collnet job 0x%016llx rank %u: closing: the agreement on the split of "
-				"window %" PRIu64 " did not end within SUMCAST_AGG_TIMEOUT",
-				(unsigned long long)cc->job_id, cc->rank, t->agreed);
-			break;
-		}
-	}
 	if (t->running)
 		ring_op_abort(&t->ag.op);
 	t->running = false;

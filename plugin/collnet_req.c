@@ -1,11 +1,11 @@
 /* A request's life from slot to completion: the request slots every call
- * takes one of (collnet_allreduce.c, collnet_window.c), and test, where the
- * flow ends. test reads each completion queue once (the ring's, each
- * aggregator endpoint's), drives failover (failover.c) and the adaptive
- * split (collnet_adapt.c), moves every request's ring part, checks its aggregator
- * part with the client, and completes it when both paths and its repairs
- * are done: the trace line (collnet_trace.c), the statistics the close
- * line sums (collnet_close.c), a window's part out of the staging. */
+ * takes one of (collnet_allreduce.c, collnet_window.c), one turn of its
+ * ring part, the note of its times into its window of the adaptive split,
+ * and its check once the engine has turned the communicator
+ * (collnet_engine.c, NCCL's test): its aggregator part with the client,
+ * and its completion when both paths and its repairs are done: the trace
+ * line (collnet_trace.c), the statistics the close line sums
+ * (collnet_close.c), a window's part out of the staging. */
 #include "collnet.h"
 
 #include <string.h>
@@ -43,7 +43,7 @@ void coll_req_init(struct coll_comm *cc, struct coll_req *r, enum coll_kind kind
 	r->rm = rm;
 }
 
-static int req_progress(struct coll_req *r)
+int coll_req_progress(struct coll_req *r)
 {
 	int rc;
 
@@ -75,7 +75,7 @@ static void req_end(struct coll_comm *cc, struct coll_req *r)
  * sendProxyProgress: "continue"), and with more than one group of subs
  * (more than 8 channels) the refused group's own untested requests can
  * be in that window: it waited for a test that waited for it. */
-static void req_adapt_note(struct coll_comm *cc, struct coll_req *r, uint64_t now)
+void coll_req_adapt_note(struct coll_comm *cc, struct coll_req *r, uint64_t now)
 {
 	if (!r->adaptive || r->adapt_noted || !r->ring_done || r->repairs)
 		return;
@@ -89,57 +89,14 @@ static void req_adapt_note(struct coll_comm *cc, struct coll_req *r, uint64_t no
 	coll_adapt_done(cc, r, now);
 }
 
-int coll_refuse(struct coll_comm *cc, const char *why)
-{
-	int rc = coll_comm_poll(cc);
-
-	return rc ? rc : coll_refused(cc, why);
-}
-
-int coll_comm_poll(struct coll_comm *cc)
-{
-	int rc;
-
-	/* each completion queue read once per call (a poll() each on tcp), the
-	 * ring's only when something but the standing notice receive is
-	 * posted there, or every RING_QUIET_NS */
-	if (!ring_quiet(&cc->ring, cc->fo.nrx_posted ? 1 : 0, sc_now_ns()))
-		ring_poll(&cc->ring);
-	if (cc->client)
-		client_progress(cc->client);
-	rc = failover_step(cc);
-	/* Every active request moves, not only the one NCCL asks about (an
-	 * error is its test's to report: ring_op_progress keeps it). */
-	uint64_t now = sc_now_ns();
-	for (int i = 0; i < COLL_REQS; i++) {
-		struct coll_req *q = &cc->reqs[i];
-		if (!q->used || q->coll == COLL_TREE)
-			continue;
-		if (!req_progress(q))
-			req_adapt_note(cc, q, now);
-	}
-	if (!rc)
-		rc = coll_adapt_step(cc);
-	return rc;
-}
-
-int collnet_test(void *request, int *done, int *size)
-{
-	struct coll_req *r = request;
-
-	if (r->coll == COLL_TREE)
-		return coll_tree_test(r, done, size);
-	return coll_req_test(r, coll_comm_poll(r->cc), done, size);
-}
-
 int coll_req_test(struct coll_req *r, int rc, int *done, int *size)
 {
 	struct coll_comm *cc = r->cc;
 
 	*done = 0;
-	/* every request moved in coll_comm_poll; this one's error, if any */
+	/* every request moved in the turn (coll_comm_poll); this one's error, if any */
 	if (!rc)
-		rc = req_progress(r);
+		rc = coll_req_progress(r);
 	if (!rc && !r->agg_done) {
 		int d = 0;
 		rc = client_req_check(cc->client, r->creq, &d);

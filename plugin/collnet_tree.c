@@ -413,17 +413,14 @@ void coll_tree_mr_dereg(struct coll_mr *m)
 	m->ninner = 0;
 }
 
-void coll_serve(struct coll_comm *cc)
+uint32_t coll_tree_ninner(const struct coll_comm *cc)
 {
-	struct coll_comm *p = cc->parent;
+	return cc->tree ? cc->tree->pl.ninner : 0;
+}
 
-	if (!p || !p->tree)
-		return;
-	for (uint32_t i = 0; i < p->tree->pl.ninner; i++) {
-		struct coll_comm *x = p->tree->inner[i];
-		if (x && x != cc && failover_progress(x) == 0)
-			(void)coll_adapt_step(x);
-	}
+struct coll_comm *coll_tree_inner(const struct coll_comm *cc, uint32_t i)
+{
+	return cc->tree && i < cc->tree->pl.ninner ? cc->tree->inner[i] : NULL;
 }
 
 void coll_tree_close(struct coll_comm *cc)
