@@ -315,6 +315,10 @@ void window_chunked(void *cc, int kind, uint8_t *send, uint8_t *recv, size_t bpr
 		    ncclRedOp_t op, void *mh);
 /* More spinning ranks and daemons than CPUs: waiting loops yield. */
 bool harness_oversubscribed(void);
+/* A waiting loop's pass: moved (something completed) resets *nap; else,
+ * as SUMCAST_HARNESS_POLL_US says (harness_nccl.c), a nap doubling from
+ * 16 us to 1 ms, a sleep, a yield when oversubscribed, or nothing. */
+void harness_idle(useconds_t *nap, bool moved);
 /* NCCL's proxy: chunks of at most 2 MiB, up to 8 outstanding, in order. */
 void allreduce_chunked(void *cc, uint8_t *send, uint8_t *recv, size_t count, ncclDataType_t t,
 		       ncclRedOp_t op, void *mh);

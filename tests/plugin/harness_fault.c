@@ -584,7 +584,9 @@ void run_fault(void)
 	uint64_t next = 0, completed = 0, issued_pieces = 0;
 	double end = sc_now_s() + opt.timeout_s, last_done = sc_now_s();
 	uint64_t completed_seen = 0;
+	useconds_t nap = 0;
 	while (completed < ops && !got_error) {
+		bool moved = false;
 		double now = sc_now_s();
 		REQUIRE(now < end, "%" PRIu64 " of %" PRIu64 " allreduces after %d s", completed, ops,
 		      opt.timeout_s);
@@ -757,6 +759,7 @@ progress:
 				} else if (r) {
 					j->reqs[j->issued++] = r;
 					issued_pieces++;
+					moved = true;
 				}
 			}
 		}
@@ -776,6 +779,7 @@ progress:
 				if (!done)
 					break;
 				j->done++;
+				moved = true;
 			}
 			if (got_error)
 				break;
@@ -785,8 +789,7 @@ progress:
 				completed++;
 			}
 		}
-		if (opt.nranks > 2)
-			sched_yield();
+		harness_idle(&nap, moved);
 	}
 	if (fopt.k1 == F_NODE) {
 		/* The survivors must have been told, not left waiting. */

@@ -508,7 +508,7 @@ ncclResult_t c_ireducescatter_rc(void *cc, void *send, void *recv, size_t bpr, s
 /* SUMCAST_HARNESS_POLL_US: sleep this long after a test() that found
  * nothing done ("yield": never, as NCCL's proxy thread, which yields when
  * it finds nothing to do; "spin": never, not even yielding; default 0: spin, yielding when there are more ranks than 2;
- * -2 when there are more than 8 processes per CPU, --heads runs of up to
+ * "nap" or -2 by default when there are more than 8 processes per CPU, --heads runs of up to
  * 256: a nap doubling from 16 us to 1 ms while nothing completes, as their
  * spinning, or short naps by the hundred, would take the cores from the
  * daemons and the processes that have work). On the emulated cluster W ranks and A daemons
@@ -522,6 +522,7 @@ static long poll_us(void)
 		long ncpu = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
 		v = e && !strcmp(e, "yield") ? 0
 		    : e && !strcmp(e, "spin") ? -3
+		    : e && !strcmp(e, "nap")  ? -2
 		    : e && atol(e) > 0	     ? atol(e)
 		    : opt.nranks * opt.heads > 8 * ncpu ? -2 : 0;
 	}
@@ -538,6 +539,20 @@ bool harness_oversubscribed(void)
 	if (!ncpu)
 		ncpu = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
 	return poll_us() != -3 && opt.nranks * opt.heads + opt.naggs > ncpu;
+}
+
+void harness_idle(useconds_t *nap, bool moved)
+{
+	if (moved) {
+		*nap = 0;
+	} else if (poll_us() == -2) {
+		*nap = *nap ? (*nap < 500 ? *nap * 2 : 1000) : 16;
+		usleep(*nap);
+	} else if (poll_us() > 0) {
+		usleep((useconds_t)poll_us());
+	} else if (harness_oversubscribed()) {
+		sched_yield(); /* more spinners than cores here: let the peers run */
+	}
 }
 
 /* NCCL's proxy: chunks of at most 2 MiB, up to 8 outstanding, tested in order. */
@@ -569,14 +584,7 @@ void allreduce_chunked(void *cc, uint8_t *send, uint8_t *recv, size_t count, ncc
 		}
 		int size = -1;
 		if (done < issued && !c_test(reqs[done % 8], &size)) {
-			if (poll_us() == -2) {
-				nap = nap ? (nap < 500 ? nap * 2 : 1000) : 16;
-				usleep(nap);
-			} else if (poll_us() > 0) {
-				usleep((useconds_t)poll_us());
-			} else if (harness_oversubscribed()) {
-				sched_yield(); /* more spinners than cores here: let the peers run */
-			}
+			harness_idle(&nap, false);
 		} else if (done < issued) {
 			nap = 0;
 			size_t off = done * per, n = count - off < per ? count - off : per;
@@ -639,15 +647,6 @@ void allreduce_grouped(void *cc, uint8_t *send, uint8_t *recv, size_t count, ncc
 				}
 			}
 		}
-		if (moved) {
-			nap = 0;
-		} else if (poll_us() == -2) {
-			nap = nap ? (nap < 500 ? nap * 2 : 1000) : 16;
-			usleep(nap);
-		} else if (poll_us() > 0) {
-			usleep((useconds_t)poll_us());
-		} else if (harness_oversubscribed()) {
-			sched_yield();
-		}
+		harness_idle(&nap, moved);
 	}
 }
