@@ -75,6 +75,10 @@
 #define Q 4                  /* allreduces in flight at once */
 #define MAX_BYTES (8u << 20) /* largest allreduce */
 #define PIECE (2u << 20)     /* NCCL's proxy cuts requests at this size */
+/* A piece of this many bytes per aggregator or more sends its aggregator
+ * parts by rendezvous (above rxm's 16 KiB eager limit at any split the
+ * fault tests use) */
+#define INJECT_MIN_BYTES (256u << 10)
 
 enum fkind { F_NONE, F_KILL, F_IDLE, F_STOP, F_TERM, F_RESTART, F_ALL, F_CONNECT, F_NODE,
 	     F_CMD, F_FLAP, F_ROLLING, F_BLIP };
@@ -399,6 +403,17 @@ static ncclResult_t job_issue(void *cc, void *mh, struct job *j, void **r)
 	return c_iallgather_rc(cc, own, j->gbuf + wo, bpr, wo, wb, mh, mh, r);
 }
 
+/* The bytes of the piece job_issue issues next. */
+static size_t piece_bytes(const struct job *j)
+{
+	if (j->coll == J_ALLREDUCE) {
+		size_t pe = piece_elems(j), off = j->issued * pe;
+		return (j->count - off < pe ? j->count - off : pe) * j->es;
+	}
+	size_t wo = j->issued * PIECE, total = job_bytes(j);
+	return total - wo < PIECE ? total - wo : PIECE;
+}
+
 /* ---- the faults ---- */
 
 static int fault_agg(int which)
@@ -467,6 +482,16 @@ static void inject(enum fkind k, int which)
 	}
 	fprintf(stderr, "[rank %d] fault %d injected on aggregator %d at %.3f s\n", my_rank, (int)k, a,
 		sc_now_s());
+}
+
+/* Rank 0's deferred fault (1 + which) injected now; returns 0. */
+static int inject_now(int due, bool *roll_waiting)
+{
+	enum fkind k = due == 2 ? fopt.k2 : fopt.k1;
+
+	inject(k, due - 1);
+	*roll_waiting = k == F_ROLLING;
+	return 0;
 }
 
 /* $HARNESS_FAULT_CMD (or the heal, $HARNESS_FAULT_CMD2), from the rank's
@@ -585,6 +610,7 @@ void run_fault(void)
 	double end = sc_now_s() + opt.timeout_s, last_done = sc_now_s();
 	uint64_t completed_seen = 0;
 	useconds_t nap = 0;
+	int inject_due = 0; /* rank 0: fault 1 or 2 waits for a big piece (1 + which) */
 	while (completed < ops && !got_error) {
 		bool moved = false;
 		double now = sc_now_s();
@@ -631,15 +657,14 @@ void run_fault(void)
 				if (my_rank == 0)
 					run_cmd("HARNESS_FAULT_CMD");
 			} else if (my_rank == 0) {
-				/* with a piece of its own in flight, so that the fault
-				 * meets requests to repair */
-				size_t flying = 0;
-				for (int q = 0; q < Q; q++)
-					flying += jobs[q].active ? jobs[q].issued - jobs[q].done : 0;
-				if (!flying)
-					continue; /* the next collective starts first */
-				inject(k, f);
-				roll_waiting = k == F_ROLLING;
+				/* Right after rank 0 issues a piece whose aggregator
+				 * parts go by rendezvous (below, "progress"): no
+				 * aggregator can have reduced it, as its data moves only
+				 * when rank 0 next polls, so the fault meets requests to
+				 * repair; 50 collectives on without such a piece, then.
+				 * The count every node keeps (t_fault, ckpt) starts
+				 * here, alike on all. */
+				inject_due = f + 1;
 			}
 			if (f)
 				fopt.done2 = true;
@@ -651,6 +676,8 @@ void run_fault(void)
 				ckpt = next + 50;
 			}
 		}
+		if (inject_due && next >= (inject_due == 1 ? at1 : at2) + 50)
+			inject_due = inject_now(inject_due, &roll_waiting);
 		/* --readmit: every 50 collectives after the fault, with nothing
 		 * in flight anywhere, count the nodes that have it back; go on
 		 * until all have, then 200 more (and for flap, kill it again) */
@@ -751,6 +778,7 @@ progress:
 			if (first && outstanding < 8) {
 				struct job *j = first;
 				void *r = NULL;
+				size_t pb = piece_bytes(j);
 				ncclResult_t rc = job_issue(cc, mh, j, &r);
 				if (rc != ncclSuccess) {
 					got_error = true;
@@ -760,6 +788,8 @@ progress:
 					j->reqs[j->issued++] = r;
 					issued_pieces++;
 					moved = true;
+					if (inject_due && pb >= INJECT_MIN_BYTES * (size_t)opt.naggs)
+						inject_due = inject_now(inject_due, &roll_waiting);
 				}
 			}
 		}
