@@ -387,22 +387,6 @@ static bool job_check(const struct job *j, uint64_t n, uint64_t *hash)
  * PIECE bytes, or windows of PIECE bytes of the global buffer whose
  * node-block pointer is advanced only when the window starts in this
  * node's block. */
-static ncclResult_t job_issue(void *cc, void *mh, struct job *j, void **r)
-{
-	if (j->coll == J_ALLREDUCE) {
-		size_t pe = piece_elems(j), off = j->issued * pe;
-		size_t n = j->count - off < pe ? j->count - off : pe;
-		return c_iallreduce_rc(cc, j->send + off * j->es, j->recv + off * j->es, n, j->t, j->op, mh,
-				       r);
-	}
-	size_t bpr = j->count * j->es, wo = j->issued * PIECE, total = job_bytes(j);
-	size_t wb = total - wo < PIECE ? total - wo : PIECE;
-	uint8_t *own = j->obuf + (wo / bpr == (size_t)my_rank ? wo % bpr : 0);
-	if (j->coll == J_RS)
-		return c_ireducescatter_rc(cc, j->gbuf + wo, own, bpr, wo, wb, j->t, j->op, mh, mh, r);
-	return c_iallgather_rc(cc, own, j->gbuf + wo, bpr, wo, wb, mh, mh, r);
-}
-
 /* The bytes of the piece job_issue issues next. */
 static size_t piece_bytes(const struct job *j)
 {
@@ -412,6 +396,20 @@ static size_t piece_bytes(const struct job *j)
 	}
 	size_t wo = j->issued * PIECE, total = job_bytes(j);
 	return total - wo < PIECE ? total - wo : PIECE;
+}
+
+static ncclResult_t job_issue(void *cc, void *mh, struct job *j, void **r)
+{
+	if (j->coll == J_ALLREDUCE) {
+		size_t off = j->issued * piece_elems(j), n = piece_bytes(j) / j->es;
+		return c_iallreduce_rc(cc, j->send + off * j->es, j->recv + off * j->es, n, j->t, j->op, mh,
+				       r);
+	}
+	size_t bpr = j->count * j->es, wo = j->issued * PIECE, wb = piece_bytes(j);
+	uint8_t *own = j->obuf + (wo / bpr == (size_t)my_rank ? wo % bpr : 0);
+	if (j->coll == J_RS)
+		return c_ireducescatter_rc(cc, j->gbuf + wo, own, bpr, wo, wb, j->t, j->op, mh, mh, r);
+	return c_iallgather_rc(cc, own, j->gbuf + wo, bpr, wo, wb, mh, mh, r);
 }
 
 /* ---- the faults ---- */
