@@ -142,6 +142,8 @@ int client_agg_joined(const struct client *c, size_t agg)
 
 static int params_check(const struct client_params *p, char *why, size_t len)
 {
+	char lwhy[96];
+
 	if (!p->naggs || p->naggs > CLIENT_AGGS_MAX || !p->aggs)
 		snprintf(why, len, "naggs %zu: need 1..%d aggregators", p->naggs, CLIENT_AGGS_MAX);
 	else if (!p->nranks || p->nranks > WIRE_RANKS_MAX)
@@ -163,6 +165,8 @@ static int params_check(const struct client_params *p, char *why, size_t len)
 			 SC_DTYPE_COUNT);
 	else if (p->key_len > 256 || (p->key_len && !p->key))
 		snprintf(why, len, "key of %zu bytes: at most 256", p->key_len);
+	else if (p->label && wire_label_check(p->label, lwhy, sizeof(lwhy)))
+		snprintf(why, len, "label: %s", lwhy);
 	else if (p->max_requests > 65536)
 		snprintf(why, len, "max_requests %u: at most 65536", p->max_requests);
 	else if (p->join_flags & ~(uint32_t)WIRE_JOIN_F_DETERMINISTIC)
@@ -259,6 +263,7 @@ int client_create(const struct client_params *p, struct client **out)
 	c->nranks = p->nranks;
 	c->chunk_bytes = p->chunk_bytes ? p->chunk_bytes : CLIENT_CHUNK_DEFAULT;
 	c->weight = p->weight ? p->weight : 1;
+	snprintf(c->label, sizeof(c->label), "%s", p->label ? p->label : "");
 	c->base_window = p->window ? p->window : CLIENT_WINDOW_DEFAULT;
 	c->window = c->base_window * c->weight; /* the most any aggregator grants */
 	c->dtype_mask = p->dtype_mask ? p->dtype_mask : (1u << SC_DTYPE_COUNT) - 1;

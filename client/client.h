@@ -95,6 +95,11 @@ struct client_params {
 	 * sizes its buffers for window x weight. Every rank of a job must pass
 	 * the same. */
 	uint32_t weight;
+	/* The job's label (SUMCAST_JOB_LABEL: the scheduler's name for the
+	 * job), sent in JOIN to aggregators of protocol 6, which show it in
+	 * /stats; NULL or "": none. At most WIRE_LABEL_MAX printable bytes
+	 * (wire_label_check). */
+	const char *label;
 	/* v1.12, failover: a request whose results are all in is reported
 	 * done up to retain_hold_ms later, while results of this rank's later
 	 * requests already issued will show every rank holds its chunks, so

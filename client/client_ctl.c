@@ -115,6 +115,8 @@ static void send_join(struct client *c, struct client_agg *a, size_t ai, uint64_
 	else if (c->weight > 1)
 		SC_WARN("%s speaks protocol %u: weight %u not sent (weights need 4); it grants window %u",
 			a->name, a->ver, c->weight, c->base_window);
+	if (a->ver >= WIRE_LABEL_VERSION)
+		memcpy(j->label, c->label, sizeof(j->label));
 	j->dtype_mask = c->dtype_mask;
 	j->timeout_ms = c->timeout_ms;
 	j->result_key = (uint16_t)ai;

@@ -181,6 +181,7 @@ struct client {
 	uint64_t job_id;
 	uint32_t rank, nranks, chunk_bytes, window, dtype_mask, timeout_ms, eager_bytes, join_flags;
 	uint32_t base_window, weight; /* params: window = base_window x weight */
+	char label[WIRE_LABEL_MAX + 1]; /* params.label, "": none */
 	uint32_t deadline_ms; /* failover: PING answer limit; 0: no PING */
 	int multicast;        /* params.multicast */
 	uint64_t mc_nack_ns;

@@ -139,7 +139,24 @@ static bool join_valid(const struct wire_join *j)
 	       j->window >= 1 && j->window <= WIRE_SLOTS_MAX && j->dtype_mask != 0 &&
 	       !(j->dtype_mask >> WIRE_DTYPE_BITS) && !(j->flags & ~WIRE_JOIN_F_ALL) &&
 	       j->addr_len >= 1 && j->addr_len <= WIRE_ADDR_MAX && plen >= 1 && plen < WIRE_PROV_MAX &&
-	       printable(j->provider, plen) && j->weight <= WIRE_WEIGHT_MAX;
+	       printable(j->provider, plen) && j->weight <= WIRE_WEIGHT_MAX &&
+	       strnlen(j->label, sizeof(j->label)) <= WIRE_LABEL_MAX &&
+	       printable(j->label, strnlen(j->label, sizeof(j->label)));
+}
+
+/* The JOIN's tail after the tag: the weight (version 4), then the label
+ * (version 6), which needs the weight before it. */
+static uint8_t *join_tail(const struct wire_join *j, uint8_t *p)
+{
+	size_t llen = strnlen(j->label, WIRE_LABEL_MAX);
+
+	if (j->weight || llen)
+		p = wr_u16(p, j->weight ? j->weight : 1);
+	if (llen) {
+		*p++ = (uint8_t)llen;
+		p = wr_bytes(p, j->label, llen);
+	}
+	return p;
 }
 
 static bool join_ok_valid(const struct wire_join_ok *o)
@@ -164,6 +181,23 @@ static bool text_valid(const struct wire_text *t)
 size_t wire_join_signed_len(const struct wire_join *j)
 {
 	return 40 + j->addr_len + strnlen(j->provider, WIRE_PROV_MAX);
+}
+
+int wire_label_check(const char *label, char *why, size_t whylen)
+{
+	size_t n = strlen(label);
+
+	if (n > WIRE_LABEL_MAX) {
+		snprintf(why, whylen, "\"%.20s...\" is %zu bytes: at most %d", label, n, WIRE_LABEL_MAX);
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)label[i] < 0x20 || (unsigned char)label[i] > 0x7e) {
+			snprintf(why, whylen, "byte %zu (0x%02x) is not printable ASCII", i,
+				 (unsigned char)label[i]);
+			return -EINVAL;
+		}
+	return 0;
 }
 
 /* Writes the JOIN body without the tag; returns the end. */
@@ -203,8 +237,7 @@ int wire_msg_encode(const struct wire_msg *m, uint8_t *buf, size_t cap)
 			return -EINVAL;
 		p = join_body(&m->u.join, p);
 		p = wr_bytes(p, m->u.join.tag, WIRE_TAG_LEN);
-		if (m->u.join.weight) /* version 4 */
-			p = wr_u16(p, m->u.join.weight);
+		p = join_tail(&m->u.join, p); /* versions 4 and 6 */
 		break;
 	case WIRE_JOIN_OK:
 		if (!join_ok_valid(&m->u.join_ok))
@@ -311,8 +344,14 @@ int wire_msg_decode(uint16_t type, const uint8_t *body, size_t len, struct wire_
 		    rd_u8s(&r, j->addr, j->addr_len) || rd_u8s(&r, j->provider, n) ||
 		    rd_u8s(&r, j->tag, WIRE_TAG_LEN))
 			return -EBADMSG;
-		if (r.end - r.p == 2 && (rd_u16(&r, &j->weight) || !j->weight)) /* version 4 */
+		if (r.end - r.p >= 2 && (rd_u16(&r, &j->weight) || !j->weight)) /* version 4 */
 			return -EBADMSG;
+		if (r.end - r.p >= 1) { /* version 6: the label */
+			uint8_t llen = *r.p++;
+			if (llen < 1 || llen > WIRE_LABEL_MAX || rd_u8s(&r, j->label, llen) ||
+			    memchr(j->label, '\0', llen))
+				return -EBADMSG;
+		}
 		if (memchr(j->provider, '\0', n) || !join_valid(j))
 			return -EBADMSG;
 		break;
@@ -393,8 +432,7 @@ static int join_mac(const uint8_t *key, size_t key_len, uint64_t nonce, const st
 	p = wr_bytes(p, label, sizeof(label) - 1);
 	p = wr_u64(p, nonce);
 	p = join_body(j, p);
-	if (j->weight) /* version 4: the weight is signed too */
-		p = wr_u16(p, j->weight);
+	p = join_tail(j, p); /* versions 4 and 6: the weight and the label are signed too */
 	if (!HMAC(EVP_sha256(), key, (int)key_len, msg, (size_t)(p - msg), mac, &mlen) ||
 	    mlen != WIRE_TAG_LEN)
 		return -EIO;

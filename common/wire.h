@@ -1,4 +1,4 @@
-/* Sumcast wire protocol, version 5 (WIRE_VERSION), speaking 2 to 4 too
+/* Sumcast wire protocol, version 6 (WIRE_VERSION), speaking 2 to 5 too
  * (WIRE_VERSION_MIN; 1 had no mode bits: its seq was 26 bits).
  *
  * Control plane: TCP to the daemon's control port. Every message is a
@@ -37,6 +37,12 @@
  * came in version 5 or later, and only to READY jobs all of whose ranks
  * speak 5; a rank takes it only from an aggregator it negotiated 5 with
  * and that is READY (else it is malformed).
+ * 6 is 5 with the job's label (SUMCAST_JOB_LABEL: the scheduler's name for
+ * the job, docs/client.md): after the weight (which a JOIN with a label
+ * always carries, 1 when none was asked), a u8 length 1..WIRE_LABEL_MAX and
+ * that many printable ASCII bytes, signed with the body as the weight is.
+ * The same rule again: the codec reads and writes it in any version, a
+ * rank sends a label to a version 6 daemon only.
  *
  * Data plane: libfabric tagged messages on the endpoint named in JOIN_OK.
  * The 64-bit tag routes, the 32-bit immediate data describes the chunk:
@@ -77,7 +83,7 @@
 #include "tags.h"
 
 #define WIRE_MAGIC 0x54534353u /* "SCST" little-endian */
-#define WIRE_VERSION 5     /* the newest this build speaks */
+#define WIRE_VERSION 6     /* the newest this build speaks */
 #define WIRE_VERSION_MIN 2 /* the oldest it still speaks */
 #define WIRE_HDR_LEN 16
 #define WIRE_BODY_MAX 1024
@@ -86,6 +92,8 @@
 #define WIRE_PROV_MAX 32
 #define WIRE_TEXT_MAX 256
 #define WIRE_TAG_LEN 32 /* HMAC-SHA256 */
+#define WIRE_LABEL_MAX 64 /* a job label's bytes (version 6) */
+#define WIRE_LABEL_VERSION 6 /* the first version that carries a job label */
 
 #define WIRE_RANKS_MAX 65535u      /* rank field is 16 bits */
 #define WIRE_SLOTS_MAX (1u << 20)  /* window: below the seq's 2^24 (slot field is 24 bits) */
@@ -158,6 +166,8 @@ struct wire_join {
 	uint8_t tag[WIRE_TAG_LEN];
 	uint16_t weight; /* version 4: the job's share of the daemon against other
 			  * jobs', 1..WIRE_WEIGHT_MAX; 0: none sent (1) */
+	char label[WIRE_LABEL_MAX + 1]; /* version 6: the job's label, printable;
+					 * "": none sent */
 };
 
 #define WIRE_WEIGHT_MAX 64
@@ -260,6 +270,11 @@ int wire_msg_decode(uint16_t type, const uint8_t *body, size_t len, struct wire_
 
 /* Byte length of the JOIN body up to (not including) the tag. */
 size_t wire_join_signed_len(const struct wire_join *j);
+
+/* A job label (SUMCAST_JOB_LABEL) as a JOIN may carry it: at most
+ * WIRE_LABEL_MAX bytes of printable ASCII (0x20..0x7e); "" is no label.
+ * 0, or -EINVAL with a sentence in why that quotes the offending byte. */
+int wire_label_check(const char *label, char *why, size_t whylen);
 
 /* HMAC-SHA256 of ("sumcast-join-v1" || nonce (u64 LE) || join body without
  * the tag). key_len 0 writes zeros (authentication off). Returns 0 or -EIO. */

@@ -134,13 +134,15 @@ void admit_join(struct conn *c, const struct wire_join *w)
 		}
 		j->weight = (uint16_t)weight;
 		j->req_weight = (uint16_t)asked;
+		memcpy(j->label, w->label, sizeof(j->label));
 		char capped[96] = "";
 		if (window < asked_window || chunk < asked_chunk)
 			snprintf(capped, sizeof(capped), " (%s: window %u and chunk %u asked)",
 				 mc_capped ? "multicast-inflight" : "max-inflight", asked_window, asked_chunk);
-		SC_INFO("job 0x%" PRIx64 ": handle %u, %u ranks, window %u (weight %u%s), chunk %u%s, types 0x%x, "
+		SC_INFO("job 0x%" PRIx64 "%s%s%s: handle %u, %u ranks, window %u (weight %u%s), chunk %u%s, types 0x%x, "
 			"timeout %u ms, %" PRIu64 " bytes, %" PRIu64 " receives posted, data thread %u",
-			j->id, j->handle, j->nranks, j->window, j->weight,
+			j->id, j->label[0] ? " (" : "", j->label, j->label[0] ? ")" : "",
+			j->handle, j->nranks, j->window, j->weight,
 			asked > weight ? ", capped by max-weight" : "", j->chunk, capped, j->dtype_mask,
 			j->timeout_ms, j->mem_bytes, recvs, j->thread->index);
 	} else {
@@ -171,6 +173,8 @@ void admit_join(struct conn *c, const struct wire_join *w)
 			return;
 		}
 	}
+	if (!j->label[0] && w->label[0]) /* the first rank came without one */
+		memcpy(j->label, w->label, sizeof(j->label));
 	struct job_rank *jr = &j->ranks[w->rank];
 	jr->conn = c;
 	jr->state = RANK_ADDING;

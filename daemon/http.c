@@ -204,6 +204,21 @@ static const char *rank_state_name(int s)
 	return s >= 0 && s <= RANK_GONE ? n[s] : "?";
 }
 
+/* A job label as a JSON string's contents: printable ASCII (the wire
+ * decoder's rule), so only '"' and '\\' need escaping. */
+static const char *label_json(const char *label, char *out, size_t len)
+{
+	size_t k = 0;
+
+	for (const char *p = label; *p && k + 3 < len; p++) {
+		if (*p == '"' || *p == '\\')
+			out[k++] = '\\';
+		out[k++] = *p;
+	}
+	out[k] = '\0';
+	return out;
+}
+
 static void stats_cb(struct evhttp_request *req, void *arg)
 {
 	GET_ONLY(req);
@@ -228,13 +243,15 @@ static void stats_cb(struct evhttp_request *req, void *arg)
 			    ctr_get(&s.jobs_drained), ctr_get(&s.jobs_rejoined));
 	bool first = true;
 	for (const struct job *j = SLIST_FIRST(&d->jobs); j; j = SLIST_NEXT(j, link)) {
+		char lab[2 * WIRE_LABEL_MAX + 1];
 		evbuffer_add_printf(b,
-				    "%s{\"id\":\"0x%" PRIx64 "\",\"handle\":%u,\"nranks\":%u,\"joined\":%u,"
+				    "%s{\"id\":\"0x%" PRIx64 "\",\"label\":\"%s\",\"handle\":%u,\"nranks\":%u,\"joined\":%u,"
 				    "\"window\":%u,\"weight\":%u,\"chunk\":%u,\"types\":\"0x%x\",\"timeout_ms\":%u,"
 				    "\"memory\":%zu,\"buffer_bytes\":%zu,\"bookkeeping_bytes\":%zu,\"thread\":%u,\"state\":\"%s\",\"draining\":%s,\"rejoined\":%s,\"bytes_in\":%" PRIu64
 				    ",\"bytes_out\":%" PRIu64 ",\"chunks\":%" PRIu64 ",\"ops_outstanding\":%u,"
 				    "\"rate_mbps\":%.1f,\"pace_mbps\":%.1f,\"posted_receives\":%" PRIu64 ",\"ranks\":[",
-				    first ? "" : ",", j->id, j->handle, j->nranks, j->acked, j->window,
+				    first ? "" : ",", j->id, label_json(j->label, lab, sizeof(lab)),
+				    j->handle, j->nranks, j->acked, j->window,
 				    j->weight, j->chunk, j->dtype_mask, j->timeout_ms, j->mem_bytes, j->region_bytes,
 				    j->mem_bytes - j->region_bytes, j->thread->index,
 				    job_state_name(j->state), j->draining ? "true" : "false",

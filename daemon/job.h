@@ -226,6 +226,10 @@ struct job {
 	uint32_t req_chunk, req_window, req_timeout_ms;
 	uint16_t req_weight; /* asked (1 when none was sent: version < 4) */
 	uint16_t weight;     /* granted: the window is the base window times this */
+	/* the job's label (SUMCAST_JOB_LABEL, protocol 6), printable ASCII:
+	 * the first JOIN's that had one; "": none. Shown in /stats, never a
+	 * metric label (unbounded values). */
+	char label[WIRE_LABEL_MAX + 1];
 
 	/* control */
 	void *ctl; /* struct daemon */

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "wire.h"
 
 struct plugin_settings plugin_cfg;
 
@@ -92,6 +93,9 @@ static const struct cfg_entry plugin_table[] = {
 	{ "", "fan_in", CFG_INT, "64",
 	  "most nodes one aggregator job takes in: a collnet of more nodes is a two-level tree of jobs of at most max(ceil(N/G), G) nodes, G = ceil(N/fan_in) groups (rank 0's setting)",
 	  S(fan_in), 2, 2048, false },
+	{ "", "job_label", CFG_STRING, "",
+	  "the job's name in the aggregators' /stats and sumcastctl jobs (at most 64 printable ASCII bytes); empty: SLURM_JOB_ID, else POD_NAME (Kubernetes downward API), else none",
+	  S(job_label), 0, 0, false },
 	{ "", "log_level", CFG_STRING, "info", "error|warn|info|debug|trace (NCCL_DEBUG filters too)",
 	  S(log_level), 0, 0, false },
 	CFG_ENTRY_END
@@ -127,6 +131,39 @@ static void plugin_log_sink(enum sc_log_level level, const char *file, int line,
 		lf(nl, NCCL_NET | NCCL_INIT, file, line, "NET/" PLUGIN_NAME " : %s", msg);
 	else if (level <= SC_LOG_WARN)
 		fprintf(stderr, "NET/" PLUGIN_NAME " : %s\n", msg);
+}
+
+/* SUMCAST_JOB_LABEL, or where it is empty the scheduler's name for the job:
+ * Slurm's SLURM_JOB_ID, else POD_NAME (a Kubernetes pod spec sets it from
+ * the downward API, metadata.name; HOSTNAME is not the pod's name under
+ * hostNetwork or a set hostname). A label set that does not pass
+ * wire_label_check fails init; one taken from the scheduler that does not
+ * is left out, said once. */
+static int job_label_settle(void)
+{
+	static const char *const from[] = { "SLURM_JOB_ID", "POD_NAME" };
+	char why[128];
+
+	if (plugin_cfg.job_label[0]) {
+		if (wire_label_check(plugin_cfg.job_label, why, sizeof(why))) {
+			SC_WARN("bad setting: SUMCAST_JOB_LABEL: %s", why);
+			return -EINVAL;
+		}
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(from) / sizeof(from[0]); i++) {
+		const char *v = getenv(from[i]);
+		if (!v || !*v)
+			continue;
+		if (wire_label_check(v, why, sizeof(why))) {
+			SC_WARN("SUMCAST_JOB_LABEL from %s: %s; the job goes without a label", from[i], why);
+			return 0;
+		}
+		snprintf(plugin_cfg.job_label, sizeof(plugin_cfg.job_label), "%s", v);
+		SC_INFO("SUMCAST_JOB_LABEL=%s (from %s)", v, from[i]);
+		return 0;
+	}
+	return 0;
 }
 
 static void plugin_settings_log(const enum cfg_source *src)
@@ -172,6 +209,11 @@ int plugin_init(ncclDebugLogger_t logger)
 		SC_WARN("SUMCAST_LOG_LEVEL=%s: not a level, using info", plugin_cfg.log_level);
 	SC_INFO("sumcast %s, settings:", SUMCAST_VERSION);
 	plugin_settings_log(src);
+	rc = job_label_settle();
+	if (rc) {
+		plugin_init_rc = rc;
+		goto out;
+	}
 	{
 		/* Before the first endpoint (fabric_env.h): the rank opens one per
 		 * aggregator of every communicator, and rxm's defaults held 67 MB

@@ -51,6 +51,8 @@ struct plugin_settings {
 	bool deterministic;            /* aggregators reduce in rank order (rank 0's decides) */
 	char trace[CFG_STR_MAX];       /* file prefix for the per-allreduce trace; "": off */
 	int64_t fan_in;                /* most nodes one aggregator job takes in; above: a tree */
+	char job_label[CFG_STR_MAX];   /* the scheduler's name for the job (JOIN, /stats); "":
+					* SLURM_JOB_ID, else POD_NAME, else none (plugin.c) */
 };
 
 extern struct plugin_settings plugin_cfg;

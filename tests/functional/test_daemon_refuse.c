@@ -102,7 +102,7 @@ int main(void)
 		struct wire_msg hello, jm = { .version = v, .type = WIRE_JOIN }, r;
 		int fd = ctl_connect_hello(&d, &hello);
 		CHECK(fd >= 0 && hello.version == 2 && hello.u.hello.version_min == 2 &&
-			      hello.u.hello.version_max == 5,
+			      hello.u.hello.version_max == WIRE_VERSION,
 		      "HELLO in version %u offering %u..%u", hello.version, hello.u.hello.version_min,
 		      hello.u.hello.version_max);
 		join_init(&jm.u.join, 0x7700 + v, 0, 1, fab);

@@ -265,6 +265,58 @@ static void test_auth(void **state)
 	assert_int_equal(wire_join_verify(key, sizeof(key) - 1, 42, &out.u.join), 0);
 }
 
+/* Version 6: the JOIN's label after the weight (a weight of 1 written when
+ * none was asked), signed with the body; at most WIRE_LABEL_MAX printable
+ * bytes, refused otherwise both ways. */
+static void test_label(void **state)
+{
+	(void)state;
+	const uint8_t key[] = "0123456789abcdef-secret";
+	uint8_t buf[WIRE_MSG_MAX];
+	char why[128];
+	struct wire_msg out, m = sample_join();
+	int n0 = wire_msg_encode(&m, buf, sizeof(buf));
+
+	snprintf(m.u.join.label, sizeof(m.u.join.label), "slurm-4242");
+	assert_int_equal(wire_join_sign(key, sizeof(key) - 1, 42, &m.u.join), 0);
+	int n = wire_msg_encode(&m, buf, sizeof(buf));
+	assert_int_equal(n, n0 + 2 + 1 + 10);
+	assert_int_equal(roundtrip(&m, &out), 0);
+	assert_string_equal(out.u.join.label, "slurm-4242");
+	assert_int_equal(out.u.join.weight, 1);
+	assert_int_equal(wire_join_verify(key, sizeof(key) - 1, 42, &out.u.join), 0);
+	/* signed: another label, or none, breaks the tag */
+	out.u.join.label[0] = 'S';
+	assert_int_equal(wire_join_verify(key, sizeof(key) - 1, 42, &out.u.join), -EACCES);
+	out.u.join.label[0] = '\0';
+	assert_int_equal(wire_join_verify(key, sizeof(key) - 1, 42, &out.u.join), -EACCES);
+	/* a length of 0, a length past the body, a control byte: malformed */
+	buf[n - 11] = 0;
+	assert_int_equal(wire_msg_decode(WIRE_JOIN, buf + WIRE_HDR_LEN, (size_t)n - WIRE_HDR_LEN, &out), -EBADMSG);
+	buf[n - 11] = 11;
+	assert_int_equal(wire_msg_decode(WIRE_JOIN, buf + WIRE_HDR_LEN, (size_t)n - WIRE_HDR_LEN, &out), -EBADMSG);
+	buf[n - 11] = 10;
+	buf[n - 1] = '\n';
+	assert_int_equal(wire_msg_decode(WIRE_JOIN, buf + WIRE_HDR_LEN, (size_t)n - WIRE_HDR_LEN, &out), -EBADMSG);
+	/* the longest label travels; one byte more is refused by the encoder */
+	memset(m.u.join.label, 'x', WIRE_LABEL_MAX);
+	m.u.join.label[WIRE_LABEL_MAX] = '\0';
+	assert_int_equal(roundtrip(&m, &out), 0);
+	assert_int_equal(strlen(out.u.join.label), WIRE_LABEL_MAX);
+	m.u.join.label[3] = '\t';
+	assert_int_equal(wire_msg_encode(&m, buf, sizeof(buf)), -EINVAL);
+	/* the settings' check: length and printable, with the reason */
+	assert_int_equal(wire_label_check("", why, sizeof(why)), 0);
+	assert_int_equal(wire_label_check("job-12_3+0 \"q\"", why, sizeof(why)), 0);
+	assert_int_equal(wire_label_check("a\x7f", why, sizeof(why)), -EINVAL);
+	assert_non_null(strstr(why, "byte 1 (0x7f)"));
+	char long_label[WIRE_LABEL_MAX + 2];
+	memset(long_label, 'y', sizeof(long_label) - 1);
+	long_label[sizeof(long_label) - 1] = '\0';
+	assert_int_equal(wire_label_check(long_label, why, sizeof(why)), -EINVAL);
+	assert_non_null(strstr(why, "65 bytes: at most 64"));
+}
+
 /* Version 4: the JOIN's weight (after the tag, signed) and the JOIN_OK's
  * grant; without them both messages are as in version 3. */
 static void test_weight(void **state)
@@ -324,7 +376,7 @@ static void test_drain(void **state)
 	int n = wire_msg_encode(&m, buf, sizeof(buf));
 	assert_int_equal(n, WIRE_HDR_LEN + 4);
 	assert_int_equal(wire_hdr_decode(buf, (size_t)n, &h), 0);
-	assert_int_equal(h.version, 5);
+	assert_int_equal(h.version, WIRE_VERSION);
 	assert_int_equal(h.type, WIRE_DRAIN);
 	/* little-endian on the wire */
 	assert_int_equal(buf[WIRE_HDR_LEN], 0xD4);
@@ -403,6 +455,7 @@ int main(void)
 		cmocka_unit_test(test_decode_rejects), cmocka_unit_test(test_auth),
 		cmocka_unit_test(test_key_file),       cmocka_unit_test(test_tags),
 		cmocka_unit_test(test_versions),       cmocka_unit_test(test_weight),
+		cmocka_unit_test(test_label),
 		cmocka_unit_test(test_drain),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
