@@ -44,6 +44,7 @@
 #include <stdio.h>
 #include <sys/queue.h>
 
+#include "agglist.h"
 #include "client.h"
 #include "failover_plan.h"
 #include "plugin.h"
@@ -74,8 +75,22 @@ struct coll_handle {
 	uint64_t small_bytes;
 	uint32_t eager_bytes; /* eager cut for aggregator chunks and ring columns, 0: none */
 	uint32_t fan_in; /* SUMCAST_FAN_IN: above it the collnet is a tree (collnet_tree.c) */
+	/* Rank 0's aggregators (SUMCAST_AGGREGATORS resolved, agglist.h), the
+	 * list every node uses (collnet_join.c). In the handle's last 8 bytes,
+	 * zero from a plugin before them (COLL_AGGS_SENT clear: each node its
+	 * own list, as then). The entries themselves, agglist_pack's form,
+	 * follow the fabric address in addr[] (addr[addrlen..addrlen +
+	 * aggs_len)) when they fit (COLL_AGGS_INLINE); else every node sorts
+	 * its own list (agglist_sort) and checks it against aggs_digest. */
+	uint8_t aggs_n;       /* entries of rank 0's list, 0: none */
+	uint8_t aggs_fmt;     /* AGGLIST_F_* | COLL_AGGS_SENT | COLL_AGGS_INLINE */
+	uint16_t aggs_len;    /* bytes packed after the address (COLL_AGGS_INLINE) */
+	uint32_t aggs_digest; /* agglist_digest of the list as packed, or sorted */
 };
 _Static_assert(sizeof(struct coll_handle) <= NCCL_NET_HANDLE_MAXSIZE, "handle too large");
+
+#define COLL_AGGS_SENT 0x40   /* rank 0 filled the aggs_* fields */
+#define COLL_AGGS_INLINE 0x80 /* its list is in addr[] after the address */
 
 struct coll_listen {
 	struct fabric *f; /* NULL once a collComm owns it */
@@ -273,7 +288,7 @@ struct coll_comm {
 	uint64_t next_idx;     /* requests issued */
 	bool failed;           /* a request failed: NCCL has an error (no close barrier) */
 	struct coll_stats st;
-	char aggs_buf[CFG_STR_MAX];
+	char aggs_buf[CLIENT_AGGS_MAX * AGGLIST_TEXT_MAX];
 	const char *aggs[CLIENT_AGGS_MAX];
 	size_t naggs;
 	uint8_t key[256];
@@ -407,7 +422,11 @@ int coll_agree_end(struct coll_agreement *ag, int rc, int64_t *vals);
 /* collnet_join.c: SUMCAST_AGGREGATORS into cc->aggs; then every
  * aggregator joined: 0 when each is READY or failed and at least one is
  * READY (client_agg_alive tells which). */
-void coll_aggs_parse(struct coll_comm *cc);
+void coll_aggs_parse(struct coll_comm *cc, const struct coll_handle *h0);
+/* collnet_listen.c's part: SUMCAST_AGGREGATORS resolved into h's aggs_*
+ * (its list, as rank 0 it is every node's), and whether every aggregator
+ * is on this host. */
+void coll_handle_aggs_fill(struct coll_handle *h, bool *shared_host);
 int coll_join(struct coll_comm *cc, uint64_t deadline);
 
 /* collnet_mr.c: [data, + size) registered on the collnet's endpoint and,

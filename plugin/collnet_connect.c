@@ -144,7 +144,7 @@ int coll_comm_create(struct fabric *f, const struct coll_conf *c, struct coll_co
 		goto err_free;
 	coll_conf_apply(cc, c->h0);
 
-	coll_aggs_parse(cc);
+	coll_aggs_parse(cc, c->h0);
 	bool joined = cc->naggs && coll_join(cc, deadline) == 0;
 	/* Agree: the same number of aggregators everywhere, and which of them
 	 * every node joined (those are used, the others dropped everywhere). */
@@ -170,7 +170,9 @@ int coll_comm_create(struct fabric *f, const struct coll_conf *c, struct coll_co
 		cc->client = NULL;
 	}
 	if (use_aggs) {
-		char split_s[16], dropped[160] = "", fault_s[64];
+		char split_s[16], dropped[160] = "", fault_s[64], list[512] = "";
+		for (size_t ai = 0, l = 0; ai < cc->naggs && l < sizeof(list); ai++, l = strlen(list))
+			snprintf(list + l, sizeof(list) - l, "%s%s", ai ? "," : "", cc->aggs[ai]);
 		if (cc->failover)
 			snprintf(fault_s, sizeof(fault_s), "failover on (PING deadline %lld ms)",
 				 (long long)plugin_cfg.agg_deadline_ms);
@@ -206,7 +208,7 @@ int coll_comm_create(struct fabric *f, const struct coll_conf *c, struct coll_co
 		SC_INFO("collnet job 0x%016llx: rank %d of %d, %u aggregators (%s) + ring, split %s "
 			"(model %.3f, link %.1f / aggregator %.1f Gb/s x %.2f, hop %.1f us%s), eager cut %u B%s, "
 			"%s, connected in %.1f ms",
-			(unsigned long long)cc->job_id, rank, nranks, cc->model.naggs, plugin_cfg.aggregators,
+			(unsigned long long)cc->job_id, rank, nranks, cc->model.naggs, list,
 			split_s, split_model_fraction(&cc->model), cc->model.link_gbps, cc->model.agg_gbps,
 			cc->model.agg_eff, cc->model.lat_us,
 			cc->model.shared_host ? ", aggregators on this host: ring or aggregators, no split"

@@ -6,41 +6,134 @@
 #include "collnet.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "hostport.h"
+#include "agglist.h"
 #include "log.h"
 #include "wire.h"
 
-/* SUMCAST_AGGREGATORS, "host:port,host:port", into cc->aggs (pointers into
- * cc->aggs_buf), in the order given: every node must list the same. The
- * one list parser (hostport.h): a list with an entry that does not parse
- * gives no aggregators (the ring alone, said once); past CLIENT_AGGS_MAX
- * entries the rest are left out, said too. */
-void coll_aggs_parse(struct coll_comm *cc)
+/* Whether two lists are the same, in the same order. */
+static bool aggs_same(const struct agg_addr *a, size_t na, const struct agg_addr *b, size_t nb)
 {
-	const char *cur = plugin_cfg.aggregators;
-	struct hostport hp;
-	char why[160];
-	size_t used = 0;
+	return na == nb && (!na || agglist_digest(a, na) == agglist_digest(b, nb));
+}
+
+/* "SUMCAST_AGGREGATORS differs from rank 0's", once per process: every
+ * communicator of a job would say the same. */
+__attribute__((format(printf, 1, 2))) static void aggs_warn_once(const char *fmt, ...)
+{
+	static int said;
+	char msg[1024];
+	va_list ap;
+
+	if (__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	SC_WARN("%s", msg);
+}
+
+void coll_handle_aggs_fill(struct coll_handle *h, bool *shared_host)
+{
+	struct agg_addr *a = calloc(CLIENT_AGGS_MAX, sizeof(*a));
+	char why[320];
+	size_t n = 0;
+	uint8_t fmt;
+	int len;
+
+	*shared_host = false;
+	if (!a)
+		return; /* COLL_AGGS_SENT clear: each node its own list */
+	if (agglist_resolve(plugin_cfg.aggregators, AGGLIST_PORT_DEFAULT, a, CLIENT_AGGS_MAX, &n, why, sizeof(why))) {
+		SC_WARN("SUMCAST_AGGREGATORS: %s; no aggregators from this node as rank 0", why);
+		n = 0;
+	}
+	*shared_host = agglist_all_loopback(a, n);
+	h->aggs_fmt = COLL_AGGS_SENT;
+	h->aggs_n = (uint8_t)n;
+	len = agglist_pack(a, n, h->addr + h->addrlen, FABRIC_ADDR_MAX - h->addrlen, &fmt);
+	if (len >= 0) {
+		h->aggs_fmt |= (uint8_t)(COLL_AGGS_INLINE | fmt);
+		h->aggs_len = (uint16_t)len;
+	} else {
+		agglist_sort(a, n);
+		SC_INFO("SUMCAST_AGGREGATORS: %zu aggregators do not fit in NCCL's handle (%d bytes free "
+			"after this provider's %u-byte address): as rank 0 this node sends their digest; "
+			"every node then uses its own list in sorted order (docs/client.md)",
+			n, FABRIC_ADDR_MAX - h->addrlen, h->addrlen);
+	}
+	h->aggs_digest = agglist_digest(a, n);
+	free(a);
+}
+
+/* SUMCAST_AGGREGATORS resolved (agglist.h) into cc->aggs (pointers into
+ * cc->aggs_buf, "addr:port" each). The list is rank 0's, from its handle,
+ * whatever this node resolves; a node whose own list differs says so once.
+ * Where rank 0's list did not fit in the handle, this node's own in sorted
+ * order, checked against rank 0's digest; where rank 0 sent none (a plugin
+ * before the list travelled), this node's own as given. A list that does
+ * not resolve gives no aggregators (the ring alone, said once). */
+void coll_aggs_parse(struct coll_comm *cc, const struct coll_handle *h0)
+{
+	struct agg_addr *own = calloc(2 * CLIENT_AGGS_MAX, sizeof(*own)), *root = own + CLIENT_AGGS_MAX;
+	const struct agg_addr *use = own;
+	size_t nown = 0, nuse = 0, used = 0;
+	char why[320], list_own[512], list_root[512];
 	int rc;
 
 	cc->naggs = 0;
-	while ((rc = hostport_list_next(&cur, &hp, why, sizeof(why))) == 1) {
-		size_t len = strlen(hp.text) + 1;
-		if (cc->naggs == CLIENT_AGGS_MAX || used + len > sizeof(cc->aggs_buf)) {
-			SC_WARN("SUMCAST_AGGREGATORS: more than %zu aggregators, the rest are left out", cc->naggs);
-			return;
+	if (!own) {
+		SC_WARN("SUMCAST_AGGREGATORS: out of memory; no aggregators, the ring alone");
+		return;
+	}
+	rc = agglist_resolve(plugin_cfg.aggregators, AGGLIST_PORT_DEFAULT, own, CLIENT_AGGS_MAX, &nown, why, sizeof(why));
+	if (rc)
+		nown = 0;
+	if (!(h0->aggs_fmt & COLL_AGGS_SENT)) {
+		if (rc)
+			SC_WARN("SUMCAST_AGGREGATORS: %s; no aggregators, the ring alone", why);
+		nuse = nown;
+	} else if (h0->aggs_fmt & COLL_AGGS_INLINE) {
+		nuse = h0->aggs_n;
+		if ((size_t)h0->addrlen + h0->aggs_len > FABRIC_ADDR_MAX ||
+		    agglist_unpack(h0->addr + h0->addrlen, h0->aggs_len, h0->aggs_fmt & AGGLIST_F_MASK,
+				   nuse, root) ||
+		    agglist_digest(root, nuse) != h0->aggs_digest) {
+			SC_WARN("collnet job 0x%016llx: rank 0's aggregator list in the handle does not decode; "
+				"no aggregators, the ring alone", (unsigned long long)cc->job_id);
+			nuse = 0;
 		}
-		memcpy(cc->aggs_buf + used, hp.text, len);
+		use = root;
+		if (!aggs_same(own, nown, root, nuse))
+			aggs_warn_once("SUMCAST_AGGREGATORS on this node (%s: %s) differs from rank 0's (%s): "
+				       "using rank 0's, as every node does",
+				       plugin_cfg.aggregators,
+				       rc ? why : agglist_join(own, nown, list_own, sizeof(list_own)),
+				       nuse ? agglist_join(root, nuse, list_root, sizeof(list_root)) : "none");
+	} else {
+		/* rank 0's list did not fit: everyone's own, in one order */
+		agglist_sort(own, nown);
+		nuse = nown;
+		if (nown != h0->aggs_n || agglist_digest(own, nown) != h0->aggs_digest)
+			aggs_warn_once("SUMCAST_AGGREGATORS on this node (%s: %s) differs from rank 0's "
+				       "(%u aggregators, too many for NCCL's handle): using this node's; "
+				       "the aggregators not joined by every node are dropped at connect",
+				       plugin_cfg.aggregators,
+				       rc ? why : agglist_join(own, nown, list_own, sizeof(list_own)),
+				       h0->aggs_n);
+	}
+	for (size_t i = 0; i < nuse; i++) {
+		char t[AGGLIST_TEXT_MAX];
+		size_t len = strlen(agglist_text(&use[i], t, sizeof(t))) + 1;
+		memcpy(cc->aggs_buf + used, t, len);
 		cc->aggs[cc->naggs++] = cc->aggs_buf + used;
 		used += len;
 	}
-	if (rc < 0) {
-		SC_WARN("SUMCAST_AGGREGATORS: %s; no aggregators, the ring alone", why);
-		cc->naggs = 0;
-	}
+	free(own);
 }
 
 /* The same reader as the daemon's (wire_key_load), so a key file means the
@@ -74,6 +167,7 @@ int coll_join(struct coll_comm *cc, uint64_t deadline)
 		.chunk_bytes = cc->ask_chunk ? cc->ask_chunk : (uint32_t)plugin_cfg.chunk_bytes,
 		.window = cc->ask_window ? cc->ask_window : (uint32_t)plugin_cfg.window,
 		.weight = (uint32_t)plugin_cfg.weight,
+		.label = plugin_cfg.job_label,
 		.timeout_ms = (uint32_t)plugin_cfg.agg_timeout_ms,
 		.key = cc->key_len ? cc->key : NULL,
 		.key_len = cc->key_len,

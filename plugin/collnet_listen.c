@@ -55,7 +55,9 @@ int collnet_listen(int dev, void *handle, void **listen_comm)
 				 ? client_eager_default(fabric_provider(lc->f))
 				 : (uint32_t)plugin_cfg.eager_bytes;
 	h->lat_ns = plugin_props_get(lc->f, 0, &pp) ? 10000 : (uint32_t)(pp.latency_us * 1000);
-	if (split_hosts_local(plugin_cfg.aggregators))
+	bool shared_host;
+	coll_handle_aggs_fill(h, &shared_host);
+	if (shared_host)
 		h->flags |= COLL_F_SHARED_HOST;
 	if (plugin_cfg.deterministic)
 		h->flags |= COLL_F_DETERMINISTIC;

@@ -105,7 +105,7 @@ int coll_tree_connect(struct coll_comm *cc, const struct coll_handle *h0, uint64
 	tree_shape_of(n, F, &t->shape);
 	tree_place_of(&t->shape, cc->rank, &t->pl);
 
-	coll_aggs_parse(cc);
+	coll_aggs_parse(cc, h0);
 	/* rank 0's settings, the aggregator list's length (as min and max),
 	 * whether every node opened its inner endpoints, and their addresses */
 	size_t nv = 3 + (size_t)n * TREE_INNER_MAX * TREE_ADDR_WORDS;
