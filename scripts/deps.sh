@@ -33,12 +33,14 @@ pkgs=(build-essential cmake pkg-config
 #                   file (cpack -G DEB runs it on every packaged file),
 #                   systemd (systemd-analyze verify of the packaged unit)
 #   plugin/exports  binutils (nm -D)
+#   plugin/dns_*    dnsmasq-base (a real DNS server with A and SRV records for
+#                   SUMCAST_AGGREGATORS by name, in a network namespace)
 #   cluster/smoke   OpenMPI (mpirun, mpicc: the MPI peer), gnuplot (plots)
 #   lf26 stage      autoconf, automake, libtool (scripts/libfabric.sh builds
 #                   libfabric 2.6 from its release source: autogen.sh)
 test_pkgs=(clang libclang-rt-14-dev libfuzzer-14-dev
            gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user libcmocka-dev:arm64
-           curl prometheus file systemd binutils
+           curl prometheus file systemd binutils dnsmasq-base
            openmpi-bin libopenmpi-dev gnuplot-nox
            autoconf automake libtool)
 

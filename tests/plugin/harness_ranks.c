@@ -174,6 +174,32 @@ static void enter_netns(int r)
 	}
 }
 
+/* Rank r, just forked: SUMCAST_HARNESS_AGGREGATORS="LIST0|LIST1|..." gives
+ * node r its own SUMCAST_AGGREGATORS (entry r; an empty or missing entry
+ * leaves the run's), so nodes can list their aggregators differently (other
+ * orders, other spellings, other sets) as misconfigured nodes would, and
+ * the test can check they all use rank 0's (tests/plugin/dns_aggs.sh). */
+static void node_aggregators(int r)
+{
+	const char *l = getenv("SUMCAST_HARNESS_AGGREGATORS");
+	char v[1024];
+
+	for (int i = 0; l && *l; i++) {
+		size_t n = strcspn(l, "|");
+		if (i == r) {
+			if (n && n < sizeof(v)) {
+				memcpy(v, l, n);
+				v[n] = 0;
+				setenv("SUMCAST_AGGREGATORS", v, 1);
+			}
+			return;
+		}
+		l += n;
+		if (*l == '|')
+			l++;
+	}
+}
+
 /* tx/rx byte counters of SUMCAST_HARNESS_NETDEV in this process's namespace
  * (/proc/self/net/dev follows setns; /sys/class/net would show the namespace
  * sysfs was mounted in). False when unset or not found. */
@@ -254,6 +280,7 @@ static int rank_run(int p, void *arg)
 	signal(SIGTERM, SIG_DFL);
 	signal(SIGINT, SIG_DFL);
 	enter_netns(my_rank); /* one namespace per node, its heads share it */
+	node_aggregators(my_rank);
 	fn();
 	return 0;
 }
