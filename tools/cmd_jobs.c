@@ -10,7 +10,7 @@
 
 /* Derived view of one job in /stats. */
 struct job_view {
-	const char *id, *state;
+	const char *id, *label, *state; /* label: "" when the job has none */
 	double nranks, joined, window, weight, chunk, memory, thread, bytes_in, bytes_out, chunks;
 	long slowest;   /* rank most often last, -1 if none yet */
 	double last_share; /* how often it was last, of chunks with a last rank */
@@ -24,6 +24,7 @@ static void job_view(const json_t *j, struct job_view *v)
 	size_t i;
 
 	v->id = jstr(j, "id");
+	v->label = json_is_string(json_object_get(j, "label")) ? jstr(j, "label") : "";
 	v->state = jstr(j, "state");
 	v->nranks = jnum(j, "nranks");
 	v->joined = jnum(j, "joined");
@@ -59,6 +60,7 @@ static json_t *job_view_json(const json_t *j, const struct job_view *v, double r
 	json_t *out = json_object();
 
 	json_object_set_new(out, "id", json_string(v->id));
+	json_object_set_new(out, "label", json_string(v->label));
 	json_object_set_new(out, "state", json_string(v->state));
 	json_object_set_new(out, "nranks", jval(v->nranks));
 	json_object_set_new(out, "joined", jval(v->joined));
@@ -110,8 +112,8 @@ void jobs_print(const json_t *stats, const json_t *prev, double dt)
 		printf("no jobs\n");
 		return;
 	}
-	printf("%-18s %-7s %-5s %-3s %-9s %-4s %-9s %-11s %-11s %-9s %-8s %-5s %s\n", "JOB",
-	       "STATE", "RANKS", "THR", "CHUNK", "WIN", "MEMORY", prev ? "IN/s" : "IN",
+	printf("%-18s %-20s %-7s %-5s %-3s %-9s %-4s %-9s %-11s %-11s %-9s %-8s %-5s %s\n", "JOB",
+	       "LABEL", "STATE", "RANKS", "THR", "CHUNK", "WIN", "MEMORY", prev ? "IN/s" : "IN",
 	       prev ? "OUT/s" : "OUT", "CHUNKS", "SLOWEST", "LAST", "MEAN WAIT");
 	json_array_foreach(jobs, i, j) {
 		struct job_view v;
@@ -131,8 +133,8 @@ void jobs_print(const json_t *stats, const json_t *prev, double dt)
 			fmt_si(v.bytes_in, "B", c, sizeof(c));
 			fmt_si(v.bytes_out, "B", d, sizeof(d));
 		}
-		printf("%-18s %-7s %-5s %-3.0f %-9s %-4.0f %-9s %-11s %-11s %-9.0f %-8s %-5s %s\n", v.id,
-		       v.state, ranks, v.thread, fmt_bytes(v.chunk, a, sizeof(a)), v.window,
+		printf("%-18s %-20.20s %-7s %-5s %-3.0f %-9s %-4.0f %-9s %-11s %-11s %-9.0f %-8s %-5s %s\n",
+		       v.id, v.label[0] ? v.label : "-", v.state, ranks, v.thread, fmt_bytes(v.chunk, a, sizeof(a)), v.window,
 		       fmt_bytes(v.memory, b, sizeof(b)), c, d, v.chunks, slow, share,
 		       fmt_secs(v.mean_wait, e, sizeof(e)));
 	}

@@ -22,6 +22,11 @@ int http_init(const struct opts *daemon)
 	return 0;
 }
 
+void http_target(const struct opts *daemon)
+{
+	d = daemon;
+}
+
 void http_fini(void)
 {
 	curl_easy_cleanup(curl);

@@ -62,6 +62,12 @@ static void usage(FILE *out)
 		"  -i, --interval S    sampling interval for rates and top (default 1; status: 0 =\n"
 		"                      averages since start, no wait)\n"
 		"  -n, --iterations N  top: stop after N frames\n"
+		"  -D, --daemons LIST  status, jobs, top: several daemons in one view, each a row (a\n"
+		"                      daemon that does not answer too: exit 2). LIST: HTTP endpoints\n"
+		"                      host:port,..., names (every address; port --port), srv:NAME,\n"
+		"                      @FILE (docs/operations.md, \"A fleet in one view\")\n"
+		"  -A, --aggregators LIST  the same from the plugin's SUMCAST_AGGREGATORS (control\n"
+		"                      ports; each daemon asked at --port): -A \"$SUMCAST_AGGREGATORS\"\n"
 		"  -V, --version       print the version\n"
 		"  -h, --help          this text\n\n"
 		"Exit status: 0 ok, 1 unexpected answer (profile: unreadable or no traces), 2 daemon\n"
@@ -83,7 +89,7 @@ static double parse_num(const char *opt, const char *s, double min, double max)
 
 int main(int argc, char **argv)
 {
-	struct opts o = { "127.0.0.1", 7801, false, 3000, 1.0, 0 };
+	struct opts o = { "127.0.0.1", 7801, false, 3000, 1.0, 0, NULL, NULL };
 	static const struct option lo[] = {
 		{ "host", required_argument, NULL, 'H' },
 		{ "port", required_argument, NULL, 'p' },
@@ -91,6 +97,8 @@ int main(int argc, char **argv)
 		{ "timeout", required_argument, NULL, 't' },
 		{ "interval", required_argument, NULL, 'i' },
 		{ "iterations", required_argument, NULL, 'n' },
+		{ "daemons", required_argument, NULL, 'D' },
+		{ "aggregators", required_argument, NULL, 'A' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -102,7 +110,7 @@ int main(int argc, char **argv)
 		o.host = getenv("SUMCASTCTL_HOST");
 	if (getenv("SUMCASTCTL_PORT") && *getenv("SUMCASTCTL_PORT"))
 		o.port = (unsigned)parse_num("SUMCASTCTL_PORT", getenv("SUMCASTCTL_PORT"), 1, 65535);
-	while ((opt = getopt_long(argc, argv, "+H:p:jt:i:n:Vh", lo, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "+H:p:jt:i:n:D:A:Vh", lo, NULL)) != -1) {
 		switch (opt) {
 		case 'H':
 			o.host = optarg;
@@ -121,6 +129,12 @@ int main(int argc, char **argv)
 			break;
 		case 'n':
 			o.iterations = (long)parse_num("--iterations", optarg, 1, 1e9);
+			break;
+		case 'D':
+			o.daemons = optarg;
+			break;
+		case 'A':
+			o.aggregators = optarg;
 			break;
 		case 'V':
 			printf("sumcastctl %s\n", SUMCAST_VERSION);
@@ -155,7 +169,13 @@ int main(int argc, char **argv)
 	}
 	if (http_init(&o))
 		die(EXIT_BAD_ANSWER, "libcurl initialisation failed");
-	if (!strcmp(cmd, "status"))
+	if ((o.daemons || o.aggregators) && !strcmp(cmd, "status"))
+		rc = fleet_status(&o);
+	else if ((o.daemons || o.aggregators) && !strcmp(cmd, "jobs"))
+		rc = fleet_jobs(&o);
+	else if ((o.daemons || o.aggregators) && !strcmp(cmd, "top"))
+		rc = fleet_top(&o);
+	else if (!strcmp(cmd, "status"))
 		rc = cmd_status(&o);
 	else if (!strcmp(cmd, "jobs"))
 		rc = cmd_jobs(&o);

@@ -22,6 +22,9 @@ struct opts {
 	long timeout_ms;
 	double interval_s;
 	long iterations; /* top: 0 = until q */
+	/* the fleet view (fleet.c): several daemons' HTTP endpoints, or
+	 * SUMCAST_AGGREGATORS' daemons at port; NULL: the one daemon above */
+	const char *daemons, *aggregators;
 };
 
 extern volatile sig_atomic_t quit_flag; /* SIGINT/SIGTERM during top */
@@ -63,6 +66,8 @@ long http_get(const char *path, struct body *b, char *ctype, size_t ctype_len);
  * does not answer within the timeout. */
 long http_try(const char *method, const char *path, struct body *b, char *ctype, size_t ctype_len,
 	      char *why, size_t why_len);
+/* Later requests go to daemon->host, port (the fleet view's daemons). */
+void http_target(const struct opts *daemon);
 /* GET path as a JSON object; exits 1 on anything else. */
 json_t *get_json(const char *path);
 /* A number field (NAN if absent), a string field ("?" if absent). */
@@ -116,6 +121,13 @@ int cmd_status(const struct opts *o);
 void jobs_print(const json_t *stats, const json_t *prev, double dt);
 json_t *jobs_json(const json_t *stats, const json_t *prev, double dt);
 int cmd_jobs(const struct opts *o);
+
+/* ---- fleet.c: status, jobs and top over several daemons; exit 2 when
+ * any did not answer ---- */
+
+int fleet_status(const struct opts *o);
+int fleet_jobs(const struct opts *o);
+int fleet_top(const struct opts *o);
 
 /* ---- cmd_drain.c: argv[0] is "drain" ---- */
 

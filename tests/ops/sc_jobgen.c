@@ -32,7 +32,9 @@
  * Usage: sc_jobgen --aggs host:port[,host:port] [--provider P] [--ranks N]
  *        [--jobs J] [--procs P] [--seconds S] [--iters K] [--count ELEMS]
  *        [--chunk BYTES] [--window W] [--timeout-ms MS]
- *        [--slow-rank R --slow-us US] [--job-id ID]
+ *        [--slow-rank R --slow-us US] [--job-id ID] [--label L]
+ * --label gives the jobs that label (client_params.label, as
+ * SUMCAST_JOB_LABEL does for the plugin).
  * Exit: 0 every rank finished with correct sums; 1 otherwise; 77 when the
  * fabric provider is not available here. */
 #include <dirent.h>
@@ -73,7 +75,8 @@ static struct {
 	int slow_rank;
 	unsigned slow_us;
 	uint64_t job_id;
-} g = { "tcp;ofi_rxm", { 0 }, 0, 2, 1, 0, 5, 0, 1u << 20, 0, 0, 60000, -1, 0, 0x0b5 };
+	const char *label; /* --label: the job's SUMCAST_JOB_LABEL, NULL: none */
+} g = { "tcp;ofi_rxm", { 0 }, 0, 2, 1, 0, 5, 0, 1u << 20, 0, 0, 60000, -1, 0, 0x0b5, NULL };
 
 /* The start barrier: each process writes a byte to ready[1] once all its
  * ranks have joined, then waits for go[1] to close (EOF on go[0]), which the
@@ -137,6 +140,7 @@ static int inst_start(struct inst *x, struct fabric *shared)
 		.naggs = g.naggs,
 		.aggs = g.aggs,
 		.max_requests = 2,
+		.label = g.label,
 	};
 	int rc = client_create(&p, &x->c);
 
@@ -346,6 +350,7 @@ int main(int argc, char **argv)
 		{ "slow-us", required_argument, NULL, 'u' }, { "job-id", required_argument, NULL, 'j' },
 		{ "jobs", required_argument, NULL, 'J' },   { "procs", required_argument, NULL, 'p' },
 		{ "iters", required_argument, NULL, 'i' },  { "timeout-ms", required_argument, NULL, 't' },
+		{ "label", required_argument, NULL, 'L' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static struct hostport agg_list[CLIENT_AGGS_MAX];
@@ -397,6 +402,9 @@ int main(int argc, char **argv)
 			break;
 		case 't':
 			g.timeout_ms = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'L':
+			g.label = optarg;
 			break;
 		default:
 			fprintf(stderr, "usage: see the comment at the top of sc_jobgen.c\n");
