@@ -103,7 +103,7 @@ static void pack_back(const char *spec, size_t cap, int want_len, uint8_t want_f
 static void test_pack(void **state)
 {
 	(void)state;
-	/* one port, IPv4: 2 + 4 per entry; twelve in the 48 bytes a tcp
+	/* one port, IPv4: 2 + 4 per entry; eleven in the 48 bytes a tcp
 	 * handle leaves after its 16-byte address */
 	pack_back("10.0.0.1:7800,10.0.0.2:7800", 48, 10, AGGLIST_F_ONE_PORT | AGGLIST_F_ALL_V4);
 	pack_back("10.0.0.1,10.0.0.2,10.0.0.3,10.0.0.4,10.0.0.5,10.0.0.6,10.0.0.7,10.0.0.8,"
