@@ -21,6 +21,10 @@
 #              other order would sum the wrong shards: the harness checks
 #              every element), and nodes 1 and 2 say once that theirs
 #              differs; rank 0 does not
+#   nofit      12 daemons behind big.sumcast.test: more than the handle
+#              holds beside tcp's address; every node its own list, sorted,
+#              rank 2's from a file in reverse order: all agree; a node
+#              whose list does not match rank 0's digest says so
 #   fleet      sumcastctl -D srv:... jobs / status across both daemons and
 #              one address nobody answers at: the job by id and label on
 #              both, the dead one a row, exit 2
@@ -63,28 +67,31 @@ dnsmasq --keep-in-foreground --conf-file=/dev/null --no-resolv --no-hosts --no-p
 	--log-queries --log-facility="$tmp/dnsmasq.log" \
 	--host-record=agg-a.sumcast.test,127.0.0.2 --host-record=agg-b.sumcast.test,127.0.0.3 \
 	--host-record=aggs.sumcast.test,127.0.0.3 --host-record=aggs.sumcast.test,127.0.0.2 \
+	$(for i in $(seq 13 -1 2); do printf -- '--host-record=big.sumcast.test,127.0.0.%s ' "$i"; done) \
 	--srv-host=_sumcast._tcp.pool.sumcast.test,agg-b.sumcast.test,7800,10,0 \
 	--srv-host=_sumcast._tcp.pool.sumcast.test,agg-a.sumcast.test,7800,20,0 &
 pids+=($!)
 
-for ip in 127.0.0.2 127.0.0.3; do
-	cat > "$tmp/d$ip.conf" <<EOF
+start_daemon() { # start_daemon IP: control IP:7800, http IP:7801
+	cat > "$tmp/d$1.conf" <<EOF
 [control]
-listen = $ip
+listen = $1
 port = 7800
-port-file = $tmp/ports.$ip
+port-file = $tmp/ports.$1
 [http]
-listen = $ip
+listen = $1
 port = 7801
 [fabric]
 provider = tcp;ofi_rxm
-node = $ip
+node = $1
 [data]
 threads = 1
 EOF
-	"$sumcastd" -c "$tmp/d$ip.conf" > "$tmp/sumcastd.$ip.log" 2>&1 &
+	"$sumcastd" -c "$tmp/d$1.conf" > "$tmp/sumcastd.$1.log" 2>&1 &
 	pids+=($!)
-done
+}
+start_daemon 127.0.0.2
+start_daemon 127.0.0.3
 for _ in $(seq 150); do
 	[ -s "$tmp/ports.127.0.0.2" ] && [ -s "$tmp/ports.127.0.0.3" ] &&
 		getent hosts aggs.sumcast.test >/dev/null && break
@@ -149,6 +156,37 @@ done
 grep -q "query\[SRV\] _sumcast._tcp.pool.sumcast.test" "$tmp/dnsmasq.log" &&
 	ok "srv: the SRV query went to the DNS server" || ko "srv: dnsmasq saw no SRV query"
 
+# --- nofit: 12 aggregators, more than rank 0's handle holds beside tcp's
+# address: every node its own list, sorted; rank 2's file lists them in
+# the reverse order and must still agree ---
+big=() rev=
+for i in $(seq 2 13); do big+=("127.0.0.$i"); rev="127.0.0.$i:7800 $rev"; done
+for ip in "${big[@]:2}"; do start_daemon "$ip"; done
+echo "$rev" > "$tmp/big.txt"
+for _ in $(seq 150); do
+	n=0; for ip in "${big[@]}"; do [ -s "$tmp/ports.$ip" ] && n=$((n + 1)); done
+	[ $n = 12 ] && break
+	sleep 0.1
+done
+sorted=$(printf '%s:7800,' "${big[@]}"); sorted=${sorted%,}
+run nofit SUMCAST_HARNESS_AGGREGATORS="big.sumcast.test|big.sumcast.test|@$tmp/big.txt" \
+	--aggs big.sumcast.test && ok "nofit: allreduces right through 12 aggregators" ||
+	ko "nofit: harness failed"
+grep -q "\[rank 0\] INFO.*12 aggregators do not fit in NCCL's handle (48 bytes free after this provider's 16-byte address)" \
+	"$tmp/nofit.log" && ok "nofit: rank 0 says its list does not fit" || ko "nofit: no 'do not fit' line"
+n=$(grep -c "12 aggregators ($sorted) + ring" "$tmp/nofit.log")
+[ "$n" = 3 ] && ok "nofit: every node uses the 12 in sorted order" || ko "nofit: $n of 3 nodes sorted"
+! grep -q "differs from rank 0's" "$tmp/nofit.log" && ok "nofit: the same lists sorted: no node differs" ||
+	ko "nofit: a node said its list differs"
+# a node whose list does not match rank 0's digest says so
+echo "127.0.0.2:7800" > "$tmp/one.txt"
+run nofit-differs SUMCAST_HARNESS_AGGREGATORS="big.sumcast.test|big.sumcast.test|@$tmp/one.txt" \
+	--aggs big.sumcast.test --expect ring && ok "nofit: lists that differ: the ring on every node, sums right" ||
+	ko "nofit: lists that differ: harness failed"
+grep -q "\[rank 2\] WARN.*differs from rank 0's (12 aggregators, too many for NCCL's handle)" \
+	"$tmp/nofit-differs.log" && ok "nofit: a node whose list differs from rank 0's digest says so" ||
+	ko "nofit: rank 2 did not say its list differs"
+
 # --- fleet: a job running, sumcastctl across both daemons and a dead one ---
 if [ -n "$ctl" ]; then
 	run fleet SUMCAST_JOB_LABEL=fleet-job-1 --aggs srv:pool.sumcast.test -e 64M &
@@ -157,10 +195,10 @@ if [ -n "$ctl" ]; then
 		[[ "$(label_on 127.0.0.2)$(label_on 127.0.0.3)" == *fleet-job-1*fleet-job-1* ]] && break
 		sleep 0.05
 	done
-	"$ctl" -t 1 -D "agg-a.sumcast.test:7801,agg-b.sumcast.test:7801,127.0.0.9:7801" jobs \
+	"$ctl" -t 1 -D "agg-a.sumcast.test:7801,agg-b.sumcast.test:7801,127.0.0.99:7801" jobs \
 		> "$tmp/ctl-jobs.txt" 2> "$tmp/ctl-jobs.err"
 	rc=$?
-	"$ctl" -t 1 -A "srv:pool.sumcast.test,127.0.0.9" -j jobs > "$tmp/ctl-jobs.json" 2>/dev/null
+	"$ctl" -t 1 -A "srv:pool.sumcast.test,127.0.0.99" -j jobs > "$tmp/ctl-jobs.json" 2>/dev/null
 	rcj=$?
 	"$ctl" -t 1 -i 0 -A "aggs.sumcast.test" status > "$tmp/ctl-status.txt" 2>&1
 	rcs=$?
@@ -173,14 +211,14 @@ if [ -n "$ctl" ]; then
 		ko "fleet: no job row with label fleet-job-1 on 2 aggregators"
 	[ "$(grep -c '^  on 127.0.0.[23]:7801' "$tmp/ctl-jobs.txt")" = 2 ] &&
 		ok "fleet: the job's row per aggregator" || ko "fleet: not one row per aggregator"
-	grep -q '127.0.0.9:7801 DOWN: ' "$tmp/ctl-jobs.txt" && ok "fleet: the dead daemon is a row" ||
-		ko "fleet: no DOWN row for 127.0.0.9:7801"
+	grep -q '127.0.0.99:7801 DOWN: ' "$tmp/ctl-jobs.txt" && ok "fleet: the dead daemon is a row" ||
+		ko "fleet: no DOWN row for 127.0.0.99:7801"
 	grep -q 'did not answer' "$tmp/ctl-jobs.err" || ko "fleet: no word on stderr of the dead daemon"
 	"${PYTHON:-python3}" - "$tmp/ctl-jobs.json" <<'EOF' && ok "fleet: --json jobs and daemons" || ko "fleet: --json"
 import json, sys
 j = json.load(open(sys.argv[1]))
 d = {x["endpoint"]: x for x in j["daemons"]}
-assert d["127.0.0.9:7801"]["up"] is False and d["127.0.0.9:7801"]["error"], d
+assert d["127.0.0.99:7801"]["up"] is False and d["127.0.0.99:7801"]["error"], d
 assert d["127.0.0.2:7801"]["up"] and d["127.0.0.3:7801"]["up"], d
 job = [x for x in j["jobs"] if x["label"] == "fleet-job-1"]
 assert len(job) == 1, j["jobs"]
