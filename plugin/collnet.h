@@ -423,9 +423,9 @@ int coll_agree_end(struct coll_agreement *ag, int rc, int64_t *vals);
  * aggregator joined: 0 when each is READY or failed and at least one is
  * READY (client_agg_alive tells which). */
 void coll_aggs_parse(struct coll_comm *cc, const struct coll_handle *h0);
-/* collnet_listen.c's part: SUMCAST_AGGREGATORS resolved into h's aggs_*
- * (its list, as rank 0 it is every node's), and whether every aggregator
- * is on this host. */
+/* For listen (collnet_listen.c): SUMCAST_AGGREGATORS resolved into h's
+ * aggs_* (this node's list; where it is rank 0, every node's), and whether
+ * every aggregator is on this host. */
 void coll_handle_aggs_fill(struct coll_handle *h, bool *shared_host);
 int coll_join(struct coll_comm *cc, uint64_t deadline);
 

@@ -49,7 +49,8 @@ void coll_handle_aggs_fill(struct coll_handle *h, bool *shared_host)
 	if (!a)
 		return; /* COLL_AGGS_SENT clear: each node its own list */
 	if (agglist_resolve(plugin_cfg.aggregators, AGGLIST_PORT_DEFAULT, a, CLIENT_AGGS_MAX, &n, why, sizeof(why))) {
-		SC_WARN("SUMCAST_AGGREGATORS: %s; no aggregators from this node as rank 0", why);
+		SC_WARN("SUMCAST_AGGREGATORS: %s; this node's handle lists no aggregators (where it is "
+			"rank 0, the job has none)", why);
 		n = 0;
 	}
 	*shared_host = agglist_all_loopback(a, n);

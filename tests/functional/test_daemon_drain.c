@@ -141,7 +141,8 @@ static void mode_http(void)
 	CHECK(sd_metric(&d, "sumcast_draining") == 0, "sumcast_draining before: %g",
 	      sd_metric(&d, "sumcast_draining"));
 
-	/* B, C: version 5; O: version 4; X: rank 0 in 5, rank 1 in 4 */
+	/* B, C: the newest version (5 or later); O: version 4; X: rank 0 in the
+	 * newest, rank 1 in 4 */
 	for (uint32_t r = 0; r < 2; r++) {
 		REQUIRE(join_ver(&b[r], &d, 0xb1, r, 0) == 0, "job B rank %u", r);
 		REQUIRE(join_ver(&c[r], &d, 0xc1, r, 0) == 0, "job C rank %u", r);
@@ -172,7 +173,7 @@ static void mode_http(void)
 	struct trank *v5[4] = { &b[0], &b[1], &c[0], &c[1] };
 	for (int i = 0; i < 4; i++) {
 		rc = ctl_recv(v5[i]->fd, &m, 5000);
-		CHECK(rc == 0 && m.type == WIRE_DRAIN && m.version == 5 && m.u.drain.deadline_ms == 30000,
+		CHECK(rc == 0 && m.type == WIRE_DRAIN && m.version == WIRE_VERSION && m.u.drain.deadline_ms == 30000,
 		      "v5 rank %d: rc %d %s version %u deadline %u", i, rc, rc ? "" : wire_type_name(m.type),
 		      m.version, m.u.drain.deadline_ms);
 	}
