@@ -1,7 +1,8 @@
 /* sc_plugin_settings: loads libnccl-net-sumcast.so as NCCL does (dlopen,
  * ncclNetPlugin_v8.init with a logger) and prints the name of every SUMCAST_*
  * setting the plugin logs at init ("SUMCAST_X=value (source)"), one per line.
- * With --log it prints every log line instead, as NCCL_DEBUG=INFO would.
+ * With --log it prints every log line instead, as NCCL_DEBUG=INFO would,
+ * then "init returned N" (ncclResult_t).
  * The settings table is the truth; conf/client.env must list all of them.
  *
  * Usage: sc_plugin_settings PLUGIN.so [--log]
@@ -68,7 +69,9 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	/* init may fail later (no fabric here); the settings are logged first. */
-	(void)net->init(logger);
+	ncclResult_t rc = net->init(logger);
+	if (print_log)
+		printf("init returned %d\n", (int)rc);
 	fflush(stdout);
 	if (!print_log && !nsettings) {
 		fprintf(stderr, "the plugin logged no SUMCAST_* settings at init\n");
