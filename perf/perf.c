@@ -28,7 +28,7 @@
 #include "clock.h"
 #include "config.h"
 #include "host.h"
-#include "hostport.h"
+#include "agglist.h"
 #include "reduce.h"
 #include "../tools/plan_model.h"
 
@@ -607,21 +607,21 @@ static int verdict(double share_agg, double share_total, int expect_aggs)
 
 /* The aggregators named (0: none), and whether every one of them is a
  * loopback address; -1: the list does not parse. */
-static int count_aggs(bool *loopback)
+/* SUMCAST_AGGREGATORS as the plugin resolves it (common/agglist.h: names,
+ * srv:, @file too): how many, and whether all are on this host. -1 with
+ * the reason in why when it does not resolve. */
+static int count_aggs(bool *loopback, char *why, size_t whylen)
 {
-	struct hostport hp[AGGS_MAX];
+	struct agg_addr a[AGGS_MAX];
 	size_t n = 0;
-	char why[200];
-	const char *a = getenv("SUMCAST_AGGREGATORS");
+	const char *spec = getenv("SUMCAST_AGGREGATORS");
 
 	*loopback = false;
-	if (!a || !*a)
+	if (!spec || !*spec)
 		return 0;
-	if (hostport_list_parse(a, hp, AGGS_MAX, &n, why, sizeof(why)))
+	if (agglist_resolve(spec, AGGLIST_PORT_DEFAULT, a, AGGS_MAX, &n, why, whylen))
 		return -1;
-	*loopback = n > 0;
-	for (size_t i = 0; i < n; i++)
-		*loopback &= hostport_is_loopback(hp[i].host);
+	*loopback = agglist_all_loopback(a, n);
 	return (int)n;
 }
 
@@ -660,9 +660,10 @@ int main(int argc, char **argv)
 	R.node = B.rank / o.heads;
 	R.head = B.rank % o.heads;
 	bool aggs_local = false;
-	int naggs = count_aggs(&aggs_local);
+	char why[320];
+	int naggs = count_aggs(&aggs_local, why, sizeof(why));
 	if (naggs < 0) {
-		fprintf(stderr, "sumcast-perf: SUMCAST_AGGREGATORS does not parse\n");
+		fprintf(stderr, "sumcast-perf: SUMCAST_AGGREGATORS: %s\n", why);
 		return 2;
 	}
 	if (!naggs && B.rank == 0)
