@@ -6,7 +6,7 @@
  *
  *   harness fault --nranks N --naggs M --fault KIND[,KIND] [--fault-agg I] [--ops K]
  *
- * K collectives (500; $HARNESS_FAULT_OPS where --ops is not given), the
+ * K collectives (300; $HARNESS_FAULT_OPS where --ops is not given), the
  * fault as collective K / 3 starts (--fault-at), a second at 2 K / 3.
  *
  *   kill     SIGKILL aggregator I while requests are in flight

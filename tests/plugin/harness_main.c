@@ -307,7 +307,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		if (!fopt.ops && getenv("HARNESS_FAULT_OPS")) /* the ASan stage of test.sh: fewer */
 			fopt.ops = strtoull(getenv("HARNESS_FAULT_OPS"), NULL, 10);
 		if (!fopt.ops)
-			fopt.ops = 500;
+			fopt.ops = 300;
 		/* a drain ends once the nodes have moved off (milliseconds); the
 		 * timeout only bounds one that does not, on a loaded host */
 		setenv("HARNESS_DAEMON_CONF", "[control]\\ndrain-timeout = 10s", 0);
