@@ -14,6 +14,7 @@
 #   /usr/lib/sysusers.d/sumcast.conf           systemd/CMakeLists.txt
 #   /etc/sumcast/sumcastd.conf                 daemon/CMakeLists.txt, a conffile
 #   /usr/share/doc/sumcast/                    README, docs, client.env, dashboard
+#   /usr/share/sumcast/prometheus/             alert rules and their promtool cases
 # The targets' own install() rules live with the targets; this file adds the
 # documentation and the package metadata, and checks the targets exist.
 include(GNUInstallDirs)
@@ -31,6 +32,11 @@ install(FILES ${PROJECT_SOURCE_DIR}/conf/client.env DESTINATION ${CMAKE_INSTALL_
   COMPONENT doc OPTIONAL)
 install(FILES ${PROJECT_SOURCE_DIR}/conf/grafana/sumcast.json
   DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples/grafana COMPONENT doc OPTIONAL)
+# Alert rules, for prometheus.yml's rule_files (not under doc/: a running
+# Prometheus reads them), with the cases `promtool test rules` runs beside them.
+install(FILES ${PROJECT_SOURCE_DIR}/conf/prometheus/sumcast-alerts.yml
+  ${PROJECT_SOURCE_DIR}/conf/prometheus/sumcast-alerts.test.yml
+  DESTINATION ${CMAKE_INSTALL_DATADIR}/sumcast/prometheus)
 
 set(CPACK_PACKAGE_NAME sumcast)
 set(CPACK_PACKAGE_VENDOR "Sumcast")

@@ -213,6 +213,7 @@ void admit_rank_added(struct daemon *d, struct dcmd *ev)
 	}
 	jr->state = RANK_JOINED;
 	j->acked++;
+	ctr_add(&d->stats.joins, 1);
 	daemon_status_changed(d);
 	memset(&m, 0, sizeof(m));
 	m.type = WIRE_JOIN_OK;

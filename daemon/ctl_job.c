@@ -175,6 +175,7 @@ void job_ready(struct daemon *d, struct job *j)
 
 	j->state = JOB_READY;
 	event_del(j->join_timer);
+	ctr_add(&d->stats.jobs_started, 1);
 	if (j->flags & WIRE_JOIN_F_REJOIN)
 		ctr_add(&d->stats.jobs_rejoined, 1);
 	memset(&m, 0, sizeof(m));
@@ -213,6 +214,7 @@ void job_abort(struct daemon *d, struct job *j, enum wire_code code, const char 
 			told++;
 		}
 	}
+	ctr_add(&d->stats.aborted[code <= WIRE_CODE_MAX ? code : WIRE_E_INTERNAL], 1);
 	SC_WARN("job 0x%" PRIx64 " (handle %u) aborted (%s): %s; told %u rank(s)", j->id, j->handle,
 		wire_code_name(code), text, told);
 	job_end(d, j);
@@ -292,9 +294,11 @@ void job_rank_gone(struct conn *c, bool clean)
 				" chunks (%llu ms after DRAIN; %" PRIu64 " chunks in all)", j->id, j->nranks,
 				ctr_get(&j->chunks) - j->drain_chunks,
 				(unsigned long long)(sc_now_ms() - j->drain_ms), ctr_get(&j->chunks));
-		} else
+		} else {
+			ctr_add(&d->stats.jobs_finished, 1);
 			SC_INFO("job 0x%" PRIx64 " (handle %u) finished: %" PRIu64 " chunks", j->id,
 				j->handle, ctr_get(&j->chunks));
+		}
 		job_end(d, j);
 		return;
 	}

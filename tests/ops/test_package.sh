@@ -32,9 +32,16 @@ mkdir -p "$tmp/ctl" && dpkg-deb -e "$deb" "$tmp/ctl" && ok || ko "dpkg-deb -e fa
 for f in usr/sbin/sumcastd usr/bin/sumcastctl usr/bin/sumcast-perf \
 	usr/lib/systemd/system/sumcastd.service usr/lib/sysusers.d/sumcast.conf \
 	etc/sumcast/sumcastd.conf usr/share/doc/sumcast/README.md \
-	usr/share/doc/sumcast/examples/client.env usr/share/doc/sumcast/examples/grafana/sumcast.json; do
+	usr/share/doc/sumcast/examples/client.env usr/share/doc/sumcast/examples/grafana/sumcast.json \
+	usr/share/sumcast/prometheus/sumcast-alerts.yml usr/share/sumcast/prometheus/sumcast-alerts.test.yml; do
 	[ -f "$root/$f" ] && ok || ko "/$f is not in the package"
 done
+# The packaged alert rules load and pass their cases where they are installed.
+if command -v promtool >/dev/null; then
+	(cd "$root/usr/share/sumcast/prometheus" && promtool check rules sumcast-alerts.yml &&
+		promtool test rules sumcast-alerts.test.yml) > "$tmp/promtool.log" 2>&1 && ok ||
+		ko "packaged alert rules: $(cat "$tmp/promtool.log")"
+fi
 for f in usr/sbin/sumcastd usr/bin/sumcastctl usr/bin/sumcast-perf; do
 	[ -x "$root/$f" ] && ok || ko "/$f is not executable"
 done
