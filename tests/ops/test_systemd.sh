@@ -50,6 +50,11 @@ cpack=$(dirname "$cmake")/cpack
 harness=$build/tests/plugin/plugin_harness
 [ -x "$build/daemon/sumcastd" ] && [ -x "$harness" ] || skip "sumcastd or plugin_harness not built"
 
+# No root and none to make: skip before building the package.
+[ -d "$croot/var/lib/dpkg" ] || [ $make_root -eq 1 ] ||
+	skip "no cached Debian 12 root at $croot: make it once with" \
+		"'$0 $build $cmake --make-root' (debootstrap, about a minute)"
+
 pass=0 fail=0
 ok() { pass=$((pass + 1)); }
 ko() { fail=$((fail + 1)); echo "FAIL: $*"; }
