@@ -47,7 +47,8 @@ doc=$root/usr/share/doc/sumcast
 nimg=$(find "$doc/docs/img" -name '*.png' 2>/dev/null | wc -l)
 [ "$nimg" -gt 0 ] && ok || ko "docs/img is not in the package"
 nlinks=0 nbroken=0
-for md in $(find "$doc" -name '*.md'); do
+mds=$(find "$doc" -name '*.md')
+for md in $mds; do
 	dir=$(dirname "$md")
 	for l in $(grep -o '](\([^)#[:space:]]*\)' "$md" | sed 's/^](//' | sort -u); do
 		case $l in '' | *:*) continue ;; esac # anchors, http:, mailto:

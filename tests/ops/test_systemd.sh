@@ -60,14 +60,14 @@ ok() { pass=$((pass + 1)); }
 ko() { fail=$((fail + 1)); echo "FAIL: $*"; }
 t0=$SECONDS
 tmp=$(mktemp -d /tmp/sumcast-systemd.XXXXXX) || exit 1
-nspawn_pid= cpid=
+nspawn_pid='' cpid=''
 cleanup() {
-	local rc=$? i
+	local rc=$?
 	trap - EXIT INT TERM
 	if [ -n "$nspawn_pid" ] && kill -0 "$nspawn_pid" 2>/dev/null; then
 		# SIGTERM: nspawn has the container's systemd power off; bounded.
 		kill -TERM "$nspawn_pid" 2>/dev/null
-		for i in $(seq 100); do
+		for _ in $(seq 100); do
 			kill -0 "$nspawn_pid" 2>/dev/null || break
 			sleep 0.2
 		done
@@ -94,8 +94,8 @@ echo "built $(basename "$deb") in $((SECONDS - t0)) s"
 
 # ---- the root: systemd and the package's runtime dependencies ----
 # Depends "libc6 (>= 2.34), libfoo1 | libfoo2, ...": the first of each.
-want=(systemd systemd-sysv dbus $(dpkg-deb -f "$deb" Depends | tr ',' '\n' |
-	sed 's/|.*//; s/(.*)//; s/:.*//; s/[[:space:]]//g' | grep .))
+mapfile -t want < <(printf 'systemd\nsystemd-sysv\ndbus\n'; dpkg-deb -f "$deb" Depends | tr ',' '\n' |
+	sed 's/|.*//; s/(.*)//; s/:.*//; s/[[:space:]]//g' | grep .)
 root_lacks() {
 	local p missing=()
 	[ -d "$croot/var/lib/dpkg" ] || { echo "no root"; return; }
@@ -151,7 +151,7 @@ timeout -k 20 600 systemd-nspawn --boot --register=no --keep-unit --volatile=ove
 	</dev/null >"$tmp/nspawn.log" 2>&1 &
 nspawn_pid=$!
 # The container's PID 1: the systemd that nspawn (timeout's child) forks.
-for i in $(seq 150); do
+for _ in $(seq 150); do
 	np=$(pgrep -P "$nspawn_pid" -x systemd-nspawn | head -1)
 	[ -n "$np" ] && cpid=$(pgrep -P "$np" -x systemd | head -1)
 	[ -n "$cpid" ] && break
@@ -166,7 +166,7 @@ in_c() {
 	timeout -k 5 "$sec" nsenter -t "$cpid" -a "$@"
 }
 # Its manager's socket first (systemctl cannot connect before), then boot's end.
-for i in $(seq 150); do
+for _ in $(seq 150); do
 	[ -S "/proc/$cpid/root/run/systemd/private" ] && break
 	sleep 0.2
 done
@@ -271,7 +271,7 @@ since=$(in_c date +%s)
 in_c systemctl reload sumcastd && ok ||
 	{ in_c journalctl -u sumcastd --since "@$since" --no-pager; ko "systemctl reload sumcastd"; }
 rl=
-for i in $(seq 50); do
+for _ in $(seq 50); do
 	rl=$(in_c journalctl -u sumcastd --since "@$since" -o cat --no-pager | grep 'reload: ')
 	echo "$rl" | grep -q 'setting(s) applied' && break
 	sleep 0.1
@@ -292,7 +292,7 @@ in_c in 120 env HARNESS_FAULT_CMD="systemctl stop --no-block sumcastd" \
 rc=$?
 [ $rc -eq 0 ] && ok || { tail -n 30 "$tmp/job.log"; ko "the job across systemctl stop: exit $rc"; }
 grep '^fault:' "$tmp/job.log"
-for i in $(seq 100); do
+for _ in $(seq 100); do
 	a=$(show ActiveState)
 	[ "$a" = inactive ] || [ "$a" = failed ] && break
 	sleep 0.2
