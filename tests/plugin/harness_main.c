@@ -35,7 +35,7 @@ void usage(void)
 		"              the others' stall reports must name the ring peer and tag they wait for)\n"
 		"       coll: [--groups G]   (then allreduces through NCCL's proxy of G x 8 channels:\n"
 		"              groups in order, 8 requests each, no test in a pass that got NULL)\n"
-		"       fault: --fault kill|idle|stop|blip|term|restart|flap|rolling|all|connect|node|cmd[,KIND]\n"
+		"       fault: --fault kill|idle|stop|blip|term|restart|flap|rolling|all|connect|node|cmd|drain[,KIND]\n"
 		"              [--fault-agg I] [--ops K] [--fault-at K] [--expect-copies] [--readmit]\n"
 		"              [--flaps K] [--cut-node R]   (cmd: the node it cuts off; a tree needs it)\n"
 		"              [--agg-http host:port,...]   (with --aggs: their HTTP, for --readmit's\n"
