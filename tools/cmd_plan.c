@@ -220,6 +220,10 @@ int cmd_plan(const struct opts *o, int argc, char **argv)
 	bool json = o->json;
 
 	memset(&in, 0, sizeof(in));
+	/* the plugin and the client library join with every type they can
+	 * reduce (client/client.c): f16 and bf16 among them, an accumulator
+	 * of two chunks per slot */
+	in.wide_types = true;
 	optind = 1;
 	/* --daemon-config first, the flags then override it */
 	opterr = 0;
