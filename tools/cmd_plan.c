@@ -158,7 +158,7 @@ static void plan_legend(void)
 
 static void plan_header(void)
 {
-	printf("%6s %5s %5s %9s %-11s %6s %8s %10s %10s %10s %10s %9s %7s %9s %-9s\n", "nodes", "heads",
+	printf("%6s %5s %5s %9s %-11s %6s %8s %10s %10s %10s %10s %9s %7s %9s %s\n", "nodes", "heads",
 	       "aggs", "bytes", "tree", "split", "speedup", "ring", "aggs only", "auto", "agg mem", "recvs",
 	       "needed", "connect", "bound / refused");
 }
@@ -174,7 +174,7 @@ static void plan_row(const struct plan_in *in, const struct plan_out *po)
 	if (po->refused)
 		snprintf(verdict, sizeof(verdict), "%s (%u of %u jobs)", po->refused, po->jobs_admitted,
 			 po->jobs_per_agg);
-	printf("%6u %5u %5u %9s %-11s %6.3f %7.2fx %10s %10s %10s %10s %9llu %6u%s %9s %-9s\n", in->nodes,
+	printf("%6u %5u %5u %9s %-11s %6.3f %7.2fx %10s %10s %10s %10s %9llu %6u%s %9s %s\n", in->nodes,
 	       in->heads, in->aggs, plan_bytes((double)in->bytes, b[0], sizeof(b[0])), tree, po->split,
 	       po->speedup_vs_ring, plan_time(po->t_ring_us, b[1], sizeof(b[1])),
 	       plan_time(po->t_agg_us, b[2], sizeof(b[2])), plan_time(po->t_auto_us, b[3], sizeof(b[3])),
