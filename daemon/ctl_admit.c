@@ -58,7 +58,8 @@ void admit_join(struct conn *c, const struct wire_join *w)
 	if (!j) {
 		/* the decision (common/admit.c, which sumcastctl plan takes too):
 		 * the grant, then seal room, max-jobs, memory share, budget and
-		 * a data thread's receive queue, in that order */
+		 * a data thread's receive queue, in that order ([data] threads
+		 * is at most 256: daemon/settings.c) */
 		uint64_t rx_free[256];
 		uint32_t thread_jobs[256];
 		struct admit_limits lim;
