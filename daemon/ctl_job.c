@@ -47,20 +47,37 @@ static uint32_t handle_alloc(struct daemon *d)
 	return 0;
 }
 
-struct dthread *job_thread_pick(struct daemon *d, uint64_t recvs, uint64_t *room)
+void job_admit_state(const struct daemon *d, struct admit_limits *lim, struct admit_load *load,
+		     uint64_t *rx_free, uint32_t *thread_jobs)
 {
-	struct dthread *best = NULL;
+	const struct settings *cfg = &d->cfg;
 
-	*room = 0;
+	*lim = (struct admit_limits){
+		.max_jobs = (uint64_t)cfg->max_jobs,
+		.memory_budget = cfg->memory_budget,
+		.max_memory_share = cfg->max_memory_share,
+		.max_window = (uint64_t)cfg->max_window,
+		.max_weight = (uint64_t)cfg->max_weight,
+		.max_chunk = cfg->max_chunk,
+		.max_inflight = cfg->max_inflight,
+		.min_chunk = cfg->min_chunk,
+		.mc_inflight = cfg->mc_inflight,
+		.sealed = d->key_len != 0,
+		.mcast = d->mc,
+		.sizes = job_admit_sizes(),
+	};
 	for (unsigned i = 0; i < d->nthreads; i++) {
-		struct dthread *t = &d->threads[i];
-		uint64_t free = t->rx_queue > t->rx_reserved ? t->rx_queue - t->rx_reserved : 0;
-		if (free > *room)
-			*room = free;
-		if (free >= recvs && (!best || t->njobs < best->njobs))
-			best = t;
+		const struct dthread *t = &d->threads[i];
+		rx_free[i] = t->rx_queue > t->rx_reserved ? t->rx_queue - t->rx_reserved : 0;
+		thread_jobs[i] = t->njobs;
 	}
-	return best;
+	*load = (struct admit_load){
+		.njobs = d->njobs_live,
+		.mem_used = d->mem_used,
+		.nthreads = d->nthreads,
+		.rx_free = rx_free,
+		.thread_jobs = thread_jobs,
+	};
 }
 
 /* ---- create, ready ---- */

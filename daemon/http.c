@@ -275,13 +275,14 @@ static void stats_cb(struct evhttp_request *req, void *arg)
 	stats_sum(d, &s);
 	evbuffer_add_printf(b,
 			    "{\"version\":\"%s\",\"provider\":\"%s\",\"isa\":\"%s\",\"threads\":%u,"
+			    "\"control_port\":%u,\"http_port\":%u,"
 			    "\"uptime_seconds\":%.3f,\"draining\":%s,\"drain_seconds\":%.3f,"
 			    "\"drain_timeout_ms\":%lld,\"memory_used\":%" PRIu64
 			    ",\"memory_budget\":%" PRIu64 ",\"timeout_ms\":%lld,\"received_bytes\":%" PRIu64
 			    ",\"sent_bytes\":%" PRIu64 ",\"chunks\":%" PRIu64 ",\"jobs_drained\":%" PRIu64
 			    ",\"jobs_rejoined\":%" PRIu64 ",\"jobs\":[",
 			    SUMCAST_VERSION, d->provider, sc_isa_name(sc_reduce_isa()), d->nthreads,
-			    (double)(sc_now_ms() - d->start_ms) / 1000.0, d->draining ? "true" : "false",
+			    d->control_port, d->http_port, (double)(sc_now_ms() - d->start_ms) / 1000.0, d->draining ? "true" : "false",
 			    d->draining ? (double)(sc_now_ms() - d->drain_start_ms) / 1000.0 : 0.0,
 			    (long long)d->cfg.drain_timeout_ms,
 			    d->mem_used, (uint64_t)d->cfg.memory_budget, (long long)d->cfg.timeout_ms,
@@ -376,6 +377,11 @@ static void config_cb(struct evhttp_request *req, void *arg)
 		json_str(b, env);
 		evbuffer_add_printf(b, ",\"reloadable\":%s,\"help\":", e->reloadable ? "true" : "false");
 		json_str(b, e->help);
+		/* the ports actually bound (port = 0 picks one) */
+		if (e->offset == offsetof(struct settings, control_port))
+			evbuffer_add_printf(b, ",\"bound\":\"%u\"", d->control_port);
+		else if (e->offset == offsetof(struct settings, http_port))
+			evbuffer_add_printf(b, ",\"bound\":\"%u\"", d->http_port);
 		char pend[CFG_STR_MAX + 32];
 		cfg_format(e, &d->loaded, pend, sizeof(pend));
 		if (strcmp(val, pend)) {

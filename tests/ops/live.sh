@@ -23,7 +23,10 @@
 #              SumcastAggregatorDown goes pending for it (prom_check.py down).
 #   ctl        sumcastctl status/jobs/top/config/metrics, human and --json;
 #              the straggler is rank 2; unreachable and silent daemons give
-#              exit 2 within the timeout; usage errors give 64.
+#              exit 2 within the timeout; usage errors give 64; every
+#              command's --help asks no daemon; global options (--daemon)
+#              before or after the command; metrics NAME matching nothing
+#              exits 1; config shows the ports bound.
 # SUMCAST_OPS_EVIDENCE=DIR keeps the outputs (scrapes, sumcastctl, PNGs).
 # Exit 0 pass, 1 fail, 77 skip.
 set -u
@@ -274,6 +277,51 @@ assert any(s["name"] == "sumcast_errors_total" and "kind" in s["labels"] for s i
 	t1=$(date +%s%N)
 	[ $rc -eq 2 ] && grep -q "cannot read" "$tmp/dead.txt" && ok || ko "closed port: exit $rc: $(cat "$tmp/dead.txt")"
 	[ $(((t1 - t0) / 1000000)) -lt 3000 ] && ok || ko "closed port took $(((t1 - t0) / 1000000)) ms"
+	# --help of every command answers at once with a port nobody listens on:
+	# it asks no daemon (one that did would exit 2).
+	for c in status jobs top config metrics drain plan profile; do
+		out=$("$ctl" -p "$dead" $c --help 2>&1); rc=$?
+		[ $rc -eq 0 ] && printf '%s' "$out" | grep -q "^Usage: sumcastctl" && ok ||
+			ko "$c --help: exit $rc: $out"
+	done
+	# Global options before or after the command, --daemon in both places.
+	for args in "--daemon 127.0.0.1:$http status" "status --daemon 127.0.0.1:$http" \
+		"--daemon http://127.0.0.1:$http/ -i 0 status" "status -i 0 -p $http" "status --port=$http -i0"; do
+		"$ctl" -p "$dead" $args > "$tmp/g.txt" 2>&1 && grep -q "sumcastd .* at 127.0.0.1:$http: ok" "$tmp/g.txt" &&
+			ok || ko "sumcastctl $args: $(cat "$tmp/g.txt")"
+	done
+	# status --json (the flag after the command) is JSON with the daemon's ports
+	"$ctl" -p "$http" status --json -i 0 > "$tmp/sj.json" 2>&1 && "$py" - "$tmp/sj.json" "$http" <<'PYEOF' && ok || ko "status --json: $(cat "$tmp/sj.json")"
+import json, sys
+st = json.load(open(sys.argv[1]))
+assert st["health"] == "ok" and st["port"] == int(sys.argv[2]), st
+PYEOF
+	"$ctl" -p "$http" --json jobs --json > "$tmp/jj.json" 2>&1 && "$py" -c 'import json,sys; assert json.load(open(sys.argv[1])) == []' "$tmp/jj.json" &&
+		ok || ko "--json jobs --json: $(cat "$tmp/jj.json")"
+	# usage errors after the command: exit 64 with the command named
+	"$ctl" -p "$http" status bogus > /dev/null 2> "$tmp/u.txt"; rc=$?
+	[ $rc -eq 64 ] && grep -q "sumcastctl status: unexpected argument bogus" "$tmp/u.txt" && ok ||
+		ko "status bogus: exit $rc: $(cat "$tmp/u.txt")"
+	"$ctl" -p "$http" jobs --frob > /dev/null 2> "$tmp/u.txt"; rc=$?
+	[ $rc -eq 64 ] && grep -q "unknown option --frob" "$tmp/u.txt" && ok || ko "jobs --frob: exit $rc: $(cat "$tmp/u.txt")"
+	"$ctl" -p 7801.5 status > /dev/null 2> "$tmp/u.txt"; rc=$?
+	[ $rc -eq 64 ] && grep -q "not a whole number" "$tmp/u.txt" && ok || ko "-p 7801.5: exit $rc: $(cat "$tmp/u.txt")"
+	# metrics NAME that matches nothing: exit 1, a sentence on stderr, nothing on stdout
+	"$ctl" -p "$http" metrics sumcast_no_such_family > "$tmp/m.out" 2> "$tmp/m.err"; rc=$?
+	[ $rc -eq 1 ] && [ ! -s "$tmp/m.out" ] && grep -q 'no metric starts with "sumcast_no_such_family"' "$tmp/m.err" &&
+		ok || ko "metrics with no match: exit $rc, stdout $(cat "$tmp/m.out"), stderr $(cat "$tmp/m.err")"
+	"$ctl" -p "$http" --json metrics sumcast_no_such_family > "$tmp/m.out" 2> "$tmp/m.err"; rc=$?
+	[ $rc -eq 1 ] && [ ! -s "$tmp/m.out" ] && ok || ko "--json metrics with no match: exit $rc"
+	# config: the ports bound (the file says 0), both of them
+	"$ctl" -p "$http" config > "$tmp/config.txt" 2>&1
+	grep -q "^port = $http    # bound; configured 0" "$tmp/config.txt" &&
+		grep -q "^port = $ctlport    # bound; configured 0" "$tmp/config.txt" &&
+		! grep -q "^port = 0" "$tmp/config.txt" && ok || ko "config ports: $(grep -n port "$tmp/config.txt")"
+	"$ctl" -p "$http" config --json | "$py" -c '
+import json, sys
+s = {(e["section"], e["key"]): e for e in json.load(sys.stdin)["settings"]}
+assert s[("http", "port")]["bound"] == sys.argv[1] and s[("control", "port")]["bound"] == sys.argv[2], s[("http", "port")]' "$http" "$ctlport" &&
+		ok || ko "config --json: no bound ports"
 	# A daemon that accepts and never answers: exit 2 after --timeout, not a hang.
 	"$py" -c '
 import socket, sys, time
