@@ -9,7 +9,7 @@
  * answers). While its results flow, the PINGs are CLIENT_PING_FLOWING
  * times rarer. ABORT, REFUSE after
  * READY, a closed connection or a protocol error fail the aggregator
- * (client_agg_fail). Everything is non-blocking; client_ctl_poll runs at
+ * (client_agg_down). Everything is non-blocking; client_ctl_poll runs at
  * most every CLIENT_CTL_INTERVAL_NS from client_progress. */
 #include "client_int.h"
 
@@ -73,7 +73,7 @@ static void ctl_flush(struct client *c, struct client_agg *a)
 		}
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			return;
-		client_agg_fail(c, a, -ECONNRESET, "%s: connection lost while sending: %s", a->name,
+		client_agg_down(c, a, -ECONNRESET, "%s: connection lost while sending: %s", a->name,
 				strerror(errno));
 		return;
 	}
@@ -91,7 +91,7 @@ static int ctl_queue(struct client *c, struct client_agg *a, const struct wire_m
 	if (n == -ENOSPC)
 		return -EAGAIN; /* a full socket: the message goes on a later pass */
 	if (n < 0) {
-		client_agg_fail(c, a, -EINVAL, "%s: cannot encode %s: %s", a->name,
+		client_agg_down(c, a, -EINVAL, "%s: cannot encode %s: %s", a->name,
 				wire_type_name(m->type), strerror(-n));
 		return n;
 	}
@@ -126,7 +126,7 @@ static void send_join(struct client *c, struct client_agg *a, size_t ai, uint64_
 	memcpy(j->addr, a->ep->addr, a->ep->addrlen);
 	snprintf(j->provider, sizeof(j->provider), "%s", fabric_provider(a->ep));
 	if (wire_join_sign(c->key, c->key_len, nonce, j)) {
-		client_agg_fail(c, a, -EIO, "%s: signing JOIN failed (HMAC-SHA256)", a->name);
+		client_agg_down(c, a, -EIO, "%s: signing JOIN failed (HMAC-SHA256)", a->name);
 		return;
 	}
 	a->st = AGG_JOINING;
@@ -142,7 +142,7 @@ static void handle_msg(struct client *c, struct client_agg *a, size_t ai, const 
 		if (a->st != AGG_HELLO)
 			break;
 		if (m->u.hello.version_min > WIRE_VERSION || m->u.hello.version_max < WIRE_VERSION_MIN) {
-			client_agg_fail(c, a, -EPROTONOSUPPORT,
+			client_agg_down(c, a, -EPROTONOSUPPORT,
 				 "%s speaks protocol versions %u..%u, this client speaks %u..%u", a->name,
 				 m->u.hello.version_min, m->u.hello.version_max, WIRE_VERSION_MIN,
 				 WIRE_VERSION);
@@ -153,7 +153,7 @@ static void handle_msg(struct client *c, struct client_agg *a, size_t ai, const 
 		if (!a->ep) { /* joining again (client_agg_rejoin): a fresh endpoint */
 			int rc = fabric_open_sibling(c->fab, 0, &a->ep);
 			if (rc) {
-				client_agg_fail(c, a, rc < 0 ? rc : -rc, "%s: opening an endpoint to join again: %s",
+				client_agg_down(c, a, rc < 0 ? rc : -rc, "%s: opening an endpoint to join again: %s",
 						a->name, fi_strerror(rc < 0 ? -rc : rc));
 				return;
 			}
@@ -165,7 +165,7 @@ static void handle_msg(struct client *c, struct client_agg *a, size_t ai, const 
 		if (a->st != AGG_JOINING)
 			break;
 		if (!o->window || o->window > c->window) {
-			client_agg_fail(c, a, -EPROTO, "%s granted a window of %u, more than the %u asked for",
+			client_agg_down(c, a, -EPROTO, "%s granted a window of %u, more than the %u asked for",
 				 a->name, o->window, c->window);
 			return;
 		}
@@ -173,13 +173,13 @@ static void handle_msg(struct client *c, struct client_agg *a, size_t ai, const 
 		 * ([job] max-inflight): each aggregator's own grant cuts its
 		 * shard (client_req.c); a larger one would not fit the slots. */
 		if (!o->chunk_bytes || o->chunk_bytes % 8 || o->chunk_bytes > c->chunk_bytes) {
-			client_agg_fail(c, a, -EPROTO, "%s granted a chunk of %u bytes, asked for %u "
+			client_agg_down(c, a, -EPROTO, "%s granted a chunk of %u bytes, asked for %u "
 				 "(a multiple of 8, not above it)", a->name, o->chunk_bytes, c->chunk_bytes);
 			return;
 		}
 		int rc = fabric_av_insert(a->ep, o->addr, o->addr_len, &a->fi_addr);
 		if (rc) {
-			client_agg_fail(c, a, -EIO, "%s: cannot add its data address to the AV (%s): %s",
+			client_agg_down(c, a, -EIO, "%s: cannot add its data address to the AV (%s): %s",
 				 a->name, fabric_provider(a->ep), fi_strerror(-rc));
 			return;
 		}
@@ -187,12 +187,12 @@ static void handle_msg(struct client *c, struct client_agg *a, size_t ai, const 
 		if (o->flags & WIRE_OK_F_SEALED) {
 			uint8_t k[SC_SEAL_KEY];
 			if (!c->key_len) {
-				client_agg_fail(c, a, -EPROTO, "%s seals the job's data but this rank has no key", a->name);
+				client_agg_down(c, a, -EPROTO, "%s seals the job's data but this rank has no key", a->name);
 				return;
 			}
 			if (sc_seal_derive(c->key, c->key_len, c->job_id, o->data_nonce, k) ||
 			    sc_seal_init(&a->seal, k)) {
-				client_agg_fail(c, a, -EIO, "%s: cannot key the data seal (OpenSSL)", a->name);
+				client_agg_down(c, a, -EIO, "%s: cannot key the data seal (OpenSSL)", a->name);
 				return;
 			}
 			a->sealed = true;
@@ -220,7 +220,7 @@ static void handle_msg(struct client *c, struct client_agg *a, size_t ai, const 
 		if (a->st != AGG_WAIT_READY)
 			break;
 		if (m->u.ready.job_handle != a->job_handle || m->u.ready.nranks != c->nranks) {
-			client_agg_fail(c, a, -EPROTO,
+			client_agg_down(c, a, -EPROTO,
 				 "%s sent READY for job handle %u with %u ranks, expected handle %u "
 				 "with %u ranks",
 				 a->name, m->u.ready.job_handle, m->u.ready.nranks, a->job_handle,
@@ -233,11 +233,11 @@ static void handle_msg(struct client *c, struct client_agg *a, size_t ai, const 
 	case WIRE_REFUSE:
 		if (a->st == AGG_READY)
 			break;
-		client_agg_fail(c, a, refuse_errno(m->u.refuse.code), "%s refused join: %s: %s", a->name,
+		client_agg_down(c, a, refuse_errno(m->u.refuse.code), "%s refused join: %s: %s", a->name,
 			 wire_code_name(m->u.refuse.code), m->u.refuse.text);
 		return;
 	case WIRE_ABORT:
-		client_agg_fail(c, a, m->u.abort.code == WIRE_E_TIMEOUT ? -ETIMEDOUT : -ECONNABORTED,
+		client_agg_down(c, a, m->u.abort.code == WIRE_E_TIMEOUT ? -ETIMEDOUT : -ECONNABORTED,
 			 "%s aborted the job: %s: %s", a->name, wire_code_name(m->u.abort.code),
 			 m->u.abort.text);
 		return;
@@ -264,7 +264,7 @@ static void handle_msg(struct client *c, struct client_agg *a, size_t ai, const 
 	default:
 		break;
 	}
-	client_agg_fail(c, a, -EPROTO, "%s: protocol error: unexpected %s while %s", a->name,
+	client_agg_down(c, a, -EPROTO, "%s: protocol error: unexpected %s while %s", a->name,
 		 wire_type_name(m->type), client_agg_state_what[a->st]);
 }
 
@@ -290,7 +290,7 @@ void client_ctl_liveness(struct client *c, uint64_t now)
 		 * second part keeps a caller that did not progress us for a
 		 * while from taking its own pause for the aggregator's. */
 		if (a->ping_wait_ns && now - a->heard_ns >= limit && now - a->ping_wait_ns >= every) {
-			client_agg_fail(c, a, -ETIMEDOUT,
+			client_agg_down(c, a, -ETIMEDOUT,
 					"%s: no answer to PING for %u ms (stopped, or cut off from this node)",
 					a->name, c->deadline_ms);
 			continue;
@@ -382,21 +382,21 @@ static void ctl_parse(struct client *c, struct client_agg *a, size_t ai)
 		struct wire_msg m;
 		int rc = wire_hdr_decode(a->rbuf + pos, a->rlen - pos, &h);
 		if (rc == -EPROTO) {
-			client_agg_fail(c, a, -EPROTONOSUPPORT,
+			client_agg_down(c, a, -EPROTONOSUPPORT,
 				 "%s: protocol error: message in protocol version %u, this client "
 				 "speaks %u..%u",
 				 a->name, h.version, WIRE_VERSION_MIN, WIRE_VERSION);
 			return;
 		}
 		if (rc) {
-			client_agg_fail(c, a, -EPROTO, "%s: protocol error: invalid message header", a->name);
+			client_agg_down(c, a, -EPROTO, "%s: protocol error: invalid message header", a->name);
 			return;
 		}
 		if (a->rlen - pos < WIRE_HDR_LEN + h.len)
 			break;
 		rc = wire_msg_decode(h.type, a->rbuf + pos + WIRE_HDR_LEN, h.len, &m);
 		if (rc) {
-			client_agg_fail(c, a, -EPROTO, "%s: protocol error: invalid %s message (%u bytes)",
+			client_agg_down(c, a, -EPROTO, "%s: protocol error: invalid %s message (%u bytes)",
 				 a->name, wire_type_name(h.type), h.len);
 			return;
 		}
@@ -421,16 +421,16 @@ static void ctl_read(struct client *c, struct client_agg *a, size_t ai)
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			return;
 		if (n == 0) {
-			client_agg_fail(c, a, a->st == AGG_READY ? -ECONNRESET : -ECONNREFUSED,
+			client_agg_down(c, a, a->st == AGG_READY ? -ECONNRESET : -ECONNREFUSED,
 				 "%s closed the connection%s%s", a->name,
 				 a->st == AGG_READY ? "" : " while ",
 				 a->st == AGG_READY ? "" : client_agg_state_what[a->st]);
 			return;
 		}
 		if (a->st == AGG_HELLO)
-			client_agg_fail(c, a, -errno, "%s unreachable: %s", a->name, strerror(errno));
+			client_agg_down(c, a, -errno, "%s unreachable: %s", a->name, strerror(errno));
 		else
-			client_agg_fail(c, a, -errno, "%s: connection lost: %s", a->name, strerror(errno));
+			client_agg_down(c, a, -errno, "%s: connection lost: %s", a->name, strerror(errno));
 		return;
 	}
 }
@@ -462,7 +462,7 @@ void client_ctl_poll(struct client *c)
 			if (getsockopt(a->fd, SOL_SOCKET, SO_ERROR, &err, &l) < 0)
 				err = errno;
 			if (err) {
-				client_agg_fail(c, a, -err, "%s unreachable: %s", a->name, strerror(err));
+				client_agg_down(c, a, -err, "%s unreachable: %s", a->name, strerror(err));
 				continue;
 			}
 			a->st = AGG_HELLO;
@@ -506,7 +506,7 @@ void client_ctl_connect(struct client *c, struct client_agg *a)
 
 	a->fd = socket(a->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (a->fd < 0) {
-		client_agg_fail(c, a, -errno, "%s: socket: %s", a->name, strerror(errno));
+		client_agg_down(c, a, -errno, "%s: socket: %s", a->name, strerror(errno));
 		return;
 	}
 	setsockopt(a->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -518,6 +518,6 @@ void client_ctl_connect(struct client *c, struct client_agg *a)
 		a->st = AGG_CONNECTING;
 		return;
 	}
-	client_agg_fail(c, a, -errno, "%s unreachable: %s", a->name, strerror(errno));
+	client_agg_down(c, a, -errno, "%s unreachable: %s", a->name, strerror(errno));
 }
 

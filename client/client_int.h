@@ -1,19 +1,39 @@
-/* Client library internals, shared by its files:
- *   client.c         lifecycle: parameters, create/destroy, progress, accessors
- *   client_ctl.c     the control protocol per aggregator over TCP (connect,
- *                    HELLO, JOIN, READY, PING/PONG, ABORT, LEAVE)
- *   client_req.c     requests: sharding, chunk numbering, the queues
- *   client_slot.c    slots and completions: issue, results, fail, fence
- *   client_mcast.c   results by multicast: the group, datagrams, NACKs
- *   client_retain.c  what failover needs: retention, which chunks are held
- * Nothing here is part of the library's interface (client.h). */
+/* Client library internals, shared by its files, in layers; a file calls
+ * only into its own layer's files below it and into lower layers:
+ *
+ *   requests      client.c        lifecycle: create/destroy, the progress
+ *                                 loop, test, accessors
+ *                 client_req.c    starting a request: shards, chunk
+ *                                 numbers, the aggregators' queues
+ *   membership    client_member.c an aggregator's failure (settled here,
+ *                                 whoever found it), fence, rejoin,
+ *                                 retire, the stall watch
+ *                 client_ctl.c    the control protocol per aggregator over
+ *                                 TCP (connect, HELLO, JOIN, READY,
+ *                                 PING/PONG, ABORT, LEAVE)
+ *   slots         client_slot.c   issue, completions, results, fence
+ *                 client_retain.c what failover needs: retention, which
+ *                                 chunks are held
+ *   multicast     client_mcast.c  results by multicast: the group,
+ *                                 datagrams, NACKs (a transport for slots)
+ *   geometry      client_shard.c  which bytes a chunk carries and the
+ *                                 role this rank plays in it (pure)
+ *
+ * A layer below membership that finds an aggregator failed records it
+ * (client_agg_down: the aggregator is dead from then on, its sentence
+ * kept) and returns; the membership layer settles the consequences
+ * (client_agg_settle: fence, or fail every request) before the loop goes
+ * on. Nothing here is part of the library's interface (client.h). */
 #ifndef SUMCAST_CLIENT_INT_H
 #define SUMCAST_CLIENT_INT_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/queue.h>
+#include <stdio.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "client.h"
 #include "defer.h"
@@ -75,6 +95,7 @@ struct client_slot {
 	 * is due (not yet accepted by the provider) / was sent (a unicast
 	 * result is coming into the receive) */
 	uint8_t mc_exp, mc_done, nack_due, nacked;
+	uint8_t mc_got;       /* the group's datagrams completed it: the slot layer takes it in */
 	uint64_t mc_t0;       /* when the result was expected */
 	uint64_t mc_ev;       /* when evidence of a loss was first seen, 0: none */
 	/* its send refused -FI_EAGAIN: on the aggregator's queue (in order) */
@@ -133,6 +154,7 @@ struct client_agg {
 	struct sc_seal seal;       /* keyed at JOIN_OK when sealed */
 	int err;
 	char why[CLIENT_ERR_MAX];  /* the failure, once dead */
+	uint32_t down;             /* failed and not yet settled: its order among failures (1..) */
 };
 
 struct client_retained {
@@ -187,6 +209,7 @@ struct client {
 	uint64_t mc_nack_ns;
 	uint32_t mc_drop_permille;
 	bool failover;
+	uint32_t downs;       /* aggregator failures recorded (client_agg_down) */
 	uint8_t key[256];
 	size_t key_len;
 	size_t naggs;
@@ -262,15 +285,51 @@ static inline size_t client_slot_result_len(const struct client_slot *s)
 	return client_role_gives_only(s->role) ? 0 : s->len;
 }
 
-/* client.c */
-/* An aggregator failed: without failover every request fails with err;
- * with failover the aggregator is fenced and recorded, requests go on. The
- * first failure's sentence becomes client_error(). */
+/* ---- requests: client_req.c ---- */
+void client_req_free(struct client *c, struct client_req *r);
+
+static inline void client_close_fd(struct client_agg *a)
+{
+	if (a->fd >= 0) {
+		close(a->fd);
+		a->fd = -1;
+	}
+}
+
+/* An aggregator failed, found by any layer: it is dead from now on (its
+ * control connection closed, err and the first sentence kept); what that
+ * means for its slots and the requests is settled by the membership layer
+ * (client_agg_settle) when the caller returns. */
+static inline __attribute__((format(printf, 4, 5))) void
+client_agg_down(struct client *c, struct client_agg *a, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (a->st == AGG_DEAD)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(a->why, sizeof(a->why), fmt, ap);
+	va_end(ap);
+	a->st = AGG_DEAD;
+	a->err = err;
+	a->down = ++c->downs;
+	client_close_fd(a);
+}
+
+/* ---- membership: client_member.c ---- */
+/* Settles every failure recorded since (client_agg_down), in the order
+ * they were found: without failover every request fails with the first
+ * one's error, which becomes client_error(); with failover the aggregator
+ * is fenced and recorded in client_failed(), requests go on. */
+void client_agg_settle(struct client *c);
+/* client_agg_down, then settled at once. */
 void client_agg_fail(struct client *c, struct client_agg *a, int err, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
-void client_close_fd(struct client_agg *a);
+/* Every ms: joins again not READY in time, and aggregators with chunks in
+ * flight that sent nothing for their timeout, fail (saying what waits). */
+void client_agg_watch(struct client *c, uint64_t now);
 
-/* client_ctl.c */
+/* ---- membership: client_ctl.c ---- */
 void client_ctl_connect(struct client *c, struct client_agg *a);
 /* One non-blocking pass over every control socket. */
 void client_ctl_poll(struct client *c);
@@ -287,13 +346,7 @@ int client_ctl_leave_flush(struct client *c, struct client_agg *a, uint64_t unti
  * 0, -EINVAL (not host:port) or -EHOSTUNREACH, with a sentence in why. */
 int client_parse_endpoint(const char *s, struct client_agg *a, char *why, size_t whylen);
 
-/* client_req.c */
-/* The role here of r's bytes [off, off + len) (client.h, v1.6). */
-enum client_role client_role_of(const struct client *c, const struct client_req *r, size_t off,
-				size_t len);
-void client_req_free(struct client *c, struct client_req *r);
-
-/* client_slot.c */
+/* ---- slots: client_slot.c ---- */
 /* Issues queued chunks of aggregator ai while slots are free. */
 void client_slot_issue(struct client *c, size_t ai);
 /* Reaps aggregator ai's completions (and its multicast datagrams). */
@@ -302,35 +355,39 @@ int client_slot_poll(struct client *c, size_t ai);
 void client_slot_fail_all(struct client *c);
 /* Cuts a failed aggregator off (closes its endpoint), releases its slots. */
 void client_slot_fence(struct client *c, size_t ai);
-/* Frees slot s once nothing of it is outstanding. */
-void client_slot_release_if_done(struct client *c, struct client_agg *a, struct client_slot *s);
-/* Where slot si's result lands (r's bytes at off), and that memory's descriptor. */
-uint8_t *client_slot_dst(struct client *c, size_t ai, uint32_t si, struct client_req *r, size_t off,
-			 void **desc);
-/* Posts slot si's unicast result receive (chunk of r at off). */
-int client_slot_post_result(struct client *c, size_t ai, uint32_t si, struct client_req *r,
-			    size_t off);
-/* Slot si's result is in its landing place: opened, copied in, counted.
- * False when it does not open under the job key. */
-bool client_slot_result_in(struct client *c, struct client_agg *a, size_t ai, uint32_t si,
-			   struct client_req *r);
 
-/* client_mcast.c */
-/* JOIN_OK offered multicast: join the group (or say why not). */
-void client_mc_join(struct client *c, size_t ai, const struct wire_join_ok *o);
-/* Leaves the group: the socket closed (nothing lands afterwards). */
-void client_mc_leave(struct client_agg *a);
-/* A new chunk in slot s: true when its result comes from the group. */
-bool client_mc_expect(struct client *c, struct client_agg *a, struct client_slot *s,
-		      struct client_req *r, size_t off, size_t len);
-/* Datagrams in, and NACKs due. */
-void client_mc_poll(struct client *c, size_t ai);
-
-/* client_retain.c */
+/* ---- slots: client_retain.c ---- */
 /* Copies the request's recent results into the retention slots. */
 void client_retain_req(struct client *c, struct client_req *r);
 /* r's results are all in (now: the time): whether to report it later so
  * that fewer of them need a copy (client.h, "Holding a report back"). */
 bool client_retain_hold(const struct client *c, const struct client_req *r, uint64_t now);
+
+/* ---- multicast: client_mcast.c ---- */
+/* JOIN_OK offered multicast: join the group (or say why not; an
+ * aggregator whose NACK cannot be injected is down). */
+void client_mc_join(struct client *c, size_t ai, const struct wire_join_ok *o);
+/* Leaves the group: the socket closed (nothing lands afterwards). */
+void client_mc_leave(struct client_agg *a);
+/* A new chunk of r (bytes [off, off + len)) in slot s whose result lands
+ * at dst: true when it comes from the group. */
+bool client_mc_expect(struct client *c, struct client_agg *a, struct client_slot *s,
+		      const struct client_req *r, size_t off, size_t len, uint8_t *dst);
+/* Datagrams in: each slot whose result the group completed gets mc_got. */
+void client_mc_recv(struct client *c, size_t ai);
+/* Marks nack_due on each slot whose result from the group is overdue. */
+void client_mc_due(struct client *c, size_t ai);
+/* Sends slot si's NACK (its unicast receive posted first by the caller):
+ * 0, -FI_EAGAIN (nack_due stays), or an error (the aggregator is down). */
+int client_mc_nack(struct client *c, struct client_agg *a, uint32_t si);
+
+/* ---- geometry: client_shard.c ---- */
+/* The role here of r's bytes [off, off + len) (client.h, v1.6). */
+enum client_role client_role_of(const struct client *c, const struct client_req *r, size_t off,
+				size_t len);
+/* Ranks that take the result of r's bytes [off, off + len) (modes all and
+ * take): an aggregator multicasts a result two or more take. */
+uint32_t client_chunk_takers(const struct client *c, const struct client_req *r, size_t off,
+			     size_t len);
 
 #endif

@@ -27,45 +27,29 @@
 #include "clock.h"
 #include "log.h"
 
-/* Ranks that take the result of r's bytes [off, off + len) (modes all and
- * take): the aggregator multicasts a result two or more take. */
-static uint32_t chunk_takers(const struct client *c, const struct client_req *r, size_t off, size_t len)
-{
-	const struct client_blocks *b = &r->blocks;
-
-	if (b->kind == CLIENT_ALLREDUCE || !len)
-		return c->nranks;
-	uint64_t first = (b->base + off) / b->block, last = (b->base + off + len - 1) / b->block;
-	if (last >= c->nranks)
-		last = c->nranks - 1;
-	if (b->kind == CLIENT_REDUCE_SCATTER)
-		return first <= last ? (uint32_t)(last - first + 1) : 0;
-	return first == last ? c->nranks - 1 : c->nranks; /* allgather: all but a lone source */
-}
-
-/* A new chunk of r (bytes [off, off + len)) in slot s: true when its result
- * comes from the group into its landing place (assembly set up), false
- * when a unicast receive must be posted (not a multicast result, or this
- * rank is not in the group: then a NACK asks for it). */
+/* A new chunk of r (bytes [off, off + len)) in slot s, its result landing
+ * at dst: true when its result comes from the group there (assembly set
+ * up), false when a unicast receive must be posted (not a multicast
+ * result, or this rank is not in the group: then a NACK asks for it). */
 bool client_mc_expect(struct client *c, struct client_agg *a, struct client_slot *s,
-		      struct client_req *r, size_t off, size_t len)
+		      const struct client_req *r, size_t off, size_t len, uint8_t *dst)
 {
-	s->mc_exp = s->mc_done = s->nack_due = s->nacked = 0;
+	s->mc_exp = s->mc_done = s->mc_got = s->nack_due = s->nacked = 0;
 	s->mc_ev = 0;
-	if (!a->mc || !client_slot_result_len(s) || chunk_takers(c, r, off, len) < 2)
+	if (!a->mc || !client_slot_result_len(s) || client_chunk_takers(c, r, off, len) < 2)
 		return false;
 	s->mc_exp = 1;
 	s->mc_t0 = sc_now_ns();
 	uint32_t full = (uint32_t)(client_slot_result_len(s) + (a->sealed ? SC_SEAL_TAG : 0));
-	void *desc;
-	uint8_t *dst = client_slot_dst(c, (size_t)(a - c->aggs), (uint32_t)(s - a->slots), r, off, &desc);
 	if (a->mc_in && !sc_mc_rx_expect(&a->mc_rx, s->chunk, full, wire_imm_plain(s->imm), dst))
 		return true;
 	s->nack_due = 1;
 	return false;
 }
 
-static void mc_nack(struct client *c, struct client_agg *a, uint32_t si)
+/* Sends slot si's NACK: its unicast receive is posted (the answer lands
+ * where the datagrams would). */
+int client_mc_nack(struct client *c, struct client_agg *a, uint32_t si)
 {
 	struct client_slot *s = &a->slots[si];
 	struct sc_mc_nack m = { .job = a->job_handle, .rank = c->rank, .chunk = s->chunk };
@@ -77,20 +61,6 @@ static void mc_nack(struct client *c, struct client_agg *a, uint32_t si)
 		m.nranges = 1;
 		m.r[0] = (struct sc_mc_range){ 0, full };
 	}
-	if (!s->recv_posted) { /* the unicast answer lands where the datagrams would */
-		size_t ai = (size_t)(a - c->aggs);
-		int rc = client_slot_post_result(c, ai, si, &c->reqs[s->req], s->off);
-		if (rc == -FI_EAGAIN) {
-			s->nack_due = 1;
-			return;
-		}
-		if (rc) {
-			client_agg_fail(c, a, -EIO, "%s: posting the result receive of seq %u: %s", a->name,
-					s->seq, fi_strerror(-rc));
-			return;
-		}
-		s->recv_posted = 1;
-	}
 	SC_DBG("%s: NACK chunk %llu after %.1f ms (evidence %.1f ms ago, %s); tick %llu, hi %llu, %u ranges",
 		 a->name, (unsigned long long)s->chunk, (sc_now_ns() - s->mc_t0) / 1e6,
 		 s->mc_ev ? (sc_now_ns() - s->mc_ev) / 1e6 : -1.0, a->mc_in ? "in" : "out",
@@ -99,76 +69,63 @@ static void mc_nack(struct client *c, struct client_agg *a, uint32_t si)
 	uint32_t imm = wire_imm_with_mode(s->imm, WIRE_MODE_NACK);
 	if (n > 0 && a->sealed) {
 		if (sc_seal(&a->seal, SC_SEAL_NACK, (uint16_t)c->rank, s->chunk, imm, buf, (size_t)n, buf)) {
-			client_agg_fail(c, a, -EIO, "%s: sealing a NACK failed (OpenSSL)", a->name);
-			return;
+			client_agg_down(c, a, -EIO, "%s: sealing a NACK failed (OpenSSL)", a->name);
+			return -EIO;
 		}
 		n += SC_SEAL_TAG;
 	}
 	if (n < 0)
-		return;
+		return 0; /* cannot happen: the ranges fit (mc_nack_ranges) */
 	int rc = fabric_tinject(a->ep, buf, (size_t)n, a->fi_addr,
 				wire_tag_make(WIRE_TAG_NACK, a->job_handle, c->rank, si), imm);
 	if (rc == -FI_EAGAIN) {
 		s->nack_due = 1;
-		return;
+		return rc;
 	}
 	if (rc) {
-		client_agg_fail(c, a, -EIO, "%s: sending a NACK for chunk seq %u: %s", a->name, s->seq,
+		client_agg_down(c, a, -EIO, "%s: sending a NACK for chunk seq %u: %s", a->name, s->seq,
 				fi_strerror(-rc));
-		return;
+		return rc;
 	}
 	s->nack_due = 0;
 	s->nacked = 1;
 	a->mc_nacks++;
+	return 0;
 }
 
-struct mc_ctx {
-	struct client *c;
-	size_t ai;
-};
-
-/* The group's datagrams completed chunk. */
+/* The group's datagrams completed chunk: the slot layer takes it in. */
 static void mc_done(void *arg, uint64_t chunk)
 {
-	struct mc_ctx *x = arg;
-	struct client *c = x->c;
-	struct client_agg *a = &c->aggs[x->ai];
-	uint32_t si = (uint32_t)(chunk % a->window);
-	struct client_slot *s = &a->slots[si];
+	struct client_agg *a = arg;
+	struct client_slot *s = &a->slots[chunk % a->window];
 
 	if (s->req < 0 || s->chunk != chunk || !s->mc_exp || s->mc_done)
 		return; /* cannot happen: only expected chunks complete */
-	if (!client_slot_result_in(c, a, x->ai, si, &c->reqs[s->req])) {
-		s->nack_due = !s->nacked; /* did not open: the unicast one will */
-		return;
-	}
-	s->mc_done = 1;
-	s->nack_due = 0;
-	a->mc_by_group++;
-	if (chunk + 1 > a->mc_hi)
-		a->mc_hi = chunk + 1;
-	/* NACKed: its unicast answer still comes into the receive */
-	client_slot_release_if_done(c, a, s);
+	s->mc_got = 1;
 }
 
-/* Datagrams in, and NACKs due. */
-void client_mc_poll(struct client *c, size_t ai)
+void client_mc_recv(struct client *c, size_t ai)
+{
+	struct client_agg *a = &c->aggs[ai];
+
+	if (!a->mc_in)
+		return;
+	int n = sc_mc_receiver_poll(&a->mc_sock, &a->mc_rx, 8192, mc_done, a); /* what is there */
+	if (n < 0) {
+		snprintf(a->mc_why, sizeof(a->mc_why), "reading the group failed: %s", strerror(-n));
+		SC_WARN("%s: %s; results by unicast from now on", a->name, a->mc_why);
+		client_mc_leave(a);
+	}
+}
+
+void client_mc_due(struct client *c, size_t ai)
 {
 	struct client_agg *a = &c->aggs[ai];
 	uint64_t now = sc_now_ns();
 
-	if (a->mc_in) {
-		struct mc_ctx x = { c, ai };
-		int n = sc_mc_receiver_poll(&a->mc_sock, &a->mc_rx, 8192, mc_done, &x); /* what is there */
-		if (n < 0) {
-			snprintf(a->mc_why, sizeof(a->mc_why), "reading the group failed: %s", strerror(-n));
-			SC_WARN("%s: %s; results by unicast from now on", a->name, a->mc_why);
-			client_mc_leave(a);
-		}
-	}
 	if (!a->inflight || a->st == AGG_DEAD)
 		return;
-	for (uint32_t si = 0; si < a->window && a->st != AGG_DEAD; si++) {
+	for (uint32_t si = 0; si < a->window; si++) {
 		struct client_slot *s = &a->slots[si];
 		if (s->req < 0 || !s->mc_exp || s->mc_done || s->nacked || s->send_pending)
 			continue;
@@ -190,7 +147,7 @@ void client_mc_poll(struct client *c, size_t ai)
 			due = (lost && now - s->mc_ev > c->mc_nack_ns) || now - s->mc_t0 > 100 * c->mc_nack_ns;
 		}
 		if (due)
-			mc_nack(c, a, si);
+			s->nack_due = 1;
 	}
 }
 
@@ -215,7 +172,7 @@ void client_mc_join(struct client *c, size_t ai, const struct wire_join_ok *o)
 
 	a->mc = true;
 	if (a->ep->inject_size < 24 + 8 + tag) {
-		client_agg_fail(c, a, -EPROTO, "%s multicasts results, and a NACK (%zu bytes) is more than "
+		client_agg_down(c, a, -EPROTO, "%s multicasts results, and a NACK (%zu bytes) is more than "
 				"%s injects (%zu)", a->name, 24 + 8 + tag, fabric_provider(a->ep),
 				a->ep->inject_size);
 		return;

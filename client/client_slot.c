@@ -28,7 +28,8 @@ static unsigned role_mode(unsigned role)
 					      : WIRE_MODE_ALL;
 }
 
-void client_slot_release_if_done(struct client *c, struct client_agg *a, struct client_slot *s)
+/* Frees slot s once nothing of it is outstanding. */
+static void slot_release_if_done(struct client *c, struct client_agg *a, struct client_slot *s)
 {
 	/* a result from the group holds its slot until it is in */
 	if (s->req < 0 || s->recv_posted || s->send_posted || s->send_pending || (s->mc_exp && !s->mc_done))
@@ -68,7 +69,7 @@ void client_slot_fail_all(struct client *c)
 			if (s->send_pending || (s->mc_exp && !s->mc_done)) {
 				s->send_pending = 0;
 				s->mc_exp = 0; /* the group is left: nothing more lands */
-				client_slot_release_if_done(c, a, s);
+				slot_release_if_done(c, a, s);
 			}
 			if (s->recv_posted && a->ep) {
 				int rc = fabric_cancel(a->ep, &client_op_of(c, ai, si, 1)->fop);
@@ -97,7 +98,7 @@ void client_slot_fence(struct client *c, size_t ai)
 			continue;
 		s->recv_posted = s->send_posted = s->send_pending = 0;
 		s->mc_exp = 0;
-		client_slot_release_if_done(c, a, s);
+		slot_release_if_done(c, a, s);
 	}
 	STAILQ_INIT(&a->queue);
 	defer_clear(&a->deferred);
@@ -134,7 +135,7 @@ static int slot_send(struct client *c, struct client_agg *a, size_t ai, uint32_t
 		return rc;
 	}
 	s->send_pending = 0;
-	client_agg_fail(c, a, -EIO, "%s: posting chunk seq %u: %s", a->name, s->seq, fi_strerror(-rc));
+	client_agg_down(c, a, -EIO, "%s: posting chunk seq %u: %s", a->name, s->seq, fi_strerror(-rc));
 	return rc;
 }
 
@@ -151,8 +152,8 @@ static int post_result(struct client *c, size_t ai, uint32_t si, void *dst, size
 /* Where slot si's result lands (its request r's bytes at off): the
  * receive buffer, the slot's bounce buffer (failover, in place) or its
  * sealed staging; and that memory's descriptor. */
-uint8_t *client_slot_dst(struct client *c, size_t ai, uint32_t si, struct client_req *r, size_t off,
-			 void **desc)
+static uint8_t *slot_dst(struct client *c, size_t ai, uint32_t si, struct client_req *r, size_t off,
+			void **desc)
 {
 	const struct client_agg *a = &c->aggs[ai];
 
@@ -169,11 +170,11 @@ uint8_t *client_slot_dst(struct client *c, size_t ai, uint32_t si, struct client
 }
 
 /* Posts slot si's unicast result receive (chunk of r at off). */
-int client_slot_post_result(struct client *c, size_t ai, uint32_t si, struct client_req *r, size_t off)
+static int slot_post_result(struct client *c, size_t ai, uint32_t si, struct client_req *r, size_t off)
 {
 	const struct client_agg *a = &c->aggs[ai];
 	void *desc;
-	uint8_t *dst = client_slot_dst(c, ai, si, r, off, &desc);
+	uint8_t *dst = slot_dst(c, ai, si, r, off, &desc);
 
 	return post_result(c, ai, si, dst, client_slot_result_len(&a->slots[si]) + (a->sealed ? SC_SEAL_TAG : 0),
 			   desc);
@@ -203,12 +204,13 @@ void client_slot_issue(struct client *c, size_t ai)
 		s->chunk = a->next_c;
 		s->imm = wire_imm_with_mode(wire_imm_make(r->t, r->op, seq), role_mode(s->role));
 		/* from the group: no unicast receive unless it is NACKed */
-		bool group = client_mc_expect(c, a, s, r, ra->off, len);
-		int rc = group ? 0 : client_slot_post_result(c, ai, si, r, ra->off);
+		void *desc;
+		bool group = client_mc_expect(c, a, s, r, ra->off, len, slot_dst(c, ai, si, r, ra->off, &desc));
+		int rc = group ? 0 : slot_post_result(c, ai, si, r, ra->off);
 		if (rc == -FI_EAGAIN)
 			break;
 		if (rc) {
-			client_agg_fail(c, a, -EIO, "%s: posting result receive for seq %u: %s", a->name,
+			client_agg_down(c, a, -EIO, "%s: posting result receive for seq %u: %s", a->name,
 					seq, fi_strerror(-rc));
 			return;
 		}
@@ -219,7 +221,7 @@ void client_slot_issue(struct client *c, size_t ai)
 		s->off = ra->off;
 		if (a->sealed && sc_seal(&a->seal, SC_SEAL_DATA, (uint16_t)c->rank, s->chunk, s->imm,
 					 r->send + ra->off, client_slot_send_len(s), client_seal_buf(c, ai, si, 0))) {
-			client_agg_fail(c, a, -EIO, "%s: sealing chunk seq %u failed (OpenSSL)", a->name, seq);
+			client_agg_down(c, a, -EIO, "%s: sealing chunk seq %u failed (OpenSSL)", a->name, seq);
 			return;
 		}
 		s->recv_posted = !group;
@@ -240,8 +242,8 @@ void client_slot_issue(struct client *c, size_t ai)
 /* The result of slot si is in its landing place (unicast or the group's
  * datagrams): opened when sealed, copied in from the bounce buffer, counted.
  * False when it does not open under the job key. */
-bool client_slot_result_in(struct client *c, struct client_agg *a, size_t ai, uint32_t si,
-		      struct client_req *r)
+static bool slot_result_in(struct client *c, struct client_agg *a, size_t ai, uint32_t si,
+			   struct client_req *r)
 {
 	struct client_slot *s = &a->slots[si];
 
@@ -282,9 +284,9 @@ static void handle_cqe(struct client *c, size_t ai, const struct fabric_cqe *e)
 		/* We never cancel a send: a cancelled one is the provider
 		 * dropping the connection (ofi_rxm does when the peer goes). */
 		if (e->err && (e->err != -FI_ECANCELED || !c->broken))
-			client_agg_fail(c, a, -EIO, "%s: sending chunk seq %u (%zu bytes) failed: %s",
+			client_agg_down(c, a, -EIO, "%s: sending chunk seq %u (%zu bytes) failed: %s",
 					a->name, s->seq, s->len, fi_strerror(-e->err));
-		client_slot_release_if_done(c, a, s);
+		slot_release_if_done(c, a, s);
 		return;
 	}
 	s->recv_posted = 0;
@@ -298,19 +300,19 @@ static void handle_cqe(struct client *c, size_t ai, const struct fabric_cqe *e)
 		 * aggregator because its connection went (ofi_rxm does). The
 		 * result never came; taking it as a free slot would lose the
 		 * chunk (and, with failover, report it held). */
-		client_agg_fail(c, a, -ECONNRESET,
+		client_agg_down(c, a, -ECONNRESET,
 				"%s: the result receive for chunk seq %u was cancelled by the provider "
 				"(the connection was lost)", a->name, s->seq);
 	} else if (e->err == -FI_ETRUNC) {
-		client_agg_fail(c, a, -EPROTO,
+		client_agg_down(c, a, -EPROTO,
 				"%s sent a result of %zu bytes for chunk seq %u of %zu bytes (slot %u)",
 				a->name, e->olen, s->seq, s->len, o->slot);
 	} else if (e->err) {
-		client_agg_fail(c, a, -EIO, "%s: result receive for chunk seq %u failed: %s", a->name,
+		client_agg_down(c, a, -EIO, "%s: result receive for chunk seq %u failed: %s", a->name,
 				s->seq, fi_strerror(-e->err));
 	} else if (!(e->flags & FI_REMOTE_CQ_DATA) || e->data != wire_imm_plain(s->imm) ||
 		   e->len != client_slot_result_len(s) + (a->sealed ? SC_SEAL_TAG : 0)) {
-		client_agg_fail(c, a, -EPROTO,
+		client_agg_down(c, a, -EPROTO,
 				"%s sent a bad result in slot %u: expected seq %u %s %s %zu bytes, got "
 				"%s%u %s %s %zu bytes",
 				a->name, o->slot, s->seq, sc_dtype_name(wire_imm_dtype(s->imm)),
@@ -320,7 +322,7 @@ static void handle_cqe(struct client *c, size_t ai, const struct fabric_cqe *e)
 				wire_imm_dtype(e->data) < SC_DTYPE_COUNT
 					? sc_dtype_name(wire_imm_dtype(e->data)) : "?",
 				sc_op_name(wire_imm_op(e->data)), e->len);
-	} else if (!client_slot_result_in(c, a, ai, o->slot, r)) {
+	} else if (!slot_result_in(c, a, ai, o->slot, r)) {
 		/* Not sealed by the job key: someone else's message under our
 		 * tag. Dropped; the real result still comes to this receive. */
 		SC_LOG_RATELIMIT(SC_LOG_WARN, 1000, "%s: a result for chunk seq %u did not open (not sealed "
@@ -331,7 +333,7 @@ static void handle_cqe(struct client *c, size_t ai, const struct fabric_cqe *e)
 			s->recv_posted = 1;
 			return;
 		}
-		client_agg_fail(c, a, -EIO, "%s: reposting the result receive of seq %u: %s", a->name, s->seq,
+		client_agg_down(c, a, -EIO, "%s: reposting the result receive of seq %u: %s", a->name, s->seq,
 				fi_strerror(-rc));
 	} else if (s->mc_exp) { /* expected from the group, came by unicast */
 		if (a->mc_in)
@@ -339,7 +341,57 @@ static void handle_cqe(struct client *c, size_t ai, const struct fabric_cqe *e)
 		s->mc_exp = 0;
 		a->mc_by_unicast++;
 	}
-	client_slot_release_if_done(c, a, s);
+	slot_release_if_done(c, a, s);
+}
+
+/* Results the group's datagrams completed (client_mc_recv): opened and
+ * counted as a unicast one is; one that does not open is NACKed. */
+static void slot_take_group(struct client *c, size_t ai)
+{
+	struct client_agg *a = &c->aggs[ai];
+
+	for (uint32_t si = 0; si < a->window; si++) {
+		struct client_slot *s = &a->slots[si];
+		if (!s->mc_got)
+			continue;
+		s->mc_got = 0;
+		if (!slot_result_in(c, a, ai, si, &c->reqs[s->req])) {
+			s->nack_due = !s->nacked; /* did not open: the unicast one will */
+			continue;
+		}
+		s->mc_done = 1;
+		s->nack_due = 0;
+		a->mc_by_group++;
+		if (s->chunk + 1 > a->mc_hi)
+			a->mc_hi = s->chunk + 1;
+		/* NACKed: its unicast answer still comes into the receive */
+		slot_release_if_done(c, a, s);
+	}
+}
+
+/* NACKs due (client_mc_due): the unicast receive first, where the
+ * datagrams would have landed, then the NACK. */
+static void slot_nack(struct client *c, size_t ai)
+{
+	struct client_agg *a = &c->aggs[ai];
+
+	for (uint32_t si = 0; si < a->window && a->st != AGG_DEAD; si++) {
+		struct client_slot *s = &a->slots[si];
+		if (s->req < 0 || !s->nack_due || !s->mc_exp || s->mc_done || s->nacked || s->send_pending)
+			continue;
+		if (!s->recv_posted) {
+			int rc = slot_post_result(c, ai, si, &c->reqs[s->req], s->off);
+			if (rc == -FI_EAGAIN)
+				continue;
+			if (rc) {
+				client_agg_down(c, a, -EIO, "%s: posting the result receive of seq %u: %s",
+						a->name, s->seq, fi_strerror(-rc));
+				return;
+			}
+			s->recv_posted = 1;
+		}
+		client_mc_nack(c, a, si);
+	}
 }
 
 int client_slot_poll(struct client *c, size_t ai)
@@ -347,10 +399,10 @@ int client_slot_poll(struct client *c, size_t ai)
 	struct client_agg *a = &c->aggs[ai];
 	struct fabric_cqe ev[CLIENT_CQ_BATCH];
 
-	for (int round = 0; round < 8 && a->ep; round++) {
+	for (int round = 0; round < 8 && a->ep && !a->down; round++) {
 		int n = fabric_cq_poll(a->ep, ev, CLIENT_CQ_BATCH);
 		if (n < 0) {
-			client_agg_fail(c, a, -EIO, "%s: completion queue (%s) failed: %s", a->name,
+			client_agg_down(c, a, -EIO, "%s: completion queue (%s) failed: %s", a->name,
 					fabric_provider(a->ep), fi_strerror(-n));
 			return n;
 		}
@@ -359,8 +411,12 @@ int client_slot_poll(struct client *c, size_t ai)
 		if (n < CLIENT_CQ_BATCH)
 			break;
 	}
-	if (a->mc)
-		client_mc_poll(c, ai);
+	if (a->mc && !a->down) {
+		client_mc_recv(c, ai);
+		slot_take_group(c, ai);
+		client_mc_due(c, ai);
+		slot_nack(c, ai);
+	}
 	return 0;
 }
 

@@ -13,7 +13,11 @@
 #   /usr/lib/systemd/system/sumcastd.service   systemd/CMakeLists.txt
 #   /usr/lib/sysusers.d/sumcast.conf           systemd/CMakeLists.txt
 #   /etc/sumcast/sumcastd.conf                 daemon/CMakeLists.txt, a conffile
-#   /usr/share/doc/sumcast/                    README, docs, client.env, dashboard
+#   /usr/share/doc/sumcast/                    README.md, LICENSE, docs/ as in the
+#                                              tree (img/, journal/: the relative
+#                                              links resolve), examples/client.env,
+#                                              examples/grafana/sumcast.json
+#   /usr/share/sumcast/prometheus/             alert rules and their promtool cases
 # The targets' own install() rules live with the targets; this file adds the
 # documentation and the package metadata, and checks the targets exist.
 include(GNUInstallDirs)
@@ -24,13 +28,22 @@ foreach(t sumcastd nccl-net-sumcast sumcastctl sumcast-perf)
   endif()
 endforeach()
 
-install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT doc)
-file(GLOB SC_DOCS ${PROJECT_SOURCE_DIR}/docs/*.md ${PROJECT_SOURCE_DIR}/docs/*.png)
-install(FILES ${SC_DOCS} DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT doc)
+# README.md links docs/x.md, the docs link ../README.md, img/ and journal/:
+# the same tree under the docdir, so that every relative link resolves there
+# (tests/ops/test_package.sh follows them).
+install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/LICENSE
+  DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT doc)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs COMPONENT doc
+  FILES_MATCHING PATTERN "*.md" PATTERN "*.png" PATTERN "*.svg")
 install(FILES ${PROJECT_SOURCE_DIR}/conf/client.env DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples
   COMPONENT doc OPTIONAL)
 install(FILES ${PROJECT_SOURCE_DIR}/conf/grafana/sumcast.json
   DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples/grafana COMPONENT doc OPTIONAL)
+# Alert rules, for prometheus.yml's rule_files (not under doc/: a running
+# Prometheus reads them), with the cases `promtool test rules` runs beside them.
+install(FILES ${PROJECT_SOURCE_DIR}/conf/prometheus/sumcast-alerts.yml
+  ${PROJECT_SOURCE_DIR}/conf/prometheus/sumcast-alerts.test.yml
+  DESTINATION ${CMAKE_INSTALL_DATADIR}/sumcast/prometheus)
 
 set(CPACK_PACKAGE_NAME sumcast)
 set(CPACK_PACKAGE_VENDOR "Sumcast")

@@ -1,7 +1,8 @@
 /* Logging for daemon, plugin and tools.
  *
  * Macros test the level before formatting anything and keep errno. The
- * daemon logs to stderr (journald adds timestamps); the plugin installs a
+ * daemon logs to stderr (journald adds timestamps, and takes each line's
+ * priority from its "<N>" prefix there: sc_log_stderr_probe); the plugin installs a
  * sink that forwards to NCCL's logger. ONCE and RATELIMIT variants exist for
  * the data path; SC_TRACE compiles out unless SUMCAST_TRACE is defined. */
 #ifndef SUMCAST_LOG_H
@@ -33,6 +34,12 @@ const char *sc_log_level_name(enum sc_log_level level);
 void sc_log_set_sink(sc_log_sink_fn sink);
 /* Prefix for the stderr sink, e.g. "sumcastd". */
 void sc_log_set_ident(const char *ident);
+/* Whether stderr is journald's stream (JOURNAL_STREAM names its device and
+ * inode): then the stderr sink starts each line with its syslog priority,
+ * "<3>" error, "<4>" warn, "<6>" info, "<7>" debug and trace, which
+ * journald takes off and keeps as PRIORITY=. Probed at the first line;
+ * call again after stderr is replaced (dup2). Returns 1 or 0. */
+int sc_log_stderr_probe(void);
 
 void sc_log_write(enum sc_log_level level, const char *file, int line, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));

@@ -103,15 +103,17 @@ void admit_leave(struct conn *c, const struct wire_leave *l);
 
 /* The live (not ENDING) job with this id, or NULL. */
 struct job *job_find(struct daemon *d, uint64_t id);
-/* The data thread a new job posting recvs receives (window x nranks)
- * goes to: of those whose receive queue has room for them, the one with
- * the fewest jobs; NULL when none has (*room: the most room any has). A
+/* What admission (common/admit.h) reads of d: its settings as limits, its
+ * load (jobs, memory, each data thread's free receive queue and jobs, into
+ * rx_free[] and thread_jobs[] of d->nthreads entries). A new job goes to
+ * the data thread with room for its receives and the fewest jobs: a
  * receive the provider refuses waits for a repost while its rank's message
- * waits in the unexpected queue: past the queue's size a job could
+ * waits in the unexpected queue, so past the queue's size a job could
  * deadlock, its reposts losing every free entry to the other ranks'. */
-struct dthread *job_thread_pick(struct daemon *d, uint64_t recvs, uint64_t *room);
+void job_admit_state(const struct daemon *d, struct admit_limits *lim, struct admit_load *load,
+		     uint64_t *rx_free, uint32_t *thread_jobs);
 /* A new job for w's first JOIN with the granted window, chunk, timeout,
- * on data thread t (job_thread_pick); mem bytes charged to the budget. Its
+ * on data thread t (job_admit_state, admit_decide); mem bytes charged to the budget. Its
  * region is mapped, its join timer armed and ADD_JOB sent. NULL: no memory
  * or no free handle. */
 struct job *job_create(struct daemon *d, const struct wire_join *w, struct dthread *t,

@@ -7,11 +7,11 @@
 #include <rdma/fi_errno.h>
 #include <string.h>
 
+#include "admit.h"
 #include "ctl.h"
 #include "fabric.h"
 #include "log.h"
 #include "mcast_link.h"
-#include "grant.h"
 #include "notify.h"
 #include "reduce.h"
 
@@ -56,76 +56,67 @@ void admit_join(struct conn *c, const struct wire_join *w)
 	j = job_find(d, w->job_id);
 	uint32_t asked = w->weight ? w->weight : 1; /* none sent (version < 4): 1 */
 	if (!j) {
-		/* the window per unit of weight, times the weight granted: a
-		 * job's credit, which is its share of this daemon against the
-		 * other jobs' (docs/daemon.md, "Weights") */
-		uint32_t weight = asked < (uint64_t)cfg->max_weight ? asked : (uint32_t)cfg->max_weight;
-		uint64_t base = w->window < (uint64_t)cfg->max_window ? w->window : (uint64_t)cfg->max_window;
-		uint32_t window = base * weight < WIRE_SLOTS_MAX ? (uint32_t)(base * weight) : WIRE_SLOTS_MAX;
-		uint32_t chunk = w->chunk_bytes < cfg->max_chunk ? w->chunk_bytes : (uint32_t)cfg->max_chunk;
-		uint32_t asked_window = window, asked_chunk = chunk;
-		uint64_t chunk_floor = d->key_len ? 2 * JOB_SEAL_ROOM : 0;
-		struct grant gr = grant_inflight(window, chunk, w->nranks, cfg->max_inflight, cfg->min_chunk, chunk_floor);
-		bool mc = d->mc && !(w->flags & WIRE_JOIN_F_UNICAST);
-		/* A multicast job's results: window x chunk within
-		 * multicast-inflight, by the same rule with one receiver (the
-		 * group). Datagrams have no congestion control; the credit
-		 * window is all that bounds what the job's results put into a
-		 * node's switch port at once (docs/daemon.md, "Multicast
-		 * results"). */
-		bool mc_capped = false;
-		if (mc && cfg->mc_inflight) {
-			struct grant m = grant_inflight(gr.window, gr.chunk, 1, cfg->mc_inflight, cfg->min_chunk, chunk_floor);
-			mc_capped = m.window < gr.window || m.chunk < gr.chunk;
-			gr = m;
-		}
-		window = gr.window;
-		chunk = gr.chunk;
+		/* the decision (common/admit.c, which sumcastctl plan takes too):
+		 * the grant, then seal room, max-jobs, memory share, budget and
+		 * a data thread's receive queue, in that order ([data] threads
+		 * is at most 256: daemon/settings.c) */
+		uint64_t rx_free[256];
+		uint32_t thread_jobs[256];
+		struct admit_limits lim;
+		struct admit_load load;
+		struct admit_ask ask = {
+			.nranks = w->nranks,
+			.window = w->window,
+			.chunk = w->chunk_bytes,
+			.weight = asked,
+			.has16 = (w->dtype_mask & MASK16) != 0,
+			.unicast = (w->flags & WIRE_JOIN_F_UNICAST) != 0,
+		};
+		struct admit_verdict v;
+
+		job_admit_state(d, &lim, &load, rx_free, thread_jobs);
+		admit_decide(&lim, &load, &ask, &v);
+		uint32_t window = v.window, chunk = v.chunk, weight = v.weight;
 		uint32_t timeout = (uint32_t)cfg->timeout_ms;
-		bool has16 = w->dtype_mask & MASK16;
-		uint64_t mem = job_mem_bytes(window, chunk, w->nranks, has16, mc);
+		bool has16 = ask.has16;
+		uint64_t mem = v.mem_bytes;
 
 		if (w->timeout_ms && w->timeout_ms < timeout)
 			timeout = w->timeout_ms;
-		if (d->key_len && chunk <= 2 * JOB_SEAL_ROOM) {
+		switch (v.rule) {
+		case ADMIT_OK:
+			break;
+		case ADMIT_SEALED_CHUNK:
 			conn_refuse(c, WIRE_E_PARAMS, "job 0x%" PRIx64 ": chunk %u cannot carry sealed data "
 				    "(this daemon has a key: %u bytes of each chunk hold the seal)",
 				    w->job_id, chunk, JOB_SEAL_ROOM);
 			return;
-		}
-		if (d->njobs_live >= (uint64_t)cfg->max_jobs) {
+		case ADMIT_MAX_JOBS:
 			conn_refuse(c, WIRE_E_TOO_MANY_JOBS, "daemon serves %u jobs, max-jobs is %lld",
 				    d->njobs_live, (long long)cfg->max_jobs);
 			return;
-		}
-		uint64_t share = (uint64_t)((double)cfg->memory_budget * cfg->max_memory_share);
-		if (mem > share) {
+		case ADMIT_MEMORY_SHARE:
 			conn_refuse(c, WIRE_E_MEMORY,
 				    "job 0x%" PRIx64 " needs %" PRIu64 " bytes (window %u x chunk %u x (%u ranks + %u) + %" PRIu64
 				    " bookkeeping), more than max-memory-share %g of the %" PRIu64 " byte budget (%" PRIu64 ")",
-				    w->job_id, mem, window, chunk, w->nranks, has16 ? 2 : 1,
-				    job_book_bytes(window, w->nranks), cfg->max_memory_share,
-				    (uint64_t)cfg->memory_budget, share);
+				    w->job_id, mem, window, chunk, w->nranks, has16 ? 2 : 1, v.book_bytes,
+				    cfg->max_memory_share, (uint64_t)cfg->memory_budget, v.share_bytes);
 			return;
-		}
-		if (d->mem_used + mem > cfg->memory_budget) {
+		case ADMIT_MEMORY_BUDGET:
 			conn_refuse(c, WIRE_E_MEMORY,
 				    "job 0x%" PRIx64 " needs %" PRIu64 " bytes (window %u x chunk %u x (%u ranks + %u) + %" PRIu64
 				    " bookkeeping), %" PRIu64 " of the %" PRIu64 " byte budget are free",
-				    w->job_id, mem, window, chunk, w->nranks, has16 ? 2 : 1,
-				    job_book_bytes(window, w->nranks),
-				    cfg->memory_budget > d->mem_used ? cfg->memory_budget - d->mem_used : 0,
-				    (uint64_t)cfg->memory_budget);
+				    w->job_id, mem, window, chunk, w->nranks, has16 ? 2 : 1, v.book_bytes,
+				    v.budget_free, (uint64_t)cfg->memory_budget);
 			return;
-		}
-		uint64_t recvs = job_recvs(window, w->nranks, mc), room;
-		struct dthread *th = job_thread_pick(d, recvs, &room);
-		if (!th) {
+		case ADMIT_RECEIVE_QUEUE:
 			conn_refuse(c, WIRE_E_MEMORY,
 				    "job 0x%" PRIx64 " posts %" PRIu64 " receives (window %u x %u ranks); no data thread's receive queue has room (at most %" PRIu64 " of %" PRIu64 " free: [data] threads, or the provider's queue size, FI_OFI_RXM_RX_SIZE / FI_SHM_RX_SIZE)",
-				    w->job_id, recvs, window, w->nranks, room, d->threads[0].rx_queue);
+				    w->job_id, v.recvs, window, w->nranks, v.rx_room, d->threads[0].rx_queue);
 			return;
 		}
+		uint64_t recvs = v.recvs;
+		struct dthread *th = &d->threads[v.thread];
 		j = job_create(d, w, th, window, chunk, timeout, has16, mem);
 		if (!j) {
 			conn_refuse(c, WIRE_E_MEMORY, "job 0x%" PRIx64 ": could not allocate %" PRIu64 " bytes",
@@ -136,9 +127,9 @@ void admit_join(struct conn *c, const struct wire_join *w)
 		j->req_weight = (uint16_t)asked;
 		memcpy(j->label, w->label, sizeof(j->label));
 		char capped[96] = "";
-		if (window < asked_window || chunk < asked_chunk)
+		if (window < v.asked_window || chunk < v.asked_chunk)
 			snprintf(capped, sizeof(capped), " (%s: window %u and chunk %u asked)",
-				 mc_capped ? "multicast-inflight" : "max-inflight", asked_window, asked_chunk);
+				 v.mc_capped ? "multicast-inflight" : "max-inflight", v.asked_window, v.asked_chunk);
 		SC_INFO("job 0x%" PRIx64 "%s%s%s: handle %u, %u ranks, window %u (weight %u%s), chunk %u%s, types 0x%x, "
 			"timeout %u ms, %" PRIu64 " bytes, %" PRIu64 " receives posted, data thread %u",
 			j->id, j->label[0] ? " (" : "", j->label, j->label[0] ? ")" : "",
@@ -217,6 +208,7 @@ void admit_rank_added(struct daemon *d, struct dcmd *ev)
 	}
 	jr->state = RANK_JOINED;
 	j->acked++;
+	ctr_add(&d->stats.joins, 1);
 	daemon_status_changed(d);
 	memset(&m, 0, sizeof(m));
 	m.type = WIRE_JOIN_OK;

@@ -153,7 +153,9 @@ static void text_msg(struct wire_msg *m, uint16_t type, uint32_t handle, enum wi
 
 static void refuse_send(struct conn *c, enum wire_code code, struct wire_msg *m, const char *logged)
 {
-	ctr_add(&c->d->stats.errors[code], 1);
+	ctr_add(&c->d->stats.refused[code], 1);
+	if (code != WIRE_E_SHUTDOWN) /* a normal stop is not an error */
+		ctr_add(&c->d->stats.errors[code], 1);
 	SC_INFO("%s: join refused (%s): %s", c->peer, wire_code_name(code), logged);
 	conn_send(c, m);
 	conn_close_after_flush(c);

@@ -47,20 +47,37 @@ static uint32_t handle_alloc(struct daemon *d)
 	return 0;
 }
 
-struct dthread *job_thread_pick(struct daemon *d, uint64_t recvs, uint64_t *room)
+void job_admit_state(const struct daemon *d, struct admit_limits *lim, struct admit_load *load,
+		     uint64_t *rx_free, uint32_t *thread_jobs)
 {
-	struct dthread *best = NULL;
+	const struct settings *cfg = &d->cfg;
 
-	*room = 0;
+	*lim = (struct admit_limits){
+		.max_jobs = (uint64_t)cfg->max_jobs,
+		.memory_budget = cfg->memory_budget,
+		.max_memory_share = cfg->max_memory_share,
+		.max_window = (uint64_t)cfg->max_window,
+		.max_weight = (uint64_t)cfg->max_weight,
+		.max_chunk = cfg->max_chunk,
+		.max_inflight = cfg->max_inflight,
+		.min_chunk = cfg->min_chunk,
+		.mc_inflight = cfg->mc_inflight,
+		.sealed = d->key_len != 0,
+		.mcast = d->mc,
+		.sizes = job_admit_sizes(),
+	};
 	for (unsigned i = 0; i < d->nthreads; i++) {
-		struct dthread *t = &d->threads[i];
-		uint64_t free = t->rx_queue > t->rx_reserved ? t->rx_queue - t->rx_reserved : 0;
-		if (free > *room)
-			*room = free;
-		if (free >= recvs && (!best || t->njobs < best->njobs))
-			best = t;
+		const struct dthread *t = &d->threads[i];
+		rx_free[i] = t->rx_queue > t->rx_reserved ? t->rx_queue - t->rx_reserved : 0;
+		thread_jobs[i] = t->njobs;
 	}
-	return best;
+	*load = (struct admit_load){
+		.njobs = d->njobs_live,
+		.mem_used = d->mem_used,
+		.nthreads = d->nthreads,
+		.rx_free = rx_free,
+		.thread_jobs = thread_jobs,
+	};
 }
 
 /* ---- create, ready ---- */
@@ -175,6 +192,7 @@ void job_ready(struct daemon *d, struct job *j)
 
 	j->state = JOB_READY;
 	event_del(j->join_timer);
+	ctr_add(&d->stats.jobs_started, 1);
 	if (j->flags & WIRE_JOIN_F_REJOIN)
 		ctr_add(&d->stats.jobs_rejoined, 1);
 	memset(&m, 0, sizeof(m));
@@ -213,6 +231,7 @@ void job_abort(struct daemon *d, struct job *j, enum wire_code code, const char 
 			told++;
 		}
 	}
+	ctr_add(&d->stats.aborted[code <= WIRE_CODE_MAX ? code : WIRE_E_INTERNAL], 1);
 	SC_WARN("job 0x%" PRIx64 " (handle %u) aborted (%s): %s; told %u rank(s)", j->id, j->handle,
 		wire_code_name(code), text, told);
 	job_end(d, j);
@@ -292,9 +311,11 @@ void job_rank_gone(struct conn *c, bool clean)
 				" chunks (%llu ms after DRAIN; %" PRIu64 " chunks in all)", j->id, j->nranks,
 				ctr_get(&j->chunks) - j->drain_chunks,
 				(unsigned long long)(sc_now_ms() - j->drain_ms), ctr_get(&j->chunks));
-		} else
+		} else {
+			ctr_add(&d->stats.jobs_finished, 1);
 			SC_INFO("job 0x%" PRIx64 " (handle %u) finished: %" PRIu64 " chunks", j->id,
 				j->handle, ctr_get(&j->chunks));
+		}
 		job_end(d, j);
 		return;
 	}

@@ -185,6 +185,7 @@ int control_drain(struct daemon *d)
 		return 0;
 	d->draining = true;
 	d->drain_start_ms = sc_now_ms();
+	d->drain_began_unix = sc_wall_s();
 	daemon_notify("STOPPING=1\nSTATUS=Draining: refusing joins, asking jobs to move off");
 	SC_INFO("draining: refusing joins, asking jobs to move off; waiting up to %lld ms",
 		(long long)d->cfg.drain_timeout_ms);

@@ -82,6 +82,7 @@ struct daemon {
 	uint32_t drain_aborted; /* jobs the drain aborted (joining, older ranks, too late) */
 	uint64_t start_ms, drain_start_ms;
 	double start_unix; /* CLOCK_REALTIME at start, seconds */
+	double drain_began_unix; /* CLOCK_REALTIME when the drain began, seconds */
 	struct stats stats; /* control-thread errors */
 };
 

@@ -23,6 +23,7 @@
 #include "http.h"
 #include "job.h"
 #include "log.h"
+#include "proc_self.h"
 #include "reduce.h"
 
 /* A route answers the methods in `allowed` (EVHTTP_REQ_*); anything else
@@ -80,6 +81,21 @@ static void hist_print(struct evbuffer *b, const char *name, const char *help,
 			    (double)ctr_get(&h->sum_ns) * 1e-9, name, ctr_get(&h->count));
 }
 
+/* The reasons sumcast_joins_refused_total and sumcast_jobs_aborted_total
+ * always show (at 0 until one happens): the codes the daemon refuses and
+ * aborts with (conn_refuse, job_abort), the normal stop's apart. */
+static bool refused_reason(unsigned code)
+{
+	return code != WIRE_E_TIMEOUT && code != WIRE_E_RANK_LEFT && code != WIRE_E_SHUTDOWN &&
+	       code != WIRE_E_DATA && code != WIRE_E_INTERNAL;
+}
+
+static bool aborted_reason(unsigned code)
+{
+	return code == WIRE_E_TIMEOUT || code == WIRE_E_RANK_LEFT || code == WIRE_E_DATA ||
+	       code == WIRE_E_INTERNAL;
+}
+
 #define METRIC(b, name, type, help, fmt, ...)                                             \
 	evbuffer_add_printf(b, "# HELP " name " " help "\n# TYPE " name " " type "\n" name \
 			    " " fmt "\n", __VA_ARGS__)
@@ -110,6 +126,19 @@ static void metrics_cb(struct evhttp_request *req, void *arg)
 		       "CPU time of the daemon, all threads (user + system).", "%.6f",
 		       (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
 			       ru.ru_stime.tv_usec * 1e-6);
+	struct proc_self ps;
+	if (!proc_self_read(&ps)) {
+		METRIC(b, "process_resident_memory_bytes", "gauge", "Resident memory of the daemon.",
+		       "%" PRIu64, ps.resident_bytes);
+		METRIC(b, "process_virtual_memory_bytes", "gauge", "Virtual memory of the daemon.",
+		       "%" PRIu64, ps.virtual_bytes);
+		METRIC(b, "process_open_fds", "gauge", "Open file descriptors of the daemon.", "%" PRIu64,
+		       ps.open_fds);
+		METRIC(b, "process_max_fds", "gauge", "The daemon's limit of open file descriptors (RLIMIT_NOFILE).",
+		       "%.0f", ps.max_fds == UINT64_MAX ? INFINITY : (double)ps.max_fds);
+		METRIC(b, "process_start_time_seconds", "gauge", "Start time of the process since the Unix epoch.",
+		       "%.2f", ps.start_time_seconds);
+	}
 	METRIC(b, "sumcast_received_bytes_total", "counter", "Bytes of DATA received from ranks.",
 	       "%" PRIu64, ctr_get(&s.rx_bytes));
 	METRIC(b, "sumcast_sent_bytes_total", "counter", "Bytes of RESULT sent to ranks.", "%" PRIu64,
@@ -145,19 +174,51 @@ static void metrics_cb(struct evhttp_request *req, void *arg)
 	METRIC(b, "sumcast_draining", "gauge",
 	       "1 while the daemon drains (SIGTERM, POST /drain): joins refused, jobs asked to move off.",
 	       "%d", d->draining ? 1 : 0);
+	METRIC(b, "sumcast_drain_start_time_seconds", "gauge",
+	       "When the drain began since the Unix epoch; 0 when not draining.", "%.3f",
+	       d->draining ? d->drain_began_unix : 0.0);
+	METRIC(b, "sumcast_drain_timeout_seconds", "gauge",
+	       "[control] drain-timeout: how long a drain waits for jobs to move off.", "%.3f",
+	       (double)d->cfg.drain_timeout_ms / 1000.0);
 	METRIC(b, "sumcast_jobs_drained_total", "counter",
 	       "Jobs whose ranks all moved off during a drain (no abort).", "%" PRIu64,
 	       ctr_get(&s.jobs_drained));
 	METRIC(b, "sumcast_jobs_rejoined_total", "counter",
 	       "Jobs of a running communicator whose ranks joined again (after a fault or a drain): re-admissions.",
 	       "%" PRIu64, ctr_get(&s.jobs_rejoined));
+	METRIC(b, "sumcast_joins_total", "counter", "Ranks admitted: JOINs answered JOIN_OK.", "%" PRIu64,
+	       ctr_get(&s.joins));
+	METRIC(b, "sumcast_jobs_started_total", "counter", "Jobs all of whose ranks joined (READY).",
+	       "%" PRIu64, ctr_get(&s.jobs_started));
+	METRIC(b, "sumcast_jobs_finished_total", "counter",
+	       "Jobs whose ranks all left cleanly, unasked (drained jobs are not counted here).", "%" PRIu64,
+	       ctr_get(&s.jobs_finished));
+	evbuffer_add_printf(b, "# HELP sumcast_joins_refused_total REFUSE answers by reason (joins refused; the normal stop's are sumcast_shutdown_joins_refused_total).\n"
+			       "# TYPE sumcast_joins_refused_total counter\n");
+	for (unsigned k = 1; k <= WIRE_CODE_MAX; k++)
+		if (refused_reason(k))
+			evbuffer_add_printf(b, "sumcast_joins_refused_total{reason=\"%s\"} %" PRIu64 "\n",
+					    wire_code_name((enum wire_code)k), ctr_get(&s.refused[k]));
+	evbuffer_add_printf(b, "# HELP sumcast_jobs_aborted_total Jobs aborted by reason (the normal stop's are sumcast_shutdown_jobs_aborted_total).\n"
+			       "# TYPE sumcast_jobs_aborted_total counter\n");
+	for (unsigned k = 1; k <= WIRE_CODE_MAX; k++)
+		if (k != WIRE_E_SHUTDOWN && (aborted_reason(k) || ctr_get(&s.aborted[k])))
+			evbuffer_add_printf(b, "sumcast_jobs_aborted_total{reason=\"%s\"} %" PRIu64 "\n",
+					    wire_code_name((enum wire_code)k), ctr_get(&s.aborted[k]));
+	METRIC(b, "sumcast_shutdown_joins_refused_total", "counter",
+	       "JOINs refused because the daemon was draining (a normal stop).", "%" PRIu64,
+	       ctr_get(&s.refused[WIRE_E_SHUTDOWN]));
+	METRIC(b, "sumcast_shutdown_jobs_aborted_total", "counter",
+	       "Jobs aborted by a stop: ranks that cannot move off (protocol below 5), jobs left at drain-timeout.",
+	       "%" PRIu64, ctr_get(&s.aborted[WIRE_E_SHUTDOWN]));
 	METRIC(b, "sumcast_jobs_ending", "gauge",
 	       "Jobs that ended but still hold memory (operations outstanding).", "%u", ending);
 	METRIC(b, "sumcast_ranks", "gauge", "Ranks joined, over all jobs.", "%u", control_ranks(d));
-	evbuffer_add_printf(b, "# HELP sumcast_errors_total Errors by kind (refusals, aborts, dropped messages).\n"
+	evbuffer_add_printf(b, "# HELP sumcast_errors_total Errors by kind (refusals, jobs a data thread failed, dropped messages); the normal stop is not one.\n"
 			       "# TYPE sumcast_errors_total counter\n");
 	for (unsigned k = 1; k < ERR_KIND_COUNT; k++)
-		evbuffer_add_printf(b, "sumcast_errors_total{kind=\"%s\"} %" PRIu64 "\n", err_kind_name(k),
+		if (k != WIRE_E_SHUTDOWN)
+			evbuffer_add_printf(b, "sumcast_errors_total{kind=\"%s\"} %" PRIu64 "\n", err_kind_name(k),
 				    ctr_get(&s.errors[k]));
 	evbuffer_add_printf(b, "# HELP sumcast_fabric_eagain_total Operations the fabric provider refused with -FI_EAGAIN (queue full); each is retried.\n"
 			       "# TYPE sumcast_fabric_eagain_total counter\n"
@@ -229,13 +290,14 @@ static void stats_cb(struct evhttp_request *req, void *arg)
 	stats_sum(d, &s);
 	evbuffer_add_printf(b,
 			    "{\"version\":\"%s\",\"provider\":\"%s\",\"isa\":\"%s\",\"threads\":%u,"
+			    "\"control_port\":%u,\"http_port\":%u,"
 			    "\"uptime_seconds\":%.3f,\"draining\":%s,\"drain_seconds\":%.3f,"
 			    "\"drain_timeout_ms\":%lld,\"memory_used\":%" PRIu64
 			    ",\"memory_budget\":%" PRIu64 ",\"timeout_ms\":%lld,\"received_bytes\":%" PRIu64
 			    ",\"sent_bytes\":%" PRIu64 ",\"chunks\":%" PRIu64 ",\"jobs_drained\":%" PRIu64
 			    ",\"jobs_rejoined\":%" PRIu64 ",\"jobs\":[",
 			    SUMCAST_VERSION, d->provider, sc_isa_name(sc_reduce_isa()), d->nthreads,
-			    (double)(sc_now_ms() - d->start_ms) / 1000.0, d->draining ? "true" : "false",
+			    d->control_port, d->http_port, (double)(sc_now_ms() - d->start_ms) / 1000.0, d->draining ? "true" : "false",
 			    d->draining ? (double)(sc_now_ms() - d->drain_start_ms) / 1000.0 : 0.0,
 			    (long long)d->cfg.drain_timeout_ms,
 			    d->mem_used, (uint64_t)d->cfg.memory_budget, (long long)d->cfg.timeout_ms,
@@ -332,6 +394,11 @@ static void config_cb(struct evhttp_request *req, void *arg)
 		json_str(b, env);
 		evbuffer_add_printf(b, ",\"reloadable\":%s,\"help\":", e->reloadable ? "true" : "false");
 		json_str(b, e->help);
+		/* the ports actually bound (port = 0 picks one) */
+		if (e->offset == offsetof(struct settings, control_port))
+			evbuffer_add_printf(b, ",\"bound\":\"%u\"", d->control_port);
+		else if (e->offset == offsetof(struct settings, http_port))
+			evbuffer_add_printf(b, ",\"bound\":\"%u\"", d->http_port);
 		char pend[CFG_STR_MAX + 32];
 		cfg_format(e, &d->loaded, pend, sizeof(pend));
 		if (strcmp(val, pend)) {

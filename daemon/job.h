@@ -71,6 +71,7 @@
 #include <stdint.h>
 #include <sys/queue.h>
 
+#include "admit.h"
 #include "defer.h"
 #include "fabric.h"
 #include "seal.h"
@@ -337,7 +338,7 @@ static inline void job_slots_init(struct job *j)
 /* Multicast jobs: each (slot, rank) has a NACK receive of its own (tag
  * NACK, tags.h) into a buffer of this many bytes after the accumulators,
  * so that a NACK always finds its receive posted (dp_sweep.c). */
-#define JOB_NACK_UNIT 256u
+#define JOB_NACK_UNIT ADMIT_NACK_UNIT
 
 static inline uint8_t *job_nbuf(struct job *j, uint32_t slot, uint32_t rank)
 {
@@ -345,38 +346,49 @@ static inline uint8_t *job_nbuf(struct job *j, uint32_t slot, uint32_t rank)
 	       ((size_t)j->window * j->nranks - ((size_t)slot * j->nranks + rank)) * JOB_NACK_UNIT;
 }
 
+/* Room a sealed job keeps in each chunk buffer for the tag (a multiple of
+ * 64 so that payloads stay aligned for every type). */
+#define JOB_SEAL_ROOM ADMIT_SEAL_ROOM
+
+/* The sizes of this daemon's bookkeeping, for admission's arithmetic
+ * (common/admit.h): struct job with its ranks, the slots and the
+ * per-rank-per-slot rslots. */
+static inline struct admit_sizes job_admit_sizes(void)
+{
+	return (struct admit_sizes){ sizeof(struct job), sizeof(struct job_rank), sizeof(struct slot),
+				     sizeof(struct rslot) };
+}
+
 /* Receives a job keeps posted: a DATA one per (slot, rank), and a NACK one
  * in multicast jobs. */
 static inline uint64_t job_recvs(uint32_t window, uint32_t nranks, bool mc)
 {
-	return (uint64_t)window * nranks * (mc ? 2u : 1u);
+	return admit_recvs(window, nranks, mc);
 }
 
-/* Room a sealed job keeps in each chunk buffer for the tag (a multiple of
- * 64 so that payloads stay aligned for every type). */
-#define JOB_SEAL_ROOM 64u
-
-/* Bytes of a job's buffer region (receive buffers + accumulators). */
+/* Bytes of a job's buffer region (receive buffers + accumulators [+ NACK
+ * buffers]). */
 static inline uint64_t job_region_bytes(uint32_t window, uint32_t chunk, uint32_t nranks, bool has16,
 					bool mc)
 {
-	return (uint64_t)window * chunk * (nranks + (has16 ? 2u : 1u)) +
-	       (mc ? (uint64_t)window * nranks * JOB_NACK_UNIT : 0);
+	return admit_region_bytes(window, chunk, nranks, has16, mc);
 }
 
-/* Bytes of a job's bookkeeping on the heap: struct job with its ranks, the
- * slots and the per-rank-per-slot rslots (184 bytes each on x86-64). */
+/* Bytes of a job's bookkeeping on the heap. */
 static inline uint64_t job_book_bytes(uint32_t window, uint32_t nranks)
 {
-	return sizeof(struct job) + (uint64_t)nranks * sizeof(struct job_rank) +
-	       (uint64_t)window * (sizeof(struct slot) + (uint64_t)nranks * sizeof(struct rslot));
+	struct admit_sizes sz = job_admit_sizes();
+	return admit_book_bytes(&sz, window, nranks);
 }
 
-/* Bytes a job with these parameters holds, charged to memory-budget. */
+/* Bytes a job with these parameters holds, charged to memory-budget: its
+ * region (receive buffers + accumulators [+ NACK buffers]) and the
+ * bookkeeping. */
 static inline uint64_t job_mem_bytes(uint32_t window, uint32_t chunk, uint32_t nranks, bool has16,
 				     bool mc)
 {
-	return job_region_bytes(window, chunk, nranks, has16, mc) + job_book_bytes(window, nranks);
+	struct admit_sizes sz = job_admit_sizes();
+	return admit_mem_bytes(&sz, window, chunk, nranks, has16, mc);
 }
 
 #endif

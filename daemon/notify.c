@@ -5,9 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <event2/event.h>
-#ifdef SUMCAST_HAVE_SYSTEMD
 #include <systemd/sd-daemon.h>
-#endif
 
 #include "clock.h"
 #include "ctl_api.h"
@@ -17,7 +15,6 @@
 
 void daemon_notify(const char *fmt, ...)
 {
-#ifdef SUMCAST_HAVE_SYSTEMD
 	char buf[512];
 	va_list ap;
 
@@ -27,9 +24,6 @@ void daemon_notify(const char *fmt, ...)
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
 	sd_notify(0, buf);
-#else
-	(void)fmt;
-#endif
 }
 
 /* ---- STATUS= ---- */
@@ -121,7 +115,6 @@ static void watchdog_cb(evutil_socket_t fd, short what, void *arg)
 
 static void watchdog_start(struct daemon *d)
 {
-#ifdef SUMCAST_HAVE_SYSTEMD
 	uint64_t usec = 0;
 	struct timeval tv;
 
@@ -138,10 +131,6 @@ static void watchdog_start(struct daemon *d)
 	SC_INFO("systemd watchdog: WatchdogSec %llu ms, WATCHDOG=1 every %llu ms",
 		(unsigned long long)(usec / 1000), (unsigned long long)(usec / 2000));
 	daemon_notify("WATCHDOG=1");
-#else
-	(void)d;
-	(void)watchdog_cb;
-#endif
 }
 
 /* ---- start, stop ---- */

@@ -1,5 +1,6 @@
 /* systemd integration: sd_notify (READY, STATUS, RELOADING, STOPPING) and
- * the watchdog. Every call is a no-op without libsystemd or NOTIFY_SOCKET.
+ * the watchdog. Every call is a no-op without NOTIFY_SOCKET (not under
+ * systemd). libsystemd is a build requirement (CMakeLists.txt).
  * Main thread. */
 #ifndef SUMCASTD_NOTIFY_H
 #define SUMCASTD_NOTIFY_H

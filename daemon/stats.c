@@ -43,6 +43,13 @@ void stats_accumulate(struct stats *sum, const struct stats *one)
 	ctr_add(&sum->mc_nack_late, ctr_get(&one->mc_nack_late));
 	ctr_add(&sum->jobs_drained, ctr_get(&one->jobs_drained));
 	ctr_add(&sum->jobs_rejoined, ctr_get(&one->jobs_rejoined));
+	ctr_add(&sum->joins, ctr_get(&one->joins));
+	ctr_add(&sum->jobs_started, ctr_get(&one->jobs_started));
+	ctr_add(&sum->jobs_finished, ctr_get(&one->jobs_finished));
+	for (int i = 0; i <= WIRE_CODE_MAX; i++) {
+		ctr_add(&sum->refused[i], ctr_get(&one->refused[i]));
+		ctr_add(&sum->aborted[i], ctr_get(&one->aborted[i]));
+	}
 	for (int i = 0; i < EAGAIN_OPS; i++)
 		ctr_add(&sum->eagain[i], ctr_get(&one->eagain[i]));
 	for (int i = 0; i < ERR_KIND_COUNT; i++)

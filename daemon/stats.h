@@ -58,6 +58,14 @@ struct stats {
 	/* control thread: jobs whose ranks joined again into a running
 	 * communicator (JOIN flag WIRE_JOIN_F_REJOIN), at READY */
 	_Atomic uint64_t jobs_rejoined;
+	/* control thread: JOINs answered JOIN_OK; jobs READY (every rank
+	 * joined); jobs whose ranks all left cleanly, not asked to (a drain's
+	 * are jobs_drained) */
+	_Atomic uint64_t joins, jobs_started, jobs_finished;
+	/* control thread, by wire code: JOINs refused (REFUSE) and jobs
+	 * aborted (ABORT). WIRE_E_SHUTDOWN is the normal stop: joins refused
+	 * while draining, jobs aborted at its end; /metrics shows it apart. */
+	_Atomic uint64_t refused[WIRE_CODE_MAX + 1], aborted[WIRE_CODE_MAX + 1];
 	struct hist reduce, straggler;
 };
 

@@ -29,6 +29,7 @@
 #include "config.h"
 #include "host.h"
 #include "agglist.h"
+#include "perf_check.h"
 #include "reduce.h"
 #include "../tools/plan_model.h"
 
@@ -38,7 +39,6 @@
 #define AGGS_MAX 64
 
 enum { M_RING, M_AGGS, M_AUTO };
-enum { C_AR, C_RS, C_AG };
 static const char *const mode_names[MODES] = { "ring", "aggs", "auto" };
 static const char *const mode_titles[MODES] = { "ring", "aggregators", "auto" };
 static const char *const coll_names[COLLS] = { "allreduce", "reducescatter", "allgather" };
@@ -135,12 +135,6 @@ static const char *type_name(ncclDataType_t t)
 	return "?";
 }
 
-static size_t type_size(ncclDataType_t t)
-{
-	static const size_t s[] = { 1, 1, 4, 4, 8, 8, 2, 4, 8, 2 };
-	return s[t];
-}
-
 static void options(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -212,72 +206,6 @@ static void options(int argc, char **argv)
 				"compares against the same wrapped or infinite value\n", type_name(o.t));
 }
 
-/* ---- inputs and references: exact in every order (small integers; powers
- * of two for prod), repeating every 9 elements ---- */
-
-static int64_t in_val(int rank, size_t i)
-{
-	bool uns = o.t == ncclUint8 || o.t == ncclUint32 || o.t == ncclUint64;
-
-	if (o.op == ncclProd) {
-		int m = (int)((i + (size_t)rank) % 3);
-		return m == 0 ? 2 : m == 1 || uns ? 1 : -1;
-	}
-	int64_t v = (int64_t)((i * 7 + (size_t)rank * 3 + 1) % 9);
-	return uns ? v : v - 4;
-}
-
-static void put(void *buf, size_t i, int64_t v)
-{
-	switch (o.t) {
-	case ncclInt8: case ncclUint8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
-	case ncclInt32: case ncclUint32: ((uint32_t *)buf)[i] = (uint32_t)v; break;
-	case ncclInt64: case ncclUint64: ((uint64_t *)buf)[i] = (uint64_t)v; break;
-	case ncclFloat16: ((uint16_t *)buf)[i] = sc_f32_to_f16((float)v); break;
-	case ncclBfloat16: ((uint16_t *)buf)[i] = sc_f32_to_bf16((float)v); break;
-	case ncclFloat32: ((float *)buf)[i] = (float)v; break;
-	case ncclFloat64: ((double *)buf)[i] = (double)v; break;
-	default: break;
-	}
-}
-
-static uint8_t in9[9][8], ref9[9][8];
-
-static void tables(int nranks, int rank)
-{
-	for (size_t k = 0; k < 9; k++) {
-		int64_t acc = in_val(0, k);
-		for (int r = 1; r < nranks; r++) {
-			int64_t v = in_val(r, k);
-			acc = o.op == ncclSum ? acc + v : o.op == ncclProd ? acc * v : o.op == ncclMax ? (v > acc ? v : acc)
-													: (v < acc ? v : acc);
-		}
-		put(in9[k], 0, in_val(rank, k));
-		put(ref9[k], 0, acc);
-	}
-}
-
-static void fill(uint8_t *dst, size_t first, size_t n)
-{
-	size_t es = type_size(o.t);
-	for (size_t i = 0; i < n; i++)
-		memcpy(dst + i * es, in9[(first + i) % 9], es);
-}
-
-static uint64_t wrong(const uint8_t *res, size_t first, size_t n)
-{
-	size_t es = type_size(o.t);
-	uint64_t bad = 0;
-	for (size_t i = 0; i < n; i++)
-		bad += memcmp(res + i * es, ref9[(first + i) % 9], es) != 0;
-	return bad;
-}
-
-static uint8_t ag_byte(int rank, size_t j)
-{
-	return (uint8_t)(rank * 31 + (int)(j % 251) * 7 + 1);
-}
-
 /* ---- one sample ---- */
 
 struct row {
@@ -293,58 +221,19 @@ static struct {
 	uint8_t *send, *recv;
 	size_t region;
 	char failed[MODES][HOST_LINE]; /* why a mode stopped */
+	struct perf_data data;
 } R;
 
 /* One collective of `bytes` in mode m. 0, -1 failed here. */
 static int one(int m, int coll, size_t bytes, char *err, size_t len)
 {
-	size_t es = coll == C_AG ? 1 : type_size(o.t);
+	size_t es = coll == C_AG ? 1 : perf_type_size(o.t);
 
 	if (coll == C_AR)
 		return host_allreduce(&H[m], R.send, R.recv, bytes / es, o.t, o.op, o.timeout_s, err, len);
 	size_t bpr = bytes / es / (size_t)R.nodes * es;
 	return host_window(&H[m], coll == C_RS ? 1 : 2, R.send, R.recv, bpr, R.nodes, R.node, o.t, o.op,
 			   o.timeout_s, err, len);
-}
-
-/* The inputs of a checked collective, and its wrong elements after it. */
-static void prepare(int coll, size_t bytes)
-{
-	size_t es = type_size(o.t);
-	if (coll == C_AR) {
-		fill(R.send, 0, bytes / es);
-		memset(R.recv, 0xA5, bytes + 64);
-	} else if (coll == C_RS) {
-		size_t bpr = bytes / es / (size_t)R.nodes;
-		fill(R.send, 0, bpr * (size_t)R.nodes);
-		memset(R.recv, 0xA5, bpr * es + 64);
-	} else {
-		size_t bpr = bytes / (size_t)R.nodes;
-		for (size_t j = 0; j < bpr; j++)
-			R.send[j] = ag_byte(R.node, j);
-		memset(R.recv, 0xA5, bpr * (size_t)R.nodes + 64);
-	}
-}
-
-static uint64_t count_wrong(int coll, size_t bytes)
-{
-	size_t es = type_size(o.t);
-	uint64_t bad = 0;
-	if (coll == C_AR) {
-		bad = wrong(R.recv, 0, bytes / es);
-		bad += R.recv[bytes / es * es] != 0xA5; /* written past the end */
-	} else if (coll == C_RS) {
-		size_t bpr = bytes / es / (size_t)R.nodes;
-		bad = wrong(R.recv, (size_t)R.node * bpr, bpr);
-		bad += R.recv[bpr * es] != 0xA5;
-	} else {
-		size_t bpr = bytes / (size_t)R.nodes;
-		for (int k = 0; k < R.nodes; k++)
-			for (size_t j = 0; j < bpr; j++)
-				bad += R.recv[(size_t)k * bpr + j] != ag_byte(k, j);
-		bad += R.recv[bpr * (size_t)R.nodes] != 0xA5;
-	}
-	return bad;
 }
 
 /* Every rank agrees a mode failed when one did: the flags travel with the
@@ -365,7 +254,7 @@ static void sample(int coll, struct row *w)
 		int rc = 0;
 		err[0] = 0;
 		if (o.check)
-			prepare(coll, w->bytes);
+			perf_prepare(&R.data, coll, w->bytes);
 		for (int i = 0; i < o.warmup && !rc; i++)
 			rc = one(m, coll, w->bytes, err, sizeof(err));
 		double f = rc ? 1 : 0;
@@ -379,10 +268,10 @@ static void sample(int coll, struct row *w)
 			rc = one(m, coll, w->bytes, err, sizeof(err));
 		v[1] = (sc_now_s() - t0) / o.iters * 1e6;
 		if (!rc && o.check) {
-			prepare(coll, w->bytes);
+			perf_prepare(&R.data, coll, w->bytes);
 			rc = one(m, coll, w->bytes, err, sizeof(err));
 			if (!rc)
-				v[2] = (double)count_wrong(coll, w->bytes);
+				v[2] = (double)perf_count_wrong(&R.data, coll, w->bytes);
 		}
 		v[0] = rc ? 1 : 0;
 		double wr = v[2];
@@ -673,7 +562,6 @@ int main(int argc, char **argv)
 		fprintf(stderr, "sumcast-perf: %s\n", err[0] ? err : strerror(errno));
 		return 1;
 	}
-	tables(R.nodes, R.node);
 	/* NCCL's staging: one region, registered once per mode */
 	R.region = 2 * (o.maxb + 4096);
 	uint8_t *region = aligned_alloc(4096, (R.region + 4095) & ~(size_t)4095);
@@ -684,6 +572,9 @@ int main(int argc, char **argv)
 	memset(region, 0, R.region);
 	R.send = region;
 	R.recv = region + o.maxb + 4096;
+	R.data = (struct perf_data){ .t = o.t, .op = o.op, .nodes = R.nodes, .node = R.node,
+				     .send = R.send, .recv = R.recv };
+	perf_data_init(&R.data);
 	for (int m = 0; m < MODES; m++) {
 		if (!o.mode[m])
 			continue;
@@ -757,7 +648,7 @@ int main(int argc, char **argv)
 			continue;
 		if (B.rank == 0)
 			print_head(c);
-		size_t es = c == C_AG ? 1 : type_size(o.t), unit = c == C_AR ? es : es * (size_t)R.nodes;
+		size_t es = c == C_AG ? 1 : perf_type_size(o.t), unit = c == C_AR ? es : es * (size_t)R.nodes;
 		for (double s = (double)o.minb; s <= (double)o.maxb * 1.0000001 && nrows[c] < MAX_SIZES; s *= o.factor) {
 			size_t bytes = (size_t)s / unit * unit;
 			if (!bytes || (nrows[c] && rows[c][nrows[c] - 1].bytes == bytes))

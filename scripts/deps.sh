@@ -31,7 +31,10 @@ pkgs=(build-essential cmake pkg-config
 #                   package also enables prometheus.service on :9090 --
 #                   `systemctl disable --now prometheus` if unwanted),
 #                   file (cpack -G DEB runs it on every packaged file),
-#                   systemd (systemd-analyze verify of the packaged unit)
+#                   systemd (systemd-analyze verify of the packaged unit),
+#                   systemd-container + debootstrap (ops/systemd boots the
+#                   .deb in systemd-nspawn; it skips until its cached root
+#                   is made: docs/operations.md, Tests)
 #   plugin/exports  binutils (nm -D)
 #   plugin/dns_*    dnsmasq-base (a real DNS server with A and SRV records for
 #                   SUMCAST_AGGREGATORS by name, in a network namespace)
@@ -40,7 +43,7 @@ pkgs=(build-essential cmake pkg-config
 #                   libfabric 2.6 from its release source: autogen.sh)
 test_pkgs=(clang libclang-rt-14-dev libfuzzer-14-dev
            gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user libcmocka-dev:arm64
-           curl prometheus file systemd binutils dnsmasq-base
+           curl prometheus file systemd systemd-container debootstrap binutils dnsmasq-base
            openmpi-bin libopenmpi-dev gnuplot-nox
            autoconf automake libtool)
 

@@ -1,6 +1,9 @@
 /* sumcastctl config: the daemon's effective configuration (/config), or
- * what /stats knows from a daemon without it. */
+ * what /stats knows from a daemon without it. Where /config gives a
+ * setting's "bound" value (the control and HTTP ports: port = 0 picks a
+ * free one), that is what is printed, the configured value beside it. */
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,8 +32,13 @@ int cmd_config(const struct opts *o)
 				json_array_foreach(arr, i, e) {
 					if (strcmp(sec, jstr(e, "section")))
 						printf("%s[%s]\n", i ? "\n" : "", sec = jstr(e, "section"));
-					printf("%s = %s", jstr(e, "key"), jstr(e, "value"));
-					if (json_object_get(e, "source") && strcmp(jstr(e, "source"), "default"))
+					/* a port of 0 is the one the daemon bound */
+					const char *bound = json_string_value(json_object_get(e, "bound"));
+					bool other = bound && strcmp(bound, jstr(e, "value"));
+					printf("%s = %s", jstr(e, "key"), other ? bound : jstr(e, "value"));
+					if (other)
+						printf("    # bound; configured %s", jstr(e, "value"));
+					else if (json_object_get(e, "source") && strcmp(jstr(e, "source"), "default"))
 						printf("    # from %s, default %s", jstr(e, "source"),
 						       jstr(e, "default"));
 					printf("\n");

@@ -20,7 +20,6 @@
 #include <string.h>
 
 #include "clock.h"
-#include "hostport.h"
 #include "sumcastctl.h"
 
 #define POLL_S 0.1
@@ -28,7 +27,7 @@
 static void drain_usage(FILE *out)
 {
 	fprintf(out,
-		"Usage: sumcastctl [options] drain [--daemon URL] [--wait SECONDS]\n"
+		"Usage: sumcastctl [options] drain [--daemon URL] [--wait SECONDS] [options]\n"
 		"Asks the daemon to drain (POST /drain, from its own host: the daemon takes it\n"
 		"from a loopback address only), as SIGTERM or systemctl stop do: joins are\n"
 		"refused, jobs are asked to move off, the daemon exits once they have.\n\n"
@@ -39,28 +38,6 @@ static void drain_usage(FILE *out)
 		"Exit status: 0 drain started (with --wait: every job moved off), 1 the daemon\n"
 		"refused or some job did not move off, 2 unreachable, 3 --wait ran out while the\n"
 		"daemon still drained, 64 usage.\n");
-}
-
-static void set_daemon(struct opts *o, const char *url)
-{
-	static char host[HOSTPORT_HOST_MAX];
-	char buf[HOSTPORT_TEXT_MAX], why[512];
-	struct hostport hp;
-	const char *s = url;
-
-	if (!strncmp(s, "http://", 7))
-		s += 7;
-	snprintf(buf, sizeof(buf), "%s", s);
-	size_t n = strlen(buf);
-	if (n && buf[n - 1] == '/')
-		buf[n - 1] = 0;
-	if (hostport_parse(buf, &hp, why, sizeof(why))) {
-		fprintf(stderr, "sumcastctl drain: --daemon %s: %s\n", url, why);
-		exit(EXIT_USAGE);
-	}
-	snprintf(host, sizeof(host), "%s", hp.host);
-	o->host = host;
-	o->port = hp.port;
 }
 
 /* What one look at the daemon saw. */
@@ -125,17 +102,12 @@ int cmd_drain(struct opts *o, int argc, char **argv)
 
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "d:w:h", lo, NULL)) != -1) {
-		char *end;
 		switch (opt) {
 		case 'd':
-			set_daemon(o, optarg);
+			arg_daemon(o, "drain", optarg);
 			break;
 		case 'w':
-			wait_s = strtod(optarg, &end);
-			if (end == optarg || *end || !(wait_s >= 0 && wait_s <= 86400)) {
-				fprintf(stderr, "sumcastctl drain: --wait %s: seconds from 0 to 86400\n", optarg);
-				return EXIT_USAGE;
-			}
+			wait_s = arg_real("drain", "--wait", optarg, 0, false, 86400, "seconds");
 			break;
 		case 'h':
 			drain_usage(stdout);

@@ -1,5 +1,7 @@
 /* sumcastctl metrics [PREFIX]: the Prometheus text, or the families
- * starting with PREFIX; with --json one object per sample. */
+ * starting with PREFIX; with --json one object per sample. A PREFIX that
+ * matches nothing is an error (exit 1, a sentence on stderr): a typo must
+ * not read as "no such samples". */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +13,7 @@ int cmd_metrics(const struct opts *o, const char *prefix)
 {
 	struct body b = { 0 };
 	long st = http_get("/metrics", &b, NULL, 0);
+	size_t matched = 0;
 
 	if (st != 200)
 		die(EXIT_BAD_ANSWER, "GET /metrics: HTTP %ld", st);
@@ -21,6 +24,7 @@ int cmd_metrics(const struct opts *o, const char *prefix)
 		for (size_t i = 0; i < m.n; i++) {
 			if (prefix && strncmp(m.s[i].name, prefix, strlen(prefix)))
 				continue;
+			matched++;
 			json_t *labels = json_object();
 			const char *p = m.s[i].labels;
 			while (*p) { /* name="value",... (our values never hold quotes) */
@@ -38,7 +42,8 @@ int cmd_metrics(const struct opts *o, const char *prefix)
 			json_array_append_new(arr, json_pack("{s:s, s:o, s:f}", "name", m.s[i].name,
 							     "labels", labels, "value", m.s[i].v));
 		}
-		json_print(arr);
+		if (!prefix || matched)
+			json_print(arr);
 		json_decref(arr);
 		free(m.s);
 	} else if (prefix) {
@@ -47,12 +52,19 @@ int cmd_metrics(const struct opts *o, const char *prefix)
 			const char *name = line;
 			if (!strncmp(line, "# HELP ", 7) || !strncmp(line, "# TYPE ", 7))
 				name = line + 7;
-			if (!strncmp(name, prefix, strlen(prefix)))
+			if (!strncmp(name, prefix, strlen(prefix))) {
 				puts(line);
+				matched++;
+			}
 		}
 	} else {
 		fputs(b.p, stdout);
 	}
 	free(b.p);
+	if (prefix && !matched) {
+		fprintf(stderr, "sumcastctl metrics: no metric starts with \"%s\" (sumcastctl metrics lists "
+				"them all)\n", prefix);
+		return EXIT_BAD_ANSWER;
+	}
 	return 0;
 }

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../daemon/settings.h"
 #include "config.h"
 #include "plan_model.h"
 #include "sumcastctl.h"
@@ -31,70 +32,58 @@ static void plan_usage(FILE *out)
 		"each on its own link of B Gb/s; NCCL's allreduce of H x S under CollNet Direct)\n"
 		"from the sizing model (docs/sizing.md): the ring, the\n"
 		"aggregators alone (flat, or a two-level tree when N > F), split=auto's share and time,\n"
-		"memory and posted receives per aggregator, the aggregators needed, connect time.\n"
+		"memory and posted receives per aggregator, the aggregators needed, connect time,\n"
+		"and whether the daemons admit the jobs, by their own admission rules (common/admit.c):\n"
+		"each aggregator's jobs join it in turn; the first refused names the rule.\n"
 		"--nodes, --aggs, --bytes take comma lists (one row each). Sizes: K, M, G, T.\n"
 		"  --fan-in F        SUMCAST_FAN_IN (64)       --chunk C      SUMCAST_CHUNK_BYTES (256K)\n"
 		"  --window W        SUMCAST_WINDOW (8)        --agg-threads  [data] threads (1)\n"
 		"  --max-inflight C  [job] max-inflight (64M)  --mem-budget C [job] memory-budget (1G)\n"
 		"  --rx-queue Q      a data thread's provider receive queue (8192)\n"
+		"  --max-jobs J      [job] max-jobs (64)       --max-memory-share X [job] max-memory-share (0.5)\n"
+		"  --max-window W    [job] max-window (64)     --max-chunk C  [job] max-chunk (4M)\n"
+		"  --min-chunk C     [job] min-chunk (16K)     --sealed       the daemons have a key ([auth] key-file)\n"
+		"  --daemon-config FILE  the daemons' sumcastd.conf: the [job], [data] threads and [auth]\n"
+		"                    settings above from it, as sumcastd reads it (flags given too win)\n"
 		"  --tcp             tcp;ofi_rxm: aggregators copy what they receive (default: RDMA)\n"
 		"  --loopback        every process on one host of --cores K cores (the costs measured\n"
 		"                    here on tcp loopback); link speeds then not needed\n"
 		"  --json            one JSON object per row\n");
 }
 
-static double plan_num(const char *opt, const char *s, double min, double max)
+/* "a,b,c" into v[]: sizes, or whole numbers in [min, max]. */
+static int plan_list(const char *opt, const char *arg, bool size, uint64_t min, uint64_t max, uint64_t *v)
 {
-	char *end;
-	double v = strtod(s, &end);
+	char buf[1024], *items[PLAN_LIST_MAX];
+	int n = arg_list("plan", opt, arg, items, PLAN_LIST_MAX, buf, sizeof(buf));
 
-	if (end == s || *end || !(v >= min && v <= max)) {
-		fprintf(stderr, "sumcastctl plan: %s %s: expected a number in [%g, %g]\n", opt, s, min, max);
-		exit(EXIT_USAGE);
-	}
-	return v;
+	for (int i = 0; i < n; i++)
+		v[i] = size ? arg_size("plan", opt, items[i], min, max) : arg_count("plan", opt, items[i], min, max);
+	return n;
 }
 
-/* A size through the config module's parser (common/config.c: K, M, G, T). */
-static uint64_t plan_size(const char *opt, const char *s)
+/* --daemon-config FILE: the admission settings of a sumcastd.conf, read
+ * through the daemon's own table (daemon/settings.c), SUMCASTD_* overrides
+ * included, as the daemon would read them. */
+static void plan_daemon_config(struct plan_in *in, const char *path)
 {
-	struct holder {
-		uint64_t v;
-	} h;
-	static const struct cfg_entry e = { "", "size", CFG_SIZE, "0", "", offsetof(struct holder, v), 0, 0,
-					    false };
+	static struct settings st;
+	static enum cfg_source src[SETTINGS_MAX];
 	struct cfg_error err;
 
-	if (cfg_set(&e, &h, s, &err)) {
-		fprintf(stderr, "sumcastctl plan: %s %s: %s\n", opt, s, err.msg);
+	if (settings_load(&st, path, src, &err)) {
+		fprintf(stderr, "sumcastctl plan: --daemon-config %s: %s\n", path, err.msg);
 		exit(EXIT_USAGE);
 	}
-	return h.v;
-}
-
-/* "a,b,c" into v[]; sizes or plain counts. */
-static int plan_list(const char *opt, const char *arg, bool size, double min, double max, uint64_t *v)
-{
-	char buf[1024], *save = NULL, *tok;
-	int n = 0;
-
-	if (strlen(arg) >= sizeof(buf)) {
-		fprintf(stderr, "sumcastctl plan: %s: list too long\n", opt);
-		exit(EXIT_USAGE);
-	}
-	strcpy(buf, arg);
-	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		if (n == PLAN_LIST_MAX) {
-			fprintf(stderr, "sumcastctl plan: %s: at most %d values\n", opt, PLAN_LIST_MAX);
-			exit(EXIT_USAGE);
-		}
-		v[n++] = size ? plan_size(opt, tok) : (uint64_t)plan_num(opt, tok, min, max);
-	}
-	if (!n) {
-		fprintf(stderr, "sumcastctl plan: %s: no value\n", opt);
-		exit(EXIT_USAGE);
-	}
-	return n;
+	in->max_jobs = (uint32_t)st.max_jobs;
+	in->mem_budget = st.memory_budget;
+	in->max_memory_share = st.max_memory_share;
+	in->max_window = (uint32_t)st.max_window;
+	in->max_chunk = st.max_chunk;
+	in->max_inflight = st.max_inflight;
+	in->min_chunk = st.min_chunk;
+	in->agg_threads = (uint32_t)st.threads;
+	in->sealed = st.key_file[0] != 0;
 }
 
 static const char *plan_bytes(double v, char *buf, size_t len)
@@ -148,6 +137,7 @@ static void plan_row_json(const struct plan_in *in, const struct plan_out *po)
 	json_object_set_new(j, "agg_cpu_short", json_boolean(po->agg_cpu_short));
 	json_object_set_new(j, "admitted", json_boolean(!po->refused));
 	json_object_set_new(j, "refused", json_string(po->refused ? po->refused : ""));
+	json_object_set_new(j, "jobs_admitted", json_integer(po->jobs_admitted));
 	json_object_set_new(j, "connect_s", json_real(round(po->connect_s * 1e4) / 1e4));
 	char *s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
 	if (s)
@@ -161,32 +151,37 @@ static void plan_legend(void)
 	printf("# split: share to the aggregators (auto); speedup: ring / auto; agg mem, recvs: per\n"
 	       "# aggregator, all jobs; needed: aggregators that carry everything at the node links'\n"
 	       "# speed (*: their CPU never keeps up); bound: what limits the aggregators alone, or\n"
-	       "# why the daemons would refuse the jobs at these settings (memory, receive queue)\n");
+	       "# the admission rule by which the daemons would refuse a job at these settings\n"
+	       "# (max-jobs, memory-share, memory-budget, receive-queue, sealed-chunk) and how many\n"
+	       "# of an aggregator's jobs it took first\n");
 }
 
 static void plan_header(void)
 {
-	printf("%6s %5s %5s %9s %-11s %6s %8s %10s %10s %10s %10s %9s %7s %9s %-9s\n", "nodes", "heads",
+	printf("%6s %5s %5s %9s %-11s %6s %8s %10s %10s %10s %10s %9s %7s %9s %s\n", "nodes", "heads",
 	       "aggs", "bytes", "tree", "split", "speedup", "ring", "aggs only", "auto", "agg mem", "recvs",
 	       "needed", "connect", "bound / refused");
 }
 
 static void plan_row(const struct plan_in *in, const struct plan_out *po)
 {
-	char b[6][32], tree[32];
+	char b[6][32], tree[32], verdict[64];
 
 	if (po->tree_levels == 1)
 		snprintf(tree, sizeof(tree), "flat %u", in->nodes);
 	else
 		snprintf(tree, sizeof(tree), "%ux%u", po->groups, po->group_size);
-	printf("%6u %5u %5u %9s %-11s %6.3f %7.2fx %10s %10s %10s %10s %9llu %6u%s %9s %-9s\n", in->nodes,
+	if (po->refused)
+		snprintf(verdict, sizeof(verdict), "%s (%u of %u jobs)", po->refused, po->jobs_admitted,
+			 po->jobs_per_agg);
+	printf("%6u %5u %5u %9s %-11s %6.3f %7.2fx %10s %10s %10s %10s %9llu %6u%s %9s %s\n", in->nodes,
 	       in->heads, in->aggs, plan_bytes((double)in->bytes, b[0], sizeof(b[0])), tree, po->split,
 	       po->speedup_vs_ring, plan_time(po->t_ring_us, b[1], sizeof(b[1])),
 	       plan_time(po->t_agg_us, b[2], sizeof(b[2])), plan_time(po->t_auto_us, b[3], sizeof(b[3])),
 	       plan_bytes((double)po->agg_mem_bytes, b[4], sizeof(b[4])),
 	       (unsigned long long)po->agg_posted_recvs, po->aggs_needed, po->agg_cpu_short ? "*" : " ",
 	       plan_time(po->connect_s * 1e6, b[5], sizeof(b[5])),
-	       po->refused ? po->refused : po->bound);
+	       po->refused ? verdict : po->bound);
 }
 
 int cmd_plan(const struct opts *o, int argc, char **argv)
@@ -205,6 +200,13 @@ int cmd_plan(const struct opts *o, int argc, char **argv)
 		{ "max-inflight", required_argument, NULL, 'I' },
 		{ "mem-budget", required_argument, NULL, 'B' },
 		{ "rx-queue", required_argument, NULL, 'Q' },
+		{ "max-jobs", required_argument, NULL, 'J' },
+		{ "max-memory-share", required_argument, NULL, 'S' },
+		{ "max-window", required_argument, NULL, 'W' },
+		{ "max-chunk", required_argument, NULL, 'C' },
+		{ "min-chunk", required_argument, NULL, 'N' },
+		{ "sealed", no_argument, NULL, 'k' },
+		{ "daemon-config", required_argument, NULL, 'D' },
 		{ "tcp", no_argument, NULL, 'r' },
 		{ "loopback", no_argument, NULL, 'L' },
 		{ "cores", required_argument, NULL, 'K' },
@@ -218,25 +220,43 @@ int cmd_plan(const struct opts *o, int argc, char **argv)
 	bool json = o->json;
 
 	memset(&in, 0, sizeof(in));
+	/* the plugin and the client library join with every type they can
+	 * reduce (client/client.c): f16 and bf16 among them, an accumulator
+	 * of two chunks per slot */
+	in.wide_types = true;
+	optind = 1;
+	/* --daemon-config first, the flags then override it */
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, "h", lo, NULL)) != -1)
+		if (opt == 'D')
+			plan_daemon_config(&in, optarg);
+	opterr = 1;
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		switch (opt) {
 		case 'n': nn = plan_list("--nodes", optarg, false, 2, 1 << 20, nodes); break;
-		case 'H': in.heads = (uint32_t)plan_num("--heads", optarg, 1, 64); break;
+		case 'H': in.heads = (uint32_t)arg_count("plan", "--heads", optarg, 1, 64); break;
 		case 'm': na = plan_list("--aggs", optarg, false, 1, 1 << 16, aggs); break;
-		case 'b': in.link_gbps = plan_num("--link-gbps", optarg, 1e-3, 1e5); break;
-		case 'a': in.agg_link_gbps = plan_num("--agg-link-gbps", optarg, 1e-3, 1e5); break;
-		case 's': nb = plan_list("--bytes", optarg, true, 0, 0, bytes); break;
-		case 'F': in.fan_in = (uint32_t)plan_num("--fan-in", optarg, 2, 65536); break;
-		case 'c': in.chunk = plan_size("--chunk", optarg); break;
-		case 'w': in.window = (uint32_t)plan_num("--window", optarg, 1, 1024); break;
-		case 'T': in.agg_threads = (uint32_t)plan_num("--agg-threads", optarg, 1, 256); break;
-		case 'I': in.max_inflight = plan_size("--max-inflight", optarg); break;
-		case 'B': in.mem_budget = plan_size("--mem-budget", optarg); break;
-		case 'Q': in.rx_queue = (uint32_t)plan_num("--rx-queue", optarg, 16, 1 << 24); break;
+		case 'b': in.link_gbps = arg_real("plan", "--link-gbps", optarg, 0, true, 1e5, "Gb/s"); break;
+		case 'a': in.agg_link_gbps = arg_real("plan", "--agg-link-gbps", optarg, 0, true, 1e5, "Gb/s"); break;
+		case 's': nb = plan_list("--bytes", optarg, true, 1, 1ull << 40, bytes); break;
+		case 'F': in.fan_in = (uint32_t)arg_count("plan", "--fan-in", optarg, 2, 65536); break;
+		case 'c': in.chunk = arg_size("plan", "--chunk", optarg, 64, 64ull << 20); break;
+		case 'w': in.window = (uint32_t)arg_count("plan", "--window", optarg, 1, 1024); break;
+		case 'T': in.agg_threads = (uint32_t)arg_count("plan", "--agg-threads", optarg, 1, 256); break;
+		case 'I': in.max_inflight = arg_size("plan", "--max-inflight", optarg, 4096, 1ull << 40); break;
+		case 'B': in.mem_budget = arg_size("plan", "--mem-budget", optarg, 1, 1ull << 50); break;
+		case 'Q': in.rx_queue = (uint32_t)arg_count("plan", "--rx-queue", optarg, 16, 1 << 24); break;
+		case 'J': in.max_jobs = (uint32_t)arg_count("plan", "--max-jobs", optarg, 1, 1048575); break;
+		case 'S': in.max_memory_share = arg_real("plan", "--max-memory-share", optarg, 0, true, 1, NULL); break;
+		case 'W': in.max_window = (uint32_t)arg_count("plan", "--max-window", optarg, 1, 1 << 20); break;
+		case 'C': in.max_chunk = arg_size("plan", "--max-chunk", optarg, 8, 1ull << 30); break;
+		case 'N': in.min_chunk = arg_size("plan", "--min-chunk", optarg, 8, 64ull << 20); break;
+		case 'k': in.sealed = true; break;
+		case 'D': break;
 		case 'r': in.tcp = true; break;
 		case 'L': in.loopback = true; break;
-		case 'K': in.cores = (uint32_t)plan_num("--cores", optarg, 1, 4096); break;
+		case 'K': in.cores = (uint32_t)arg_count("plan", "--cores", optarg, 1, 4096); break;
 		case 'j': json = true; break;
 		case 'h': plan_usage(stdout); return 0;
 		default: plan_usage(stderr); return EXIT_USAGE;
@@ -265,15 +285,21 @@ int cmd_plan(const struct opts *o, int argc, char **argv)
 	 * input prints nothing but the sentence; the second prints them (the
 	 * model is cheap to run again). */
 	for (int pass = 0; pass < 2; pass++) {
+		char cb[3][48];
 		if (pass == 1 && !json) {
 			if (in.loopback)
 				printf("# loopback: every process on one host of %u cores (tcp, costs measured here)\n",
 				       in.cores);
 			else
-				printf("# node links %g Gb/s, aggregator links %g Gb/s%s; fan-in %u, chunk %llu, window %u\n",
+				printf("# node links %g Gb/s, aggregator links %g Gb/s%s; fan-in %u, chunk %s, window %u\n",
 				       in.link_gbps, in.agg_link_gbps,
 				       in.tcp ? " (tcp: receive copies on the aggregators)" : " (RDMA)", in.fan_in,
-				       (unsigned long long)in.chunk, in.window);
+				       arg_fmt_size(in.chunk, cb[0], sizeof(cb[0])), in.window);
+			printf("# daemons: max-jobs %u, memory-budget %s (max-memory-share %g), max-inflight %s, "
+			       "%u data thread%s of %u receives%s\n",
+			       in.max_jobs, arg_fmt_size(in.mem_budget, cb[1], sizeof(cb[1])), in.max_memory_share,
+			       arg_fmt_size(in.max_inflight, cb[2], sizeof(cb[2])), in.agg_threads,
+			       in.agg_threads == 1 ? "" : "s", in.rx_queue, in.sealed ? ", sealed" : "");
 			plan_header();
 			atexit(plan_legend);
 		}

@@ -56,6 +56,7 @@
 #include "../plugin/split.h"
 #include "../plugin/tree_plan.h"
 #include "chunk.h"
+#include "admit.h"
 #include "grant.h"
 
 /* Where each measured constant comes from (docs/journal/2026-11-26-simulator.md
@@ -126,6 +127,14 @@ void plan_in_defaults(struct plan_in *in)
 		in->mem_budget = 1ull << 30;
 	if (!in->rx_queue)
 		in->rx_queue = 8192;
+	if (!in->max_jobs)
+		in->max_jobs = 64;
+	if (!(in->max_memory_share > 0))
+		in->max_memory_share = 0.5;
+	if (!in->max_window)
+		in->max_window = 64;
+	if (!in->max_chunk)
+		in->max_chunk = 4ull << 20;
 	if (in->cost.link_eff <= 0)
 		plan_costs_default(&in->cost);
 }
@@ -136,34 +145,94 @@ static uint64_t clamp_u64(double v)
 	return v >= 1.8e19 ? UINT64_MAX : (uint64_t)v;
 }
 
-static uint64_t bookkeeping(uint32_t n, uint32_t w)
+void plan_admit_limits(const struct plan_in *in, struct admit_limits *lim)
 {
-	/* the daemon's own per-job charge (README, "Memory") */
-	return 680 + 184ull * n + (uint64_t)w * (88 + 184ull * n);
+	*lim = (struct admit_limits){
+		.max_jobs = in->max_jobs,
+		.memory_budget = in->mem_budget,
+		.max_memory_share = in->max_memory_share,
+		.max_window = in->max_window,
+		.max_weight = 1,
+		.max_chunk = in->max_chunk,
+		.max_inflight = in->max_inflight,
+		.min_chunk = in->min_chunk,
+		.mc_inflight = 0,
+		.sealed = in->sealed,
+		.mcast = false, /* the model's results are unicast */
+		.sizes = ADMIT_SIZES_LP64,
+	};
 }
 
 void plan_grant(const struct plan_in *in, uint32_t n, const struct tree_shape *tree, struct plan_grant *g)
 {
 	uint32_t window = in->window, chunk = (uint32_t)in->chunk;
+	struct admit_limits lim;
+	struct admit_verdict v;
+	uint64_t free = UINT64_MAX;
+	uint32_t none = 0;
+	struct admit_load idle = { 0, 0, 1, &free, &none };
 
 	if (n < 1)
 		n = 1;
 	/* a tree's inner job asks for its share of a default daemon's cap
-	 * (plugin/tree_plan.c); the daemon then applies its own
-	 * (common/grant.c): window first, not under 2, then the chunk halves
-	 * down to min-chunk; what is left above the cap is admitted if the
-	 * budget allows */
+	 * (plugin/tree_plan.c); the daemon then grants by its own settings
+	 * (common/admit.c) */
 	if (tree) {
 		struct grant ask = tree_inner_ask(tree, n, window, chunk);
 		window = ask.window;
 		chunk = ask.chunk;
 	}
-	struct grant gr = grant_inflight(window, chunk, n, in->max_inflight, in->min_chunk, 0);
-	uint64_t w = gr.window, c = gr.chunk;
-	g->window = gr.window;
-	g->chunk = c;
-	g->mem_bytes = w * c * (n + (in->wide_types ? 2 : 1)) + bookkeeping(n, gr.window);
-	g->posted_recvs = w * n;
+	plan_admit_limits(in, &lim);
+	admit_decide(&lim, &idle, &(struct admit_ask){ .nranks = n, .window = window, .chunk = chunk,
+						    .has16 = in->wide_types, .unicast = true }, &v);
+	g->window = v.window;
+	g->chunk = v.chunk;
+	g->mem_bytes = v.mem_bytes;
+	g->posted_recvs = v.recvs;
+	g->ask_window = window;
+	g->ask_chunk = chunk;
+}
+
+/* The jobs of one aggregator joining it in turn (each head's: flat, its job
+ * of N; tree, 2G of F' then F' of G), each decided by the daemons' rule
+ * (common/admit.c) against the load of those before it; the first refusal
+ * stops it. Returns the rule's name or NULL; *admitted: the jobs taken. */
+static const char *plan_admit_all(const struct plan_in *in, uint32_t levels, uint32_t groups, uint32_t gsize,
+				  const struct plan_grant *g_group, const struct plan_grant *g_shard,
+				  uint32_t *admitted)
+{
+	uint64_t rx_free[256];
+	uint32_t thread_jobs[256];
+	struct admit_limits lim;
+	struct admit_load load = { 0, 0, in->agg_threads, rx_free, thread_jobs };
+	uint32_t keep = in->rx_queue / 4 < 256 ? in->rx_queue / 4 : 256;
+	uint64_t per_head = levels == 1 ? 1 : 2ull * groups + gsize;
+
+	plan_admit_limits(in, &lim);
+	for (unsigned i = 0; i < in->agg_threads && i < 256; i++) {
+		rx_free[i] = in->rx_queue - keep;
+		thread_jobs[i] = 0;
+	}
+	*admitted = 0;
+	for (uint64_t k = 0; k < in->heads * per_head; k++) {
+		uint64_t i = k % per_head;
+		bool group_job = levels == 1 || i < 2ull * groups;
+		const struct plan_grant *g = group_job ? g_group : g_shard;
+		uint32_t n = levels == 1 ? in->nodes : group_job ? gsize : groups;
+		struct admit_ask ask = { .nranks = n, .window = g->ask_window, .chunk = (uint32_t)g->ask_chunk,
+					 .has16 = in->wide_types, .unicast = true };
+		struct admit_verdict v;
+
+		admit_decide(&lim, &load, &ask, &v);
+		if (v.rule != ADMIT_OK)
+			return admit_rule_name(v.rule);
+		load.njobs++;
+		load.mem_used += v.mem_bytes;
+		rx_free[v.thread] -= v.recvs;
+		thread_jobs[v.thread]++;
+		(*admitted)++;
+	}
+	return NULL;
 }
 
 void plan_tree_shape(uint32_t n, uint32_t fan_in, uint32_t *groups, uint32_t *group_size)
@@ -374,31 +443,39 @@ int plan_run(const struct plan_in *in0, struct plan_out *o, char *err, int errle
 	memset(o, 0, sizeof(*o));
 #define BAD(...) do { snprintf(err, (size_t)errlen, __VA_ARGS__); return -1; } while (0)
 	if (in.nodes < 2 || in.nodes > 1u << 20)
-		BAD("nodes %u: 2 to %u", in.nodes, 1u << 20);
+		BAD("--nodes %u: 2 to %u", in.nodes, 1u << 20);
 	if (in.heads > 64)
-		BAD("heads %u: 1 to 64", in.heads);
+		BAD("--heads %u: 1 to 64", in.heads);
 	if (in.aggs < 1 || in.aggs > 1u << 16)
-		BAD("aggs %u: 1 to %u", in.aggs, 1u << 16);
-	if (in.bytes < 1 || in.bytes > (1ull << 40))
-		BAD("bytes %llu: 1 to 1T", (unsigned long long)in.bytes);
+		BAD("--aggs %u: 1 to %u", in.aggs, 1u << 16);
+	if (in.bytes < 1)
+		BAD("--bytes must be at least 1 byte");
+	if (in.bytes > (1ull << 40))
+		BAD("--bytes %llu: at most 1 TiB", (unsigned long long)in.bytes);
 	if (in.fan_in < 2)
-		BAD("fan-in %u: at least 2", in.fan_in);
+		BAD("--fan-in must be at least 2 (got %u)", in.fan_in);
 	if (in.nodes > (uint64_t)in.fan_in * in.fan_in)
-		BAD("nodes %u: two levels at fan-in %u reach %llu", in.nodes, in.fan_in,
+		BAD("--nodes %u: two levels at --fan-in %u reach %llu nodes (raise --fan-in)", in.nodes, in.fan_in,
 		    (unsigned long long)in.fan_in * in.fan_in);
 	if (in.chunk < 64 || in.chunk % 8 || in.chunk > (64u << 20))
-		BAD("chunk %llu: a multiple of 8 from 64 B to 64 MiB", (unsigned long long)in.chunk);
+		BAD("--chunk %llu: a multiple of 8 bytes from 64 bytes to 64 MiB", (unsigned long long)in.chunk);
 	if (in.window < 1 || in.window > 1024)
-		BAD("window %u: 1 to 1024", in.window);
+		BAD("--window %u: 1 to 1024", in.window);
 	if (in.max_inflight < 4096 || in.max_inflight > (1ull << 40))
-		BAD("max-inflight %llu: 4K to 1T", (unsigned long long)in.max_inflight);
+		BAD("--max-inflight %llu: 4 KiB to 1 TiB", (unsigned long long)in.max_inflight);
 	if (in.min_chunk < 8 || in.min_chunk > in.chunk)
-		BAD("min-chunk %llu: 8 B to the chunk", (unsigned long long)in.min_chunk);
+		BAD("--min-chunk %llu: 8 bytes up to --chunk", (unsigned long long)in.min_chunk);
+	if (in.max_jobs < 1 || in.max_jobs > 1048575)
+		BAD("--max-jobs %u: 1 to 1048575", in.max_jobs);
+	if (!(in.max_memory_share > 0 && in.max_memory_share <= 1))
+		BAD("--max-memory-share %g: above 0 and at most 1", in.max_memory_share);
+	if (in.agg_threads > 256)
+		BAD("--agg-threads %u: 1 to 256", in.agg_threads);
 	if (!in.loopback && (!(in.link_gbps > 0 && in.link_gbps <= 1e5) ||
 			     !(in.agg_link_gbps > 0 && in.agg_link_gbps <= 1e5)))
-		BAD("link speeds: above 0 and at most 100000 Gb/s");
+		BAD("--link-gbps and --agg-link-gbps: above 0 and at most 100000 Gb/s");
 	if (in.loopback && (in.cores < 1 || in.cores > 4096))
-		BAD("cores %u: 1 to 4096", in.cores);
+		BAD("--cores %u: 1 to 4096", in.cores);
 #undef BAD
 
 	memset(&x, 0, sizeof(x));
@@ -517,16 +594,17 @@ int plan_run(const struct plan_in *in0, struct plan_out *o, char *err, int errle
 	}
 	o->connect_s = connect_s(&x);
 
-	/* admission at the daemons' settings (README "Memory", "Receive
-	 * queue"): jobs spread evenly over the data threads */
-	{
-		double threads = fmax(1, fmin(in.agg_threads, x.h * x.jobs));
-		uint32_t keep = in.rx_queue / 4 < 256 ? in.rx_queue / 4 : 256;
-		o->refused = NULL;
-		if (o->agg_mem_bytes > in.mem_budget || o->grant.mem_bytes > in.mem_budget / 2)
-			o->refused = "memory";
-		else if ((double)o->agg_posted_recvs / threads > in.rx_queue - keep)
-			o->refused = "receive queue";
+	/* admission: each job of one aggregator joins in turn, decided by
+	 * the daemons' own rule (common/admit.c) at these settings */
+	if (x.levels == 1) {
+		o->refused = plan_admit_all(&in, 1, 1, in.nodes, &o->grant, &o->grant, &o->jobs_admitted);
+	} else {
+		struct plan_grant gg, gs;
+		struct tree_shape sh;
+		tree_shape_of(in.nodes, in.fan_in, &sh);
+		plan_grant(&in, x.gsize, &sh, &gg);
+		plan_grant(&in, x.groups, &sh, &gs);
+		o->refused = plan_admit_all(&in, 2, x.groups, x.gsize, &gg, &gs, &o->jobs_admitted);
 	}
 	return 0;
 }

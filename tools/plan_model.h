@@ -69,6 +69,11 @@ struct plan_in {
 	uint32_t agg_threads;  /* data threads per aggregator ([data] threads) */
 	uint64_t mem_budget;   /* [job] memory-budget (1 GiB) */
 	uint32_t rx_queue;     /* a data thread's provider receive queue (8192) */
+	uint32_t max_jobs;     /* [job] max-jobs (64) */
+	double max_memory_share; /* [job] max-memory-share (0.5) */
+	uint32_t max_window;   /* [job] max-window (64) */
+	uint64_t max_chunk;    /* [job] max-chunk (4 MiB) */
+	bool sealed;           /* the daemons have a key ([auth] key-file) */
 	bool wide_types;       /* f16/bf16 among the job's types: + 2 buffers (the plugin joins with all) */
 	bool tcp;              /* tcp;ofi_rxm: the aggregator copies what it receives (else RDMA: verbs, efa) */
 	bool loopback;         /* every process on one host of `cores` cores */
@@ -83,6 +88,8 @@ struct plan_grant {
 	uint64_t chunk;
 	uint64_t mem_bytes;    /* window x chunk x (n + 1, or + 2) + bookkeeping */
 	uint64_t posted_recvs; /* window x n */
+	uint32_t ask_window;   /* what the job asks (a tree's inner job: its share, plugin/tree_plan.c) */
+	uint64_t ask_chunk;
 };
 
 struct plan_out {
@@ -107,11 +114,13 @@ struct plan_out {
 	struct plan_grant grant;  /* of the largest job */
 	uint32_t aggs_needed;  /* the fewest aggregators that carry everything (split 1) at the nodes' link speed */
 	bool agg_cpu_short;    /* at no count up to 2^16 x that do their CPUs keep up (per-message costs) */
-	/* whether the daemons admit the jobs at these settings: NULL, or why
-	 * not ("memory": over the budget, or one job over half of it;
-	 * "receive queue": a data thread's jobs post more than its queue less
-	 * the quarter, at most 256, kept for foreign messages) */
+	/* whether the daemons admit the jobs at these settings: NULL, or the
+	 * first admission rule (common/admit.h) that refuses one of them as
+	 * they join an aggregator in turn: "max-jobs", "memory-share",
+	 * "memory-budget", "receive-queue" (a data thread's queue less the
+	 * quarter, at most 256, the sweep keeps), "sealed-chunk" */
 	const char *refused;
+	uint32_t jobs_admitted;   /* of jobs_per_agg, before the first refusal */
 	double connect_s;      /* collnet connect */
 };
 
@@ -127,5 +136,8 @@ void plan_tree_shape(uint32_t n, uint32_t fan_in, uint32_t *groups, uint32_t *gr
 int plan_run(const struct plan_in *in, struct plan_out *out, char *err, int errlen);
 /* Fills defaults (chunk, window, fan-in, caps, threads, costs) into a zeroed in. */
 void plan_in_defaults(struct plan_in *in);
+/* The daemons' admission limits (common/admit.h) at in's settings. */
+struct admit_limits;
+void plan_admit_limits(const struct plan_in *in, struct admit_limits *lim);
 
 #endif

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define EXIT_BAD_ANSWER 1
 #define EXIT_UNREACHABLE 2
@@ -31,6 +32,24 @@ extern volatile sig_atomic_t quit_flag; /* SIGINT/SIGTERM during top */
 
 /* Sleeps s seconds, or until quit_flag is set. */
 void sleep_s(double s);
+
+/* ---- args.c: the command line's values, refused in the user's terms
+ * (exit 64); cmd is the command for the message's prefix, or NULL ---- */
+
+/* A whole number in [min, max]: "16.5" and "1e3" are refused. */
+uint64_t arg_count(const char *cmd, const char *opt, const char *s, uint64_t min, uint64_t max);
+/* A real number from min (above it when min_open) to max, in unit. */
+double arg_real(const char *cmd, const char *opt, const char *s, double min, bool min_open, double max,
+		const char *unit);
+/* A size (K, M, G, T: powers of 1024) in [min, max]. */
+uint64_t arg_size(const char *cmd, const char *opt, const char *s, uint64_t min, uint64_t max);
+/* "a,b,c" copied into buf (len bytes) and cut into items[] (at most max);
+ * an empty item ("128,,4", "4,") is refused. Returns the count. */
+int arg_list(const char *cmd, const char *opt, const char *arg, char **items, int max, char *buf, size_t len);
+/* --daemon URL: http://HOST:PORT, HOST:PORT or [V6]:PORT into o->host, o->port. */
+void arg_daemon(struct opts *o, const char *cmd, const char *url);
+/* A size as people write it: "1 byte", "64 KiB", "1048577 bytes". */
+const char *arg_fmt_size(uint64_t v, char *buf, size_t len);
 
 /* ---- format.c: output ---- */
 
@@ -138,6 +157,7 @@ int cmd_drain(struct opts *o, int argc, char **argv);
 
 int cmd_top(struct opts *o);
 int cmd_config(const struct opts *o);
+/* Exits 1 with a sentence when names are given and no family matches. */
 int cmd_metrics(const struct opts *o, const char *prefix);
 
 /* ---- cmd_plan.c: the sizing model (plan_model.h); argv[0] is "plan" ---- */

@@ -6,12 +6,12 @@
 # repair run, later requests still through the aggregator left) while a route is cut.
 #
 # flat (default; ctest cluster/partition): 4 workers, one collnet of 4 nodes, split 0.5,
-# 1000 collectives; at collective 333:
+# 500 collectives; at collective 166:
 #   1. node 3's route to aggregator 0 is cut (a blackhole route in node 3's namespace): node 3
 #      cannot reach it, nodes 0-2 still can;
 #   2. aggregator 0's route to node 3 is cut instead: results of aggregator 0 reach nodes 0-2
 #      but not node 3, so node 3 must be given them by the others (--expect-copies);
-#   3. the same at collective 996 of 1000: the fault, the agreement and the copies come while
+#   3. the same at collective 496 of 500: the fault, the agreement and the copies come while
 #      the nodes finish their last collectives and close (the harness closes right after its
 #      last request, as NCCL's teardown does; no request may run in a later epoch);
 #   4. case 2 with reduce-scatter windows only (owner-only results): what the victim
@@ -20,8 +20,8 @@
 # tree (ctest cluster/partition_tree): 8 workers, SUMCAST_FAN_IN=4, so the collnet is a
 # two-level tree (docs/plugin.md, "A tree where fan-in ends": 2 groups of 4, 4 shards; each
 # node in its group's reduce-scatter and allgather communicators and its shard's cross one,
-# 8 inner jobs on each aggregator), split 1 (every stage through the aggregators), 400
-# collectives; at collective 133:
+# 8 inner jobs on each aggregator), split 1 (every stage through the aggregators), 300
+# collectives; at collective 100:
 #   a. node 3's route to aggregator 0 is cut: the inner communicators with node 3 in them
 #      (group 0's two, shard 3's cross one with node 7) each notice, agree and repair on their
 #      own; node 3 logs 3 fault lines, nodes 0-2 two, node 7 one, nodes 4-6 none (the harness's
@@ -29,7 +29,7 @@
 #   b. aggregator 0's route to node 5 is cut, with sealed data (both daemons restarted with
 #      a key, the nodes given it): node 5's communicators (group 1's two, shard 1's cross one
 #      with node 1), results node 5 lacks copied from the others (--expect-copies).
-# heal (ctest cluster/partition_heal): a partition that heals. 4 workers, flat, split 1, 400
+# heal (ctest cluster/partition_heal): a partition that heals. 4 workers, flat, split 1, 300
 # collectives (more while the return is awaited); at collective 100 a route is cut as in
 # flat, every node logs the fault and goes on without aggregator 0, then at the harness's
 # first count at which every node has logged it (--readmit: every 50 collectives with
@@ -41,9 +41,9 @@
 set -u -o pipefail
 MODE=${1:-flat}
 case $MODE in
-  flat) W=4 SPLIT=0.5 OPS=1000 MODE_ARGS=() ;;
-  tree) W=8 SPLIT=1 OPS=400 MODE_ARGS=(--fan-in 4) ;;
-  heal) W=4 SPLIT=1 OPS=400 MODE_ARGS=() ;;
+  flat) W=4 SPLIT=0.5 OPS=500 MODE_ARGS=() ;;
+  tree) W=8 SPLIT=1 OPS=300 MODE_ARGS=(--fan-in 4) ;;
+  heal) W=4 SPLIT=1 OPS=300 MODE_ARGS=() ;;
   *) echo "usage: $0 [flat|tree|heal]" >&2; exit 2 ;;
 esac
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -93,23 +93,23 @@ run_case() { # name at cut-node cmd undo [harness args...]
 }
 if [[ $MODE == flat ]]; then
   # 1. the node cannot reach the aggregator
-  run_case node-side 333 "$victim" \
+  run_case node-side 166 "$victim" \
     "ip netns exec $(sc_ns_w $victim) ip route add blackhole $(sc_ip_a 0)/32" \
     "ip netns exec $(sc_ns_w $victim) ip route del blackhole $(sc_ip_a 0)/32"
   # 2. the aggregator cannot reach the node: some nodes hold results the victim lacks
-  run_case aggregator-side 333 "$victim" \
+  run_case aggregator-side 166 "$victim" \
     "ip netns exec $(sc_ns_a 0) ip route add blackhole $(sc_ip_w $victim)/32" \
     "ip netns exec $(sc_ns_a 0) ip route del blackhole $(sc_ip_w $victim)/32" \
     --expect-copies
   # 4. the same with reduce-scatters only (blocks of 32-48 KiB: eager chunks of one owner): the victim owns results the others' completed
   #    requests no longer hold, so they are recomputed from the contributions the others kept
   #    (node 0: its block is in aggregator 0's shard of every window)
-  run_case aggregator-side-rs 333 0 \
+  run_case aggregator-side-rs 166 0 \
     "ip netns exec $(sc_ns_a 0) ip route add blackhole $(sc_ip_w 0)/32" \
     "ip netns exec $(sc_ns_a 0) ip route del blackhole $(sc_ip_w 0)/32" \
     --small-rs --expect-kept
   # 3. the same at the end: the others are closing when the victim needs them
-  run_case aggregator-side-late 996 "$victim" \
+  run_case aggregator-side-late 496 "$victim" \
     "ip netns exec $(sc_ns_a 0) ip route add blackhole $(sc_ip_w $victim)/32" \
     "ip netns exec $(sc_ns_a 0) ip route del blackhole $(sc_ip_w $victim)/32" \
     --expect-copies
@@ -126,7 +126,7 @@ elif [[ $MODE == heal ]]; then
     --readmit --agg-http "$(sc_agg_http_list)"
 else
   # a. node 3 cannot reach aggregator 0: its group's communicators and shard 3's cross one
-  run_case tree-node-side 133 3 \
+  run_case tree-node-side 100 3 \
     "ip netns exec $(sc_ns_w 3) ip route add blackhole $(sc_ip_a 0)/32" \
     "ip netns exec $(sc_ns_w 3) ip route del blackhole $(sc_ip_a 0)/32"
   # b. aggregator 0 cannot reach node 5 (group 1, shard 1), sealed: the daemons again with a
@@ -136,7 +136,7 @@ else
   (umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$SC_KEY_FILE")
   sc_daemons_start "$SUMCASTD" || { echo "FAIL: aggregators with a key did not start"; exit 1; }
   export SUMCAST_KEY_FILE=$SC_KEY_FILE
-  run_case tree-aggregator-side-sealed 133 5 \
+  run_case tree-aggregator-side-sealed 100 5 \
     "ip netns exec $(sc_ns_a 0) ip route add blackhole $(sc_ip_w 5)/32" \
     "ip netns exec $(sc_ns_a 0) ip route del blackhole $(sc_ip_w 5)/32" \
     --expect-copies

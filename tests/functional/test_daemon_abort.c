@@ -206,6 +206,8 @@ int main(void)
 	}
 	CHECK(sd_metric(&d, "sumcast_errors_total{kind=\"data\"}") == 3, "data aborts counted: %g",
 	      sd_metric(&d, "sumcast_errors_total{kind=\"data\"}"));
+	CHECK(sd_metric(&d, "sumcast_jobs_aborted_total{reason=\"data\"}") == 3, "data aborts by reason: %g",
+	      sd_metric(&d, "sumcast_jobs_aborted_total{reason=\"data\"}"));
 	/* Only the oversize case's real chunk was ever completed. */
 	CHECK(sd_metric(&d, "sumcast_chunks_reduced_total") == 1, "chunks completed: %g",
 	      sd_metric(&d, "sumcast_chunks_reduced_total"));

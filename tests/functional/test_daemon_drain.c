@@ -186,6 +186,26 @@ static void mode_http(void)
 	}
 	CHECK(stats_job_draining(&d, 0xb1, true) && stats_job_draining(&d, 0xc1, true),
 	      "/stats: jobs B and C not draining");
+	/* O and X are the stop's aborts, counted apart from the aborts and
+	 * errors a dashboard or an alert sums: a restart is not an error. */
+	CHECK(sd_metric(&d, "sumcast_shutdown_jobs_aborted_total") == 2, "stop's aborts: %g",
+	      sd_metric(&d, "sumcast_shutdown_jobs_aborted_total"));
+	static const char *const not_counted[] = {
+		"sumcast_jobs_aborted_total{reason=\"timeout\"}", "sumcast_jobs_aborted_total{reason=\"rank_left\"}",
+		"sumcast_jobs_aborted_total{reason=\"internal\"}", "sumcast_errors_total{kind=\"rank_left\"}",
+	};
+	for (size_t i = 0; i < sizeof(not_counted) / sizeof(*not_counted); i++)
+		CHECK(sd_metric(&d, not_counted[i]) == 0, "%s: %g", not_counted[i], sd_metric(&d, not_counted[i]));
+	CHECK(isnan(sd_metric(&d, "sumcast_errors_total{kind=\"shutdown\"}")) &&
+		      isnan(sd_metric(&d, "sumcast_jobs_aborted_total{reason=\"shutdown\"}")),
+	      "the stop shows among the errors or the aborts");
+	CHECK(sd_metric(&d, "sumcast_joins_total") == 8 && sd_metric(&d, "sumcast_jobs_started_total") == 4,
+	      "joins %g, jobs started %g", sd_metric(&d, "sumcast_joins_total"),
+	      sd_metric(&d, "sumcast_jobs_started_total"));
+	CHECK(sd_metric(&d, "sumcast_drain_timeout_seconds") == 30 &&
+		      sd_metric(&d, "sumcast_drain_start_time_seconds") > sd_metric(&d, "sumcast_start_time_seconds"),
+	      "drain gauges: timeout %g, start %g", sd_metric(&d, "sumcast_drain_timeout_seconds"),
+	      sd_metric(&d, "sumcast_drain_start_time_seconds"));
 	CHECK(sd_metric(&d, "sumcast_draining") == 1 && sd_metric(&d, "sumcast_jobs_drained_total") == 0,
 	      "metrics while draining: %g %g", sd_metric(&d, "sumcast_draining"),
 	      sd_metric(&d, "sumcast_jobs_drained_total"));
@@ -201,6 +221,7 @@ static void mode_http(void)
 		CHECK(leave(&b[r]) == 0, "B rank %d LEAVE", r);
 	CHECK(sd_wait_metric(&d, "sumcast_jobs_drained_total", TH_EQ, 1, 5000) == 1,
 	      "B's LEAVEs not counted drained");
+	CHECK(sd_metric(&d, "sumcast_jobs_finished_total") == 0, "a drained job counted finished");
 	CHECK(sd_wait_log(&d, "job 0xb1 drained: its 2 ranks moved off after 0 chunks", 0, NULL, 0, 3000),
 	      "no drained line for B");
 	st = post(d.http, "127.0.0.1", "POST", "/drain", body, sizeof(body));

@@ -276,6 +276,20 @@ int main(void)
 	CHECK(sd_metric(&d, "sumcast_errors_total{kind=\"params\"}") == 3, "params count");
 	CHECK(sd_metric(&d, "sumcast_errors_total{kind=\"version\"}") == 1, "version count");
 	CHECK(sd_metric(&d, "sumcast_errors_total{kind=\"malformed\"}") == 2, "malformed count");
+	/* and again by reason, apart from the aborts and from a stop */
+	static const struct {
+		const char *name;
+		double want;
+	} refused[] = {
+		{ "sumcast_joins_refused_total{reason=\"auth\"}", 2 },
+		{ "sumcast_joins_refused_total{reason=\"params\"}", 3 },
+		{ "sumcast_joins_refused_total{reason=\"version\"}", 1 },
+		{ "sumcast_joins_refused_total{reason=\"malformed\"}", 2 },
+		{ "sumcast_shutdown_joins_refused_total", 0 },
+	};
+	for (size_t i = 0; i < sizeof(refused) / sizeof(*refused); i++)
+		CHECK(sd_metric(&d, refused[i].name) == refused[i].want, "%s: %g, want %g", refused[i].name,
+		      sd_metric(&d, refused[i].name), refused[i].want);
 	CHECK(sd_metric(&d, "sumcast_jobs") == 1 && sd_metric(&d, "sumcast_ranks") == 3,
 	      "jobs %g ranks %g", sd_metric(&d, "sumcast_jobs"), sd_metric(&d, "sumcast_ranks"));
 

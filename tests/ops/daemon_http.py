@@ -11,16 +11,18 @@ def clean_env():
     return {k: v for k, v in os.environ.items() if not k.startswith(("FI_", "SUMCASTD_"))}
 
 
-def start(sumcastd, tmp, name, extra_env, provider=None):
-    """A daemon with ports of its choice (and [fabric] provider, if given),
-    its log in tmp/name.log: (process, control port, HTTP port), the ports
-    None when it wrote no port file within 15 s."""
+def start(sumcastd, tmp, name, extra_env, provider=None, conf_extra=""):
+    """A daemon with ports of its choice (and [fabric] provider, if given,
+    and conf_extra's lines appended to its tmp/name.conf), its log in
+    tmp/name.log: (process, control port, HTTP port), the ports None when
+    it wrote no port file within 15 s."""
     ports = os.path.join(tmp, name + ".ports")
     conf = os.path.join(tmp, name + ".conf")
     with open(conf, "w") as f:
         f.write("[control]\nport = 0\nport-file = %s\n[http]\nport = 0\n" % ports)
         if provider:
             f.write("[fabric]\nprovider = %s\n" % provider)
+        f.write(conf_extra)
     env = clean_env()
     env.update(extra_env)
     log = open(os.path.join(tmp, name + ".log"), "w")

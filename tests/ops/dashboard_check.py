@@ -1,13 +1,20 @@
 #!/usr/bin/env python3
 """Checks conf/grafana/sumcast.json against a real sumcastd.
 
-  dashboard_check.py DASHBOARD.json SCRAPE.prom [--prometheus URL] [--render DIR]
+  dashboard_check.py DASHBOARD.json SCRAPE.prom [--docs OPERATIONS.md]
+                    [--prometheus URL] [--render DIR]
 
 * every panel (rows aside) has a unit and at least one query; datasources are
-  the ${datasource} variable, so the dashboard imports anywhere;
-* every sumcast_* series a query names exists in SCRAPE (a real /metrics),
-  and every label it groups or filters by exists on that series (instance and
-  job are added by Prometheus);
+  the ${datasource} variable, the one datasource the dashboard defines (no
+  __inputs beside it), so the dashboard imports anywhere;
+* every sumcast_* and process_* series a query names exists in SCRAPE (a
+  real /metrics), and every label it groups or filters by exists on that
+  series (instance and job are added by Prometheus);
+* the panels titled Errors count no normal stop (sumcast_shutdown_*, kind
+  "shutdown");
+* files and README sections the descriptions cite exist;
+* with --docs: every metric the Metrics table of OPERATIONS.md documents has
+  a panel, and every metric a panel queries is documented there;
 * with --prometheus (a server that scraped the daemon while a job ran): every
   query, with Grafana's variables filled in, evaluates without error over the
   scraped range and returns at least one non-NaN value; with --render, the
@@ -26,7 +33,35 @@ import urllib.request
 
 PROM_LABELS = {"instance", "job"}
 # Queries of these panels may be empty on a healthy daemon (no errors).
-MAY_BE_EMPTY = {"Errors by kind"}
+MAY_BE_EMPTY = {"Jobs aborted and joins refused, by reason", "Messages dropped, by kind"}
+METRIC_RE = re.compile(r"\b((?:sumcast|process)_[a-zA-Z0-9_:]+)")
+HIST_SUFFIX = re.compile(r"_(bucket|sum|count)$")
+
+
+def documented_metrics(path):
+    """Metric names in the first column of the table under '## Metrics'."""
+    names, inside = set(), False
+    for line in open(path):
+        if line.startswith("## "):
+            inside = line.strip() == "## Metrics"
+            continue
+        if inside and line.startswith("| `"):
+            names |= set(METRIC_RE.findall(line.split("|")[1]))
+    return names
+
+
+def cited(text, root):
+    """Problems with the files and README sections a description cites."""
+    bad = []
+    for f in re.findall(r"\b((?:docs|conf|tests|daemon|tools)/[A-Za-z0-9_./-]+\.[a-z]+)", text):
+        if not os.path.exists(os.path.join(root, f)):
+            bad.append("cites %s, which does not exist" % f)
+    readme = open(os.path.join(root, "README.md")).read()
+    for sec in re.findall(r"README \(([^)]*)\)", text):
+        for name in (x.strip() for x in sec.split(",")):
+            if not re.search(r"^#+ +%s\b" % re.escape(name), readme, re.M):
+                bad.append("cites README section %r, which README.md does not have" % name)
+    return bad
 
 
 def walk(panels):
@@ -97,6 +132,11 @@ def main():
         i = args.index("--prometheus")
         prom = args[i + 1]
         del args[i:i + 2]
+    docs = None
+    if "--docs" in args:
+        i = args.index("--docs")
+        docs = args[i + 1]
+        del args[i:i + 2]
     if "--render" in args:
         i = args.index("--render")
         render_dir = args[i + 1]
@@ -108,6 +148,17 @@ def main():
     have = scrape_series(args[1])
     bad = []
     queries = []
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(args[0]))))
+    if "__inputs" in dash:
+        bad.append("__inputs defines a datasource beside the ${datasource} variable")
+    dsvars = [v for v in dash.get("templating", {}).get("list", []) if v.get("type") == "datasource"]
+    if [v.get("name") for v in dsvars] != ["datasource"]:
+        bad.append("want one datasource variable named datasource, have %r" % [v.get("name") for v in dsvars])
+    for v in dash.get("templating", {}).get("list", []):
+        if "datasource" in v and v["datasource"].get("uid") != "${datasource}":
+            bad.append("variable %r: datasource is not ${datasource}" % v.get("name"))
+    for b in cited(dash.get("description", ""), root):
+        bad.append("dashboard description " + b)
     for p in walk(dash["panels"]):
         title = p.get("title", "?")
         unit = p.get("fieldConfig", {}).get("defaults", {}).get("unit")
@@ -115,14 +166,20 @@ def main():
             bad.append("panel %r has no unit" % title)
         if not p.get("targets"):
             bad.append("panel %r has no query" % title)
+        if p.get("datasource", {}).get("uid") != "${datasource}":
+            bad.append("panel %r: datasource is not ${datasource}" % title)
+        for b in cited(p.get("description", ""), root):
+            bad.append("panel %r: %s" % (title, b))
         for t in p.get("targets", []):
             if t.get("datasource", p.get("datasource", {})).get("uid") != "${datasource}":
                 bad.append("panel %r: datasource is not ${datasource}" % title)
             expr = t.get("expr", "")
             queries.append((title, unit, t.get("legendFormat", ""), expr))
-            names = set(re.findall(r"\b(sumcast_[a-zA-Z0-9_:]+)", expr))
+            names = set(METRIC_RE.findall(expr))
             if not names:
-                bad.append("panel %r: query names no sumcast_ metric: %s" % (title, expr))
+                bad.append("panel %r: query names no sumcast_ or process_ metric: %s" % (title, expr))
+            if title.startswith("Errors") and "shutdown" in expr:
+                bad.append("panel %r counts the normal stop (shutdown): %s" % (title, expr))
             used = set(re.findall(r"\bby \(([^)]*)\)", expr))
             used = {l.strip() for g in used for l in g.split(",")}
             used |= set(re.findall(r"([a-zA-Z_][a-zA-Z0-9_]*)=~?\"", expr))
@@ -134,9 +191,19 @@ def main():
             for l in used - PROM_LABELS:
                 if not any(l in have.get(n, set()) for n in names):
                     bad.append("panel %r uses label %s, which %s do not have" % (title, l, sorted(names)))
+    used = {n for q in queries for n in METRIC_RE.findall(q[3])}
     print("dashboard: %d panels, %d queries, %d metric names checked against the scrape"
-          % (len(list(walk(dash["panels"]))), len(queries),
-             len({n for q in queries for n in re.findall(r"\b(sumcast_[a-zA-Z0-9_:]+)", q[3])})))
+          % (len(list(walk(dash["panels"]))), len(queries), len(used)))
+    if docs:
+        documented = documented_metrics(docs)
+        if not documented:
+            bad.append("%s: no metrics found under '## Metrics'" % docs)
+        families = {HIST_SUFFIX.sub("", n) if HIST_SUFFIX.sub("", n) in documented else n for n in used}
+        for n in sorted(documented - families):
+            bad.append("%s documents %s, which no panel shows" % (os.path.basename(docs), n))
+        for n in sorted(families - documented):
+            bad.append("a panel queries %s, which %s does not document" % (n, os.path.basename(docs)))
+        print("docs: %d documented metrics, each with a panel" % len(documented))
 
     if prom:
         # Wait for the server to have scraped the daemon.

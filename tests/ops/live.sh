@@ -9,13 +9,24 @@
 # and after it ends, MODE checks:
 #   metrics    /metrics passes promlint.py (strict grammar + naming) and
 #              `promtool check metrics` when installed; counters move; the
-#              gauges see the job; no errors counted.
-#   dashboard  every metric conf/grafana/sumcast.json queries exists in the
-#              scrape; with the prometheus server installed, every panel's
-#              query also returns data from a real scrape.
+#              gauges see the job; 4 joins, a job started and finished; no
+#              errors, aborts or refusals counted; process_* sane.
+#   dashboard  two daemons, the job over both. Every metric
+#              conf/grafana/sumcast.json queries exists in the scrape, every
+#              metric docs/operations.md documents has a panel
+#              (dashboard_check.py). With the prometheus server installed, it
+#              scrapes both daemons every 500 ms with
+#              conf/prometheus/sumcast-alerts.yml loaded: every panel's query
+#              returns data, the targets are up, the job shows as the daemons
+#              saw it, every metric the rules use is there, every rule
+#              evaluates and none fires (prom_check.py job); daemon 2 stopped,
+#              SumcastAggregatorDown goes pending for it (prom_check.py down).
 #   ctl        sumcastctl status/jobs/top/config/metrics, human and --json;
 #              the straggler is rank 2; unreachable and silent daemons give
-#              exit 2 within the timeout; usage errors give 64.
+#              exit 2 within the timeout; usage errors give 64; every
+#              command's --help asks no daemon; global options (--daemon)
+#              before or after the command; metrics NAME matching nothing
+#              exits 1; config shows the ports bound.
 # SUMCAST_OPS_EVIDENCE=DIR keeps the outputs (scrapes, sumcastctl, PNGs).
 # Exit 0 pass, 1 fail, 77 skip.
 set -u
@@ -24,14 +35,16 @@ here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d /tmp/sumcast-ops.XXXXXX) || exit 1
 evidence=${SUMCAST_OPS_EVIDENCE:-}
 pass=0 fail=0
-dpid= jpid= ppid=
+dpid= jpid= ppid= bpid=
 ok() { pass=$((pass + 1)); }
 ko() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
 cleanup() {
-	for p in $jpid $ppid $dpid; do kill "$p" 2>/dev/null; done
-	for p in $jpid $ppid $dpid; do wait "$p" 2>/dev/null; done
-	if [ $fail -ne 0 ] && [ -f "$tmp/sumcastd.log" ]; then
-		echo "--- sumcastd log (tail)" >&2; tail -30 "$tmp/sumcastd.log" >&2
+	for p in $jpid $ppid $bpid $dpid; do kill "$p" 2>/dev/null; done
+	for p in $jpid $ppid $bpid $dpid; do wait "$p" 2>/dev/null; done
+	if [ $fail -ne 0 ]; then
+		for f in "$tmp/sumcastd.log" "$tmp/b/sumcastd.log" "$tmp/prometheus.log"; do
+			[ -f "$f" ] && { echo "--- $f (tail)" >&2; tail -30 "$f" >&2; }
+		done
 	fi
 	rm -rf "$tmp"
 }
@@ -42,10 +55,15 @@ if [ "$mode" = ctl ] && [ -z "$ctl" ]; then
 	echo "SKIP: sumcastctl not built (needs libcurl4-openssl-dev, libjansson-dev)"; exit 77
 fi
 
-cat > "$tmp/sumcastd.conf" <<EOF
+# start_daemon DIR: sumcastd on 127.0.0.1 with ports 0 and DIR/ports; sets
+# spid, shttp and sctl once /healthz answers (15 s at most).
+start_daemon() {
+	local dir=$1
+	mkdir -p "$dir"
+	cat > "$dir/sumcastd.conf" <<EOF
 [control]
 port = 0
-port-file = $tmp/ports
+port-file = $dir/ports
 drain-timeout = 2s
 [http]
 port = 0
@@ -55,19 +73,31 @@ node = 127.0.0.1
 [data]
 threads = 2
 EOF
-"$sumcastd" -c "$tmp/sumcastd.conf" > "$tmp/sumcastd.log" 2>&1 &
-dpid=$!
-http= ctlport=
-for _ in $(seq 150); do
-	if [ -s "$tmp/ports" ]; then
-		ctlport=$(sed -n 's/.*control=\([0-9]*\).*/\1/p' "$tmp/ports")
-		http=$(sed -n 's/.*http=\([0-9]*\).*/\1/p' "$tmp/ports")
-		curl -sf --max-time 2 "http://127.0.0.1:$http/healthz" >/dev/null && break
-	fi
-	kill -0 $dpid 2>/dev/null || { echo "sumcastd exited at start" >&2; cat "$tmp/sumcastd.log" >&2; exit 1; }
-	sleep 0.1
-done
-[ -n "$http" ] || { echo "sumcastd not healthy within 15 s" >&2; exit 1; }
+	"$sumcastd" -c "$dir/sumcastd.conf" > "$dir/sumcastd.log" 2>&1 &
+	spid=$!
+	shttp= sctl=
+	for _ in $(seq 150); do
+		if [ -s "$dir/ports" ]; then
+			sctl=$(sed -n 's/.*control=\([0-9]*\).*/\1/p' "$dir/ports")
+			shttp=$(sed -n 's/.*http=\([0-9]*\).*/\1/p' "$dir/ports")
+			curl -sf --max-time 2 "http://127.0.0.1:$shttp/healthz" >/dev/null && return 0
+		fi
+		kill -0 $spid 2>/dev/null || { echo "sumcastd exited at start" >&2; cat "$dir/sumcastd.log" >&2; exit 1; }
+		sleep 0.1
+	done
+	echo "sumcastd not healthy within 15 s" >&2
+	exit 1
+}
+start_daemon "$tmp"
+dpid=$spid http=$shttp ctlport=$sctl
+aggs=127.0.0.1:$ctlport
+# dashboard: a second daemon, so that Prometheus has two aggregators.
+bhttp=
+if [ "$mode" = dashboard ]; then
+	start_daemon "$tmp/b"
+	bpid=$spid bhttp=$shttp
+	aggs=$aggs,127.0.0.1:$sctl
+fi
 base="http://127.0.0.1:$http"
 scrape() { curl -sf --max-time 5 "$base/metrics" > "$1"; }
 metric() { # metric FILE NAME{labels}: value, summed over label sets when no labels given
@@ -80,20 +110,23 @@ if [ "$mode" = dashboard ] && command -v prometheus >/dev/null; then
 	prom_port=$("$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 	cat > "$tmp/prometheus.yml" <<EOF
 global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
+  scrape_interval: 500ms
+  evaluation_interval: 500ms
+rule_files:
+  - $src/conf/prometheus/sumcast-alerts.yml
 scrape_configs:
   - job_name: sumcast
     static_configs:
-      - targets: ['127.0.0.1:$http']
+      - targets: ['127.0.0.1:$http', '127.0.0.1:$bhttp']
 EOF
 	prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/tsdb" \
 		--web.listen-address="127.0.0.1:$prom_port" > "$tmp/prometheus.log" 2>&1 &
 	ppid=$!
-	# Scrapes must cover the whole job: wait until the server has one.
+	# Scrapes must cover the whole job: wait until the server has both.
 	for _ in $(seq 300); do
-		curl -sf --max-time 1 "http://127.0.0.1:$prom_port/api/v1/query?query=sumcast_build_info" |
-			grep -q '"value"' && break
+		curl -sf --max-time 1 "http://127.0.0.1:$prom_port/api/v1/query?query=count(sumcast_build_info)" |
+			grep -q '"2"\]' && break
+		kill -0 $ppid 2>/dev/null || { ko "prometheus exited: $(tail -5 "$tmp/prometheus.log")"; break; }
 		sleep 0.1
 	done
 fi
@@ -101,7 +134,7 @@ fi
 scrape "$tmp/idle.prom" && ok || ko "idle scrape failed"
 seconds=${SUMCAST_OPS_JOB_SECONDS:-6}
 [ "$mode" != metrics ] && seconds=${SUMCAST_OPS_JOB_SECONDS:-12}
-"$jobgen" --aggs "127.0.0.1:$ctlport" --ranks 4 --seconds "$seconds" --count 262144 \
+"$jobgen" --aggs "$aggs" --ranks 4 --seconds "$seconds" --count 262144 \
 	--slow-rank 2 --slow-us 20000 --job-id 0x5eed > "$tmp/jobgen.log" 2>&1 &
 jpid=$!
 # Wait until the job is serving (jobs gauge 1 and chunks moving), at most 20 s.
@@ -199,11 +232,31 @@ metrics)
 	e=$(metric "$tmp/after.prom" sumcast_errors_total)
 	[ "$e" = 0 ] && ok || ko "errors counted in a clean job: $(grep '^sumcast_errors_total' "$tmp/after.prom" | grep -v ' 0$')"
 	[ "$(metric "$tmp/after.prom" sumcast_jobs)" = 0 ] && ok || ko "sumcast_jobs is not 0 after the job"
+	for m in sumcast_joins_total:4 sumcast_jobs_started_total:1 sumcast_jobs_finished_total:1 \
+		sumcast_jobs_aborted_total:0 sumcast_joins_refused_total:0 sumcast_shutdown_jobs_aborted_total:0; do
+		v=$(metric "$tmp/after.prom" "${m%%:*}")
+		[ "$v" = "${m#*:}" ] && ok || ko "${m%%:*} is $v after the job, want ${m#*:}"
+	done
+	awk '$1 == "process_open_fds" { o = $2 } $1 == "process_max_fds" { m = $2 }
+		$1 == "process_resident_memory_bytes" { r = $2 } END { exit !(o > 3 && o < m && r > 1e6) }' \
+		"$tmp/after.prom" && ok || ko "process_*: $(grep '^process_' "$tmp/after.prom" | tr '\n' ' ')"
 	;;
 dashboard)
 	"$py" "$here/dashboard_check.py" "$src/conf/grafana/sumcast.json" "$tmp/busy.prom" \
+		--docs "$src/docs/operations.md" \
 		${prom_port:+--prometheus "http://127.0.0.1:$prom_port"} \
 		${evidence:+--render "$evidence"} && ok || ko "dashboard check"
+	if [ -n "$prom_port" ]; then
+		purl=http://127.0.0.1:$prom_port
+		"$py" "$here/prom_check.py" "$purl" job "$src/conf/prometheus/sumcast-alerts.yml" 4 \
+			"127.0.0.1:$http" "127.0.0.1:$bhttp" && ok || ko "prometheus: the job, the targets, the alerts"
+		# A normal stop of daemon 2 (no jobs: it exits at once): its target goes down.
+		kill -TERM $bpid; wait $bpid; brc=$?; bpid=
+		[ $brc -eq 0 ] && ok || ko "daemon 2 exited $brc on SIGTERM"
+		"$py" "$here/prom_check.py" "$purl" down "127.0.0.1:$bhttp" && ok || ko "prometheus: daemon 2 down"
+	else
+		echo "note: prometheus not installed (apt-get install prometheus); no server-side checks"
+	fi
 	;;
 ctl)
 	"$ctl" -p "$http" config > "$tmp/config.txt" 2>&1 && grep -q provider "$tmp/config.txt" && ok ||
@@ -224,6 +277,51 @@ assert any(s["name"] == "sumcast_errors_total" and "kind" in s["labels"] for s i
 	t1=$(date +%s%N)
 	[ $rc -eq 2 ] && grep -q "cannot read" "$tmp/dead.txt" && ok || ko "closed port: exit $rc: $(cat "$tmp/dead.txt")"
 	[ $(((t1 - t0) / 1000000)) -lt 3000 ] && ok || ko "closed port took $(((t1 - t0) / 1000000)) ms"
+	# --help of every command answers at once with a port nobody listens on:
+	# it asks no daemon (one that did would exit 2).
+	for c in status jobs top config metrics drain plan profile; do
+		out=$("$ctl" -p "$dead" $c --help 2>&1); rc=$?
+		[ $rc -eq 0 ] && printf '%s' "$out" | grep -q "^Usage: sumcastctl" && ok ||
+			ko "$c --help: exit $rc: $out"
+	done
+	# Global options before or after the command, --daemon in both places.
+	for args in "--daemon 127.0.0.1:$http status" "status --daemon 127.0.0.1:$http" \
+		"--daemon http://127.0.0.1:$http/ -i 0 status" "status -i 0 -p $http" "status --port=$http -i0"; do
+		"$ctl" -p "$dead" $args > "$tmp/g.txt" 2>&1 && grep -q "sumcastd .* at 127.0.0.1:$http: ok" "$tmp/g.txt" &&
+			ok || ko "sumcastctl $args: $(cat "$tmp/g.txt")"
+	done
+	# status --json (the flag after the command) is JSON with the daemon's ports
+	"$ctl" -p "$http" status --json -i 0 > "$tmp/sj.json" 2>&1 && "$py" - "$tmp/sj.json" "$http" <<'PYEOF' && ok || ko "status --json: $(cat "$tmp/sj.json")"
+import json, sys
+st = json.load(open(sys.argv[1]))
+assert st["health"] == "ok" and st["port"] == int(sys.argv[2]), st
+PYEOF
+	"$ctl" -p "$http" --json jobs --json > "$tmp/jj.json" 2>&1 && "$py" -c 'import json,sys; assert json.load(open(sys.argv[1])) == []' "$tmp/jj.json" &&
+		ok || ko "--json jobs --json: $(cat "$tmp/jj.json")"
+	# usage errors after the command: exit 64 with the command named
+	"$ctl" -p "$http" status bogus > /dev/null 2> "$tmp/u.txt"; rc=$?
+	[ $rc -eq 64 ] && grep -q "sumcastctl status: unexpected argument bogus" "$tmp/u.txt" && ok ||
+		ko "status bogus: exit $rc: $(cat "$tmp/u.txt")"
+	"$ctl" -p "$http" jobs --frob > /dev/null 2> "$tmp/u.txt"; rc=$?
+	[ $rc -eq 64 ] && grep -q "unknown option --frob" "$tmp/u.txt" && ok || ko "jobs --frob: exit $rc: $(cat "$tmp/u.txt")"
+	"$ctl" -p 7801.5 status > /dev/null 2> "$tmp/u.txt"; rc=$?
+	[ $rc -eq 64 ] && grep -q "not a whole number" "$tmp/u.txt" && ok || ko "-p 7801.5: exit $rc: $(cat "$tmp/u.txt")"
+	# metrics NAME that matches nothing: exit 1, a sentence on stderr, nothing on stdout
+	"$ctl" -p "$http" metrics sumcast_no_such_family > "$tmp/m.out" 2> "$tmp/m.err"; rc=$?
+	[ $rc -eq 1 ] && [ ! -s "$tmp/m.out" ] && grep -q 'no metric starts with "sumcast_no_such_family"' "$tmp/m.err" &&
+		ok || ko "metrics with no match: exit $rc, stdout $(cat "$tmp/m.out"), stderr $(cat "$tmp/m.err")"
+	"$ctl" -p "$http" --json metrics sumcast_no_such_family > "$tmp/m.out" 2> "$tmp/m.err"; rc=$?
+	[ $rc -eq 1 ] && [ ! -s "$tmp/m.out" ] && ok || ko "--json metrics with no match: exit $rc"
+	# config: the ports bound (the file says 0), both of them
+	"$ctl" -p "$http" config > "$tmp/config.txt" 2>&1
+	grep -q "^port = $http    # bound; configured 0" "$tmp/config.txt" &&
+		grep -q "^port = $ctlport    # bound; configured 0" "$tmp/config.txt" &&
+		! grep -q "^port = 0" "$tmp/config.txt" && ok || ko "config ports: $(grep -n port "$tmp/config.txt")"
+	"$ctl" -p "$http" config --json | "$py" -c '
+import json, sys
+s = {(e["section"], e["key"]): e for e in json.load(sys.stdin)["settings"]}
+assert s[("http", "port")]["bound"] == sys.argv[1] and s[("control", "port")]["bound"] == sys.argv[2], s[("http", "port")]' "$http" "$ctlport" &&
+		ok || ko "config --json: no bound ports"
 	# A daemon that accepts and never answers: exit 2 after --timeout, not a hang.
 	"$py" -c '
 import socket, sys, time

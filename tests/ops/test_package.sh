@@ -2,8 +2,11 @@
 # Builds the .deb from this build tree (cpack -G DEB into a scratch dir),
 # unpacks it with dpkg -x into a scratch root and checks the layout an
 # operator relies on: daemon, ctl, plugin where NCCL's dlopen finds it, unit
-# and sysusers where systemd looks, the config as a conffile, docs; the unit
-# names files that exist in the package; the packaged binaries run.
+# and sysusers where systemd looks, the config as a conffile, docs as the
+# source tree has them (every relative link in the installed Markdown
+# resolves inside the installed tree); the unit names files that exist in
+# the package; the packaged binaries run. tests/ops/test_systemd.sh installs
+# the same package in a booted Debian 12 container.
 # Usage: test_package.sh BUILD_DIR CMAKE_COMMAND
 set -u
 build=$1 cmake=$2
@@ -32,9 +35,41 @@ mkdir -p "$tmp/ctl" && dpkg-deb -e "$deb" "$tmp/ctl" && ok || ko "dpkg-deb -e fa
 for f in usr/sbin/sumcastd usr/bin/sumcastctl usr/bin/sumcast-perf \
 	usr/lib/systemd/system/sumcastd.service usr/lib/sysusers.d/sumcast.conf \
 	etc/sumcast/sumcastd.conf usr/share/doc/sumcast/README.md \
-	usr/share/doc/sumcast/examples/client.env usr/share/doc/sumcast/examples/grafana/sumcast.json; do
+	usr/share/doc/sumcast/examples/client.env usr/share/doc/sumcast/examples/grafana/sumcast.json \
+	usr/share/sumcast/prometheus/sumcast-alerts.yml usr/share/sumcast/prometheus/sumcast-alerts.test.yml \
+	usr/share/doc/sumcast/LICENSE usr/share/doc/sumcast/docs/operations.md \
+	usr/share/doc/sumcast/docs/journal/README.md; do
 	[ -f "$root/$f" ] && ok || ko "/$f is not in the package"
 done
+
+# The docs keep their tree: every relative link of every installed .md
+# resolves to a file or directory in the installed tree, and stays inside it.
+doc=$root/usr/share/doc/sumcast
+nimg=$(find "$doc/docs/img" -name '*.png' 2>/dev/null | wc -l)
+[ "$nimg" -gt 0 ] && ok || ko "docs/img is not in the package"
+nlinks=0 nbroken=0
+mds=$(find "$doc" -name '*.md')
+for md in $mds; do
+	dir=$(dirname "$md")
+	for l in $(grep -o '](\([^)#[:space:]]*\)' "$md" | sed 's/^](//' | sort -u); do
+		case $l in '' | *:*) continue ;; esac # anchors, http:, mailto:
+		nlinks=$((nlinks + 1))
+		t=$(realpath -m "$dir/$l")
+		case $t in "$doc" | "$doc"/*) ;; *) t= ;; esac
+		if [ -z "$t" ] || [ ! -e "$t" ]; then
+			nbroken=$((nbroken + 1))
+			ko "link in ${md#"$root"} does not resolve in the package: $l"
+		fi
+	done
+done
+[ "$nlinks" -ge 50 ] && ok || ko "only $nlinks relative links found in the installed docs"
+echo "installed docs: $(find "$doc" -name '*.md' | wc -l) .md files, $nimg images, $nlinks relative links, $nbroken broken"
+# The packaged alert rules load and pass their cases where they are installed.
+if command -v promtool >/dev/null; then
+	(cd "$root/usr/share/sumcast/prometheus" && promtool check rules sumcast-alerts.yml &&
+		promtool test rules sumcast-alerts.test.yml) > "$tmp/promtool.log" 2>&1 && ok ||
+		ko "packaged alert rules: $(cat "$tmp/promtool.log")"
+fi
 for f in usr/sbin/sumcastd usr/bin/sumcastctl usr/bin/sumcast-perf; do
 	[ -x "$root/$f" ] && ok || ko "/$f is not executable"
 done

@@ -70,12 +70,13 @@ def main():
         for f in ("t_ring_us", "t_agg_us"):
             check(b[f] >= a[f], f"{f} falls from {a['bytes']} to {b['bytes']} B: {a[f]} -> {b[f]}")
     # flat: memory and posted receives of one job per head, as the grant
-    # (window 8 x chunk 256K x (16 + 1) at N = 16, under the 64 MiB cap)
+    # (window 8 x chunk 256K x (16 + 2) at N = 16, under the 64 MiB cap: the
+    # plugin joins with f16 and bf16 among its types, an accumulator of 2 chunks)
     r = rows("--nodes", "16", "--heads", "8", "--aggs", "128", "--link-gbps", "100",
              "--agg-link-gbps", "100", "--bytes", "256M", "--agg-threads", "8")[0]
     sane(r, "N=16 H=8")
     check(r["agg_posted_recvs"] == 8 * 8 * 16, f"posted {r['agg_posted_recvs']}, want 8 heads x 8 x 16")
-    check(8 * 8 * (256 << 10) * 17 <= r["agg_mem_bytes"] <= 8 * (8 * (256 << 10) * 17 + 65536),
+    check(8 * 8 * (256 << 10) * 18 <= r["agg_mem_bytes"] <= 8 * (8 * (256 << 10) * 18 + 65536),
           f"agg_mem_bytes {r['agg_mem_bytes']}")
     check(r["split"] == 1 and r["aggs_needed"] == 16 * 8,
           f"M = N H at equal links (a link per head): split {r['split']}, needed {r['aggs_needed']}")
@@ -88,10 +89,21 @@ def main():
     # is more than its queue (8192 less 256); 8 of them, over the budget
     r = rows("--nodes", "4096", "--heads", "1", "--aggs", "64", "--link-gbps", "100",
              "--agg-link-gbps", "100", "--bytes", "1G", "--fan-in", "4096")[0]
-    check(r.get("admitted") is False and r.get("refused") == "receive queue", f"N=4096 H=1: {r.get('refused')!r}")
+    check(r.get("admitted") is False and r.get("refused") == "receive-queue", f"N=4096 H=1: {r.get('refused')!r}")
     r = rows("--nodes", "4096", "--heads", "8", "--aggs", "64", "--link-gbps", "100",
-             "--agg-link-gbps", "100", "--bytes", "1G", "--fan-in", "4096", "--agg-threads", "8")[0]
-    check(r.get("admitted") is False and r.get("refused") == "memory", f"N=4096 H=8: {r.get('refused')!r}")
+             "--agg-link-gbps", "100", "--bytes", "1G", "--fan-in", "4096", "--agg-threads", "8",
+             "--rx-queue", "16384")[0]
+    check(r.get("admitted") is False and r.get("refused") == "memory-budget" and r.get("jobs_admitted") == 7,
+          f"N=4096 H=8: {r.get('refused')!r} after {r.get('jobs_admitted')} jobs")
+    # max-jobs: a tree of 8 x (2 x 2 + 64) = 544 jobs per aggregator; a
+    # daemon at its defaults takes 64 (common/admit.c), with --max-jobs 544 all
+    r = rows("--nodes", "128", "--heads", "8", "--aggs", "16", "--link-gbps", "100",
+             "--agg-link-gbps", "400", "--bytes", "256M", "--agg-threads", "8")[0]
+    check(r.get("jobs_per_agg") == 544 and r.get("refused") == "max-jobs" and r.get("jobs_admitted") == 64,
+          f"N=128 H=8: {r.get('jobs_per_agg')} jobs, refused {r.get('refused')!r} after {r.get('jobs_admitted')}")
+    r = rows("--nodes", "128", "--heads", "8", "--aggs", "16", "--link-gbps", "100",
+             "--agg-link-gbps", "400", "--bytes", "256M", "--agg-threads", "8", "--max-jobs", "544")[0]
+    check(r.get("admitted") is True, f"N=128 H=8 --max-jobs 544: {r.get('refused')!r}")
     # the tree: N > F, every job's fan-in <= max(F', G)
     for n, f in ((256, 64), (1024, 64), (4096, 64), (100, 16)):
         r = rows("--nodes", str(n), "--heads", "8", "--aggs", "64", "--link-gbps", "100",
@@ -122,7 +134,7 @@ def main():
     # the table for people
     p = plan("--nodes", "64", "--heads", "8", "--aggs", "16", "--link-gbps", "100", "--agg-link-gbps", "400",
              "--bytes", "64M")
-    check("speedup" in p.stdout and "agg mem" in p.stdout and len(p.stdout.splitlines()) == 7,
+    check("speedup" in p.stdout and "agg mem" in p.stdout and len(p.stdout.splitlines()) == 10 and "# daemons: max-jobs 64" in p.stdout,
           f"table: {p.stdout!r}")
     # bad input: exit 64 and a sentence
     for bad in (["--nodes", "1", "--aggs", "1", "--link-gbps", "1", "--agg-link-gbps", "1", "--bytes", "8"],
@@ -134,6 +146,40 @@ def main():
         p = plan(*bad, rc=64)
         check(p.stderr.startswith("sumcastctl plan:"), f"{bad}: stderr {p.stderr!r}")
         check(p.stdout == "", f"{bad}: printed {p.stdout!r}")
+    # numbers in the user's terms: whole numbers, no empty list items, sizes
+    # with their unit, the ranges readable
+    base = ["--aggs", "4", "--link-gbps", "100", "--agg-link-gbps", "100"]
+    for args, want in ((["--nodes", "16.5", "--bytes", "1M"], "--nodes 16.5: not a whole number"),
+                       (["--nodes", "128,,4", "--bytes", "1M"], "--nodes 128,,4: an empty item"),
+                       (["--nodes", "128,", "--bytes", "1M"], "--nodes 128,: an empty item"),
+                       (["--nodes", "16", "--bytes", "0"], "--bytes must be at least 1 byte"),
+                       (["--nodes", "16", "--bytes", "2T"], "--bytes 2T: at most 1 TiB"),
+                       (["--nodes", "16", "--bytes", "1M", "--heads", "2.5"], "--heads 2.5: not a whole number"),
+                       (["--nodes", "1", "--bytes", "1M"], "--nodes must be at least 2 (got 1)"),
+                       (["--nodes", "16", "--bytes", "1M", "--max-jobs", "0"], "--max-jobs must be at least 1"),
+                       (["--nodes", "16", "--bytes", "1M", "--window", "x"], "--window x: not a number")):
+        p = plan(*args, *base, rc=64)
+        check(p.stderr.startswith("sumcastctl plan: " + want.split(":")[0]) and want in p.stderr,
+              f"{args}: stderr {p.stderr.strip()!r}, want {want!r}")
+        check("e+" not in p.stderr, f"{args}: a range in exponent form: {p.stderr.strip()!r}")
+    p = plan("--nodes", "16", "--bytes", "1M", "--link-gbps", "0", "--agg-link-gbps", "1", "--aggs", "1", rc=64)
+    check("--link-gbps must be above 0 Gb/s" in p.stderr, f"--link-gbps 0: {p.stderr.strip()!r}")
+    # --daemon-config: the daemons' settings from their own file, flags win
+    import tempfile, os
+    with tempfile.TemporaryDirectory() as d:
+        conf = os.path.join(d, "sumcastd.conf")
+        with open(conf, "w") as f:
+            f.write("[job]\nmax-jobs = 600\nmemory-budget = 4G\n[data]\nthreads = 8\n")
+        shape = ["--nodes", "128", "--heads", "8", "--aggs", "16", "--link-gbps", "100",
+                 "--agg-link-gbps", "400", "--bytes", "256M"]
+        r = rows(*shape, "--daemon-config", conf)[0]
+        check(r.get("admitted") is True and r.get("jobs_admitted") == 544, f"--daemon-config: {r.get('refused')!r}")
+        r = rows("--daemon-config", conf, *shape, "--max-jobs", "100")[0]
+        check(r.get("refused") == "max-jobs" and r.get("jobs_admitted") == 100, f"--max-jobs over the file: {r.get('refused')!r}")
+        with open(conf, "w") as f:
+            f.write("[job]\nmax-jobz = 6\n")
+        p = plan(*shape, "--daemon-config", conf, rc=64)
+        check("max-jobz" in p.stderr, f"--daemon-config with an unknown key: {p.stderr.strip()!r}")
     if failures:
         print(f"{len(failures)} checks failed")
         return 1

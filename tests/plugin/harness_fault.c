@@ -6,7 +6,7 @@
  *
  *   harness fault --nranks N --naggs M --fault KIND[,KIND] [--fault-agg I] [--ops K]
  *
- * K collectives (500; $HARNESS_FAULT_OPS where --ops is not given), the
+ * K collectives (300; $HARNESS_FAULT_OPS where --ops is not given), the
  * fault as collective K / 3 starts (--fault-at), a second at 2 K / 3.
  *
  *   kill     SIGKILL aggregator I while requests are in flight
@@ -35,6 +35,10 @@
  *   connect  SIGKILL aggregator I while the nodes connect
  *   node     the last node dies: every other node must get an error (no
  *            hang) within SUMCAST_AGG_TIMEOUT
+ *   drain    rank 0 runs $HARNESS_FAULT_CMD, which must ask aggregator I to
+ *            drain and return at once (`systemctl stop --no-block
+ *            sumcastd` in tests/ops/test_systemd.sh: the daemon under
+ *            systemd, started elsewhere, --aggs); checked as term
  *   cmd      rank 0 runs $HARNESS_FAULT_CMD (tests/cluster/partition.sh cuts
  *            one node's route to an aggregator, or the aggregator's route to
  *            one node, in the emulated cluster's namespaces); --cut-node R
@@ -81,14 +85,14 @@
 #define INJECT_MIN_BYTES (256u << 10)
 
 enum fkind { F_NONE, F_KILL, F_IDLE, F_STOP, F_TERM, F_RESTART, F_ALL, F_CONNECT, F_NODE,
-	     F_CMD, F_FLAP, F_ROLLING, F_BLIP };
+	     F_CMD, F_FLAP, F_ROLLING, F_BLIP, F_DRAIN };
 
 struct fault_opts fopt;
 
 static enum fkind kind_of(const char *s, size_t n)
 {
 	static const char *const names[] = { "", "kill", "idle", "stop", "term", "restart", "all",
-					     "connect", "node", "cmd", "flap", "rolling", "blip" };
+					     "connect", "node", "cmd", "flap", "rolling", "blip", "drain" };
 	for (int k = 1; k < (int)(sizeof(names) / sizeof(names[0])); k++)
 		if (strlen(names[k]) == n && !strncmp(s, names[k], n))
 			return (enum fkind)k;
@@ -124,8 +128,10 @@ bool fault_options_ok(void)
 const char *fault_skip_why(void)
 {
 	const char *prov = getenv("SUMCAST_PROVIDER");
-	bool graceful = (fopt.k1 == F_TERM || fopt.k1 == F_ROLLING || fopt.k1 == F_CMD) &&
-			(fopt.k2 == F_NONE || fopt.k2 == F_TERM || fopt.k2 == F_ROLLING || fopt.k2 == F_CMD);
+	bool graceful = (fopt.k1 == F_TERM || fopt.k1 == F_ROLLING || fopt.k1 == F_CMD ||
+			 fopt.k1 == F_DRAIN) &&
+			(fopt.k2 == F_NONE || fopt.k2 == F_TERM || fopt.k2 == F_ROLLING || fopt.k2 == F_CMD ||
+			 fopt.k2 == F_DRAIN);
 
 	if (!prov || strcmp(prov, "shm") || graceful || !fabric_shm_lock_hazard())
 		return NULL;
@@ -651,7 +657,7 @@ void run_fault(void)
 						inject(k, f);
 					rv_barrier(f ? "idle2b" : "idle1b");
 				}
-			} else if (k == F_CMD) {
+			} else if (k == F_CMD || k == F_DRAIN) {
 				if (my_rank == 0)
 					run_cmd("HARNESS_FAULT_CMD");
 			} else if (my_rank == 0) {
@@ -902,7 +908,7 @@ progress:
 	int faults = (fopt.k1 != F_NONE) + (fopt.k2 != F_NONE);
 	if (fopt.k1 == F_FLAP)
 		faults = flaps;
-	bool drains = fopt.k1 == F_ROLLING || fopt.k1 == F_TERM;
+	bool drains = fopt.k1 == F_ROLLING || fopt.k1 == F_TERM || fopt.k1 == F_DRAIN;
 	if (drains || blip)
 		faults = 0; /* no fault: a drain (a blip: one or none, below) */
 	if (fopt.k1 == F_ALL)

@@ -35,7 +35,7 @@ void usage(void)
 		"              the others' stall reports must name the ring peer and tag they wait for)\n"
 		"       coll: [--groups G]   (then allreduces through NCCL's proxy of G x 8 channels:\n"
 		"              groups in order, 8 requests each, no test in a pass that got NULL)\n"
-		"       fault: --fault kill|idle|stop|blip|term|restart|flap|rolling|all|connect|node|cmd[,KIND]\n"
+		"       fault: --fault kill|idle|stop|blip|term|restart|flap|rolling|all|connect|node|cmd|drain[,KIND]\n"
 		"              [--fault-agg I] [--ops K] [--fault-at K] [--expect-copies] [--readmit]\n"
 		"              [--flaps K] [--cut-node R]   (cmd: the node it cuts off; a tree needs it)\n"
 		"              [--agg-http host:port,...]   (with --aggs: their HTTP, for --readmit's\n"
@@ -307,7 +307,7 @@ int harness_main(int argc, char **argv, const char *forced_mode)
 		if (!fopt.ops && getenv("HARNESS_FAULT_OPS")) /* the ASan stage of test.sh: fewer */
 			fopt.ops = strtoull(getenv("HARNESS_FAULT_OPS"), NULL, 10);
 		if (!fopt.ops)
-			fopt.ops = 500;
+			fopt.ops = 300;
 		/* a drain ends once the nodes have moved off (milliseconds); the
 		 * timeout only bounds one that does not, on a loaded host */
 		setenv("HARNESS_DAEMON_CONF", "[control]\\ndrain-timeout = 10s", 0);

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "admit.h"
 #include "config.h"
 #include "grant.h"
 #include "job.h"
@@ -135,6 +136,20 @@ static void test_defaults_shared(void **state)
 	assert_int_equal(s.mc_inflight, GRANT_MC_INFLIGHT_DEFAULT);
 }
 
+/* The bookkeeping sizes sumcastctl plan assumes of a daemon
+ * (ADMIT_SIZES_LP64, common/admit.h) are this daemon's structs. */
+static void test_plan_sizes(void **state)
+{
+	(void)state;
+	struct admit_sizes d = job_admit_sizes(), p = ADMIT_SIZES_LP64;
+	if (sizeof(void *) != 8)
+		skip();
+	assert_int_equal(d.job, p.job);
+	assert_int_equal(d.rank, p.rank);
+	assert_int_equal(d.slot, p.slot);
+	assert_int_equal(d.rslot, p.rslot);
+}
+
 /* multicast-inflight's default, one receiver (the group): the plugin's
  * 256 KiB chunk keeps its chunk at window 2; the bench's 32 KiB keeps
  * window 8; a 1 MiB chunk halves to 256 KiB. */
@@ -163,6 +178,7 @@ int main(void)
 		cmocka_unit_test(test_sealed_floor),
 		cmocka_unit_test(test_other_caps),
 		cmocka_unit_test(test_mc_default),
+		cmocka_unit_test(test_plan_sizes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -148,7 +148,7 @@ static void grant_and_memory(void **state)
 		if (g.window != c[i].w || g.chunk != c[i].c)
 			fail_msg("N=%u: window %u chunk %llu, want %u %llu", c[i].n, g.window,
 				 (unsigned long long)g.chunk, c[i].w, (unsigned long long)c[i].c);
-		uint64_t book = 680 + 184ull * c[i].n + g.window * (88 + 184ull * c[i].n);
+		uint64_t book = 944 + 192ull * c[i].n + g.window * (128 + 272ull * c[i].n); /* ADMIT_SIZES_LP64 */
 		assert_int_equal(g.mem_bytes, (uint64_t)g.window * g.chunk * (c[i].n + 1) + book);
 		assert_int_equal(g.posted_recvs, (uint64_t)g.window * c[i].n);
 		if (c[i].n <= 1024) /* the cap holds wherever min-chunk allows */
@@ -308,17 +308,43 @@ static void admission(void **state)
 	in.fan_in = 4096; /* flat: 2 x 16 KiB x 4096 = 8192 receives on one thread */
 	o = run(&in);
 	assert_int_equal(o.agg_posted_recvs, 8192);
-	assert_string_equal(o.refused, "receive queue");
+	assert_string_equal(o.refused, "receive-queue");
+	assert_int_equal(o.jobs_admitted, 0);
 	in.rx_queue = 16384;
 	o = run(&in);
 	assert_null(o.refused);
 	in.heads = 8; /* 8 jobs of 128 MiB: over 1 GiB */
 	in.agg_threads = 8;
 	o = run(&in);
-	assert_string_equal(o.refused, "memory");
+	assert_string_equal(o.refused, "memory-budget");
+	assert_int_equal(o.jobs_admitted, 7);
 	in.mem_budget = 2ull << 30;
 	o = run(&in);
 	assert_null(o.refused);
+	assert_int_equal(o.jobs_admitted, 8);
+	/* one job over max-memory-share (0.5) of the budget */
+	in.mem_budget = 200ull << 20;
+	o = run(&in);
+	assert_string_equal(o.refused, "memory-share");
+	/* max-jobs: N = 128, H = 8 is a tree of 2 x 64, 8 x (2 x 2 + 64) = 544
+	 * jobs per aggregator; a daemon at its defaults takes 64 */
+	in = fabric(128, 8, 16, 100, 400, 1 << 20);
+	in.agg_threads = 8;
+	o = run(&in);
+	assert_int_equal(o.jobs_per_agg, 544);
+	assert_string_equal(o.refused, "max-jobs");
+	assert_int_equal(o.jobs_admitted, 64);
+	in.max_jobs = 544;
+	o = run(&in);
+	assert_null(o.refused);
+	assert_int_equal(o.jobs_admitted, 544);
+	/* a sealed daemon refuses a chunk that cannot carry the seal */
+	in = fabric(4, 1, 1, 100, 100, 1 << 20);
+	in.chunk = 128;
+	in.min_chunk = 64;
+	in.sealed = true;
+	o = run(&in);
+	assert_string_equal(o.refused, "sealed-chunk");
 }
 
 static void refuses_bad_input(void **state)

@@ -1,0 +1,119 @@
+/* Admission of a new job (admit.h): the grant, then the rules in the
+ * daemon's order, the first that fails refusing. */
+#include "admit.h"
+
+#include <string.h>
+
+#include "grant.h"
+#include "wire.h"
+
+uint64_t admit_book_bytes(const struct admit_sizes *sz, uint32_t window, uint32_t nranks)
+{
+	return sz->job + (uint64_t)nranks * sz->rank + (uint64_t)window * (sz->slot + (uint64_t)nranks * sz->rslot);
+}
+
+uint64_t admit_region_bytes(uint32_t window, uint32_t chunk, uint32_t nranks, bool has16, bool mc)
+{
+	return (uint64_t)window * chunk * (nranks + (has16 ? 2u : 1u)) +
+	       (mc ? (uint64_t)window * nranks * ADMIT_NACK_UNIT : 0);
+}
+
+uint64_t admit_mem_bytes(const struct admit_sizes *sz, uint32_t window, uint32_t chunk, uint32_t nranks,
+			 bool has16, bool mc)
+{
+	return admit_region_bytes(window, chunk, nranks, has16, mc) + admit_book_bytes(sz, window, nranks);
+}
+
+uint64_t admit_recvs(uint32_t window, uint32_t nranks, bool mc)
+{
+	return (uint64_t)window * nranks * (mc ? 2u : 1u);
+}
+
+const char *admit_rule_name(enum admit_rule r)
+{
+	switch (r) {
+	case ADMIT_OK:
+		return "admitted";
+	case ADMIT_SEALED_CHUNK:
+		return "sealed-chunk";
+	case ADMIT_MAX_JOBS:
+		return "max-jobs";
+	case ADMIT_MEMORY_SHARE:
+		return "memory-share";
+	case ADMIT_MEMORY_BUDGET:
+		return "memory-budget";
+	case ADMIT_RECEIVE_QUEUE:
+		return "receive-queue";
+	}
+	return "?";
+}
+
+/* The data thread with room for recvs and the fewest jobs, or -1; *room:
+ * the most room any thread has. */
+static int admit_thread(const struct admit_load *load, uint64_t recvs, uint64_t *room)
+{
+	int best = -1;
+
+	*room = 0;
+	for (unsigned i = 0; i < load->nthreads; i++) {
+		uint64_t free = load->rx_free[i];
+		if (free > *room)
+			*room = free;
+		if (free >= recvs && (best < 0 || load->thread_jobs[i] < load->thread_jobs[best]))
+			best = (int)i;
+	}
+	return best;
+}
+
+void admit_decide(const struct admit_limits *lim, const struct admit_load *load,
+		  const struct admit_ask *ask, struct admit_verdict *v)
+{
+	uint32_t asked = ask->weight ? ask->weight : 1;
+	uint64_t chunk_floor = lim->sealed ? 2 * ADMIT_SEAL_ROOM : 0;
+
+	memset(v, 0, sizeof(*v));
+	v->thread = -1;
+	/* the window per unit of weight, times the weight granted: a job's
+	 * credit, its share of the daemon against the other jobs'
+	 * (docs/daemon.md, "Weights") */
+	v->weight = asked < lim->max_weight ? asked : (uint32_t)lim->max_weight;
+	uint64_t base = ask->window < lim->max_window ? ask->window : lim->max_window;
+	v->asked_window = base * v->weight < WIRE_SLOTS_MAX ? (uint32_t)(base * v->weight) : WIRE_SLOTS_MAX;
+	v->asked_chunk = ask->chunk < lim->max_chunk ? ask->chunk : (uint32_t)lim->max_chunk;
+	struct grant gr = grant_inflight(v->asked_window, v->asked_chunk, ask->nranks, lim->max_inflight,
+					 lim->min_chunk, chunk_floor);
+	/* A multicast job's results: window x chunk within multicast-inflight,
+	 * by the same rule with one receiver (the group): datagrams have no
+	 * congestion control, the credit window is all that bounds what a
+	 * job's results put into a node's switch port at once
+	 * (docs/daemon.md, "Multicast results"). */
+	v->mc = lim->mcast && !ask->unicast;
+	if (v->mc && lim->mc_inflight) {
+		struct grant m = grant_inflight(gr.window, gr.chunk, 1, lim->mc_inflight, lim->min_chunk, chunk_floor);
+		v->mc_capped = m.window < gr.window || m.chunk < gr.chunk;
+		gr = m;
+	}
+	v->window = gr.window;
+	v->chunk = gr.chunk;
+	v->book_bytes = admit_book_bytes(&lim->sizes, v->window, ask->nranks);
+	v->mem_bytes = admit_mem_bytes(&lim->sizes, v->window, v->chunk, ask->nranks, ask->has16, v->mc);
+	v->recvs = admit_recvs(v->window, ask->nranks, v->mc);
+	v->share_bytes = (uint64_t)((double)lim->memory_budget * lim->max_memory_share);
+	v->budget_free = lim->memory_budget > load->mem_used ? lim->memory_budget - load->mem_used : 0;
+	int th = admit_thread(load, v->recvs, &v->rx_room);
+
+	if (lim->sealed && v->chunk <= 2 * ADMIT_SEAL_ROOM)
+		v->rule = ADMIT_SEALED_CHUNK;
+	else if (load->njobs >= lim->max_jobs)
+		v->rule = ADMIT_MAX_JOBS;
+	else if (v->mem_bytes > v->share_bytes)
+		v->rule = ADMIT_MEMORY_SHARE;
+	else if (v->mem_bytes > v->budget_free)
+		v->rule = ADMIT_MEMORY_BUDGET;
+	else if (th < 0)
+		v->rule = ADMIT_RECEIVE_QUEUE;
+	else {
+		v->rule = ADMIT_OK;
+		v->thread = th;
+	}
+}
