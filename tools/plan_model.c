@@ -474,6 +474,8 @@ int plan_run(const struct plan_in *in0, struct plan_out *o, char *err, int errle
 	if (!in.loopback && (!(in.link_gbps > 0 && in.link_gbps <= 1e5) ||
 			     !(in.agg_link_gbps > 0 && in.agg_link_gbps <= 1e5)))
 		BAD("--link-gbps and --agg-link-gbps: above 0 and at most 100000 Gb/s");
+	if (in.split_given && !(in.split_at >= 0 && in.split_at <= 1))
+		BAD("split %g: 0 to 1", in.split_at);
 	if (in.loopback && (in.cores < 1 || in.cores > 4096))
 		BAD("--cores %u: 1 to 4096", in.cores);
 #undef BAD
@@ -558,7 +560,11 @@ int plan_run(const struct plan_in *in0, struct plan_out *o, char *err, int errle
 	 * split it measures (endpoints included; 0.97-1.06 of the best:
 	 * docs/benchmarks.md): the best of a grid of 1/64 steps, whose time
 	 * this model knows where the plugin's start does not (CPU, the tree) */
-	for (int i = 0; !in.loopback && i <= 64; i++) {
+	if (in.split_given) {
+		o->split = in.split_at;
+		o->t_auto_us = split_s(&x, in.split_at) * 1e6;
+	}
+	for (int i = 0; !in.loopback && !in.split_given && i <= 64; i++) {
 		double t = split_s(&x, i / 64.0) * 1e6;
 		if (t < o->t_auto_us * (1 - 1e-9)) {
 			o->t_auto_us = t;

@@ -78,6 +78,11 @@ struct plan_in {
 	bool tcp;              /* tcp;ofi_rxm: the aggregator copies what it receives (else RDMA: verbs, efa) */
 	bool loopback;         /* every process on one host of `cores` cores */
 	uint32_t cores;
+	/* the split a communicator measured (the adaptive split's, for
+	 * this size: plugin/tuner.c passes it): t_auto_us and split are then
+	 * at it, not at the best the model finds; false: the model's */
+	bool split_given;
+	double split_at;       /* [0, 1] */
 	struct plan_costs cost;
 };
 

@@ -368,6 +368,37 @@ static void refuses_bad_input(void **state)
 	assert_int_equal(plan_run(&in, &o, err, sizeof(err)), -1);
 }
 
+/* A given split (the one a communicator measured: plugin/tuner.c) is the
+ * one costed: at 0 the ring's time, at 1 the aggregators' alone; the best
+ * split is never slower than a given one; a split outside [0, 1] is
+ * refused. */
+static void split_given(void **state)
+{
+	struct plan_in in = fabric(8, 1, 4, 100, 100, 64u << 20);
+	struct plan_out best, at0, at1, half;
+	char err[256] = "";
+
+	(void)state;
+	best = run(&in);
+	in.split_given = true;
+	in.split_at = 0;
+	at0 = run(&in);
+	assert_true(at0.split == 0);
+	assert_true(fabs(at0.t_auto_us - at0.t_ring_us) < 1e-9);
+	in.split_at = 1;
+	at1 = run(&in);
+	assert_true(fabs(at1.t_auto_us - at1.t_agg_us) < 1e-9);
+	in.split_at = 0.5;
+	half = run(&in);
+	assert_true(half.split == 0.5);
+	assert_true(best.t_auto_us <= at0.t_auto_us && best.t_auto_us <= at1.t_auto_us &&
+		    best.t_auto_us <= half.t_auto_us);
+	assert_true(fabs(half.t_ring_us - best.t_ring_us) < 1e-9);
+	in.split_at = 1.5;
+	assert_int_equal(plan_run(&in, &half, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "split"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -375,6 +406,7 @@ int main(void)
 		cmocka_unit_test(grant_and_memory),   cmocka_unit_test(ring_formula),
 		cmocka_unit_test(split_and_speedup),  cmocka_unit_test(admission),
 		cmocka_unit_test(refuses_bad_input),  cmocka_unit_test(loopback_napping),
+		cmocka_unit_test(split_given),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
