@@ -544,6 +544,13 @@ void failover_repair_dump(const struct coll_comm *cc, int level);
 /* With SUMCAST_SPLIT=auto, aggregators and at least two nodes: start
  * adapting from the model's splits (cc->model holds the live set). */
 int coll_adapt_init(struct coll_comm *cc);
+/* Publishes the communicator's figures to the tuner (tuner.h): `aggs`
+ * aggregators joined by every node (-1: as many as SUMCAST_AGGREGATORS
+ * lists, for the tree, whose inner communicators join them), its link
+ * speeds and hop, and each size class's split where the adaptive split has
+ * measured it (a fixed SUMCAST_SPLIT: that, for every class). At connect
+ * and after every adaptive decision, by top-level communicators only. */
+void coll_adapt_publish(const struct coll_comm *cc, int64_t aggs);
 /* Whether this node owes agreements every node has started (the windows
  * it completed; collnet_engine.c's coll_adapt_fini turns until not), and
  * the end: an agreement still running aborted, the registration dropped,

@@ -22,6 +22,7 @@
 #include "collnet.h"
 #include "log.h"
 #include "tags.h"
+#include "tuner.h"
 
 /* The agreed vector: each class's figures, then the aggregators' tenancy:
  * the jobs the busiest aggregator serves (min over nodes: what every node
@@ -46,6 +47,33 @@ int coll_adapt_init(struct coll_comm *cc)
 		t->plan0[c] = t->sa.c[c].ppm;
 	t->on = true;
 	return 0;
+}
+
+void coll_adapt_publish(const struct coll_comm *cc, int64_t aggs)
+{
+	struct tuner_figs f;
+	const char *prov = cc->f ? fabric_provider(cc->f) : NULL;
+
+	tuner_figs_from_settings(cc->nranks, &f);
+	if (aggs >= 0)
+		f.aggs = (uint32_t)aggs;
+	if (cc->model.link_gbps > 0)
+		f.link_gbps = cc->model.link_gbps;
+	f.agg_gbps = cc->model.agg_gbps > 0 ? cc->model.agg_gbps : f.link_gbps;
+	if (cc->model.lat_us > 0)
+		f.hop_us = cc->model.lat_us;
+	if (cc->model.agg_eff > 0)
+		f.agg_eff = cc->model.agg_eff;
+	if (prov)
+		f.tcp = strstr(prov, "tcp") != NULL;
+	for (unsigned c = 0; c < SPLIT_ADAPT_CLASSES; c++) {
+		const struct split_class *k = &cc->adapt.sa.c[c];
+		if (cc->adapt.on && (k->prev_x > 0 || k->steady_x > 0))
+			f.split_ppm[c] = k->ppm;
+		else if (!cc->adapt.on && cc->model.fixed >= 0)
+			f.split_ppm[c] = (int32_t)(cc->model.fixed * SPLIT_PPM);
+	}
+	tuner_live_publish(&f);
 }
 
 static const char *class_name(unsigned c, char *buf, size_t len)
@@ -114,6 +142,8 @@ static void adapt_decide(struct coll_comm *cc)
 			  load_s);
 	}
 	t->agreed++;
+	if (!cc->parent)
+		coll_adapt_publish(cc, cc->model.naggs);
 }
 
 /* Window `agreed` complete here: put its figures in and start agreeing. */

@@ -110,6 +110,7 @@ int collnet_connect(void *handles[], int nranks, int rank, void *listen_comm, vo
 			return rc;
 		}
 		coll_trace_open(cc);
+		coll_adapt_publish(cc, -1);
 		*coll_comm = cc;
 		return 0;
 	}
@@ -225,8 +226,10 @@ int coll_comm_create(struct fabric *f, const struct coll_conf *c, struct coll_co
 		SC_INFO("collnet job 0x%016llx: rank %d of %d, no SUMCAST_AGGREGATORS: ring only",
 			(unsigned long long)cc->job_id, rank, nranks);
 	}
-	if (!cc->parent)
+	if (!cc->parent) {
 		coll_trace_open(cc);
+		coll_adapt_publish(cc, cc->client ? cc->model.naggs : 0);
+	}
 	*out = cc;
 	return 0;
 

@@ -53,6 +53,7 @@ struct plugin_settings {
 	int64_t fan_in;                /* most nodes one aggregator job takes in; above: a tree */
 	char job_label[CFG_STR_MAX];   /* the scheduler's name for the job (JOIN, /stats); "":
 					* SLURM_JOB_ID, else POD_NAME, else none (plugin.c) */
+	bool tuner;                    /* the tuner sets CollNet's costs (tuner_nccl.c); false: NCCL's */
 };
 
 extern struct plugin_settings plugin_cfg;

@@ -1,15 +1,16 @@
 #!/bin/sh
 # The plugin exports exactly NCCL's entry points, every table version it
-# has (nothing from its static dependencies), and the installed NCCL looks
-# up each of those names up to the newest version it knows (an NCCL older
-# than the plugin's newest table loads the newest one it knows).
+# has (ncclNet, ncclCollNet, ncclTuner; nothing from its static
+# dependencies), and the installed NCCL looks up each of those names up to
+# the newest version it knows of each (an NCCL older than the plugin's
+# newest table loads the newest one it knows).
 # The first part always runs (it needs only nm) and decides the result; the
 # second needs NCCL's library and is skipped, with the reason, where there is
 # none (no CUDA on the machine): the test still passes on the first part.
 # Usage: check_exports.sh PLUGIN.so
 set -u
 so=$1
-want="ncclCollNetPlugin_v10 ncclCollNetPlugin_v11 ncclCollNetPlugin_v12 ncclCollNetPlugin_v8 ncclCollNetPlugin_v9 ncclNetPlugin_v10 ncclNetPlugin_v11 ncclNetPlugin_v12 ncclNetPlugin_v8 ncclNetPlugin_v9"
+want="ncclCollNetPlugin_v10 ncclCollNetPlugin_v11 ncclCollNetPlugin_v12 ncclCollNetPlugin_v8 ncclCollNetPlugin_v9 ncclNetPlugin_v10 ncclNetPlugin_v11 ncclNetPlugin_v12 ncclNetPlugin_v8 ncclNetPlugin_v9 ncclTunerPlugin_v3 ncclTunerPlugin_v4 ncclTunerPlugin_v5 ncclTunerPlugin_v6"
 command -v nm >/dev/null || { echo "FAIL: nm not found (binutils)"; exit 1; }
 [ -f "$so" ] || { echo "FAIL: $so does not exist"; exit 1; }
 # Linker-made entries that every shared object may carry.
@@ -38,24 +39,33 @@ if [ -z "$nccl" ]; then
 	exit 0
 fi
 command -v strings >/dev/null || { echo "FAIL: strings not found (binutils)"; exit 1; }
-names=$(strings "$nccl" | grep -E '^nccl(Coll)?NetPlugin_v[0-9]+$' | sort -u)
-# The newest ncclNet version this NCCL looks up (it tries newest first).
-newest=$(printf '%s\n' "$names" | sed -n 's/^ncclNetPlugin_v//p' | sort -n | tail -n 1)
-if [ -z "$newest" ]; then
-	echo "FAIL: $nccl looks up no ncclNetPlugin_v* name"
-	exit 1
-fi
-newer="" loads=0
-for s in $want; do
-	v=${s##*_v}
-	if [ "$v" -gt "$newest" ]; then
-		newer="$newer $s"
-		continue
-	fi
-	[ "$v" -gt "$loads" ] && loads=$v
-	if ! printf '%s\n' "$names" | grep -qx "$s"; then
-		echo "FAIL: $nccl does not look up $s (it knows: $(echo $names))"
+names=$(strings "$nccl" | grep -E '^nccl(CollNet|Net|Tuner)Plugin_v[0-9]+$' | sort -u)
+# Per family, the newest version this NCCL looks up (it tries newest first).
+report=""
+for fam in ncclNetPlugin ncclCollNetPlugin ncclTunerPlugin; do
+	newest=$(printf '%s\n' "$names" | sed -n "s/^${fam}_v//p" | sort -n | tail -n 1)
+	if [ -z "$newest" ]; then
+		echo "FAIL: $nccl looks up no ${fam}_v* name"
 		exit 1
 	fi
+	newer="" loads=0
+	for s in $want; do
+		[ "${s%_v*}" = "$fam" ] || continue
+		v=${s##*_v}
+		if [ "$v" -gt "$newest" ]; then
+			newer="$newer $s"
+			continue
+		fi
+		[ "$v" -gt "$loads" ] && loads=$v
+		if ! printf '%s\n' "$names" | grep -qx "$s"; then
+			echo "FAIL: $nccl does not look up $s (it knows: $(echo $names))"
+			exit 1
+		fi
+	done
+	if [ "$loads" -eq 0 ]; then
+		echo "FAIL: $nccl knows ${fam} up to v$newest, older than every one exported:$newer"
+		exit 1
+	fi
+	report="$report; $fam: every exported name up to v$newest, loads v$loads${newer:+ (newer than it:$newer)}"
 done
-echo "ok: $nccl looks up every exported name up to v$newest, the newest it knows; it loads v$loads${newer:+ (newer than it:$newer)}"
+echo "ok: $nccl looks up${report#;}"

@@ -69,6 +69,7 @@ static void environment(void **state)
 	setenv("SUMCAST_CHUNK_BYTES", "64k", 1);
 	setenv("SUMCAST_RING_CHUNK_BYTES", "128KiB", 1);
 	setenv("SUMCAST_SMALL_BYTES", "32768", 1);
+	setenv("SUMCAST_TUNER", "0", 1);
 	assert_int_equal(plugin_init(NULL), 0);
 	assert_int_equal(plugin_cfg.eager_bytes, 8192);
 	assert_int_equal(plugin_cfg.chunk_bytes, 65536);
@@ -79,6 +80,9 @@ static void environment(void **state)
 	struct cfg_error err;
 	assert_int_equal(cfg_set_defaults(plugin_settings_table(), &d, &err), 0);
 	assert_true(d.eager_bytes == CFG_SIZE_AUTO_VALUE);
+	/* the tuner is on unless SUMCAST_TUNER says otherwise (set 0 above) */
+	assert_true(d.tuner);
+	assert_false(plugin_cfg.tuner);
 	assert_int_equal(d.chunk_bytes, 256 << 10);
 }
 

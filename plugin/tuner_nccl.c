@@ -1,0 +1,164 @@
+/* ncclTuner v3..v6, the NCCL adapter of the tuner (tuner.c): NCCL's tables
+ * and a thin adapter per version, named nccl_tuner_* (as net_nccl.c's are
+ * nccl_net_*). NCCL finds them in this library when NCCL_TUNER_PLUGIN is
+ * unset and NCCL_NET_PLUGIN names it. Only AllReduce's CollNet rows are
+ * ever changed (tuner.h says how); SUMCAST_TUNER=0 leaves every table as
+ * NCCL filled it. Errors become ncclResult_t in plugin_result() only. */
+#include "nccl_tuner.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "plugin.h"
+#include "tuner.h"
+
+/* One per NCCL communicator. */
+struct nccl_tuner_ctx {
+	uint64_t comm_id;
+	uint32_t nodes, heads; /* heads: ranks per node, CollNet Direct's */
+	uint64_t gen;          /* the live figures' generation copied */
+	struct tuner_figs figs;
+};
+
+static void nccl_tuner_log_figs(const struct nccl_tuner_ctx *c, const char *why)
+{
+	uint64_t chain = tuner_crossover(&c->figs, 1), direct = tuner_crossover(&c->figs, c->heads);
+	char cs[32] = "never", ds[32] = "never";
+
+	if (chain)
+		snprintf(cs, sizeof(cs), "%" PRIu64 " B", chain);
+	if (direct)
+		snprintf(ds, sizeof(ds), "%" PRIu64 " B", direct);
+	SC_INFO("tuner: comm 0x%016" PRIx64 ", %u nodes x %u ranks, %u aggregators, link %.1f / "
+		"aggregator %.1f Gb/s, hop %.1f us (%s): AllReduce on CollNet Chain from %s, Direct from %s",
+		c->comm_id, c->nodes, c->heads, c->figs.aggs, c->figs.link_gbps, c->figs.agg_gbps,
+		c->figs.hop_us, why, cs, ds);
+}
+
+static ncclResult_t nccl_tuner_init_common(uint64_t comm_id, size_t nranks, size_t nnodes,
+					   ncclDebugLogger_t logger, void **ctx)
+{
+	struct nccl_tuner_ctx *c;
+	int rc = plugin_init(logger);
+
+	if (rc)
+		return plugin_result(rc);
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return ncclSystemError;
+	c->comm_id = comm_id;
+	c->nodes = nnodes > UINT32_MAX ? UINT32_MAX : (uint32_t)nnodes;
+	c->heads = nnodes && nranks / nnodes ? (uint32_t)(nranks / nnodes) : 1;
+	if (c->heads > 64)
+		c->heads = 64;
+	c->gen = tuner_live_gen();
+	if (tuner_live_get(c->nodes, &c->figs))
+		tuner_figs_from_settings(c->nodes, &c->figs);
+	if (plugin_cfg.tuner && c->nodes >= 2)
+		nccl_tuner_log_figs(c, c->figs.live ? "live" : "settings");
+	else if (!plugin_cfg.tuner)
+		SC_DBG("tuner: off (SUMCAST_TUNER): NCCL's costs stand");
+	*ctx = c;
+	return ncclSuccess;
+}
+
+static ncclResult_t nccl_tuner_coll_info(void *ctx, ncclFunc_t coll, size_t nbytes, float **table,
+					 int nalgo, int nproto)
+{
+	struct nccl_tuner_ctx *c = ctx;
+	struct tuner_est direct, chain;
+	uint64_t g;
+	int rd, rc;
+
+	if (!c || !plugin_cfg.tuner || coll != ncclFuncAllReduce || c->nodes < 2 || !table)
+		return ncclSuccess;
+	g = tuner_live_gen();
+	if (g != c->gen) {
+		struct tuner_figs f;
+		c->gen = g;
+		if (!tuner_live_get(c->nodes, &f)) {
+			c->figs = f;
+			nccl_tuner_log_figs(c, "live");
+		}
+	}
+	rd = tuner_allreduce_est(&c->figs, nbytes, c->heads, &direct);
+	rc = tuner_allreduce_est(&c->figs, nbytes, 1, &chain);
+	/* NCCL's table is float[nalgo][nproto], passed as float ** */
+	tuner_table_apply((float *)table, nalgo, nproto, rd ? NULL : &direct, rc ? NULL : &chain);
+	return ncclSuccess;
+}
+
+static ncclResult_t nccl_tuner_coll_info_v4(void *ctx, ncclFunc_t coll, size_t nbytes, int npipe,
+					    float **table, int nalgo, int nproto, int reg_buff,
+					    int *nchannels)
+{
+	(void)npipe;
+	(void)reg_buff;
+	(void)nchannels; /* NCCL's own */
+	return nccl_tuner_coll_info(ctx, coll, nbytes, table, nalgo, nproto);
+}
+
+static ncclResult_t nccl_tuner_coll_info_v3(void *ctx, ncclFunc_t coll, size_t nbytes, int npipe,
+					    float **table, int nalgo, int nproto, int *nchannels)
+{
+	(void)npipe;
+	(void)nchannels;
+	return nccl_tuner_coll_info(ctx, coll, nbytes, table, nalgo, nproto);
+}
+
+static ncclResult_t nccl_tuner_fini(void *ctx)
+{
+	free(ctx);
+	return ncclSuccess;
+}
+
+/* ---- v5 and v6: init(&ctx, commId, ...); the NVLink domains and NCCL's
+ * constants are left as they are ---- */
+
+static ncclResult_t nccl_tuner_init_v5(void **ctx, uint64_t comm_id, size_t nranks, size_t nnodes,
+				       ncclDebugLogger_t logger, ncclNvlDomainInfo_v5_t *nvl,
+				       ncclTunerConstants_v5_t *constants)
+{
+	(void)nvl;
+	(void)constants;
+	return nccl_tuner_init_common(comm_id, nranks, nnodes, logger, ctx);
+}
+
+SC_EXPORT const ncclTuner_v6_t ncclTunerPlugin_v6 = {
+	.name = PLUGIN_NAME,
+	.init = nccl_tuner_init_v5,
+	.getCollInfo = nccl_tuner_coll_info_v4,
+	.finalize = nccl_tuner_fini,
+	.getChunkSize = NULL, /* optional: NCCL's chunk sizes */
+};
+
+SC_EXPORT const ncclTuner_v5_t ncclTunerPlugin_v5 = {
+	.name = PLUGIN_NAME,
+	.init = nccl_tuner_init_v5,
+	.getCollInfo = nccl_tuner_coll_info_v4,
+	.finalize = nccl_tuner_fini,
+};
+
+/* ---- v3 and v4: init(nRanks, nNodes, logger, &ctx), no commId ---- */
+
+static ncclResult_t nccl_tuner_init_v3(size_t nranks, size_t nnodes, ncclDebugLogger_t logger, void **ctx)
+{
+	return nccl_tuner_init_common(0, nranks, nnodes, logger, ctx);
+}
+
+SC_EXPORT const ncclTuner_v4_t ncclTunerPlugin_v4 = {
+	.name = PLUGIN_NAME,
+	.init = nccl_tuner_init_v3,
+	.getCollInfo = nccl_tuner_coll_info_v4,
+	.destroy = nccl_tuner_fini,
+};
+
+SC_EXPORT const ncclTuner_v3_t ncclTunerPlugin_v3 = {
+	.name = PLUGIN_NAME,
+	.init = nccl_tuner_init_v3,
+	.getCollInfo = nccl_tuner_coll_info_v3,
+	.destroy = nccl_tuner_fini,
+};

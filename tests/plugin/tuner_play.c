@@ -1,0 +1,269 @@
+/* NCCL's tuner calls, played as NCCL makes them (src/plugin/tuner.cc and
+ * src/enqueue.cc's getAlgoInfo / topoGetAlgoInfo, tags v2.22.3-1 to
+ * v2.30.7-1): dlopen the plugin library, dlsym each ncclTunerPlugin_v*
+ * this library exports (v3..v6; v1, v2 must not be there), init with
+ * nRanks / nNodes / a log function (v5, v6: &ctx, commId, NVLink domains,
+ * NCCL's constants), then for each size a cost table as NCCL fills it
+ * (every entry -1, then a time for each usable algorithm and protocol:
+ * CollNet Simple only, NCCL's own SHARP-minded figures that make CollNet
+ * the cheapest at every size), getCollInfo, and NCCL's choice (the
+ * smallest entry >= 0); then destroy / finalize.
+ *
+ * The figures come from the settings (no communicator connects here):
+ * SUMCAST_AGGREGATORS lists 4, links of 100 Gb/s, 4 nodes of 8 ranks.
+ * Checked (exit 1 on the first failure):
+ *  - 8 B AllReduce: not CollNet (NCCL's tree or ring);
+ *  - 64 MiB AllReduce: CollNet;
+ *  - on both sides of the crossover the library logs (CollNet Chain from
+ *    X B, for one rank per node): X / 2 not CollNet, X CollNet;
+ *  - ReduceScatter: the table as NCCL filled it;
+ *  - NCCL 2.22's table of 6 algorithms and 2.24's of 7.
+ * With --off (run with SUMCAST_TUNER=0) every table stays as NCCL filled
+ * it, byte for byte, and the library says nothing of crossovers.
+ * Usage: tuner_play [--off] [PLUGIN.so] */
+#include <dlfcn.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nccl_tuner.h"
+
+#define NA_MAX 7
+#define NP 3
+
+static int failures;
+static uint64_t crossover_chain; /* from the library's log line */
+static int crossover_lines;
+
+#define CHECK(cond, ...)                                                 \
+	do {                                                             \
+		if (!(cond)) {                                           \
+			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+			fprintf(stderr, __VA_ARGS__);                    \
+			fputc('\n', stderr);                              \
+			failures++;                                      \
+		}                                                        \
+	} while (0)
+
+static void play_log(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
+		     const char *fmt, ...)
+{
+	char msg[1024];
+	const char *p;
+	va_list ap;
+
+	(void)flags;
+	(void)file;
+	(void)line;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (level <= NCCL_LOG_INFO)
+		printf("NCCL %s\n", msg);
+	if ((p = strstr(msg, "CollNet Chain from "))) {
+		crossover_lines++;
+		crossover_chain = strtoull(p + strlen("CollNet Chain from "), NULL, 10);
+	}
+}
+
+/* As NCCL's updateCollCostTable leaves it for an inter-node AllReduce with
+ * CollNet supported: tree and ring on all three protocols, CollNet Direct
+ * and Chain on Simple only, NVLS and PAT not usable. The times (us) are a
+ * latency and a bandwidth each, CollNet's the best of them all, as NCCL's
+ * model for a SHARP switch says. */
+static void nccl_fill(float *t, int na, size_t bytes)
+{
+	static const double lat[2][NP] = { { 10, 12, 25 }, { 8, 10, 30 } };     /* tree, ring */
+	static const double bw[2][NP] = { { 3e3, 9e3, 10e3 }, { 4e3, 11e3, 12e3 } }; /* bytes/us */
+
+	for (int i = 0; i < na * NP; i++)
+		t[i] = (float)NCCL_ALGO_PROTO_IGNORE;
+	for (int a = 0; a < 2; a++)
+		for (int p = 0; p < NP; p++)
+			t[a * NP + p] = (float)(lat[a][p] + bytes / bw[a][p]);
+	t[NCCL_ALGO_COLLNET_DIRECT * NP + NCCL_PROTO_SIMPLE] = (float)(5 + bytes / 40e3);
+	t[NCCL_ALGO_COLLNET_CHAIN * NP + NCCL_PROTO_SIMPLE] = (float)(6 + bytes / 40e3);
+}
+
+/* topoGetAlgoInfo: the smallest entry >= 0, first in table order on a tie. */
+static int nccl_pick(const float *t, int na)
+{
+	float best = 3600000000.0f;
+	int algo = -1;
+
+	for (int a = 0; a < na; a++)
+		for (int p = 0; p < NP; p++)
+			if (t[a * NP + p] >= 0 && t[a * NP + p] < best) {
+				best = t[a * NP + p];
+				algo = a;
+			}
+	return algo;
+}
+
+static bool is_collnet(int a)
+{
+	return a == NCCL_ALGO_COLLNET_DIRECT || a == NCCL_ALGO_COLLNET_CHAIN;
+}
+
+struct tuner {
+	int version;
+	void *ctx;
+	ncclResult_t (*coll)(void *ctx, ncclFunc_t f, size_t n, int pipe, float **t, int na, int np,
+			     int reg, int *nch);
+	ncclResult_t (*coll_v3)(void *ctx, ncclFunc_t f, size_t n, int pipe, float **t, int na, int np,
+				int *nch);
+	ncclResult_t (*fini)(void *ctx);
+};
+
+static ncclResult_t tuner_call(const struct tuner *tu, ncclFunc_t f, size_t n, float *t, int na)
+{
+	int nch = 0;
+
+	if (tu->coll_v3)
+		return tu->coll_v3(tu->ctx, f, n, 1, (float **)t, na, NP, &nch);
+	return tu->coll(tu->ctx, f, n, 1, (float **)t, na, NP, 0, &nch);
+}
+
+/* One size: NCCL's table, the tuner, NCCL's choice. Returns the algorithm. */
+static int play(const struct tuner *tu, ncclFunc_t f, size_t bytes, int na, bool off)
+{
+	float t[NA_MAX * NP], before[NA_MAX * NP];
+	ncclResult_t r;
+	int algo;
+
+	nccl_fill(t, na, bytes);
+	memcpy(before, t, sizeof(t));
+	r = tuner_call(tu, f, bytes, t, na);
+	CHECK(r == ncclSuccess, "v%d getCollInfo(%zu B) returned %d", tu->version, bytes, r);
+	algo = nccl_pick(t, na);
+	for (int a = 0; a < na; a++)
+		for (int p = 0; p < NP; p++) {
+			bool same = t[a * NP + p] == before[a * NP + p];
+			/* only CollNet's rows move, only when on and for AllReduce */
+			CHECK(same || (!off && f == ncclFuncAllReduce && is_collnet(a)),
+			      "v%d %zu B: entry [%d][%d] %.1f -> %.1f", tu->version, bytes, a, p,
+			      before[a * NP + p], t[a * NP + p]);
+			/* NCCL's ignored entries stay ignored */
+			CHECK(before[a * NP + p] >= 0 || same, "v%d %zu B: ignored [%d][%d] set to %.1f",
+			      tu->version, bytes, a, p, t[a * NP + p]);
+		}
+	printf("v%d %s %10zu B (%d algorithms): %s (CollNet Chain %.1f, Direct %.1f; tree %.1f, ring %.1f)\n",
+	       tu->version, f == ncclFuncAllReduce ? "AllReduce" : "ReduceScatter", bytes, na,
+	       algo == NCCL_ALGO_TREE ? "tree" : algo == NCCL_ALGO_RING ? "ring"
+		       : algo == NCCL_ALGO_COLLNET_DIRECT ? "CollNet Direct"
+		       : algo == NCCL_ALGO_COLLNET_CHAIN ? "CollNet Chain" : "other",
+	       t[NCCL_ALGO_COLLNET_CHAIN * NP + NCCL_PROTO_SIMPLE],
+	       t[NCCL_ALGO_COLLNET_DIRECT * NP + NCCL_PROTO_SIMPLE], t[NCCL_PROTO_SIMPLE],
+	       t[NCCL_ALGO_RING * NP + NCCL_PROTO_SIMPLE]);
+	return algo;
+}
+
+static int open_tuner(void *lib, int version, size_t nranks, size_t nnodes, struct tuner *tu)
+{
+	char name[32];
+	void *sym;
+	ncclResult_t r;
+
+	snprintf(name, sizeof(name), "ncclTunerPlugin_v%d", version);
+	sym = dlsym(lib, name);
+	if (!sym)
+		return -1;
+	memset(tu, 0, sizeof(*tu));
+	tu->version = version;
+	if (version >= 5) {
+		/* v6's first five members are v5's */
+		const ncclTuner_v5_t *t = sym;
+		ncclNvlDomainInfo_v5_t nvl = { 1, (int)(nranks / nnodes), (int)(nranks / nnodes) };
+		ncclTunerConstants_v5_t constants, before;
+		memset(&constants, 0x5a, sizeof(constants));
+		before = constants;
+		CHECK(t->name && !strcmp(t->name, "Sumcast"), "%s name %s", name, t->name ? t->name : "NULL");
+		r = t->init(&tu->ctx, 0x1234abcdull, nranks, nnodes, play_log, &nvl, &constants);
+		CHECK(!memcmp(&constants, &before, sizeof(constants)), "%s init changed NCCL's constants", name);
+		tu->coll = t->getCollInfo;
+		tu->fini = t->finalize;
+		if (version == 6)
+			CHECK(((const ncclTuner_v6_t *)sym)->getChunkSize == NULL,
+			      "v6 getChunkSize set: NCCL would call it");
+	} else if (version == 4) {
+		const ncclTuner_v4_t *t = sym;
+		r = t->init(nranks, nnodes, play_log, &tu->ctx);
+		tu->coll = t->getCollInfo;
+		tu->fini = t->destroy;
+	} else {
+		const ncclTuner_v3_t *t = sym;
+		r = t->init(nranks, nnodes, play_log, &tu->ctx);
+		tu->coll_v3 = t->getCollInfo;
+		tu->fini = t->destroy;
+	}
+	CHECK(r == ncclSuccess, "%s init returned %d", name, r);
+	return r == ncclSuccess ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+	bool off = argc > 1 && !strcmp(argv[1], "--off");
+	const char *path = argc > 1 + off ? argv[1 + off] : HARNESS_PLUGIN_PATH;
+	const size_t nnodes = 4, nranks = 32;
+	void *lib;
+
+	/* what the settings give the tuner before any communicator connects */
+	setenv("SUMCAST_AGGREGATORS", "127.0.0.1:7801,127.0.0.1:7802,127.0.0.1:7803,127.0.0.1:7804", 1);
+	setenv("SUMCAST_LINK_GBPS", "100", 1);
+	setenv("SUMCAST_AGG_GBPS", "100", 1);
+	lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!lib) {
+		fprintf(stderr, "FAIL: dlopen %s: %s\n", path, dlerror());
+		return 1;
+	}
+	CHECK(!dlsym(lib, "ncclTunerPlugin_v1") && !dlsym(lib, "ncclTunerPlugin_v2"),
+	      "v1 / v2 exported: they choose algorithms outright, without NCCL's costs");
+	/* newest first, as NCCL looks them up; each on its own, as a
+	 * different NCCL would use it */
+	for (int v = 6; v >= 3; v--) {
+		struct tuner tu;
+		int na = v == 3 ? 6 : 7; /* NCCL 2.22: no PAT row */
+		crossover_chain = 0;
+		crossover_lines = 0;
+		if (open_tuner(lib, v, nranks, nnodes, &tu)) {
+			CHECK(0, "ncclTunerPlugin_v%d missing or its init failed", v);
+			continue;
+		}
+		int small = play(&tu, ncclFuncAllReduce, 8, na, off);
+		int large = play(&tu, ncclFuncAllReduce, 64u << 20, na, off);
+		play(&tu, ncclFuncReduceScatter, 8, na, off);
+		if (off) {
+			/* NCCL's figures: CollNet everywhere */
+			CHECK(is_collnet(small) && is_collnet(large), "v%d off: NCCL's choice changed", v);
+			CHECK(crossover_lines == 0, "v%d off: the tuner logged a crossover", v);
+		} else {
+			CHECK(!is_collnet(small), "v%d 8 B AllReduce: CollNet (algorithm %d)", v, small);
+			CHECK(is_collnet(large), "v%d 64 MiB AllReduce: not CollNet (algorithm %d)", v, large);
+			CHECK(crossover_lines == 1 && crossover_chain > 8 && crossover_chain <= (64u << 20),
+			      "v%d: no crossover logged at init (%d lines, %" PRIu64 " B)", v,
+			      crossover_lines, crossover_chain);
+			if (crossover_chain > 8) {
+				/* Chain decides where Direct loses; NCCL picks Chain's
+				 * entry once only it is left among CollNet's */
+				int below = play(&tu, ncclFuncAllReduce, crossover_chain / 2, na, off);
+				int at = play(&tu, ncclFuncAllReduce, crossover_chain, na, off);
+				CHECK(!is_collnet(below), "v%d %" PRIu64 " B (below the crossover): CollNet", v,
+				      crossover_chain / 2);
+				CHECK(at == NCCL_ALGO_COLLNET_CHAIN || at == NCCL_ALGO_COLLNET_DIRECT,
+				      "v%d %" PRIu64 " B (the crossover): not CollNet", v, crossover_chain);
+			}
+		}
+		CHECK(tu.fini(tu.ctx) == ncclSuccess, "v%d destroy failed", v);
+	}
+	dlclose(lib);
+	if (failures) {
+		fprintf(stderr, "tuner_play: %d failure(s)\n", failures);
+		return 1;
+	}
+	printf("tuner_play: ok (%s)\n", off ? "SUMCAST_TUNER=0: every table as NCCL filled it"
+					    : "CollNet by the model on both sides of the crossover");
+	return 0;
+}
