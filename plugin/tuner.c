@@ -137,6 +137,14 @@ static struct tuner_figs live[TUNER_LIVE_SLOTS];
 static uint64_t live_when[TUNER_LIVE_SLOTS];
 static uint64_t live_gen;
 
+static bool figs_same(const struct tuner_figs *a, const struct tuner_figs *b)
+{
+	return a->nodes == b->nodes && a->aggs == b->aggs && a->link_gbps == b->link_gbps &&
+	       a->agg_gbps == b->agg_gbps && a->hop_us == b->hop_us && a->agg_eff == b->agg_eff &&
+	       a->fan_in == b->fan_in && a->tcp == b->tcp && a->live == b->live &&
+	       !memcmp(a->split_ppm, b->split_ppm, sizeof(a->split_ppm));
+}
+
 void tuner_live_publish(const struct tuner_figs *f)
 {
 	int slot = 0;
@@ -150,9 +158,14 @@ void tuner_live_publish(const struct tuner_figs *f)
 		if (live_when[i] < live_when[slot])
 			slot = i;
 	}
-	live[slot] = *f;
-	live[slot].live = true;
-	live_when[slot] = __atomic_add_fetch(&live_gen, 1, __ATOMIC_ACQ_REL);
+	struct tuner_figs nf = *f;
+	nf.live = true;
+	/* the same figures again (a window that changed no split): no news
+	 * for the readers */
+	if (!live_when[slot] || !figs_same(&live[slot], &nf)) {
+		live[slot] = nf;
+		live_when[slot] = __atomic_add_fetch(&live_gen, 1, __ATOMIC_ACQ_REL);
+	}
 	pthread_mutex_unlock(&live_lock);
 }
 

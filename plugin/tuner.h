@@ -84,7 +84,7 @@ void tuner_figs_from_settings(uint32_t nodes, struct tuner_figs *out);
 /* The live figures: a connected collnet communicator of `nodes` ranks
  * publishes its own (collnet_adapt.c), the last one per node count wins;
  * a tuner of that many nodes reads them. tuner_live_gen changes with
- * every publication (a reader copies only then). */
+ * every publication that changes a figure (a reader copies only then). */
 void tuner_live_publish(const struct tuner_figs *f);
 uint64_t tuner_live_gen(void);
 /* 0, or -ENOENT where no communicator of `nodes` ranks published. */

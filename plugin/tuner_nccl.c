@@ -21,18 +21,26 @@ struct nccl_tuner_ctx {
 	uint32_t nodes, heads; /* heads: ranks per node, CollNet Direct's */
 	uint64_t gen;          /* the live figures' generation copied */
 	struct tuner_figs figs;
+	uint64_t chain, direct; /* the crossovers last logged (tuner_crossover) */
+	bool logged;
 };
 
-static void nccl_tuner_log_figs(const struct nccl_tuner_ctx *c, const char *why)
+/* At INFO when a crossover moved (or the first time), else at DEBUG: the
+ * adaptive split publishes after every window that moved a split. */
+static void nccl_tuner_log_figs(struct nccl_tuner_ctx *c, const char *why)
 {
 	uint64_t chain = tuner_crossover(&c->figs, 1), direct = tuner_crossover(&c->figs, c->heads);
 	char cs[32] = "never", ds[32] = "never";
+	bool moved = !c->logged || chain != c->chain || direct != c->direct;
 
 	if (chain)
 		snprintf(cs, sizeof(cs), "%" PRIu64 " B", chain);
 	if (direct)
 		snprintf(ds, sizeof(ds), "%" PRIu64 " B", direct);
-	SC_INFO("tuner: comm 0x%016" PRIx64 ", %u nodes x %u ranks, %u aggregators, link %.1f / "
+	c->logged = true;
+	c->chain = chain;
+	c->direct = direct;
+	SC_LOG_AT(moved ? SC_LOG_INFO : SC_LOG_DEBUG, "tuner: comm 0x%016" PRIx64 ", %u nodes x %u ranks, %u aggregators, link %.1f / "
 		"aggregator %.1f Gb/s, hop %.1f us (%s): AllReduce on CollNet Chain from %s, Direct from %s",
 		c->comm_id, c->nodes, c->heads, c->figs.aggs, c->figs.link_gbps, c->figs.agg_gbps,
 		c->figs.hop_us, why, cs, ds);

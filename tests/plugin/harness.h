@@ -249,6 +249,14 @@ extern int log_prefix_ok, saw_agg_path, saw_fallback;
 /* Aggregator faults the plugin logged (its one WARN per fault), and how
  * many aggregators the last collnet connect announced (-1: none yet). */
 extern int saw_fault, saw_naggs;
+/* The tuner's last "tuner: comm" line: its aggregators (-1: none yet) and
+ * whether the figures were a communicator's (1) or the settings' (0). */
+extern int saw_tuner_aggs, saw_tuner_live;
+/* NCCL's logger as the harness hands it to the plugin. */
+void hlog(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt, ...);
+/* NCCL's tuner in this process, with the collnet communicator connected:
+ * it must cost CollNet from the communicator's own figures (harness_coll.c). */
+void tuner_check_live(void);
 /* stall reports logged ("has waited"), and their ring lines naming the
  * peer and the tag a column waits for */
 extern int saw_stall, saw_stall_peer;

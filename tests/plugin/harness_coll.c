@@ -4,7 +4,33 @@
  * path connect chose. */
 #include "harness.h"
 
+#include <dlfcn.h>
 #include <string.h>
+
+#include "../../plugin/nccl_tuner.h"
+
+void tuner_check_live(void)
+{
+	const ncclTuner_v5_t *tu = dlsym(P.dl, "ncclTunerPlugin_v5");
+	ncclNvlDomainInfo_v5_t nvl = { opt.nranks, 1, 1 };
+	ncclTunerConstants_v5_t k;
+	void *ctx = NULL;
+	int want;
+
+	REQUIRE(tu, "ncclTunerPlugin_v5 not exported");
+	memset(&k, 0, sizeof(k));
+	/* NCCL: one rank per node here, nNodes = the collnet's ranks */
+	NCHECK(tu->init(&ctx, 0x1234, (size_t)opt.nranks, (size_t)opt.nranks, hlog, &nvl, &k));
+	/* the tree publishes the aggregators listed (its inner jobs join them) */
+	want = tree_on() ? -1 : opt.expect && !strcmp(opt.expect, "ring") ? 0 : saw_naggs;
+	REQUIRE(saw_tuner_live == 1, "the tuner took the settings, not the connected communicator's figures");
+	REQUIRE(want < 0 || saw_tuner_aggs == want, "the tuner sees %d aggregators, connect announced %d",
+		saw_tuner_aggs, want);
+	NCHECK(tu->finalize(ctx));
+	if (my_rank == 0)
+		printf("coll: the tuner costs CollNet from this communicator's figures (%d aggregators)\n",
+		       saw_tuner_aggs);
+}
 
 void run_coll(void)
 {
@@ -114,6 +140,7 @@ void run_coll(void)
 	}
 	if (opt.deterministic)
 		hash = check_rank_order(cc, send, recv, half, mh, hash);
+	tuner_check_live();
 	/* Bitwise equal on every rank. */
 	int other = rv_first_differing("hash", hash);
 	REQUIRE(other < 0, "results of rank %d differ bitwise from ours", other);

@@ -18,6 +18,7 @@ int log_prefix_ok; /* lines that came through NCCL's logger with our prefix */
 int saw_agg_path, saw_fallback;
 int saw_parked, saw_unparked; /* p2p comms parked at close, freed later */
 int saw_fault, saw_naggs = -1;
+int saw_tuner_aggs = -1, saw_tuner_live = -1;
 int saw_stall, saw_stall_peer;
 volatile bool stall_now;
 double stall_quiet_s;
@@ -30,7 +31,7 @@ uint64_t saw_copied, saw_kept, saw_passed;
 double fb_t_first, fb_t_decided;
 uint64_t saw_fault_last_ns;
 
-static void hlog(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
+void hlog(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
 		 const char *fmt, ...)
 {
 	char buf[2048];
@@ -56,6 +57,13 @@ static void hlog(ncclDebugLogLevel level, unsigned long flags, const char *file,
 		__atomic_fetch_add(&saw_parked, 1, __ATOMIC_RELAXED);
 	else if (strstr(buf, "completed after close; freed"))
 		__atomic_fetch_add(&saw_unparked, 1, __ATOMIC_RELAXED);
+	const char *tl = strstr(buf, "tuner: comm 0x");
+	if (tl) {
+		unsigned nodes, ranks, aggs;
+		if (sscanf(strchr(tl, ',') + 1, " %u nodes x %u ranks, %u aggregators", &nodes, &ranks, &aggs) == 3)
+			__atomic_store_n(&saw_tuner_aggs, (int)aggs, __ATOMIC_RELAXED);
+		__atomic_store_n(&saw_tuner_live, strstr(tl, "(live)") ? 1 : 0, __ATOMIC_RELAXED);
+	}
 	if (strstr(buf, "aggregators unusable"))
 		__atomic_store_n(&saw_fallback, 1, __ATOMIC_RELAXED);
 	else if (strstr(buf, " aggregators (") && strstr(buf, "+ ring")) {

@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nccl_tuner.h"
+#include "../../plugin/nccl_tuner.h"
 
 #define NA_MAX 7
 #define NP 3
