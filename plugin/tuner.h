@@ -23,9 +23,12 @@
 #include "split.h"
 
 /* Fabric round trips a CollNet allreduce through the aggregators costs
- * however small it is: the request to the aggregators and the result back,
- * the nodes' agreement on a window's figures and the proxy's hand-off, as
- * docs/plugin.md counts them. */
+ * however small it is. Its floor is one (node -> aggregator -> node), which
+ * the model counts; measured, 8 bytes took 2.7 to 5.4 round trips at 2 to 4
+ * nodes on tcp (docs/plugin.md, "8-byte latency against the fabric round
+ * trip": the plugin, the client, the daemon's serial messages). The model's
+ * per-message CPU covers the growth with N; the rest is charged as
+ * (TUNER_AGG_RTTS - 1) more round trips. */
 #define TUNER_AGG_RTTS 4
 
 /* Where NCCL's best other entry is below the model's CollNet time but the
