@@ -15,8 +15,21 @@
 #include "plugin.h"
 #include "tuner.h"
 
+/* The estimates of the last sizes asked, by size (NCCL asks the same few
+ * sizes again and again: a model run takes microseconds), dropped when the
+ * figures change. */
+#define NCCL_TUNER_CACHE 64
+_Static_assert(NCCL_TUNER_CACHE == 64, "the slot is the top 6 bits of the size's hash");
+
+struct nccl_tuner_memo {
+	size_t bytes; /* 0: empty */
+	int rd, rc;   /* tuner_allreduce_est's results */
+	struct tuner_est direct, chain;
+};
+
 /* One per NCCL communicator. */
 struct nccl_tuner_ctx {
+	struct nccl_tuner_memo memo[NCCL_TUNER_CACHE];
 	uint64_t comm_id;
 	uint32_t nodes, heads; /* heads: ranks per node, CollNet Direct's */
 	uint64_t gen;          /* the live figures' generation copied */
@@ -77,9 +90,8 @@ static ncclResult_t nccl_tuner_coll_info(void *ctx, ncclFunc_t coll, size_t nbyt
 					 int nalgo, int nproto)
 {
 	struct nccl_tuner_ctx *c = ctx;
-	struct tuner_est direct, chain;
+	struct nccl_tuner_memo *m;
 	uint64_t g;
-	int rd, rc;
 
 	if (!c || !plugin_cfg.tuner || coll != ncclFuncAllReduce || c->nodes < 2 || !table)
 		return ncclSuccess;
@@ -89,13 +101,18 @@ static ncclResult_t nccl_tuner_coll_info(void *ctx, ncclFunc_t coll, size_t nbyt
 		c->gen = g;
 		if (!tuner_live_get(c->nodes, &f)) {
 			c->figs = f;
+			memset(c->memo, 0, sizeof(c->memo));
 			nccl_tuner_log_figs(c, "live");
 		}
 	}
-	rd = tuner_allreduce_est(&c->figs, nbytes, c->heads, &direct);
-	rc = tuner_allreduce_est(&c->figs, nbytes, 1, &chain);
+	m = &c->memo[(nbytes * 0x9e3779b97f4a7c15ull) >> 58]; /* 64 slots */
+	if (m->bytes != nbytes || !nbytes) {
+		m->bytes = nbytes;
+		m->rd = tuner_allreduce_est(&c->figs, nbytes, c->heads, &m->direct);
+		m->rc = tuner_allreduce_est(&c->figs, nbytes, 1, &m->chain);
+	}
 	/* NCCL's table is float[nalgo][nproto], passed as float ** */
-	tuner_table_apply((float *)table, nalgo, nproto, rd ? NULL : &direct, rc ? NULL : &chain);
+	tuner_table_apply((float *)table, nalgo, nproto, m->rd ? NULL : &m->direct, m->rc ? NULL : &m->chain);
 	return ncclSuccess;
 }
 

@@ -234,6 +234,10 @@ int main(int argc, char **argv)
 		}
 		int small = play(&tu, ncclFuncAllReduce, 8, na, off);
 		int large = play(&tu, ncclFuncAllReduce, 64u << 20, na, off);
+		/* asked again (the tuner keeps its last answers by size): the same */
+		CHECK(play(&tu, ncclFuncAllReduce, 8, na, off) == small &&
+		      play(&tu, ncclFuncAllReduce, 64u << 20, na, off) == large,
+		      "v%d: a size asked again got another answer", v);
 		play(&tu, ncclFuncReduceScatter, 8, na, off);
 		if (off) {
 			/* NCCL's figures: CollNet everywhere */
