@@ -16,6 +16,11 @@
 # line: the CUDA driver, and whether the provider registers device memory),
 # and bench/gpusum: the ring part's sum on the GPU against staging through
 # host memory, every sum checked (docs/plugin.md "GPU memory").
+# The tuner (docs/plugin.md "Tuner"): NCCL must load it from the plugin's
+# library in every mode; the modes above run with SUMCAST_TUNER=0 (they test
+# the CollNet path, which the tuner may rule out on one host's links); mode
+# tuner4 is collnet4 with it on: results right, the tuner's line logged for
+# 4 nodes, and which algorithms NCCL then took is reported (not judged).
 #
 #   tests/gpu/run.sh DIR OUT
 #
@@ -48,15 +53,16 @@ CONF
 "$D/sumcastd" -c "$OUT/sumcastd.conf" >"$OUT/sumcastd.log" 2>&1 &
 SD=$!
 sleep 1
-export NCCL_NET_PLUGIN=$D/libnccl-net-sumcast.so NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,COLL
+export NCCL_NET_PLUGIN=$D/libnccl-net-sumcast.so NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,COLL,TUNING
 export SUMCAST_PROVIDER='tcp;ofi_rxm' SUMCAST_IFACE=127.0.0.1 SUMCAST_AGGREGATORS=127.0.0.1:17800
 export NCCL_IB_DISABLE=1 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1
 export NCCL_PROFILER_PLUGIN=$D/libnccl-profiler-sumcast-rec.so
 rc=0
-for mode in net collnet collnet4; do
+for mode in net collnet collnet4 tuner4; do
   world=2
-  [[ $mode == collnet4 ]] && world=4
-  if [[ $mode == collnet* ]]; then export NCCL_COLLNET_ENABLE=1 SUMCAST_TRACE=$OUT/trace-$mode; else export NCCL_COLLNET_ENABLE=0; fi
+  [[ $mode == collnet4 || $mode == tuner4 ]] && world=4
+  if [[ $mode == collnet* || $mode == tuner4 ]]; then export NCCL_COLLNET_ENABLE=1 SUMCAST_TRACE=$OUT/trace-$mode; else export NCCL_COLLNET_ENABLE=0; fi
+  if [[ $mode == tuner4 ]]; then export SUMCAST_TUNER=1; else export SUMCAST_TUNER=0; fi
   echo "=== $mode ($world ranks)"
   rm -rf "$OUT/prof-$mode"; mkdir -p "$OUT/prof-$mode"
   export SUMCAST_PROF_RECORD=$OUT/prof-$mode/prof
@@ -64,16 +70,27 @@ for mode in net collnet collnet4; do
     "$world" >"$OUT/log-$mode.txt" 2>&1 || rc=1
   cat "$OUT/res-$mode.txt" 2>/dev/null || rc=1
   grep -q WRONG "$OUT/res-$mode.txt" 2>/dev/null && rc=1
-  grep -m4 -E "Loaded (net|collnet) plugin|via COLLNET|PROFILER/Plugin: Loaded" "$OUT/log-$mode.txt"
+  grep -m6 -E "Loaded (net|collnet) plugin|via COLLNET|PROFILER/Plugin: Loaded|TUNER/Plugin: Using|tuner: comm" "$OUT/log-$mode.txt"
   min=1
-  [[ $mode == collnet* ]] && min=0
+  [[ $mode == collnet* || $mode == tuner4 ]] && min=0
   python3 "$HERE/prof_check.py" "$SUMCAST_PROF_RECORD" --min $min || rc=1
 done
 for mode in collnet collnet4; do
   grep -q "via COLLNET/Sumcast" "$OUT/log-$mode.txt" || { echo "$mode: CollNet did not go through Sumcast"; rc=1; }
 done
+echo "=== tuner"
+for mode in net collnet collnet4 tuner4; do
+  grep -q "TUNER/Plugin: Using Sumcast" "$OUT/log-$mode.txt" ||
+    { echo "$mode: NCCL did not load the Sumcast tuner from the plugin's library"; rc=1; }
+done
+grep -q "tuner: comm .* 4 nodes" "$OUT/log-tuner4.txt" || { echo "tuner4: no tuner line for 4 nodes"; rc=1; }
+grep -q "SUMCAST_TUNER=false" "$OUT/log-collnet.txt" || { echo "collnet: SUMCAST_TUNER=0 not taken"; rc=1; }
+for mode in collnet4 tuner4; do
+  echo "$mode: NCCL's choices (count, size, algorithm)"
+  grep -oE "AllReduce: [0-9]+ Bytes -> Algo [A-Za-z_]+" "$OUT/log-$mode.txt" | sort | uniq -c | sort -k3n
+done
 echo "=== GPU memory (the plugin's line under NCCL, per mode: count, line)"
-for mode in net collnet collnet4; do
+for mode in net collnet collnet4 tuner4; do
   grep -ho "GPU memory: .*" "$OUT/log-$mode.txt" | sort | uniq -c | sed "s/^/$mode /"
   grep -q "GPU memory: " "$OUT/log-$mode.txt" || { echo "$mode: no GPU memory line"; rc=1; }
 done
