@@ -6,7 +6,6 @@
  * NCCL filled it. Errors become ncclResult_t in plugin_result() only. */
 #include "nccl_tuner.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,10 +52,12 @@ static void nccl_tuner_log_figs(struct nccl_tuner_ctx *c, const char *why)
 	c->logged = true;
 	c->chain = chain;
 	c->direct = direct;
-	SC_LOG_AT(moved ? SC_LOG_INFO : SC_LOG_DEBUG, "tuner: comm 0x%016" PRIx64 ", %u nodes x %u ranks, %u aggregators, link %.1f / "
-		"aggregator %.1f Gb/s, hop %.1f us (%s): AllReduce on CollNet Chain from %s, Direct from %s",
-		c->comm_id, c->nodes, c->heads, c->figs.aggs, c->figs.link_gbps, c->figs.agg_gbps,
-		c->figs.hop_us, why, cs, ds);
+	SC_LOG_AT(moved ? SC_LOG_INFO : SC_LOG_DEBUG,
+		  "tuner: comm 0x%016" PRIx64 ", %u nodes x %u ranks, %u aggregators, link %.1f / "
+		  "aggregator %.1f Gb/s, hop %.1f us (%s): AllReduce on CollNet Chain from %s, "
+		  "Direct from %s",
+		  c->comm_id, c->nodes, c->heads, c->figs.aggs, c->figs.link_gbps, c->figs.agg_gbps,
+		  c->figs.hop_us, why, cs, ds);
 }
 
 static ncclResult_t nccl_tuner_init_common(uint64_t comm_id, size_t nranks, size_t nnodes,
@@ -112,7 +113,8 @@ static ncclResult_t nccl_tuner_coll_info(void *ctx, ncclFunc_t coll, size_t nbyt
 		m->rc = tuner_allreduce_est(&c->figs, nbytes, 1, &m->chain);
 	}
 	/* NCCL's table is float[nalgo][nproto], passed as float ** */
-	tuner_table_apply((float *)table, nalgo, nproto, m->rd ? NULL : &m->direct, m->rc ? NULL : &m->chain);
+	tuner_table_apply((float *)table, nalgo, nproto, m->rd ? NULL : &m->direct,
+			  m->rc ? NULL : &m->chain);
 	return ncclSuccess;
 }
 

@@ -200,7 +200,8 @@ static void table_win(void **state)
 	c.collnet_us = 800;
 	table_fill(t);
 	tuner_table_apply(&t[0][0], NA, NP, &d, &c);
-	float td = t[NCCL_ALGO_COLLNET_DIRECT][NCCL_PROTO_SIMPLE], tc = t[NCCL_ALGO_COLLNET_CHAIN][NCCL_PROTO_SIMPLE];
+	float td = t[NCCL_ALGO_COLLNET_DIRECT][NCCL_PROTO_SIMPLE];
+	float tc = t[NCCL_ALGO_COLLNET_CHAIN][NCCL_PROTO_SIMPLE];
 	assert_true(td <= 100 * TUNER_UNDERCUT + 1e-3);
 	assert_true(td < tc);
 	assert_true(fabsf(tc / td - 2) < 1e-3);
