@@ -556,14 +556,15 @@ int plan_run(const struct plan_in *in0, struct plan_out *o, char *err, int errle
 	o->split = o->split_model;
 	o->t_split_us = split_s(&x, o->split_model) * 1e6;
 	o->t_auto_us = o->t_split_us;
-	/* on a fabric the adaptive split climbs from there to the best fixed
-	 * split it measures (endpoints included; 0.97-1.06 of the best:
-	 * docs/benchmarks.md): the best of a grid of 1/64 steps, whose time
-	 * this model knows where the plugin's start does not (CPU, the tree) */
+	/* a split the communicator measured (plugin/tuner.c): that one */
 	if (in.split_given) {
 		o->split = in.split_at;
 		o->t_auto_us = split_s(&x, in.split_at) * 1e6;
 	}
+	/* on a fabric the adaptive split climbs from there to the best fixed
+	 * split it measures (endpoints included; 0.97-1.06 of the best:
+	 * docs/benchmarks.md): the best of a grid of 1/64 steps, whose time
+	 * this model knows where the plugin's start does not (CPU, the tree) */
 	for (int i = 0; !in.loopback && !in.split_given && i <= 64; i++) {
 		double t = split_s(&x, i / 64.0) * 1e6;
 		if (t < o->t_auto_us * (1 - 1e-9)) {
