@@ -262,7 +262,11 @@ int main(int argc, char **argv)
 		}
 		CHECK(tu.fini(tu.ctx) == ncclSuccess, "v%d destroy failed", v);
 	}
-	dlclose(lib);
+	/* The library stays loaded, as NCCL keeps its net plugin (and so the
+	 * tuner in it) until the process ends: what the plugin's settings and
+	 * libfabric keep in its statics would read as leaked under LSan once
+	 * unmapped (the ASan stage of scripts/test.sh). */
+	(void)lib;
 	if (failures) {
 		fprintf(stderr, "tuner_play: %d failure(s)\n", failures);
 		return 1;
