@@ -191,6 +191,13 @@ st=$(in_c in 60 systemctl is-system-running --wait 2>&1)
 case $st in
 running) ok ;;
 degraded) echo "note: container degraded: $(in_c systemctl --failed --no-legend --plain | tr '\n' ';')"; ok ;;
+offline)
+	# The container booted, but systemctl entering it cannot reach its
+	# manager: seen in scripts/fresh-check.sh's chroot (not understood
+	# yet). Nothing of the package has run: this host cannot drive the
+	# container, a skip that says so.
+	tail -n 5 "$tmp/nspawn.log"
+	skip "systemctl in the container (nsenter -t $cpid -a) cannot reach its manager on this host: offline" ;;
 *) tail -n 20 "$tmp/nspawn.log"; die "the container's systemd did not come up within 60 s: $st" ;;
 esac
 echo "container $name booted (PID 1 = host pid $cpid) in $((SECONDS - t0)) s: $st"

@@ -195,13 +195,18 @@ if [ -n "$ctl" ]; then
 		[[ "$(label_on 127.0.0.2)$(label_on 127.0.0.3)" == *fleet-job-1*fleet-job-1* ]] && break
 		sleep 0.05
 	done
+	# the three views at once, while the job runs (one after another, the
+	# last could come after the job's end on a fast host)
 	"$ctl" -t 1 -D "agg-a.sumcast.test:7801,agg-b.sumcast.test:7801,127.0.0.99:7801" jobs \
-		> "$tmp/ctl-jobs.txt" 2> "$tmp/ctl-jobs.err"
-	rc=$?
-	"$ctl" -t 1 -A "srv:pool.sumcast.test,127.0.0.99" -j jobs > "$tmp/ctl-jobs.json" 2>/dev/null
-	rcj=$?
-	"$ctl" -t 1 -i 0 -A "aggs.sumcast.test" status > "$tmp/ctl-status.txt" 2>&1
-	rcs=$?
+		> "$tmp/ctl-jobs.txt" 2> "$tmp/ctl-jobs.err" &
+	p1=$!
+	"$ctl" -t 1 -A "srv:pool.sumcast.test,127.0.0.99" -j jobs > "$tmp/ctl-jobs.json" 2>/dev/null &
+	p2=$!
+	"$ctl" -t 1 -i 0 -A "aggs.sumcast.test" status > "$tmp/ctl-status.txt" 2>&1 &
+	p3=$!
+	wait $p1; rc=$?
+	wait $p2; rcj=$?
+	wait $p3; rcs=$?
 	wait $hp || ko "fleet: harness failed"
 	cat "$tmp/ctl-jobs.txt"
 	[ $rc = 2 ] && [ $rcj = 2 ] && [ $rcs = 0 ] && ok "fleet: exit 2 with a daemon down, 0 with all up" ||
