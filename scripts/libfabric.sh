@@ -5,8 +5,9 @@
 #
 # Usage: scripts/libfabric.sh [--tarball PATH] [--prefix DIR] [--no-cuda]
 #   --tarball PATH  the release source as git archive makes it (run
-#                   autogen.sh first); default ../shared/vendor/libfabric-2.6.0.tar.gz
-#                   beside the repository (SUMCAST_LF26_TARBALL)
+#                   autogen.sh first); default libfabric-2.6.0.tar.gz in
+#                   shared/vendor/ of the directory that holds the
+#                   repository (SUMCAST_LF26_TARBALL)
 #   --prefix DIR    where it is installed; default build/libfabric-2.6/prefix
 #                   (SUMCAST_LF26_PREFIX)
 #   --no-cuda       do not try --with-cuda (SUMCAST_LF26_CUDA=0)
