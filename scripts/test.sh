@@ -14,11 +14,17 @@
 # with efa's limits (efa). SUMCAST_FABRIC_STRICT set in the environment
 # (off, rdma, efa) is used for all of them instead.
 #
-# The ASan stage is a second build tree, $build/asan (-DSUMCAST_SANITIZE=ON),
-# that builds only the targets the tests labelled plugin or daemon run, after
-# the main ctest: not beside it, so the sanitizer build does not take the
-# cores from timing-sensitive tests. A sanitizer report ends the daemon or the
-# harness with an error (UBSan does not recover), so the test fails.
+# Each test runs once. The tests labelled plugin or daemon, except those also
+# labelled scale or preload (64 to 128 processes; an LD_PRELOADed double),
+# run in the ASan stage only: a second build tree, $build/asan
+# (-DSUMCAST_SANITIZE=ON), that builds only the targets they run, after the
+# main ctest (not beside it, so the sanitizer build does not take the cores
+# from the main run's tests). A sanitizer report ends the daemon or the
+# harness with an error (UBSan does not recover), so the test fails. The
+# plain build's binaries meet those paths in the main run's other tests
+# (functional, ops, cluster, scale) and the lf26 stage's (label core, which
+# holds plugin and daemon tests of every component). SUMCAST_ASAN=0 runs
+# them in the main run instead.
 #
 # The lf26 stage runs the tests labelled core again against libfabric 2.6:
 # scripts/libfabric.sh builds it from shared/vendor/ beside the repository
@@ -68,16 +74,24 @@ stage() { echo "== [$((SECONDS - t0)) s] $2"; marks="$marks${marks:+, }$1 $((SEC
 stage build "build ($build, -Werror)"
 cmake -S . -B "$build" -DSUMCAST_WERROR=ON >/dev/null
 cmake --build "$build" -j"$jobs"
-stage ctest "ctest ($build)"
+# The ASan stage's tests (above): labelled $labels and not $unlabels.
+labels='plugin|daemon' unlabels='scale|preload'
+main_skip=()
+if [ "${SUMCAST_ASAN:-1}" != 0 ]; then
+	names=$(cd "$build" && ctest --show-only=json-v1 -L "$labels" -LE "$unlabels" |
+		python3 -c 'import json, re, sys
+print("|".join(re.escape(t["name"]) for t in json.load(sys.stdin)["tests"]))')
+	[ -z "$names" ] || main_skip=(-E "^($names)\$")
+fi
+stage ctest "ctest ($build)${main_skip:+, less the tests of the ASan stage}"
 # ops/systemd makes its cached Debian 12 root when absent (once per machine,
 # tests/ops/test_systemd.sh; SUMCAST_NSPAWN_MAKE_ROOT=0 leaves it skipped).
 (cd "$build" && SUMCAST_FABRIC_STRICT=${SUMCAST_FABRIC_STRICT:-rdma} \
 	SUMCAST_NSPAWN_MAKE_ROOT=${SUMCAST_NSPAWN_MAKE_ROOT:-1} ctest --output-on-failure -j"$jobs" \
-	--timeout 900 "$@") 2>&1 | tee "$build/ctest.log" || rc=1
+	--timeout 900 "${main_skip[@]}" "$@") 2>&1 | tee "$build/ctest.log" || rc=1
 
 if [ "${SUMCAST_ASAN:-1}" != 0 ]; then
 	asan=$build/asan
-	labels='plugin|daemon'
 	stage asan-build "ASan + UBSan: build for the tests labelled $labels ($asan)"
 	cmake -S . -B "$asan" -DSUMCAST_SANITIZE=ON -DSUMCAST_WERROR=ON >/dev/null
 	targets=$(test_targets "$asan" "$labels")
@@ -89,14 +103,14 @@ if [ "${SUMCAST_ASAN:-1}" != 0 ]; then
 		# shellcheck disable=SC2086
 		cmake --build "$asan" -j"$jobs" --target $targets >"$asan/build.log" 2>&1 ||
 			{ tail -n 50 "$asan/build.log"; echo "ASan stage: build failed ($asan/build.log)"; exit 1; }
-		stage asan-ctest "ASan + UBSan: ctest -L '$labels' -LE 'scale|preload'"
-		# The fault tests (300 collectives each in the main run) take 200
-		# here: the same faults and paths (the second fault at 133, its
-		# fallback by 183), fewer collectives after them. The
-		# scale tests (64 and 128 processes) stay in the main run; their
-		# code runs here in plugin/scale_h2_n4.
+		stage asan-ctest "ASan + UBSan: ctest -L '$labels' -LE '$unlabels'"
+		# The fault tests (300 collectives each by default) take 200 here:
+		# the same faults and paths (the second fault at 133, its fallback
+		# by 183), fewer collectives after them. The scale tests (64 and
+		# 128 processes) run in the main run; their code runs here in
+		# plugin/scale_h2_n4.
 		(cd "$asan" && HARNESS_FAULT_OPS=200 SUMCAST_FABRIC_STRICT=${SUMCAST_FABRIC_STRICT:-efa} ctest \
-			--output-on-failure -j"$jobs" --timeout 900 -L "$labels" -LE 'scale|preload' "$@") 2>&1 |
+			--output-on-failure -j"$jobs" --timeout 900 -L "$labels" -LE "$unlabels" "$@") 2>&1 |
 			tee "$asan/ctest.log" || rc=1
 	fi
 fi
