@@ -341,6 +341,9 @@ static void run_client(bool via_ctl)
 	snprintf(a0, sizeof(a0), "127.0.0.1:%u", d[0].ctl);
 	snprintf(a1, sizeof(a1), "127.0.0.1:%u", d[1].ctl);
 	memset(rk, 0, sizeof(rk));
+	int crc[NR];
+	/* each client polled from its creation on (a daemon closes a
+	 * connection that sends no JOIN within its handshake timeout) */
 	for (uint32_t r = 0; r < NR; r++) {
 		struct client_params cp = {
 			.provider = th_provider(), .job_id = 0xd7a1, .rank = r, .nranks = NR,
@@ -356,10 +359,11 @@ static void run_client(bool via_ctl)
 					client_mr_reg(rk[r].c, rk[r].out[k], COUNT * sizeof(float), &rk[r].omr[k]) == 0,
 				"registering rank %u's buffers", r);
 		}
-	}
-	int crc[NR];
-	for (uint32_t r = 0; r < NR; r++)
 		crc[r] = -EAGAIN;
+		for (uint32_t q = 0; q <= r; q++)
+			if (crc[q] == -EAGAIN)
+				crc[q] = client_connect_poll(rk[q].c);
+	}
 	for (uint64_t end = sc_now_ms() + 15000 * th_slow_factor(); sc_now_ms() < end;) {
 		bool waiting = false;
 		for (uint32_t r = 0; r < NR; r++)

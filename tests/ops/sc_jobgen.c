@@ -151,6 +151,26 @@ static int inst_start(struct inst *x, struct fabric *shared)
 	return 0;
 }
 
+/* One pass of client_connect_poll over the first n clients not yet ready. */
+static int join_pass(struct inst *xs, unsigned n, unsigned *ready)
+{
+	for (unsigned i = 0; i < n; i++) {
+		if (xs[i].ready)
+			continue;
+		int rc = client_connect_poll(xs[i].c);
+		if (rc == -EAGAIN)
+			continue;
+		if (rc) {
+			fprintf(stderr, "job %u rank %u: connect: %s\n", xs[i].job, xs[i].rank,
+				client_error(xs[i].c));
+			return rc;
+		}
+		xs[i].ready = true;
+		(*ready)++;
+	}
+	return 0;
+}
+
 static int inst_buffers(struct inst *x)
 {
 	x->sb = malloc(g.count * sizeof(float));
@@ -247,29 +267,21 @@ static int proc_main(int k, void *arg)
 		}
 	}
 	uint64_t t0 = sc_now_ms();
+	/* Each client created is polled from then on, as a rank's own thread
+	 * would: a daemon closes a connection that sends no JOIN within its
+	 * handshake timeout (10 s), and creating 256 clients takes longer
+	 * than that on a loaded host. */
 	for (unsigned i = 0; i < n; i++) {
 		xs[i].job = (unsigned)((lo + i) / g.nranks);
 		xs[i].rank = (unsigned)((lo + i) % g.nranks);
-		if ((rc = inst_start(&xs[i], shared)))
+		if ((rc = inst_start(&xs[i], shared)) || (rc = join_pass(xs, i + 1, &ready)))
 			goto out;
 	}
 	/* joins: every client polled in turn, bounded by the join timeout */
 	while (ready < n) {
 		unsigned before = ready;
-		for (unsigned i = 0; i < n; i++) {
-			if (xs[i].ready)
-				continue;
-			rc = client_connect_poll(xs[i].c);
-			if (rc == -EAGAIN)
-				continue;
-			if (rc) {
-				fprintf(stderr, "job %u rank %u: connect: %s\n", xs[i].job, xs[i].rank,
-					client_error(xs[i].c));
-				goto out;
-			}
-			xs[i].ready = true;
-			ready++;
-		}
+		if ((rc = join_pass(xs, n, &ready)))
+			goto out;
 		if (sc_now_ms() - t0 > g.timeout_ms + 10000ull) {
 			fprintf(stderr, "proc %d: %u of %u ranks joined in %u ms\n", k, ready, n,
 				g.timeout_ms + 10000);
