@@ -87,18 +87,15 @@ int cmd_top(struct opts *o)
 		if (o->json) {
 			json_t *j = status_json(o, &s);
 			json_object_set_new(j, "jobs_detail", jobs_json(s.stats, prev, s.rate_window));
-			json_dumpf(j, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER);
-			fputc('\n', stdout);
+			json_print_line(j);
 			json_decref(j);
 		} else {
-			time_t now = time(NULL);
 			char ts[32];
-			strftime(ts, sizeof(ts), "%H:%M:%S", localtime(&now));
 			if (clear)
 				fputs("\033[H\033[2J", stdout);
 			else if (it)
 				fputs("\n", stdout);
-			printf("sumcastctl top - %s - every %.1f s%s\n", ts, o->interval_s,
+			printf("sumcastctl top - %s - every %.1f s%s\n", fmt_clock(ts, sizeof(ts)), o->interval_s,
 			       tty_raw ? ", q to quit" : "");
 			status_print(o, &s);
 			printf("\n");

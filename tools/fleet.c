@@ -155,6 +155,18 @@ static double member_rate(const struct member *m, const char *field)
 
 /* ---- status: one row per daemon ---- */
 
+/* The ranks joined on a daemon, over its jobs. */
+static double member_ranks(const struct member *m)
+{
+	double ranks = 0;
+	json_t *j;
+	size_t k;
+
+	json_array_foreach(json_object_get(m->stats, "jobs"), k, j)
+		ranks += jnum(j, "joined");
+	return ranks;
+}
+
 static json_t *daemons_json(const struct fleet *f)
 {
 	json_t *arr = json_array();
@@ -170,11 +182,7 @@ static json_t *daemons_json(const struct fleet *f)
 			continue;
 		}
 		const json_t *st = m->stats;
-		double ranks = 0;
-		json_t *j;
-		size_t k;
-		json_array_foreach(json_object_get(st, "jobs"), k, j)
-			ranks += jnum(j, "joined");
+		double ranks = member_ranks(m);
 		json_object_set_new(d, "version", json_string(jstr(st, "version")));
 		json_object_set_new(d, "provider", json_string(jstr(st, "provider")));
 		json_object_set_new(d, "draining", json_boolean(json_is_true(json_object_get(st, "draining"))));
@@ -203,11 +211,7 @@ static void daemons_print(const struct fleet *f)
 			continue;
 		}
 		const json_t *st = m->stats;
-		double ranks = 0;
-		json_t *j;
-		size_t k;
-		json_array_foreach(json_object_get(st, "jobs"), k, j)
-			ranks += jnum(j, "joined");
+		double ranks = member_ranks(m);
 		snprintf(mem, sizeof(mem), "%s/%s", fmt_bytes(jnum(st, "memory_used"), a, sizeof(a)),
 			 fmt_bytes(jnum(st, "memory_budget"), b, sizeof(b)));
 		printf("%-22s %-9s %-8s %-4zu %-5.0f %-19s %-11s %-11s %s\n", m->name,
@@ -518,16 +522,14 @@ int fleet_top(const struct opts *o)
 		if (o->json) {
 			json_t *j = json_pack("{s:o, s:o}", "daemons", daemons_json(&f), "jobs",
 					      jobs_fleet_json(&f));
-			json_dumpf(j, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER);
-			fputc('\n', stdout);
+			json_print_line(j);
 			json_decref(j);
 		} else {
-			time_t now = time(NULL);
 			char ts[32];
-			strftime(ts, sizeof(ts), "%H:%M:%S", localtime(&now));
 			if (it)
 				fputs("\n", stdout);
-			printf("sumcastctl top - %s - %zu daemons, every %.1f s\n", ts, f.n, every);
+			printf("sumcastctl top - %s - %zu daemons, every %.1f s\n", fmt_clock(ts, sizeof(ts)), f.n,
+			       every);
 			daemons_print(&f);
 			printf("\n");
 			jobs_fleet_print(&f);

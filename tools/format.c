@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "sumcastctl.h"
 
@@ -91,4 +92,18 @@ void json_print(json_t *j)
 {
 	json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	fputc('\n', stdout);
+}
+
+void json_print_line(json_t *j)
+{
+	json_dumpf(j, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	fputc('\n', stdout);
+}
+
+const char *fmt_clock(char *buf, size_t len)
+{
+	time_t now = time(NULL);
+
+	strftime(buf, len, "%H:%M:%S", localtime(&now));
+	return buf;
 }

@@ -65,6 +65,10 @@ const char *fmt_uptime(double s, char *buf, size_t len);
 json_t *jval(double v);
 /* Indented JSON on stdout. */
 void json_print(json_t *j);
+/* One compact line of JSON on stdout (a frame of top). */
+void json_print_line(json_t *j);
+/* The local time of day, HH:MM:SS (top's frame titles). */
+const char *fmt_clock(char *buf, size_t len);
 
 /* ---- http.c: HTTP and JSON ---- */
 
