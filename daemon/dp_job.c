@@ -69,7 +69,7 @@ int dp_rank_add(struct dthread *t, struct job *j, uint32_t r)
 	if (rc)
 		return rc;
 	jr->added = true;
-	for (uint32_t s = 0; s < j->window; s++) {
+	for (uint32_t s = j->lane; s < j->window; s += j->lanes) { /* the lane's slots (job.h) */
 		dp_recv_post(t, j, s, r);
 		if (j->mc)
 			dp_nack_post(t, j, s, r);
