@@ -223,6 +223,9 @@ void dp_job_reap(struct dthread *t, struct job *j)
 	fabric_mr_dereg(&j->mr);
 	munmap(j->region, j->region_bytes);
 	j->region = NULL;
+	/* nothing outstanding: what the control thread sums over a job's
+	 * lanes while another lane still waits (job.h) */
+	atomic_store_explicit(&j->ops_seen, 0, memory_order_relaxed);
 	j->cmd_remove.rc = 0;
 	evq_push(t->evq, &j->cmd_remove);
 }
