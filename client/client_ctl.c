@@ -177,11 +177,25 @@ static void handle_msg(struct client *c, struct client_agg *a, size_t ai, const 
 				 "(a multiple of 8, not above it)", a->name, o->chunk_bytes, c->chunk_bytes);
 			return;
 		}
-		int rc = fabric_av_insert(a->ep, o->addr, o->addr_len, &a->fi_addr);
-		if (rc) {
-			client_agg_down(c, a, -EIO, "%s: cannot add its data address to the AV (%s): %s",
-				 a->name, fabric_provider(a->ep), fi_strerror(-rc));
+		/* Lanes (version 7): the job is spread over the daemon's data
+		 * threads, an endpoint each; a window not a multiple of them
+		 * still works (slot si on lane si % lanes). */
+		if (o->lanes > 1 && (a->ver < WIRE_LANES_VERSION || o->lanes > o->window)) {
+			client_agg_down(c, a, -EPROTO, "%s named %u lanes for a window of %u in protocol %u",
+					a->name, o->lanes, o->window, a->ver);
 			return;
+		}
+		a->lanes = o->lanes > 1 ? o->lanes : 1;
+		for (uint32_t k = 0; k < a->lanes; k++) {
+			const uint8_t *la = k ? o->lane_addr[k] : o->addr;
+			size_t ll = k ? o->lane_len[k] : o->addr_len;
+			int rc = fabric_av_insert(a->ep, la, ll, &a->lane_addr[k]);
+			if (rc) {
+				client_agg_down(c, a, -EIO, "%s: cannot add its data address%s to the AV (%s): %s",
+						a->name, k ? " of a lane" : "", fabric_provider(a->ep),
+						fi_strerror(-rc));
+				return;
+			}
 		}
 		a->av_inserted = true;
 		if (o->flags & WIRE_OK_F_SEALED) {

@@ -116,7 +116,10 @@ struct client_agg {
 	size_t wlen, woff;
 	uint32_t job_handle, window, chunk_bytes, timeout_ms;
 	struct fabric *ep;         /* this aggregator's own endpoint on c->fab's domain */
-	fi_addr_t fi_addr;
+	/* the job's data endpoints there (JOIN_OK): one per lane, slot si's
+	 * chunks, NACKs and results go through lane si % lanes (wire.h, 7) */
+	uint32_t lanes;
+	fi_addr_t lane_addr[WIRE_LANES_MAX];
 	bool av_inserted;
 	struct client_slot *slots; /* c->window entries; the first `window` are used */
 	uint64_t next_c;           /* next chunk number to issue */
@@ -245,6 +248,12 @@ struct client {
 	struct fabric_mr seal_mr;
 	bool seal_reg;
 };
+
+/* The aggregator's data address for slot si (its lane's). */
+static inline fi_addr_t client_agg_addr(const struct client_agg *a, uint32_t si)
+{
+	return a->lane_addr[a->lanes > 1 ? si % a->lanes : 0];
+}
 
 /* Bytes of one sealed message buffer (payload + tag). */
 static inline size_t client_seal_unit(const struct client *c)

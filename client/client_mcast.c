@@ -76,7 +76,7 @@ int client_mc_nack(struct client *c, struct client_agg *a, uint32_t si)
 	}
 	if (n < 0)
 		return 0; /* cannot happen: the ranges fit (mc_nack_ranges) */
-	int rc = fabric_tinject(a->ep, buf, (size_t)n, a->fi_addr,
+	int rc = fabric_tinject(a->ep, buf, (size_t)n, client_agg_addr(a, si),
 				wire_tag_make(WIRE_TAG_NACK, a->job_handle, c->rank, si), imm);
 	if (rc == -FI_EAGAIN) {
 		s->nack_due = 1;

@@ -122,8 +122,9 @@ static int slot_send(struct client *c, struct client_agg *a, size_t ai, uint32_t
 	uint64_t tag = wire_tag_make(WIRE_TAG_DATA, a->job_handle, c->rank, si);
 	/* Small chunks are injected: copied at once, no completion to reap. */
 	bool inject = len <= a->ep->inject_size;
-	int rc = inject ? fabric_tinject(a->ep, buf, len, a->fi_addr, tag, s->imm)
-			: fabric_tsend(a->ep, buf, len, a->sealed ? c->seal_mr.desc : r->sdesc, a->fi_addr,
+	fi_addr_t dst = client_agg_addr(a, si);
+	int rc = inject ? fabric_tinject(a->ep, buf, len, dst, tag, s->imm)
+			: fabric_tsend(a->ep, buf, len, a->sealed ? c->seal_mr.desc : r->sdesc, dst,
 				       tag, s->imm, &client_op_of(c, ai, si, 0)->fop);
 	if (rc == 0) {
 		s->send_pending = 0;
@@ -142,7 +143,7 @@ static int slot_send(struct client *c, struct client_agg *a, size_t ai, uint32_t
 static int post_result(struct client *c, size_t ai, uint32_t si, void *dst, size_t cap, void *desc)
 {
 	struct client_agg *a = &c->aggs[ai];
-	fi_addr_t src = a->ep->has_source ? a->fi_addr : FI_ADDR_UNSPEC;
+	fi_addr_t src = a->ep->has_source ? client_agg_addr(a, si) : FI_ADDR_UNSPEC;
 
 	return fabric_trecv(a->ep, dst, cap, desc, src,
 			    wire_tag_make(WIRE_TAG_RESULT, (uint32_t)ai, c->rank, si), 0,

@@ -41,7 +41,7 @@
 struct admit_sizes {
 	uint32_t job, rank, slot, rslot;
 };
-#define ADMIT_SIZES_LP64 ((struct admit_sizes){ 944, 192, 128, 272 })
+#define ADMIT_SIZES_LP64 ((struct admit_sizes){ 976, 192, 128, 272 })
 
 /* The daemon's settings that admission reads ([job], [auth], [fabric]). */
 struct admit_limits {

@@ -165,6 +165,7 @@ static bool join_ok_valid(const struct wire_join_ok *o)
 	       o->window <= WIRE_SLOTS_MAX && o->chunk_bytes > 0 && o->chunk_bytes % 8 == 0 &&
 	       o->chunk_bytes <= (64u << 20) && o->addr_len >= 1 && o->addr_len <= WIRE_ADDR_MAX &&
 	       !(o->flags & ~WIRE_OK_F_ALL) && o->weight <= WIRE_WEIGHT_MAX &&
+	       o->lanes <= WIRE_LANES_MAX && (o->lanes <= 1 || o->weight) &&
 	       (!(o->flags & WIRE_OK_F_MCAST_IB) || (o->flags & WIRE_OK_F_MCAST)) &&
 	       (!(o->flags & WIRE_OK_F_MCAST) ||
 		((o->mc_group >> 28) == 0xE && o->mc_port && o->mc_payload >= 64 &&
@@ -258,6 +259,16 @@ int wire_msg_encode(const struct wire_msg *m, uint8_t *buf, size_t cap)
 		}
 		if (m->u.join_ok.weight) /* version 4 */
 			p = wr_u16(p, m->u.join_ok.weight);
+		if (m->u.join_ok.lanes > 1) { /* version 7 */
+			*p++ = m->u.join_ok.lanes;
+			for (unsigned k = 1; k < m->u.join_ok.lanes; k++) {
+				uint16_t n = m->u.join_ok.lane_len[k];
+				if (n < 1 || n > WIRE_ADDR_MAX)
+					return -EINVAL;
+				p = wr_u16(p, n);
+				p = wr_bytes(p, m->u.join_ok.lane_addr[k], n);
+			}
+		}
 		break;
 	case WIRE_REFUSE:
 	case WIRE_ABORT: {
@@ -368,8 +379,18 @@ int wire_msg_decode(uint16_t type, const uint8_t *body, size_t len, struct wire_
 		    (rd_u32(&r, &o->mc_group) || rd_u16(&r, &o->mc_port) || rd_u16(&r, &o->mc_payload) ||
 		     rd_u64(&r, &o->mc_key)))
 			return -EBADMSG;
-		if (r.end - r.p == 2 && (rd_u16(&r, &o->weight) || !o->weight)) /* version 4 */
+		if (r.end - r.p >= 2 && (rd_u16(&r, &o->weight) || !o->weight)) /* version 4 */
 			return -EBADMSG;
+		if (r.end > r.p) { /* version 7: the lanes */
+			uint8_t n8;
+			if (rd_u8s(&r, &n8, 1) || n8 < 2 || n8 > WIRE_LANES_MAX)
+				return -EBADMSG;
+			o->lanes = n8;
+			for (unsigned k = 1; k < n8; k++)
+				if (rd_u16(&r, &o->lane_len[k]) || o->lane_len[k] < 1 ||
+				    o->lane_len[k] > WIRE_ADDR_MAX || rd_u8s(&r, o->lane_addr[k], o->lane_len[k]))
+					return -EBADMSG;
+		}
 		if (!join_ok_valid(o))
 			return -EBADMSG;
 		break;

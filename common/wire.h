@@ -1,4 +1,4 @@
-/* Sumcast wire protocol, version 6 (WIRE_VERSION), speaking 2 to 5 too
+/* Sumcast wire protocol, version 7 (WIRE_VERSION), speaking 2 to 6 too
  * (WIRE_VERSION_MIN; 1 had no mode bits: its seq was 26 bits).
  *
  * Control plane: TCP to the daemon's control port. Every message is a
@@ -43,6 +43,15 @@
  * that many printable ASCII bytes, signed with the body as the weight is.
  * The same rule again: the codec reads and writes it in any version, a
  * rank sends a label to a version 6 daemon only.
+ * 7 is 6 with a job's lanes: a daemon may spread one job over several of
+ * its data threads (docs/daemon.md, "Data plane"), each with an endpoint of
+ * its own. The JOIN_OK then carries, after the weight (which it always has
+ * then), a u8 lane count 2..WIRE_LANES_MAX and the addresses of lanes
+ * 1..count-1 (u16 length, bytes each; lane 0's is the JOIN_OK's address).
+ * Slot s of the job lives on lane s % count: the rank sends every DATA
+ * and NACK of slot s to that lane's address and takes its RESULTs from
+ * there. The daemon gives lanes to a job whose first JOIN came in version
+ * 7 only, and refuses (version) an older rank that joins such a job.
  *
  * Data plane: libfabric tagged messages on the endpoint named in JOIN_OK.
  * The 64-bit tag routes, the 32-bit immediate data describes the chunk:
@@ -83,7 +92,7 @@
 #include "tags.h"
 
 #define WIRE_MAGIC 0x54534353u /* "SCST" little-endian */
-#define WIRE_VERSION 6     /* the newest this build speaks */
+#define WIRE_VERSION 7     /* the newest this build speaks */
 #define WIRE_VERSION_MIN 2 /* the oldest it still speaks */
 #define WIRE_HDR_LEN 16
 #define WIRE_BODY_MAX 1024
@@ -94,6 +103,8 @@
 #define WIRE_TAG_LEN 32 /* HMAC-SHA256 */
 #define WIRE_LABEL_MAX 64 /* a job label's bytes (version 6) */
 #define WIRE_LABEL_VERSION 6 /* the first version that carries a job label */
+#define WIRE_LANES_VERSION 7 /* the first version whose JOIN_OK may name lanes */
+#define WIRE_LANES_MAX 8     /* a job's lanes (data threads) on one daemon */
 
 #define WIRE_RANKS_MAX 65535u      /* rank field is 16 bits */
 #define WIRE_SLOTS_MAX (1u << 20)  /* window: below the seq's 2^24 (slot field is 24 bits) */
@@ -195,6 +206,12 @@ struct wire_join_ok {
 	uint64_t mc_key;     /* the job's multicast key (in every datagram) */
 	uint16_t weight;     /* version 4: the weight granted (JOIN's, capped by the
 			      * daemon's max-weight); 0: none sent */
+	/* version 7: the job's lanes (1: one, nothing sent; else 2..WIRE_LANES_MAX,
+	 * which needs a weight) and the data endpoints of lanes 1..lanes-1
+	 * (lane 0's is addr): slot s goes to lane s % lanes */
+	uint8_t lanes;
+	uint16_t lane_len[WIRE_LANES_MAX];
+	uint8_t lane_addr[WIRE_LANES_MAX][WIRE_ADDR_MAX];
 };
 
 /* The daemon has a shared key: every data message of the job, both ways,

@@ -113,11 +113,14 @@ struct job *job_find(struct daemon *d, uint64_t id);
 void job_admit_state(const struct daemon *d, struct admit_limits *lim, struct admit_load *load,
 		     uint64_t *rx_free, uint32_t *thread_jobs);
 /* A new job for w's first JOIN with the granted window, chunk, timeout,
- * on data thread t (job_admit_state, admit_decide); mem bytes charged to the budget. Its
- * region is mapped, its join timer armed and ADD_JOB sent. NULL: no memory
- * or no free handle. */
-struct job *job_create(struct daemon *d, const struct wire_join *w, struct dthread *t,
-		       uint32_t window, uint32_t chunk, uint32_t timeout_ms, bool has16, uint64_t mem);
+ * in `lanes` lanes (job.h), lane i on data thread ts[i] (job_admit_state,
+ * admit_decide, lanes_pick); one lane is charged mem bytes, several each
+ * their region and bookkeeping. Its regions are mapped, its join timer
+ * armed and ADD_JOB sent to each lane's thread. NULL: no memory or no free
+ * handle. Returns the lead (lane 0). */
+struct job *job_create(struct daemon *d, const struct wire_join *w, struct dthread *const *ts,
+		       uint32_t lanes, uint32_t window, uint32_t chunk, uint32_t timeout_ms, bool has16,
+		       uint64_t mem);
 /* Every rank joined: READY, join timer off, READY sent to every rank. */
 void job_ready(struct daemon *d, struct job *j);
 /* Tells every rank still attached (ABORT), then job_end. */
@@ -126,8 +129,9 @@ void job_abort(struct daemon *d, struct job *j, enum wire_code code, const char 
 /* The one way a job ends: ENDING, connections detached, REMOVE_JOB sent.
  * Its memory returns when the data thread answers (job_free). */
 void job_end(struct daemon *d, struct job *j);
-/* Unlinks and frees j and uncharges its memory: REMOVE_JOB answered, or
- * control_stop with the data threads stopped. */
+/* Unlinks and frees j (a lead) with its lanes and uncharges their memory:
+ * every lane's REMOVE_JOB answered, or control_stop with the data threads
+ * stopped. */
 void job_free(struct daemon *d, struct job *j);
 /* DEV_RELEASED: the region's pages are back; only the bookkeeping stays
  * charged until job_free. */

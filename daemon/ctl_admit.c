@@ -17,6 +17,50 @@
 
 static const uint32_t MASK16 = (1u << SC_F16) | (1u << SC_BF16);
 
+/* The data threads of a new job's lanes (job.h, "Lanes"), into ts.
+ * [data] job-threads of them (0: every data thread), at most
+ * WIRE_LANES_MAX and the window, on the threads with the fewest jobs, ties
+ * taken in turn from a place that moves with each job (lane 0 gets the
+ * most slots where the window is not a multiple of the lanes). One lane,
+ * on the thread admission chose (first), where the rank cannot address
+ * more (its JOIN's version below 7), for a multicast job (one sender per
+ * group), or where a chosen thread has no room for its lane's receives. */
+static uint32_t lanes_pick(const struct daemon *d, const struct wire_join *w, uint16_t ver,
+			   uint32_t window, bool mc, unsigned first, struct dthread **ts)
+{
+	uint32_t want = d->cfg.job_threads ? (uint32_t)d->cfg.job_threads : d->nthreads;
+	bool used[256] = { false }; /* [data] threads is at most 256 */
+
+	if (want > d->nthreads)
+		want = d->nthreads;
+	if (want > WIRE_LANES_MAX)
+		want = WIRE_LANES_MAX;
+	if (want > window)
+		want = window;
+	ts[0] = &d->threads[first];
+	if (want < 2 || mc || ver < WIRE_LANES_VERSION)
+		return 1;
+	for (uint32_t k = 0; k < want; k++) {
+		unsigned best = UINT32_MAX;
+		for (unsigned n = 0; n < d->nthreads; n++) {
+			unsigned i = (d->next_handle + n) % d->nthreads;
+			if (!used[i] && (best == UINT32_MAX || d->threads[i].njobs < d->threads[best].njobs))
+				best = i;
+		}
+		used[best] = true;
+		ts[k] = &d->threads[best];
+	}
+	for (uint32_t k = 0; k < want; k++) {
+		const struct dthread *t = ts[k];
+		uint64_t room = t->rx_queue > t->rx_reserved ? t->rx_queue - t->rx_reserved : 0;
+		if (job_recvs(job_lane_window(window, k, want), w->nranks, mc) > room) {
+			ts[0] = &d->threads[first];
+			return 1;
+		}
+	}
+	return want;
+}
+
 void admit_join(struct conn *c, const struct wire_join *w)
 {
 	struct daemon *d = c->d;
@@ -116,8 +160,9 @@ void admit_join(struct conn *c, const struct wire_join *w)
 			return;
 		}
 		uint64_t recvs = v.recvs;
-		struct dthread *th = &d->threads[v.thread];
-		j = job_create(d, w, th, window, chunk, timeout, has16, mem);
+		struct dthread *ts[WIRE_LANES_MAX];
+		uint32_t lanes = lanes_pick(d, w, c->ver, window, d->mc && !ask.unicast, v.thread, ts);
+		j = job_create(d, w, ts, lanes, window, chunk, timeout, has16, mem);
 		if (!j) {
 			conn_refuse(c, WIRE_E_MEMORY, "job 0x%" PRIx64 ": could not allocate %" PRIu64 " bytes",
 				    w->job_id, mem);
@@ -126,16 +171,21 @@ void admit_join(struct conn *c, const struct wire_join *w)
 		j->weight = (uint16_t)weight;
 		j->req_weight = (uint16_t)asked;
 		memcpy(j->label, w->label, sizeof(j->label));
-		char capped[96] = "";
+		char capped[96] = "", where[96];
+		if (lanes > 1)
+			snprintf(where, sizeof(where), "%u data threads from %u (job-threads)", lanes,
+				 j->thread->index);
+		else
+			snprintf(where, sizeof(where), "data thread %u", j->thread->index);
 		if (window < v.asked_window || chunk < v.asked_chunk)
 			snprintf(capped, sizeof(capped), " (%s: window %u and chunk %u asked)",
 				 v.mc_capped ? "multicast-inflight" : "max-inflight", v.asked_window, v.asked_chunk);
 		SC_INFO("job 0x%" PRIx64 "%s%s%s: handle %u, %u ranks, window %u (weight %u%s), chunk %u%s, types 0x%x, "
-			"timeout %u ms, %" PRIu64 " bytes, %" PRIu64 " receives posted, data thread %u",
+			"timeout %u ms, %" PRIu64 " bytes, %" PRIu64 " receives posted, %s",
 			j->id, j->label[0] ? " (" : "", j->label, j->label[0] ? ")" : "",
 			j->handle, j->nranks, j->window, j->weight,
 			asked > weight ? ", capped by max-weight" : "", j->chunk, capped, j->dtype_mask,
-			j->timeout_ms, j->mem_bytes, recvs, j->thread->index);
+			j->timeout_ms, job_sum_mem(j), recvs, where);
 	} else {
 		if (w->nranks != j->nranks) {
 			conn_refuse_job(c, WIRE_E_NRANKS, "the job has another number of ranks",
@@ -151,6 +201,12 @@ void admit_join(struct conn *c, const struct wire_join *w)
 					j->id, j->req_chunk, j->req_window, j->dtype_mask, j->flags,
 					j->req_timeout_ms, j->req_weight, w->chunk_bytes, w->window, w->dtype_mask,
 					w->flags, w->timeout_ms, asked);
+			return;
+		}
+		if (j->lanes > 1 && c->ver < WIRE_LANES_VERSION) {
+			conn_refuse(c, WIRE_E_VERSION, "job 0x%" PRIx64 " is spread over %u data threads of "
+				    "this daemon, which its ranks address in protocol %u; this rank speaks %u",
+				    j->id, j->lanes, WIRE_LANES_VERSION, c->ver);
 			return;
 		}
 		if (j->state != JOB_JOINING || j->joined == j->nranks) {
@@ -177,23 +233,47 @@ void admit_join(struct conn *c, const struct wire_join *w)
 	c->job = j;
 	c->rank = w->rank;
 	conn_handshake_done(c);
-	memset(&jr->cmd_add, 0, sizeof(jr->cmd_add));
-	jr->cmd_add.type = DCMD_ADD_RANK;
-	jr->cmd_add.job = j;
-	jr->cmd_add.rank = w->rank;
-	dthread_cmd(j->thread, &jr->cmd_add);
+	jr->lane_acks = jr->lane_fails = 0;
+	JOB_FOR_LANES(j, l) { /* every lane has the rank (job.h) */
+		struct job_rank *lr = &l->ranks[w->rank];
+		if (l != j) {
+			lr->result_key = jr->result_key;
+			lr->addr_len = jr->addr_len;
+			memcpy(lr->addr, jr->addr, jr->addr_len);
+		}
+		memset(&lr->cmd_add, 0, sizeof(lr->cmd_add));
+		lr->cmd_add.type = DCMD_ADD_RANK;
+		lr->cmd_add.job = l;
+		lr->cmd_add.rank = w->rank;
+		dthread_cmd(l->thread, &lr->cmd_add);
+	}
 }
 
 void admit_rank_added(struct daemon *d, struct dcmd *ev)
 {
-	struct job *j = ev->job;
+	struct job *j = ev->job->lead; /* ev->job: one of its lanes */
 	struct job_rank *jr = &j->ranks[ev->rank];
 	struct conn *c = jr->conn;
 	struct wire_msg m;
 
 	if (j->state == JOB_ENDING || !c || jr->state != RANK_ADDING)
 		return;
+	/* every lane answers; the rank's JOIN is answered after the last */
+	jr->lane_acks++;
 	if (ev->rc) {
+		jr->lane_fails++;
+		jr->lane_rc = (int16_t)ev->rc;
+	}
+	if (jr->lane_acks < j->lanes)
+		return;
+	if (jr->lane_fails && jr->lane_fails < j->lanes) {
+		/* some lanes have the rank (receives posted), others refused it */
+		job_abort(d, j, WIRE_E_INTERNAL, "rank %u's fabric address was taken by %u of the job's %u "
+			  "data threads, refused by the others: %s", ev->rank, j->lanes - jr->lane_fails,
+			  j->lanes, fi_strerror(-jr->lane_rc));
+		return;
+	}
+	if (jr->lane_fails) {
 		jr->conn = NULL;
 		jr->state = RANK_NONE;
 		j->joined--;
@@ -201,7 +281,7 @@ void admit_rank_added(struct daemon *d, struct dcmd *ev)
 		char a[128];
 		fabric_addr_str(j->thread->fabric, jr->addr, jr->addr_len, a, sizeof(a));
 		conn_refuse(c, WIRE_E_MALFORMED, "rank %u's fabric address (%u bytes, %s) was not accepted: %s",
-			    ev->rank, jr->addr_len, a, fi_strerror(-ev->rc));
+			    ev->rank, jr->addr_len, a, fi_strerror(-jr->lane_rc));
 		if (j->joined == 0)
 			job_end(d, j);
 		return;
@@ -228,6 +308,14 @@ void admit_rank_added(struct daemon *d, struct dcmd *ev)
 	/* the job's endpoint (its own on shm), set by ADD_JOB before this */
 	m.u.join_ok.addr_len = (uint16_t)j->fab->addrlen;
 	memcpy(m.u.join_ok.addr, j->fab->addr, j->fab->addrlen);
+	if (j->lanes > 1) { /* version 7: each lane's endpoint (lanes_pick) */
+		m.u.join_ok.lanes = (uint8_t)j->lanes;
+		JOB_FOR_LANES(j, l)
+			if (l != j) {
+				m.u.join_ok.lane_len[l->lane] = (uint16_t)l->fab->addrlen;
+				memcpy(m.u.join_ok.lane_addr[l->lane], l->fab->addr, l->fab->addrlen);
+			}
+	}
 	conn_send(c, &m);
 	c->state = CONN_JOINED;
 	SC_DBG("job 0x%" PRIx64 ": rank %u joined from %s (%u of %u)", j->id, ev->rank, c->peer, j->acked,

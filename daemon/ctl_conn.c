@@ -108,7 +108,7 @@ uint16_t daemon_jobs_for(struct daemon *d, const struct job *self)
 	uint64_t now = sc_now_ms(), n = 1;
 
 	for (struct job *j = SLIST_FIRST(&d->jobs); j; j = SLIST_NEXT(j, link)) {
-		uint64_t c = atomic_load_explicit(&j->chunks, memory_order_relaxed);
+		uint64_t c = job_sum_chunks(j);
 		if (c != j->chunks_seen) {
 			j->chunks_seen = c;
 			j->active_ms = now;

@@ -95,27 +95,59 @@ static void job_join_timeout_cb(evutil_socket_t fd, short what, void *arg)
 			  (unsigned long long)(sc_now_ms() - j->created_ms));
 }
 
-struct job *job_create(struct daemon *d, const struct wire_join *w, struct dthread *t,
-		       uint32_t window, uint32_t chunk, uint32_t timeout_ms, bool has16, uint64_t mem)
+/* Frees one lane's memory (not its charge: job_free). */
+static void lane_destroy(struct job *j)
 {
-	bool mc = d->mc && !(w->flags & WIRE_JOIN_F_UNICAST);
-	uint64_t region = job_region_bytes(window, chunk, w->nranks, has16, mc);
+	if (j->sealed)
+		sc_seal_fini(&j->seal);
+	if (j->region)
+		munmap(j->region, j->region_bytes);
+	free(j->slots);
+	free(j->rslots);
+	free(j);
+}
+
+/* One lane of a new job (job.h, "Lanes"): the struct with its ranks, the
+ * whole window's slots, and a region for its own slots. */
+static struct job *lane_alloc(const struct wire_join *w, uint32_t window, uint32_t chunk, bool has16,
+			      bool mc, uint32_t lane, uint32_t lanes)
+{
+	uint32_t lw = job_lane_window(window, lane, lanes);
+	uint64_t region = job_region_bytes(lw, chunk, w->nranks, has16, mc);
 	struct job *j = calloc(1, sizeof(*j) + (size_t)w->nranks * sizeof(struct job_rank));
 
 	if (!j)
 		return NULL;
+	j->lane = lane;
+	j->lanes = lanes;
+	j->lane_window = lw;
+	j->region_bytes = region;
 	j->slots = calloc(window, sizeof(*j->slots));
 	j->rslots = calloc((size_t)window * w->nranks, sizeof(*j->rslots));
-	if (!j->slots || !j->rslots)
-		goto err;
 	/* Prefaulted: the budget is real memory, and the data path never
 	 * takes a page fault on a fresh buffer. */
 	j->region = mmap(NULL, region, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
 			 -1, 0);
-	if (j->region == MAP_FAILED) {
+	if (j->region == MAP_FAILED)
 		j->region = NULL;
-		goto err;
+	if (!j->slots || !j->rslots || !j->region) {
+		lane_destroy(j);
+		return NULL;
 	}
+	return j;
+}
+
+struct job *job_create(struct daemon *d, const struct wire_join *w, struct dthread *const *ts,
+		       uint32_t lanes, uint32_t window, uint32_t chunk, uint32_t timeout_ms, bool has16,
+		       uint64_t mem)
+{
+	bool mc = d->mc && !(w->flags & WIRE_JOIN_F_UNICAST);
+	uint8_t k[SC_SEAL_KEY] = { 0 };
+	struct job *j = lane_alloc(w, window, chunk, has16, mc, 0, lanes);
+
+	if (!j)
+		return NULL;
+	j->lead = j;
 	j->ctl = d;
 	j->id = w->job_id;
 	j->nranks = w->nranks;
@@ -128,17 +160,16 @@ struct job *job_create(struct daemon *d, const struct wire_join *w, struct dthre
 	j->payload = chunk;
 	if (d->key_len) {
 		/* Sealed: the job key from the shared key and a fresh nonce. */
-		uint8_t k[SC_SEAL_KEY];
 		if (getrandom(&j->data_nonce, sizeof(j->data_nonce), 0) != sizeof(j->data_nonce) ||
 		    sc_seal_derive(d->key, d->key_len, w->job_id, j->data_nonce, k) || sc_seal_init(&j->seal, k))
 			goto err;
-		OPENSSL_cleanse(k, sizeof(k));
 		j->sealed = true;
 		j->payload = chunk - JOB_SEAL_ROOM;
 	}
 	j->acc_bytes = has16 ? 2 * (size_t)chunk : chunk;
-	j->region_bytes = region;
-	j->mem_bytes = mem;
+	/* one lane: what admission charged; more: each lane's region and
+	 * bookkeeping (its slots arrays are the whole window's) */
+	j->mem_bytes = lanes == 1 ? mem : j->region_bytes + job_book_bytes(window, w->nranks);
 	j->req_chunk = w->chunk_bytes;
 	j->req_window = w->window;
 	j->req_timeout_ms = w->timeout_ms;
@@ -146,7 +177,7 @@ struct job *job_create(struct daemon *d, const struct wire_join *w, struct dthre
 	j->handle = handle_alloc(d);
 	if (!j->handle)
 		goto err;
-	if (d->mc && !(w->flags & WIRE_JOIN_F_UNICAST)) {
+	if (mc) {
 		/* One group per job (handles are unique among live jobs; a
 		 * range smaller than the jobs shares groups, which the key in
 		 * every datagram keeps apart). */
@@ -159,30 +190,67 @@ struct job *job_create(struct daemon *d, const struct wire_join *w, struct dthre
 			goto err;
 	}
 	job_slots_init(j);
+	/* The other lanes: the lead's parameters, their own slots and key
+	 * context (multicast jobs have one lane: admit_join). */
+	struct job **tail = &j->lane_next;
+	for (uint32_t i = 1; i < lanes; i++) {
+		struct job *l = lane_alloc(w, window, chunk, has16, mc, i, lanes);
+		if (!l)
+			goto err;
+		*tail = l;
+		tail = &l->lane_next;
+		l->lead = j;
+		l->ctl = d;
+		l->id = j->id;
+		l->handle = j->handle;
+		l->nranks = j->nranks;
+		l->window = window;
+		l->chunk = chunk;
+		l->dtype_mask = j->dtype_mask;
+		l->timeout_ms = timeout_ms;
+		l->flags = j->flags;
+		l->has16 = has16;
+		l->payload = j->payload;
+		l->data_nonce = j->data_nonce;
+		l->acc_bytes = j->acc_bytes;
+		l->mem_bytes = l->region_bytes + job_book_bytes(window, w->nranks);
+		l->req_chunk = j->req_chunk;
+		l->req_window = j->req_window;
+		l->req_timeout_ms = j->req_timeout_ms;
+		l->created_ms = j->created_ms;
+		if (j->sealed) {
+			if (sc_seal_init(&l->seal, k))
+				goto err;
+			l->sealed = true;
+		}
+		job_slots_init(l);
+	}
+	OPENSSL_cleanse(k, sizeof(k));
 	j->join_timer = evtimer_new(d->base, job_join_timeout_cb, j);
 	if (!j->join_timer)
 		goto err;
 	struct timeval tv = { d->cfg.join_timeout_ms / 1000, (d->cfg.join_timeout_ms % 1000) * 1000 };
 	evtimer_add(j->join_timer, &tv);
-	j->thread = t;
-	j->thread->njobs++;
-	j->thread->rx_reserved += job_recvs(window, w->nranks, mc);
 	SLIST_INSERT_HEAD(&d->jobs, j, link);
 	d->njobs_live++;
 	d->njobs_total++;
-	d->mem_used += mem;
-	j->cmd_add.type = DCMD_ADD_JOB;
-	j->cmd_add.job = j;
-	dthread_cmd(j->thread, &j->cmd_add);
+	uint32_t i = 0;
+	JOB_FOR_LANES(j, l) {
+		l->thread = ts[i++];
+		l->thread->njobs++;
+		l->thread->rx_reserved += job_lane_recvs(l);
+		d->mem_used += l->mem_bytes;
+		l->cmd_add.type = DCMD_ADD_JOB;
+		l->cmd_add.job = l;
+		dthread_cmd(l->thread, &l->cmd_add);
+	}
 	return j;
 err:
-	if (j->sealed)
-		sc_seal_fini(&j->seal);
-	if (j->region)
-		munmap(j->region, region);
-	free(j->slots);
-	free(j->rslots);
-	free(j);
+	OPENSSL_cleanse(k, sizeof(k));
+	for (struct job *l = j, *next; l; l = next) {
+		next = l->lane_next;
+		lane_destroy(l);
+	}
 	return NULL;
 }
 
@@ -251,11 +319,14 @@ void job_end(struct daemon *d, struct job *j)
 			j->ranks[r].conn->job = NULL;
 			j->ranks[r].conn = NULL;
 		}
-	j->stuck_grace_ms = (uint32_t)d->cfg.stuck_grace_ms;
-	memset(&j->cmd_remove, 0, sizeof(j->cmd_remove));
-	j->cmd_remove.type = DCMD_REMOVE_JOB;
-	j->cmd_remove.job = j;
-	dthread_cmd(j->thread, &j->cmd_remove);
+	j->lanes_removed = 0;
+	JOB_FOR_LANES(j, l) {
+		l->stuck_grace_ms = (uint32_t)d->cfg.stuck_grace_ms;
+		memset(&l->cmd_remove, 0, sizeof(l->cmd_remove));
+		l->cmd_remove.type = DCMD_REMOVE_JOB;
+		l->cmd_remove.job = l;
+		dthread_cmd(l->thread, &l->cmd_remove);
+	}
 }
 
 void job_region_released(struct daemon *d, struct job *j)
@@ -270,16 +341,13 @@ void job_free(struct daemon *d, struct job *j)
 	d->njobs_total--;
 	if (j->join_timer)
 		event_free(j->join_timer);
-	if (j->region)
-		munmap(j->region, j->region_bytes);
-	d->mem_used -= j->region_released ? j->mem_bytes - j->region_bytes : j->mem_bytes;
-	j->thread->njobs--;
-	j->thread->rx_reserved -= job_recvs(j->window, j->nranks, j->mc);
-	if (j->sealed)
-		sc_seal_fini(&j->seal);
-	free(j->slots);
-	free(j->rslots);
-	free(j);
+	for (struct job *l = j, *next; l; l = next) {
+		next = l->lane_next;
+		d->mem_used -= l->region_released ? l->mem_bytes - l->region_bytes : l->mem_bytes;
+		l->thread->njobs--;
+		l->thread->rx_reserved -= job_lane_recvs(l);
+		lane_destroy(l);
+	}
 }
 
 /* ---- a rank gone ---- */
@@ -299,7 +367,7 @@ void job_rank_gone(struct conn *c, bool clean)
 	jr->state = clean && was_joined ? RANK_LEFT : RANK_GONE;
 	j->gone++;
 	daemon_status_changed(d);
-	uint32_t partial = atomic_load_explicit(&j->partial, memory_order_relaxed);
+	uint32_t partial = job_sum_partial(j);
 	SC_INFO("job 0x%" PRIx64 " rank %u %s%s", j->id, r, clean ? "left" : "disconnected",
 		partial ? " with chunks in flight" : "");
 	if (j->gone == j->joined && (j->state == JOB_READY || j->joined == 1) && (clean || !partial)) {
@@ -309,12 +377,12 @@ void job_rank_gone(struct conn *c, bool clean)
 			ctr_add(&d->stats.jobs_drained, 1);
 			SC_INFO("job 0x%" PRIx64 " drained: its %u ranks moved off after %" PRIu64
 				" chunks (%llu ms after DRAIN; %" PRIu64 " chunks in all)", j->id, j->nranks,
-				ctr_get(&j->chunks) - j->drain_chunks,
-				(unsigned long long)(sc_now_ms() - j->drain_ms), ctr_get(&j->chunks));
+				job_sum_chunks(j) - j->drain_chunks,
+				(unsigned long long)(sc_now_ms() - j->drain_ms), job_sum_chunks(j));
 		} else {
 			ctr_add(&d->stats.jobs_finished, 1);
 			SC_INFO("job 0x%" PRIx64 " (handle %u) finished: %" PRIu64 " chunks", j->id,
-				j->handle, ctr_get(&j->chunks));
+				j->handle, job_sum_chunks(j));
 		}
 		job_end(d, j);
 		return;
@@ -334,9 +402,12 @@ void job_rank_gone(struct conn *c, bool clean)
 	 * The data thread is told, so that a chunk that needs this rank (one
 	 * in flight that the partial count above did not see yet, or a new
 	 * one) fails the job at once instead of after the job timeout. */
-	memset(&jr->cmd_left, 0, sizeof(jr->cmd_left));
-	jr->cmd_left.type = DCMD_RANK_LEFT;
-	jr->cmd_left.job = j;
-	jr->cmd_left.rank = r;
-	dthread_cmd(j->thread, &jr->cmd_left);
+	JOB_FOR_LANES(j, l) {
+		struct job_rank *lr = &l->ranks[r];
+		memset(&lr->cmd_left, 0, sizeof(lr->cmd_left));
+		lr->cmd_left.type = DCMD_RANK_LEFT;
+		lr->cmd_left.job = l;
+		lr->cmd_left.rank = r;
+		dthread_cmd(l->thread, &lr->cmd_left);
+	}
 }

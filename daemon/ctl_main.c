@@ -30,19 +30,19 @@ static void queue_cb(evutil_socket_t fd, short what, void *arg)
 	evq_take(&d->evq, &evs);
 	for (ev = STAILQ_FIRST(&evs); ev; ev = next) {
 		next = STAILQ_NEXT(ev, link);
-		struct job *j = ev->job;
+		struct job *j = ev->job; /* a lane: its job is the lead (job.h) */
 		switch (ev->type) {
 		case DCMD_ADD_JOB:
-			if (ev->rc && j->state != JOB_ENDING)
-				job_abort(d, j, WIRE_E_INTERNAL,
-					  "setting up job 0x%" PRIx64 " (its endpoint, registering %zu bytes) failed: %s",
-					  j->id, j->region_bytes, fi_strerror(-ev->rc));
+			if (ev->rc && j->lead->state != JOB_ENDING)
+				job_abort(d, j->lead, WIRE_E_INTERNAL,
+					  "setting up job 0x%" PRIx64 " (its endpoint, registering %zu bytes on data thread %u) failed: %s",
+					  j->id, j->region_bytes, j->thread->index, fi_strerror(-ev->rc));
 			break;
 		case DCMD_ADD_RANK:
 			admit_rank_added(d, ev);
 			break;
 		case DEV_ABORT:
-			job_abort(d, j, (enum wire_code)j->abort_code, "%s", j->abort_text);
+			job_abort(d, j->lead, (enum wire_code)j->abort_code, "%s", j->abort_text);
 			break;
 		case DEV_RELEASED:
 			/* Stuck sends: the buffers are back, the bookkeeping stays
@@ -50,9 +50,10 @@ static void queue_cb(evutil_socket_t fd, short what, void *arg)
 			job_region_released(d, j);
 			break;
 		case DCMD_REMOVE_JOB:
-			SC_DBG("job 0x%" PRIx64 " (handle %u): %zu bytes back in the pool", j->id, j->handle,
-			       j->mem_bytes);
-			job_free(d, j);
+			SC_DBG("job 0x%" PRIx64 " (handle %u) lane %u: %zu bytes back in the pool", j->id,
+			       j->handle, j->lane, j->mem_bytes);
+			if (++j->lead->lanes_removed == j->lead->lanes)
+				job_free(d, j->lead);
 			break;
 		}
 	}
@@ -88,7 +89,7 @@ static void job_drain_send(struct daemon *d, struct job *j)
 	m.u.drain.deadline_ms = (uint32_t)d->cfg.drain_timeout_ms;
 	j->draining = true;
 	j->drain_ms = sc_now_ms();
-	j->drain_chunks = ctr_get(&j->chunks);
+	j->drain_chunks = job_sum_chunks(j);
 	for (uint32_t r = 0; r < j->nranks; r++)
 		if (j->ranks[r].conn && !conn_send(j->ranks[r].conn, &m))
 			told++;
@@ -98,7 +99,7 @@ static void job_drain_send(struct daemon *d, struct job *j)
 
 static bool job_half_reduced(const struct job *j)
 {
-	return atomic_load_explicit((_Atomic uint32_t *)&j->partial, memory_order_relaxed) != 0;
+	return job_sum_partial(j) != 0;
 }
 
 static void drain_abort(struct daemon *d, struct job *j)

@@ -69,7 +69,7 @@ int dp_rank_add(struct dthread *t, struct job *j, uint32_t r)
 	if (rc)
 		return rc;
 	jr->added = true;
-	for (uint32_t s = 0; s < j->window; s++) {
+	for (uint32_t s = j->lane; s < j->window; s += j->lanes) { /* the lane's slots (job.h) */
 		dp_recv_post(t, j, s, r);
 		if (j->mc)
 			dp_nack_post(t, j, s, r);
@@ -223,6 +223,9 @@ void dp_job_reap(struct dthread *t, struct job *j)
 	fabric_mr_dereg(&j->mr);
 	munmap(j->region, j->region_bytes);
 	j->region = NULL;
+	/* nothing outstanding: what the control thread sums over a job's
+	 * lanes while another lane still waits (job.h) */
+	atomic_store_explicit(&j->ops_seen, 0, memory_order_relaxed);
 	j->cmd_remove.rc = 0;
 	evq_push(t->evq, &j->cmd_remove);
 }

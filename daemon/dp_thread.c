@@ -102,7 +102,7 @@ static void cmds_run(struct dthread *t)
 		case DCMD_ADD_JOB:
 			c->rc = dp_job_add(t, c->job);
 			if (!c->rc)
-				t->sweep->posted += job_recvs(c->job->window, c->job->nranks, c->job->mc);
+				t->sweep->posted += job_lane_recvs(c->job);
 			dthread_hold_update(t);
 			evq_push(t->evq, c);
 			break;
@@ -111,7 +111,7 @@ static void cmds_run(struct dthread *t)
 			evq_push(t->evq, c);
 			break;
 		case DCMD_REMOVE_JOB:
-			t->sweep->posted -= job_recvs(c->job->window, c->job->nranks, c->job->mc);
+			t->sweep->posted -= job_lane_recvs(c->job);
 			dp_job_remove(t, c->job);
 			dthread_hold_update(t);
 			break;

@@ -306,32 +306,41 @@ static void stats_cb(struct evhttp_request *req, void *arg)
 	bool first = true;
 	for (const struct job *j = SLIST_FIRST(&d->jobs); j; j = SLIST_NEXT(j, link)) {
 		char lab[2 * WIRE_LABEL_MAX + 1];
+		size_t mem = 0, region = 0;
+		uint64_t recvs = 0;
+		JOB_FOR_LANES((struct job *)j, l) { /* a job over several threads: its lanes (job.h) */
+			mem += l->mem_bytes;
+			region += l->region_bytes;
+			recvs += job_lane_recvs(l);
+		}
 		evbuffer_add_printf(b,
 				    "%s{\"id\":\"0x%" PRIx64 "\",\"label\":\"%s\",\"handle\":%u,\"nranks\":%u,\"joined\":%u,"
 				    "\"window\":%u,\"weight\":%u,\"chunk\":%u,\"types\":\"0x%x\",\"timeout_ms\":%u,"
-				    "\"memory\":%zu,\"buffer_bytes\":%zu,\"bookkeeping_bytes\":%zu,\"thread\":%u,\"state\":\"%s\",\"draining\":%s,\"rejoined\":%s,\"bytes_in\":%" PRIu64
+				    "\"memory\":%zu,\"buffer_bytes\":%zu,\"bookkeeping_bytes\":%zu,\"thread\":%u,\"lanes\":%u,\"state\":\"%s\",\"draining\":%s,\"rejoined\":%s,\"bytes_in\":%" PRIu64
 				    ",\"bytes_out\":%" PRIu64 ",\"chunks\":%" PRIu64 ",\"ops_outstanding\":%u,"
 				    "\"rate_mbps\":%.1f,\"pace_mbps\":%.1f,\"posted_receives\":%" PRIu64 ",\"ranks\":[",
 				    first ? "" : ",", j->id, label_json(j->label, lab, sizeof(lab)),
 				    j->handle, j->nranks, j->acked, j->window,
-				    j->weight, j->chunk, j->dtype_mask, j->timeout_ms, j->mem_bytes, j->region_bytes,
-				    j->mem_bytes - j->region_bytes, j->thread->index,
+				    j->weight, j->chunk, j->dtype_mask, j->timeout_ms, mem, region,
+				    mem - region, j->thread->index, j->lanes,
 				    job_state_name(j->state), j->draining ? "true" : "false",
 				    j->flags & WIRE_JOIN_F_REJOIN ? "true" : "false",
-				    ctr_get(&j->bytes_in), ctr_get(&j->bytes_out),
-				    ctr_get(&j->chunks),
-				    atomic_load_explicit((_Atomic uint32_t *)&j->ops_seen, memory_order_relaxed),
-				    j->pace_rate * 8 / 1e6, j->pace_cap * 8 / 1e6,
-				    job_recvs(j->window, j->nranks, j->mc));
+				    job_sum_bytes_in(j), job_sum_bytes_out(j), job_sum_chunks(j),
+				    job_sum_ops_seen(j),
+				    j->pace_rate * 8 / 1e6, j->pace_cap * 8 / 1e6, recvs);
 		first = false;
 		for (uint32_t r = 0; r < j->nranks; r++) {
-			const struct job_rank *jr = &j->ranks[r];
+			uint64_t rb = 0, rc = 0, rw = 0;
+			JOB_FOR_LANES((struct job *)j, l) {
+				rb += ctr_get(&l->ranks[r].bytes_in);
+				rc += ctr_get(&l->ranks[r].last_count);
+				rw += ctr_get(&l->ranks[r].last_wait_ns);
+			}
 			evbuffer_add_printf(b,
 					    "%s{\"rank\":%u,\"state\":\"%s\",\"bytes\":%" PRIu64
 					    ",\"last_count\":%" PRIu64 ",\"last_wait_seconds_total\":%.6f}",
-					    r ? "," : "", r, rank_state_name(jr->state),
-					    ctr_get(&jr->bytes_in), ctr_get(&jr->last_count),
-					    (double)ctr_get(&jr->last_wait_ns) * 1e-9);
+					    r ? "," : "", r, rank_state_name(j->ranks[r].state), rb, rc,
+					    (double)rw * 1e-9);
 		}
 		evbuffer_add_printf(b, "]}");
 	}

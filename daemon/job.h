@@ -61,7 +61,22 @@
  * with f16/bf16 has one more unit per slot that never moves,
  * job_acc_hi(): a 16-bit chunk of n elements widens its first chunk / 4
  * elements into slot->acc and the rest (at most chunk / 4) there, and the
- * rounded result is written back contiguously into slot->acc. */
+ * rounded result is written back contiguously into slot->acc.
+ *
+ * Lanes: one job over several data threads ([data] job-threads). A job of
+ * L lanes is L struct jobs of the same id, handle, ranks and parameters,
+ * one per data thread, each with an endpoint address of its own (JOIN_OK
+ * names them all, wire.h version 7). Slot s lives on lane s % L: the
+ * ranks send slot s's chunks to that lane, so every contribution of a
+ * chunk meets on one thread and the slot state machine stays
+ * single-threaded. Lane 0 is the lead: the job as the control thread sees
+ * it (the daemon's job list, connections, READY, the pacer, /stats); the
+ * others hang off it (lane_next) and only carry commands to their threads
+ * and back. A lane's region holds its own slots only (lane_window of them,
+ * slot s at index s / L); its slots[] and rslots[] arrays are the whole
+ * window's, the other lanes' slots FREE and never posted. What the data
+ * threads write into the shared fields is summed over the lanes when the
+ * control thread reads it (job_sum_*). */
 #ifndef SUMCASTD_JOB_H
 #define SUMCASTD_JOB_H
 
@@ -181,6 +196,7 @@ struct job_rank {
 	uint16_t result_key;
 	uint16_t addr_len;
 	uint8_t addr[WIRE_ADDR_MAX];
+	uint8_t lane_acks, lane_fails; /* lead: lanes that answered its ADD_RANK, failed */
 	struct dcmd cmd_add;
 	struct dcmd cmd_left; /* DCMD_RANK_LEFT */
 	/* data */
@@ -191,6 +207,7 @@ struct job_rank {
 	 * slot's send to it held until that one completes (dp_result.c) */
 	uint32_t res_out;
 	bool res_wait;
+	int16_t lane_rc; /* control, lead: a failed lane's ADD_RANK error (here: padding) */
 	/* shared (data writes) */
 	_Atomic uint64_t bytes_in, last_count, last_wait_ns;
 };
@@ -202,6 +219,9 @@ struct job {
 	uint64_t id;
 	uint32_t handle;
 	uint32_t nranks, window, chunk, dtype_mask, timeout_ms;
+	/* lanes (above): this struct's lane, the job's count, and how many
+	 * slots of the window are this lane's */
+	uint32_t lane, lanes, lane_window;
 	uint16_t flags;
 	bool has16;
 	/* Sealed (the daemon has a key, seal.h): every DATA and RESULT is
@@ -234,6 +254,9 @@ struct job {
 
 	/* control */
 	void *ctl; /* struct daemon */
+	struct job *lead;      /* lane 0 (itself there) */
+	struct job *lane_next; /* the lead's chain of the other lanes */
+	uint32_t lanes_removed; /* lead: lanes whose REMOVE_JOB was answered */
 	int state;
 	/* chunks as of the last PONG's look, and when they last moved (ms, 0:
 	 * never): a tenant of the daemon is a job that moves data (ctl_conn.c) */
@@ -301,17 +324,30 @@ static inline struct rslot *job_rslot(struct job *j, uint32_t slot, uint32_t ran
 	return &j->rslots[(size_t)slot * j->nranks + rank];
 }
 
-/* Where rank's receive buffer of slot starts (before any rotation). */
+/* Slots of a window of w on lane `lane` of `lanes`: s < w with s % lanes == lane. */
+static inline uint32_t job_lane_window(uint32_t w, uint32_t lane, uint32_t lanes)
+{
+	return w > lane ? (w - lane + lanes - 1) / lanes : 0;
+}
+
+/* Whether slot s is this lane's. */
+static inline bool job_slot_mine(const struct job *j, uint32_t s)
+{
+	return s % j->lanes == j->lane;
+}
+
+/* Where rank's receive buffer of slot starts (before any rotation); slot
+ * is one of this lane's. */
 static inline uint8_t *job_rbuf(struct job *j, uint32_t slot, uint32_t rank)
 {
-	return (uint8_t *)j->region + ((size_t)slot * j->nranks + rank) * j->chunk;
+	return (uint8_t *)j->region + ((size_t)(slot / j->lanes) * j->nranks + rank) * j->chunk;
 }
 
 /* Where slot's accumulator starts (before any rotation). */
 static inline uint8_t *job_acc0(struct job *j, uint32_t slot)
 {
-	return (uint8_t *)j->region + (size_t)j->window * j->nranks * j->chunk +
-	       (size_t)slot * j->acc_bytes;
+	return (uint8_t *)j->region + (size_t)j->lane_window * j->nranks * j->chunk +
+	       (size_t)(slot / j->lanes) * j->acc_bytes;
 }
 
 /* A job with f16/bf16: the slot's fixed second accumulator unit. */
@@ -329,6 +365,8 @@ static inline void job_slots_init(struct job *j)
 		j->slots[s].index = s;
 		j->slots[s].seq = s & WIRE_SEQ_MASK;
 		j->slots[s].chunk = s;
+		if (!job_slot_mine(j, s))
+			continue; /* another lane's: stays FREE, never posted */
 		j->slots[s].acc = job_acc0(j, s);
 		for (uint32_t r = 0; r < j->nranks; r++)
 			job_rslot(j, s, r)->buf = job_rbuf(j, s, r);
@@ -343,7 +381,8 @@ static inline void job_slots_init(struct job *j)
 static inline uint8_t *job_nbuf(struct job *j, uint32_t slot, uint32_t rank)
 {
 	return (uint8_t *)j->region + j->region_bytes -
-	       ((size_t)j->window * j->nranks - ((size_t)slot * j->nranks + rank)) * JOB_NACK_UNIT;
+	       ((size_t)j->lane_window * j->nranks - ((size_t)(slot / j->lanes) * j->nranks + rank)) *
+		       JOB_NACK_UNIT;
 }
 
 /* Room a sealed job keeps in each chunk buffer for the tag (a multiple of
@@ -389,6 +428,52 @@ static inline uint64_t job_mem_bytes(uint32_t window, uint32_t chunk, uint32_t n
 {
 	struct admit_sizes sz = job_admit_sizes();
 	return admit_mem_bytes(&sz, window, chunk, nranks, has16, mc);
+}
+
+/* What the data threads of a job's lanes wrote, summed (control thread,
+ * relaxed loads; lead is lane 0). */
+#define JOB_FOR_LANES(lead, l) for (struct job *l = (lead); l; l = l->lane_next)
+
+static inline uint64_t job_sum_ctr(const struct job *lead, size_t off)
+{
+	uint64_t v = 0;
+	JOB_FOR_LANES((struct job *)lead, l)
+		v += atomic_load_explicit((const _Atomic uint64_t *)((const char *)l + off), memory_order_relaxed);
+	return v;
+}
+#define job_sum_chunks(j) job_sum_ctr((j), offsetof(struct job, chunks))
+#define job_sum_bytes_in(j) job_sum_ctr((j), offsetof(struct job, bytes_in))
+#define job_sum_bytes_out(j) job_sum_ctr((j), offsetof(struct job, bytes_out))
+
+static inline uint32_t job_sum_partial(const struct job *lead)
+{
+	uint32_t v = 0;
+	JOB_FOR_LANES((struct job *)lead, l)
+		v += atomic_load_explicit(&l->partial, memory_order_relaxed);
+	return v;
+}
+
+static inline uint32_t job_sum_ops_seen(const struct job *lead)
+{
+	uint32_t v = 0;
+	JOB_FOR_LANES((struct job *)lead, l)
+		v += atomic_load_explicit(&l->ops_seen, memory_order_relaxed);
+	return v;
+}
+
+/* Bytes charged for the job, all lanes. */
+static inline uint64_t job_sum_mem(const struct job *lead)
+{
+	uint64_t v = 0;
+	JOB_FOR_LANES((struct job *)lead, l)
+		v += l->mem_bytes;
+	return v;
+}
+
+/* Receives the lane keeps posted (job_recvs of its own slots). */
+static inline uint64_t job_lane_recvs(const struct job *j)
+{
+	return job_recvs(j->lane_window, j->nranks, j->mc);
 }
 
 #endif

@@ -85,7 +85,7 @@ static double pace_measure(struct daemon *d, uint64_t now)
 	double dt = (double)(now - p->last_ns) / 1e9, bytes = 0, wb = 0, wt = 0;
 
 	for (struct job *j = SLIST_FIRST(&d->jobs); j; j = SLIST_NEXT(j, link)) {
-		uint64_t b = atomic_load_explicit(&j->bytes_out, memory_order_relaxed);
+		uint64_t b = job_sum_bytes_out(j);
 		double r = (double)(b - j->pace_seen) / dt;
 		j->pace_seen = b;
 		if (!job_paceable(j))
@@ -157,7 +157,9 @@ static void pace_tick(struct daemon *d, uint64_t now)
 			 js[i]->id, js[i]->weight, v[i].rate * 8 / 1e6, v[i].cap * 8 / 1e6, capacity * 8 / 1e6);
 	}
 	for (struct job *j = SLIST_FIRST(&d->jobs); j; j = SLIST_NEXT(j, link))
-		atomic_store_explicit(&j->pace_bps, (uint64_t)j->pace_cap, memory_order_relaxed);
+		JOB_FOR_LANES(j, l) /* each lane sends its slots' results: an equal share */
+			atomic_store_explicit(&l->pace_bps, (uint64_t)(j->pace_cap / j->lanes),
+					      memory_order_relaxed);
 	if ((n > 0) != (p->paced > 0)) {
 		if (n)
 			SC_INFO("pacing %zu jobs of different weights to shares of %.0f Mbit/s of results",

@@ -45,6 +45,7 @@ struct settings {
 	int64_t multicast_mtu;
 	/* [data] */
 	int64_t threads;
+	int64_t job_threads; /* [data] job-threads: 0 = all */
 	char cpus[CFG_STR_MAX];
 	int64_t idle_spin_us;
 	int64_t idle_sleep_us;

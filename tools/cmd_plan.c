@@ -3,7 +3,7 @@
  *
  *   sumcastctl plan --nodes N --heads H --aggs M --link-gbps B
  *                   --agg-link-gbps BA --bytes S[,S...] [--fan-in F]
- *                   [--chunk C] [--window W] [--agg-threads T] [--tcp]
+ *                   [--chunk C] [--window W] [--agg-threads T] [--job-threads J] [--tcp]
  *                   [--loopback --cores K] [--json]
  *
  * --nodes, --aggs and --bytes take comma lists: one row per combination
@@ -27,7 +27,7 @@ static void plan_usage(FILE *out)
 	fprintf(out,
 		"Usage: sumcastctl plan --nodes N --heads H --aggs M --link-gbps B --agg-link-gbps BA\n"
 		"                       --bytes S[,S...] [--fan-in F] [--chunk C] [--window W]\n"
-		"                       [--agg-threads T] [--tcp] [--loopback --cores K] [--json]\n"
+		"                       [--agg-threads T] [--job-threads J] [--tcp] [--loopback --cores K] [--json]\n"
 		"Predicts a collnet allreduce of S bytes on each of a node's H heads (communicators,\n"
 		"each on its own link of B Gb/s; NCCL's allreduce of H x S under CollNet Direct)\n"
 		"from the sizing model (docs/sizing.md): the ring, the\n"
@@ -40,10 +40,11 @@ static void plan_usage(FILE *out)
 		"  --window W        SUMCAST_WINDOW (8)        --agg-threads  [data] threads (1)\n"
 		"  --max-inflight C  [job] max-inflight (64M)  --mem-budget C [job] memory-budget (1G)\n"
 		"  --rx-queue Q      a data thread's provider receive queue (8192)\n"
+		"  --job-threads J   [data] job-threads (0: all): data threads one job is spread over\n"
 		"  --max-jobs J      [job] max-jobs (64)       --max-memory-share X [job] max-memory-share (0.5)\n"
 		"  --max-window W    [job] max-window (64)     --max-chunk C  [job] max-chunk (4M)\n"
 		"  --min-chunk C     [job] min-chunk (16K)     --sealed       the daemons have a key ([auth] key-file)\n"
-		"  --daemon-config FILE  the daemons' sumcastd.conf: the [job], [data] threads and [auth]\n"
+		"  --daemon-config FILE  the daemons' sumcastd.conf: the [job], [data] threads, job-threads and [auth]\n"
 		"                    settings above from it, as sumcastd reads it (flags given too win)\n"
 		"  --tcp             tcp;ofi_rxm: aggregators copy what they receive (default: RDMA)\n"
 		"  --loopback        every process on one host of --cores K cores (the costs measured\n"
@@ -83,6 +84,7 @@ static void plan_daemon_config(struct plan_in *in, const char *path)
 	in->max_inflight = st.max_inflight;
 	in->min_chunk = st.min_chunk;
 	in->agg_threads = (uint32_t)st.threads;
+	in->job_threads = (uint32_t)st.job_threads;
 	in->sealed = st.key_file[0] != 0;
 }
 
@@ -135,6 +137,7 @@ static void plan_row_json(const struct plan_in *in, const struct plan_out *po)
 	json_object_set_new(j, "job_chunk", json_integer((json_int_t)po->grant.chunk));
 	json_object_set_new(j, "aggs_needed", json_integer(po->aggs_needed));
 	json_object_set_new(j, "agg_cpu_short", json_boolean(po->agg_cpu_short));
+	json_object_set_new(j, "job_lanes", json_integer(po->job_lanes));
 	json_object_set_new(j, "admitted", json_boolean(!po->refused));
 	json_object_set_new(j, "refused", json_string(po->refused ? po->refused : ""));
 	json_object_set_new(j, "jobs_admitted", json_integer(po->jobs_admitted));
@@ -197,6 +200,7 @@ int cmd_plan(const struct opts *o, int argc, char **argv)
 		{ "chunk", required_argument, NULL, 'c' },
 		{ "window", required_argument, NULL, 'w' },
 		{ "agg-threads", required_argument, NULL, 'T' },
+		{ "job-threads", required_argument, NULL, 'G' },
 		{ "max-inflight", required_argument, NULL, 'I' },
 		{ "mem-budget", required_argument, NULL, 'B' },
 		{ "rx-queue", required_argument, NULL, 'Q' },
@@ -244,6 +248,7 @@ int cmd_plan(const struct opts *o, int argc, char **argv)
 		case 'c': in.chunk = arg_size("plan", "--chunk", optarg, 64, 64ull << 20); break;
 		case 'w': in.window = (uint32_t)arg_count("plan", "--window", optarg, 1, 1024); break;
 		case 'T': in.agg_threads = (uint32_t)arg_count("plan", "--agg-threads", optarg, 1, 256); break;
+		case 'G': in.job_threads = (uint32_t)arg_count("plan", "--job-threads", optarg, 0, 256); break;
 		case 'I': in.max_inflight = arg_size("plan", "--max-inflight", optarg, 4096, 1ull << 40); break;
 		case 'B': in.mem_budget = arg_size("plan", "--mem-budget", optarg, 1, 1ull << 50); break;
 		case 'Q': in.rx_queue = (uint32_t)arg_count("plan", "--rx-queue", optarg, 16, 1 << 24); break;

@@ -58,6 +58,7 @@
 #include "chunk.h"
 #include "admit.h"
 #include "grant.h"
+#include "wire.h"
 
 /* Where each measured constant comes from (docs/journal/2026-11-26-simulator.md
  * has the commands and the fits):
@@ -69,6 +70,7 @@
  * | hop_us        | 10     | the plugin's hop figure when the provider reports none (plugin/collnet_listen.c); tcp on loopback measured 6-10 us a hop (fabric_rtt 12.5-20 us, 2026-11-26-simulator.md) |
  * | agg_msg_us    | 1.5    | daemon data thread per message, shm (no kernel copy of the stream: the closest to RDMA here): bench/ingest --provider shm --chunk 4K, 1.37 GB/s of 4 KiB contributions = 335 K messages in and as many result sends a second (2026-11-26-simulator.md; an upper bound: 2 shared cores) |
  * | agg_tcp_ns    | 1.5    | aggregator CPU per byte received on tcp, all of it (copies, reduce, messages, sends): 12.1 s per GB of allreduce at W=8, A=8 = 8 GB of ingress, 32 KiB chunks (docs/benchmarks.md, agg-mcast table) |
+ * | lane_cpu      | 1.0    | a job over 2 data threads (lanes) against 1: daemon CPU per GB of input, bench/ingest N = 4, medians of 6 paired rounds: tcp 0.633 against 0.683 s/GB (0.93), shm 0.385 against 0.397 (0.97); against the base's one thread 0.94 and 1.00 (docs/journal/2026-11-29-job-threads.md) |
  * | reduce_gbps   | 45     | f32 sum, one core, 4 MiB: 48.7-50.7 GB/s less a margin (docs/journal/2026-11-22-reduce-kernels.md) |
  * | lb_* spinning | fit    | plugin_harness bench with a harness that yields at every N (2026-11-26-simulator.md's runs), N = 4, 8, 24, 48 nodes, M = 2, 8 B and 2 MiB, the fastest of 1-8 runs each (calibration: least squares on the log of the times; N = 16, 32, 64 validate); refit with the eager columns (lb_ring_eager_us) in 2026-11-26-plan-validation-2.md |
  * | lb_nap_per_core | 8    | the plugin harness naps past 8 node processes per core (tests/plugin/harness_nccl.c, poll_us) |
@@ -83,6 +85,7 @@ void plan_costs_default(struct plan_costs *c)
 	c->hop_us = 10;
 	c->agg_msg_us = 1.5;
 	c->agg_tcp_ns = 1.5;
+	c->lane_cpu = 1.0;
 	c->reduce_gbps = 45;
 	c->lb_ring_step_us = 14.93;
 	c->lb_ring_share_us = 1.682;
@@ -257,6 +260,7 @@ struct ctx {
 	double procs;            /* loopback: processes on the host */
 	uint32_t levels, groups, gsize;
 	double jobs;             /* collnet jobs per communicator */
+	double lanes;            /* data threads each job is spread over (job_lanes) */
 };
 
 static double dmax(double a, double b)
@@ -348,7 +352,11 @@ static void agg_parts(const struct ctx *x, struct agg_parts *p)
 	double in_bytes = x->n * x->s * x->f / x->m_used; /* one aggregator's input */
 	double msgs = 2 * agg_msgs_in(x);             /* in and out (unicast) */
 	double jobs = x->h * x->jobs;
-	double threads = dmax(1, fmin(x->in->agg_threads, jobs));
+	/* each job keeps its lanes busy, the jobs share the threads; a job
+	 * spread over several costs lane_cpu times one thread's CPU per byte */
+	double threads = dmax(1, fmin(x->in->agg_threads, jobs * x->lanes));
+	if (x->lanes > 1)
+		threads /= x->in->cost.lane_cpu;
 	double cchunk = fmin(x->chunk, x->sh / x->m_used);
 
 	memset(p, 0, sizeof(*p));
@@ -521,6 +529,17 @@ int plan_run(const struct plan_in *in0, struct plan_out *o, char *err, int errle
 			clamp_u64(x.h * (2.0 * x.groups * (double)g.posted_recvs + (double)x.gsize * (double)gg.posted_recvs));
 	}
 	x.chunk = (double)o->grant.chunk;
+	/* lanes (docs/daemon.md, "Data plane"): [data] job-threads of the
+	 * threads (0: all), at most WIRE_LANES_MAX and the granted window */
+	{
+		uint32_t l = in.job_threads && in.job_threads < in.agg_threads ? in.job_threads : in.agg_threads;
+		if (l > WIRE_LANES_MAX)
+			l = WIRE_LANES_MAX;
+		if (l > o->grant.window)
+			l = o->grant.window;
+		x.lanes = l ? l : 1;
+		o->job_lanes = (uint32_t)x.lanes;
+	}
 
 	o->tree_levels = x.levels;
 	o->groups = x.groups;

@@ -22,6 +22,8 @@ struct plan_costs {
 	double hop_us;        /* one hop: a message from a node to its peer */
 	double agg_msg_us;    /* aggregator data thread, per message (in or out) */
 	double agg_tcp_ns;    /* aggregator CPU per byte received on tcp (all of it) */
+	double lane_cpu;      /* a job spread over data threads (lanes): its CPU per byte
+			       * against one thread's (>= 1: what the spreading costs) */
 	double reduce_gbps;   /* one core, f32 sum, GB/s of input */
 	/* loopback (every process on one host of K cores: the CPUs are the
 	 * limit); P = processes on the host. The ring and the aggregators are
@@ -67,6 +69,7 @@ struct plan_in {
 	uint64_t max_inflight; /* the daemons' [job] max-inflight (64 MiB) */
 	uint64_t min_chunk;    /* the daemons' [job] min-chunk (16 KiB) */
 	uint32_t agg_threads;  /* data threads per aggregator ([data] threads) */
+	uint32_t job_threads;  /* data threads one job is spread over ([data] job-threads; 0: all) */
 	uint64_t mem_budget;   /* [job] memory-budget (1 GiB) */
 	uint32_t rx_queue;     /* a data thread's provider receive queue (8192) */
 	uint32_t max_jobs;     /* [job] max-jobs (64) */
@@ -119,6 +122,7 @@ struct plan_out {
 	struct plan_grant grant;  /* of the largest job */
 	uint32_t aggs_needed;  /* the fewest aggregators that carry everything (split 1) at the nodes' link speed */
 	bool agg_cpu_short;    /* at no count up to 2^16 x that do their CPUs keep up (per-message costs) */
+	uint32_t job_lanes;    /* data threads each job of an aggregator is spread over (its lanes) */
 	/* whether the daemons admit the jobs at these settings: NULL, or the
 	 * first admission rule (common/admit.h) that refuses one of them as
 	 * they join an aggregator in turn: "max-jobs", "memory-share",

@@ -586,6 +586,11 @@ int trank_join(struct trank *r, const struct sd *d, uint64_t job, uint32_t rank,
 	r->result_key = r->join.result_key;
 	if (fabric_av_insert(r->f, m.u.join_ok.addr, m.u.join_ok.addr_len, &r->daemon))
 		return -EIO;
+	r->lanes = m.u.join_ok.lanes > 1 ? m.u.join_ok.lanes : 1;
+	r->lane[0] = r->daemon;
+	for (uint32_t k = 1; k < r->lanes; k++)
+		if (fabric_av_insert(r->f, m.u.join_ok.lane_addr[k], m.u.join_ok.lane_len[k], &r->lane[k]))
+			return -EIO;
 	return 0;
 }
 
@@ -615,7 +620,8 @@ int trank_send_chunk(struct trank *r, uint32_t slot, uint32_t seq, enum sc_dtype
 
 	memset(op, 0, sizeof(*op));
 	do {
-		int rc = fabric_tsend(r->f, r->buf + soff, len, r->mr.desc, r->daemon,
+		int rc = fabric_tsend(r->f, r->buf + soff, len, r->mr.desc,
+				      r->lanes > 1 ? r->lane[slot % r->lanes] : r->daemon,
 				      wire_tag_make(WIRE_TAG_DATA, r->handle, r->rank, slot),
 				      wire_imm_make(t, o, seq), &op->op);
 		if (rc != -FI_EAGAIN)

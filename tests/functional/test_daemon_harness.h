@@ -117,6 +117,10 @@ int ctl_join_ver(const struct sd *d, struct wire_join *j, const uint8_t *key, si
 struct trank {
 	struct fabric *f;
 	fi_addr_t daemon;
+	/* the job's lanes (JOIN_OK, protocol 7): slot s goes to lane[s % lanes];
+	 * lane[0] is daemon */
+	uint32_t lanes;
+	fi_addr_t lane[WIRE_LANES_MAX];
 	struct fabric_mr mr;
 	uint8_t *buf; /* [0, cap/2): send area, [cap/2, cap): receive area */
 	size_t cap;

@@ -3,9 +3,15 @@
  * element of every result checked:
  *
  *   threads  [data] threads = 2 and cpus = "<b>,<a>": four jobs joined
- *            together land on both data threads (/stats "thread"), all sums
- *            right, and each data thread (/proc/<pid>/task/<tid>/comm =
+ *            together are each spread over both data threads (/stats
+ *            "lanes" 2), their lane 0 two on each (/stats "thread"), all
+ *            sums right, and each data thread (/proc/<pid>/task/<tid>/comm =
  *            sumcastd-dataN) has Cpus_allowed_list = its CPU.
+ *   lanes    [data] threads = 2: a job of window 3 over 2 lanes (uneven),
+ *            one whose ranks join in protocol 6 (one lane: they cannot
+ *            address more), all sums right; a protocol 6 rank joining a
+ *            job of 2 lanes is refused (version); then job-threads = 1:
+ *            two jobs, one lane each, one on each thread.
  *   eagain   the daemon's rxm tx queue shrunk to 8 entries
  *            (FI_OFI_RXM_TX_SIZE=8 in its environment) under a job of 8
  *            ranks x window 8: result sends are refused with -FI_EAGAIN for
@@ -52,7 +58,7 @@
  *            have sent nothing (1), after both ran (3), after B left (2) and
  *            when C has been idle past tenant-idle (1).
  *
- * Usage: test_daemon_multi [threads|eagain|burst|weights|overcredit|tenants|pacelink]...
+ * Usage: test_daemon_multi [threads|lanes|eagain|burst|weights|overcredit|tenants|pacelink]...
  * (none: all but pacelink). */
 #include <dirent.h>
 #include <errno.h>
@@ -124,6 +130,8 @@ static int send_chunk(struct tjob *j, uint32_t r, uint32_t c)
 	return 0;
 }
 
+static uint16_t want_ver; /* the ranks' JOIN version, 0: WIRE_VERSION */
+
 static int job_join(struct tjob *j, uint64_t id, uint32_t n, uint32_t nchunks, size_t len)
 {
 	memset(j, 0, sizeof(*j));
@@ -131,10 +139,13 @@ static int job_join(struct tjob *j, uint64_t id, uint32_t n, uint32_t nchunks, s
 	j->n = n;
 	j->nchunks = nchunks;
 	j->len = len;
-	for (uint32_t r = 0; r < n; r++)
-		if (trank_open(&j->rk[r], 2 * MAXW * CHUNK) ||
-		    trank_join(&j->rk[r], &d, id, r, n, tweak_window))
+	for (uint32_t r = 0; r < n; r++) {
+		if (trank_open(&j->rk[r], 2 * MAXW * CHUNK))
 			return -1;
+		j->rk[r].ver = want_ver;
+		if (trank_join(&j->rk[r], &d, id, r, n, tweak_window))
+			return -1;
+	}
 	for (uint32_t r = 0; r < n; r++)
 		if (trank_ready(&j->rk[r], 5000))
 			return -1;
@@ -259,6 +270,17 @@ static void job_leave(struct tjob *j)
 }
 
 /* "thread":N of the job with this handle in /stats, -1 if absent. */
+/* The job's number of "lanes" in /stats, -1: not found. */
+static int stats_lanes(const char *st, uint32_t handle)
+{
+	char pat[64];
+	snprintf(pat, sizeof(pat), "\"handle\":%u,", handle);
+	const char *p = strstr(st, pat);
+	if (!p || !(p = strstr(p, "\"lanes\":")))
+		return -1;
+	return atoi(p + strlen("\"lanes\":"));
+}
+
 static int stats_thread(const char *st, uint32_t handle)
 {
 	char pat[64];
@@ -329,6 +351,85 @@ static bool cpus_known(void *arg)
 	return *w->got != 0;
 }
 
+static void mode_lanes(void)
+{
+	static struct tjob js[2];
+	static char st[1 << 16];
+
+	if (sd_start(&d, "[data]\nthreads = 2\n[job]\nmemory-budget = 256M\n")) {
+		CHECK(0, "sumcastd with 2 data threads did not start");
+		return;
+	}
+	bool ok = true;
+	want_window = 3; /* lane 0 has slots 0 and 2, lane 1 slot 1 */
+	ok &= job_join(&js[0], 0xb01, 3, 40, CHUNK - 400) == 0;
+	want_ver = 6;
+	want_window = 4;
+	ok &= job_join(&js[1], 0xb02, 2, 30, 4096) == 0;
+	want_ver = 0;
+	CHECK(ok, "joining two jobs failed");
+	if (!ok)
+		return;
+	CHECK(sd_http(&d, "/stats", st, sizeof(st)) == 200, "/stats");
+	CHECK(stats_lanes(st, js[0].rk[0].handle) == 2 && js[0].rk[0].lanes == 2,
+	      "window 3 job: lanes %d in /stats, %u in JOIN_OK", stats_lanes(st, js[0].rk[0].handle),
+	      js[0].rk[0].lanes);
+	CHECK(stats_lanes(st, js[1].rk[0].handle) == 1 && js[1].rk[0].lanes == 1,
+	      "protocol 6 job: lanes %d in /stats, %u in JOIN_OK", stats_lanes(st, js[1].rk[0].handle),
+	      js[1].rk[0].lanes);
+	/* a protocol 6 rank cannot address a job of 2 lanes: refused */
+	struct trank late;
+	struct wire_msg m;
+	CHECK(trank_open(&late, 2 * MAXW * CHUNK) == 0, "a rank's endpoint");
+	struct tjob pending;
+	memset(&pending, 0, sizeof(pending));
+	CHECK(trank_open(&pending.rk[0], 2 * MAXW * CHUNK) == 0 &&
+	      trank_join(&pending.rk[0], &d, 0xb03, 0, 2, tweak_window) == 0, "rank 0 of job 0xb03 joins");
+	late.ver = 6;
+	join_init(&late.join, 0xb03, 1, 2, late.f);
+	tweak_window(&late.join);
+	late.fd = ctl_join_ver(&d, &late.join, NULL, 0, 6, &m);
+	CHECK(late.fd >= 0 && m.type == WIRE_REFUSE && m.u.refuse.code == WIRE_E_VERSION &&
+		      strstr(m.u.refuse.text, "2 data threads"),
+	      "protocol 6 rank of a 2-lane job: type %u code %u \"%s\"", m.type,
+	      m.type == WIRE_REFUSE ? m.u.refuse.code : 0, m.type == WIRE_REFUSE ? m.u.refuse.text : "");
+	printf("  protocol 6 rank joining a job of 2 lanes: %s\n",
+	       m.type == WIRE_REFUSE ? m.u.refuse.text : "not refused");
+	trank_close(&late);
+	trank_close(&pending.rk[0]);
+	jobs_run(js, 2);
+	double chunks = sd_metric(&d, "sumcast_chunks_reduced_total");
+	CHECK(chunks == 40 + 30, "chunks reduced %g", chunks);
+	for (int k = 0; k < 2; k++)
+		job_leave(&js[k]);
+	CHECK(sd_stop(&d, SIGTERM, 10000) == 0, "exit status after SIGTERM");
+	sd_cleanup(&d);
+
+	/* job-threads = 1: a job on one thread, as before lanes */
+	if (sd_start(&d, "[data]\nthreads = 2\njob-threads = 1\n[job]\nmemory-budget = 256M\n")) {
+		CHECK(0, "sumcastd with job-threads = 1 did not start");
+		return;
+	}
+	want_window = 4;
+	ok = job_join(&js[0], 0xb04, 2, 30, CHUNK) == 0 && job_join(&js[1], 0xb05, 2, 30, CHUNK) == 0;
+	CHECK(ok, "joining two jobs failed");
+	if (!ok)
+		return;
+	CHECK(sd_http(&d, "/stats", st, sizeof(st)) == 200, "/stats");
+	int t0 = stats_thread(st, js[0].rk[0].handle), t1 = stats_thread(st, js[1].rk[0].handle);
+	CHECK(stats_lanes(st, js[0].rk[0].handle) == 1 && stats_lanes(st, js[1].rk[0].handle) == 1 &&
+		      js[0].rk[0].lanes == 1,
+	      "job-threads = 1: lanes %d and %d", stats_lanes(st, js[0].rk[0].handle),
+	      stats_lanes(st, js[1].rk[0].handle));
+	CHECK(t0 + t1 == 1, "job-threads = 1: jobs on threads %d and %d", t0, t1);
+	printf("  job-threads = 1: jobs on threads %d and %d, one lane each\n", t0, t1);
+	jobs_run(js, 2);
+	for (int k = 0; k < 2; k++)
+		job_leave(&js[k]);
+	CHECK(sd_stop(&d, SIGTERM, 10000) == 0, "exit status after SIGTERM");
+	sd_cleanup(&d);
+}
+
 static void mode_threads(void)
 {
 	static struct tjob js[4];
@@ -372,7 +473,8 @@ static void mode_threads(void)
 		printf("  pinning check skipped: this process may run on %d CPU(s) only\n", nc);
 	}
 
-	/* Four jobs joined together: the daemon spreads them 2 + 2. */
+	/* Four jobs joined together: each on both threads (lanes), lane 0
+	 * 2 + 2. */
 	bool ok = true;
 	want_window = 4;
 	ok &= job_join(&js[0], 0xa01, 2, 40, CHUNK) == 0;
@@ -387,6 +489,9 @@ static void mode_threads(void)
 	for (int k = 0; k < 4; k++) {
 		int t = stats_thread(st, js[k].rk[0].handle);
 		CHECK(t == 0 || t == 1, "job 0x%llx thread %d", (unsigned long long)js[k].id, t);
+		int l = stats_lanes(st, js[k].rk[0].handle);
+		CHECK(l == 2 && js[k].rk[0].lanes == 2, "job 0x%llx lanes %d in /stats, %u in JOIN_OK",
+		      (unsigned long long)js[k].id, l, js[k].rk[0].lanes);
 		if (t == 0 || t == 1)
 			on[t]++;
 	}
@@ -700,7 +805,7 @@ int main(int argc, char **argv)
 	static const struct {
 		const char *name;
 		void (*run)(void);
-	} modes[] = { { "threads", mode_threads }, { "eagain", mode_eagain },
+	} modes[] = { { "threads", mode_threads }, { "lanes", mode_lanes }, { "eagain", mode_eagain },
 		      { "burst", mode_burst }, { "weights", mode_weights },
 		      { "overcredit", mode_overcredit },
 		      { "tenants", mode_tenants }, { "pacelink", mode_pacelink } };

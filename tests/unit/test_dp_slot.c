@@ -122,6 +122,8 @@ static struct job *job_new(uint32_t nranks, uint32_t window, uint32_t dtype_mask
 	assert_true(nranks <= MAX_RANKS && window <= MAX_WINDOW);
 	j->nranks = nranks;
 	j->window = window;
+	j->lanes = 1; /* one lane: every slot (job.h) */
+	j->lane_window = window;
 	j->chunk = CHUNK;
 	j->payload = CHUNK;
 	j->dtype_mask = dtype_mask;

@@ -148,7 +148,7 @@ static void grant_and_memory(void **state)
 		if (g.window != c[i].w || g.chunk != c[i].c)
 			fail_msg("N=%u: window %u chunk %llu, want %u %llu", c[i].n, g.window,
 				 (unsigned long long)g.chunk, c[i].w, (unsigned long long)c[i].c);
-		uint64_t book = 944 + 192ull * c[i].n + g.window * (128 + 272ull * c[i].n); /* ADMIT_SIZES_LP64 */
+		uint64_t book = 976 + 192ull * c[i].n + g.window * (128 + 272ull * c[i].n); /* ADMIT_SIZES_LP64 */
 		assert_int_equal(g.mem_bytes, (uint64_t)g.window * g.chunk * (c[i].n + 1) + book);
 		assert_int_equal(g.posted_recvs, (uint64_t)g.window * c[i].n);
 		if (c[i].n <= 1024) /* the cap holds wherever min-chunk allows */
@@ -399,6 +399,33 @@ static void split_given(void **state)
 	assert_non_null(strstr(err, "split"));
 }
 
+/* A job is spread over its lanes (docs/daemon.md, "Data plane"): one job
+ * of 16 nodes on 16 400G aggregators is bound by one data thread's CPU,
+ * not by 4 (the lanes carry it at the links' speed); job-threads 1 is the
+ * one thread again; the lanes stop at 8 and at the granted window. */
+static void job_lanes(void **state)
+{
+	(void)state;
+	struct plan_in in = fabric(16, 1, 16, 400, 400, 256ull << 20);
+	struct plan_out one = run(&in);
+	assert_int_equal(one.job_lanes, 1);
+	assert_string_equal(one.bound, "agg-cpu");
+	in.agg_threads = 4;
+	struct plan_out four = run(&in);
+	assert_int_equal(four.job_lanes, 4);
+	assert_string_not_equal(four.bound, "agg-cpu");
+	assert_true(four.t_agg_us < one.t_agg_us);
+	in.job_threads = 1;
+	struct plan_out pinned = run(&in);
+	assert_int_equal(pinned.job_lanes, 1);
+	assert_string_equal(pinned.bound, "agg-cpu");
+	in.job_threads = 0;
+	in.agg_threads = 16;
+	assert_int_equal(run(&in).job_lanes, 8); /* WIRE_LANES_MAX */
+	in.window = 2;
+	assert_int_equal(run(&in).job_lanes, 2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -406,7 +433,7 @@ int main(void)
 		cmocka_unit_test(grant_and_memory),   cmocka_unit_test(ring_formula),
 		cmocka_unit_test(split_and_speedup),  cmocka_unit_test(admission),
 		cmocka_unit_test(refuses_bad_input),  cmocka_unit_test(loopback_napping),
-		cmocka_unit_test(split_given),
+		cmocka_unit_test(split_given),        cmocka_unit_test(job_lanes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -360,6 +360,59 @@ static void test_weight(void **state)
 	assert_int_equal(out.u.join_ok.weight, 0);
 }
 
+/* Version 7: a JOIN_OK naming lanes, after the weight: the count and the
+ * addresses of lanes 1.. (wire.h). */
+static void test_lanes(void **state)
+{
+	(void)state;
+	struct wire_msg out, ok = { .type = WIRE_JOIN_OK };
+	uint8_t buf[WIRE_MSG_MAX];
+
+	ok.u.join_ok.job_handle = 5;
+	ok.u.join_ok.window = 8;
+	ok.u.join_ok.chunk_bytes = 65536;
+	ok.u.join_ok.addr_len = 3;
+	memcpy(ok.u.join_ok.addr, "abc", 3);
+	ok.u.join_ok.weight = 1;
+	ok.u.join_ok.lanes = WIRE_LANES_MAX;
+	for (unsigned k = 1; k < WIRE_LANES_MAX; k++) {
+		ok.u.join_ok.lane_len[k] = WIRE_ADDR_MAX; /* the largest fits the body */
+		memset(ok.u.join_ok.lane_addr[k], 'a' + (int)k, WIRE_ADDR_MAX);
+	}
+	assert_int_equal(roundtrip(&ok, &out), 0);
+	assert_int_equal(out.u.join_ok.lanes, WIRE_LANES_MAX);
+	assert_int_equal(out.u.join_ok.weight, 1);
+	for (unsigned k = 1; k < WIRE_LANES_MAX; k++) {
+		assert_int_equal(out.u.join_ok.lane_len[k], WIRE_ADDR_MAX);
+		assert_memory_equal(out.u.join_ok.lane_addr[k], ok.u.join_ok.lane_addr[k], WIRE_ADDR_MAX);
+	}
+	/* two lanes; cut short: refused */
+	ok.u.join_ok.lanes = 2;
+	int n = wire_msg_encode(&ok, buf, sizeof(buf));
+	assert_true(n > 0);
+	assert_int_equal(wire_msg_decode(WIRE_JOIN_OK, buf + WIRE_HDR_LEN, (size_t)n - WIRE_HDR_LEN - 1, &out),
+			 -EBADMSG);
+	/* a count of 1 or above the most on the wire: refused */
+	buf[n - 2 - WIRE_ADDR_MAX - 1] = 1;
+	assert_int_equal(wire_msg_decode(WIRE_JOIN_OK, buf + WIRE_HDR_LEN, (size_t)n - WIRE_HDR_LEN, &out),
+			 -EBADMSG);
+	buf[n - 2 - WIRE_ADDR_MAX - 1] = WIRE_LANES_MAX + 1;
+	assert_int_equal(wire_msg_decode(WIRE_JOIN_OK, buf + WIRE_HDR_LEN, (size_t)n - WIRE_HDR_LEN, &out),
+			 -EBADMSG);
+	/* lanes need the weight before them; an empty lane address is invalid */
+	ok.u.join_ok.weight = 0;
+	assert_int_equal(wire_msg_encode(&ok, buf, sizeof(buf)), -EINVAL);
+	ok.u.join_ok.weight = 1;
+	ok.u.join_ok.lane_len[1] = 0;
+	assert_int_equal(wire_msg_encode(&ok, buf, sizeof(buf)), -EINVAL);
+	ok.u.join_ok.lanes = WIRE_LANES_MAX + 1;
+	assert_int_equal(wire_msg_encode(&ok, buf, sizeof(buf)), -EINVAL);
+	/* one lane: nothing sent, as before version 7 */
+	ok.u.join_ok.lanes = 1;
+	assert_int_equal(roundtrip(&ok, &out), 0);
+	assert_int_equal(out.u.join_ok.lanes, 0);
+}
+
 /* Version 5: DRAIN (daemon -> rank), u32 deadline_ms; not in versions 2..4. */
 static void test_drain(void **state)
 {
@@ -456,7 +509,7 @@ int main(void)
 		cmocka_unit_test(test_key_file),       cmocka_unit_test(test_tags),
 		cmocka_unit_test(test_versions),       cmocka_unit_test(test_weight),
 		cmocka_unit_test(test_label),
-		cmocka_unit_test(test_drain),
+		cmocka_unit_test(test_drain),          cmocka_unit_test(test_lanes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
