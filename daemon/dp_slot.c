@@ -7,9 +7,11 @@
  *
  * Per rank (struct rslot): IDLE -> POSTED (receive posted) -> IDLE (arrived)
  * -> reduced and POSTED again (a TAKE message, wire.h, is empty: counted,
- * nothing reduced); HELD until the slot completes in
- * deterministic mode; PENDING when chunk seq + window arrives while the
- * slot still sends seq, taken when the slot frees. Every contribution is
+ * nothing reduced; the contribution that completes the slot is posted
+ * again after the result sends); HELD until the slot completes in
+ * deterministic mode, posted again after its result sends; PENDING when
+ * chunk seq + window arrives while the slot still sends seq, taken when
+ * the slot frees. Every contribution is
  * checked (type, length, seq, duplicate, agreement with the first one); one
  * that does not fit fails the job, never a wrong sum.
  *
@@ -100,8 +102,6 @@ static void slot_complete(struct dthread *t, struct job *j, struct slot *sl)
 				first = false;
 			}
 		}
-		for (uint32_t r = 0; r < j->nranks; r++)
-			t->slot_ops->post_recv(t, j, sl->index, r);
 	}
 	if (sc_dtype_acc(dt) != dt) {
 		/* Rounded in place, ascending: the low part's 16-bit values
@@ -138,6 +138,11 @@ static void slot_complete(struct dthread *t, struct job *j, struct slot *sl)
 			  fi_strerror(-rc));
 	else if (rc > 0)
 		slot_free(t, j, sl); /* delivered already (injected) */
+	/* Deterministic: the held buffers take their next chunks, posted
+	 * after the sends (slot_contribute says why). */
+	for (uint32_t r = 0; r < j->nranks && (j->flags & WIRE_JOIN_F_DETERMINISTIC); r++)
+		if (job_rslot(j, sl->index, r)->state == RS_HELD)
+			t->slot_ops->post_recv(t, j, sl->index, r);
 }
 
 void slot_free(struct dthread *t, struct job *j, struct slot *sl)
@@ -261,13 +266,23 @@ void slot_contribute(struct dthread *t, struct job *j, uint32_t s, uint32_t r)
 	j->last_activity_ns = now;
 	if (j->flags & WIRE_JOIN_F_DETERMINISTIC) {
 		rs->state = RS_HELD;
-	} else {
-		if (rs->len)
-			slot_reduce_one(j, sl, r, sl->ndata == 1);
-		t->slot_ops->post_recv(t, j, s, r);
+	} else if (rs->len) {
+		slot_reduce_one(j, sl, r, sl->ndata == 1);
 	}
-	if (sl->ncontrib == j->nranks)
-		slot_complete(t, j, sl);
+	bool last = sl->ncontrib == j->nranks;
+	/* The rank's buffer takes its next chunk; after the last
+	 * contribution only once the result sends are posted, which are the
+	 * chunk's latency. The rank sends into this slot again (chunk seq +
+	 * window) only once it has this result; should that message be
+	 * there before the post, the provider keeps it as unexpected until
+	 * the post, which comes in this same call. */
+	if (!last && !(j->flags & WIRE_JOIN_F_DETERMINISTIC))
+		t->slot_ops->post_recv(t, j, s, r);
+	if (!last)
+		return;
+	slot_complete(t, j, sl);
+	if (!(j->flags & WIRE_JOIN_F_DETERMINISTIC))
+		t->slot_ops->post_recv(t, j, s, r);
 }
 
 void slot_nack(struct dthread *t, struct job *j, uint32_t s, uint32_t r, uint32_t seq)

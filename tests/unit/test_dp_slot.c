@@ -30,6 +30,7 @@ static struct {
 	enum wire_code code;
 	char text[256];
 	unsigned sends;                   /* send_result calls */
+	unsigned posts_at_send[MAX_RANKS]; /* posts of the sent slot when it was sent */
 	uint8_t result[CHUNK];            /* the last result sent */
 	uint32_t result_len, result_imm, result_seq;
 } rec;
@@ -80,6 +81,7 @@ static int fake_send(struct dthread *t, struct job *j, struct slot *s)
 	rec.result_len = s->len;
 	rec.result_imm = s->imm;
 	rec.result_seq = s->seq;
+	memcpy(rec.posts_at_send, rec.posts[s->index], sizeof(rec.posts_at_send));
 	rec.sends++;
 	s->send_next = j->nranks;
 	s->sends_left = j->nranks;
@@ -201,7 +203,8 @@ static float rnd_float(void)
  * the order, so the reference adds in arrival order, and the result must
  * equal it bit for bit. The first contribution is adopted (its buffer
  * becomes the accumulator, no copy) and each rank's buffer is reposted as
- * soon as its contribution is reduced. */
+ * soon as its contribution is reduced, the last one's after the result is
+ * sent (the sends are the chunk's latency). */
 static void test_f32_sum_any_order(void **state)
 {
 	enum { N = 4, W = 2, E = CHUNK / 4 };
@@ -240,6 +243,8 @@ static void test_f32_sum_any_order(void **state)
 		}
 		assert_int_equal(rec.fails, 0);
 		assert_int_equal(rec.sends, sends + 1);
+		for (uint32_t k = 0; k < N; k++)
+			assert_int_equal(rec.posts_at_send[perm[k]], rec.posts[s][perm[k]] - (k + 1 == N));
 		assert_int_equal(sl->state, SLOT_SENDING);
 		assert_int_equal(atomic_load(&j->partial), 0);
 		assert_int_equal(rec.result_len, sizeof(ref));
@@ -364,8 +369,10 @@ static void test_deterministic_holds(void **state)
 				assert_int_equal(rec.sends, 0);
 			}
 		}
-		for (uint32_t r = 0; r < N; r++)
+		for (uint32_t r = 0; r < N; r++) {
 			assert_int_equal(rec.posts[0][r], 1);
+			assert_int_equal(rec.posts_at_send[r], 0); /* posted after the send */
+		}
 		assert_int_equal(rec.sends, 1);
 		assert_int_equal(rec.fails, 0);
 		assert_memory_equal(rec.result, ref, sizeof(ref));
