@@ -254,7 +254,10 @@ static bool climb(struct split_class *cl, int64_t x, bool ends_only)
  *             TRIAL on the same way (kept, climb goes on), CLIMBING (lost
  *             after a double step: one step that way, trial 3), STEADY
  *             (both ways lost, or no neighbour), CLIMBING/STEADY as
- *             climb() finds. Always told.
+ *             climb() finds. Always told. Unless overtaken
+ *             (trial_overtaken: both windows below the reference by
+ *             SPLIT_ADAPT_MOVED, the balance past the tried split the way
+ *             it went) -> the balance step from there, CLIMBING that way.
  *   others    X moved twice the same way -> CLIMBING (watch_moved); then
  *             HINTED and the balance asks less than a trial's step ->
  *             TRIAL (hinted_jump); else a balance of HYST or more -> the
@@ -423,6 +426,39 @@ static void balance_step(struct split_class *cl, const struct split_meas *mm, co
 		 mm->ring_bps / 1e6);
 }
 
+/* TRIAL, the window that judges it: whether the conditions changed under
+ * the trial, the way it went. Its two windows run below the reference by
+ * more than SPLIT_ADAPT_MOVED (a step of SPLIT_ADAPT_TRY_STEP costs less
+ * where the node links bound X) and their balance asks to go on past the
+ * tried split that way: the path the trial moved bytes off is the one held
+ * up now (the aggregator's link halved within the trial, whose reference
+ * was taken before). Going back would run the slower side for two windows
+ * more; the trial ends where it is and the split follows the balance, the
+ * climb armed that way. */
+static bool trial_overtaken(struct split_adapt *sa, struct split_class *cl, const struct split_meas *mm,
+			    char why[96])
+{
+	int64_t xt = mm->x_bps > cl->trial_x ? mm->x_bps : cl->trial_x;
+	int dir = cl->ppm < cl->ref_ppm ? -1 : 1;
+
+	if ((double)xt >= (double)cl->ref_x * (1 - SPLIT_ADAPT_MOVED))
+		return false;
+	struct split_balance b = balance_of(sa, cl, mm);
+	if (!b.balanced || b.d * dir < SPLIT_ADAPT_HYST)
+		return false;
+	double s = cl->ppm / (double)SPLIT_PPM, ref = cl->ref_ppm / (double)SPLIT_PPM;
+	int64_t ref_x = cl->ref_x;
+	cl->trial = 0;
+	cl->trial_x = 0;
+	balance_step(cl, mm, &b, why);
+	arm(cl, 0);
+	cl->dir = (int8_t)dir;
+	cl->lost = dir < 0 ? 2 : 1;
+	snprintf(why, 96, "tried %.3f: %.1f MB/s against %.1f at %.3f, balance %.3f: on from there", s,
+		 xt / 1e6, ref_x / 1e6, ref, b.bal);
+	return true;
+}
+
 /* Neither: the reference of a trial is the better of this window and the
  * one before at this split (one window can be a pipeline refilling);
  * CLIMBING after SPLIT_ADAPT_STABLE settled windows, the trial. */
@@ -454,6 +490,8 @@ static bool class_decide(struct split_adapt *sa, struct split_class *cl, const s
 		if (!settled)
 			return false;
 		bool was_judged = cl->trial_x != 0;
+		if (was_judged && trial_overtaken(sa, cl, mm, why))
+			return true;
 		trial_window(sa, cl, mm, why);
 		return was_judged; /* a trial's end is always told */
 	}

@@ -239,7 +239,8 @@ sc_leftovers() {
 
 # One snapshot of every host link's byte counters, seen from the switch side:
 # "<time> <host> <host_tx_bytes> <host_rx_bytes>" (switch port rx == host tx), and
-# "<time> cpu <busy_jiffies> <total_jiffies>" (all cores). One `cat` reads the clock
+# "<time> cpu <busy_jiffies> <total_jiffies>" (all cores), and "<time> run <threads> 0" (the
+# machine's runnable threads, procs_running: ours and any other work's). One `cat` reads the clock
 # (/proc/uptime, 10 ms steps) and the counters back to back, so a slow fork under load does
 # not skew the interval; SC_CLOCK_OFF turns uptime into wall-clock seconds (CLOCK_REALTIME,
 # the clock of the benchmarks' t_start/t_end).
@@ -254,6 +255,7 @@ sc_link_snapshot() {
       NR == 1 { t = sprintf("%.3f", $1 + off); next }
       $1 == "cpu" { tot = 0; for (i = 2; i <= NF; i++) tot += $i
                     printf "%s cpu %d %d\n", t, tot - $5 - $6, tot; next }
+      $1 == "procs_running" { printf "%s run %d 0\n", t, $2; next }
       { sub(/^ +/, ""); n = split($0, f, /[: ]+/)
         if (f[1] ~ /^[wa][0-9]+$/) printf "%s %s %s %s\n", t, f[1], f[2], f[10] }'
 }
@@ -327,7 +329,7 @@ def parse(s):
 b, a = parse("""$before"""), parse("""$after""")
 dt = t1 - t0
 cpu = (a["cpu"][0] - b["cpu"][0]) / max(1, a["cpu"][1] - b["cpu"][1])
-for h in sorted((h for h in a if h != "cpu"), key=lambda h: (h[0], int(h[1:]))):
+for h in sorted((h for h in a if h not in ("cpu", "run")), key=lambda h: (h[0], int(h[1:]))):
     if not h.startswith("w"): continue
     tx = (a[h][0] - b[h][0]) * 8 / dt / 1e6; rx = (a[h][1] - b[h][1]) * 8 / dt / 1e6
     print(json.dumps({"bench": "linktest", "workers": w, "link_mbit": rate, "host": h,

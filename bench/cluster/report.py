@@ -39,8 +39,13 @@ def load_rows(path):
     return rows
 
 
+# sc_link_snapshot's series that are not a host's link: all cores' jiffies, runnable threads
+NOT_HOSTS = ("cpu", "run")
+
+
 def load_linkstat(path):
-    """{host: [(t, tx, rx)]} plus 'cpu': [(t, busy, total)] from sc_link_snapshot lines."""
+    """{host: [(t, tx, rx)]} plus 'cpu': [(t, busy, total)] and 'run': [(t, threads, 0)] from
+    sc_link_snapshot lines."""
     d = collections.defaultdict(list)
     if not path or not os.path.exists(path):
         return d
@@ -71,6 +76,13 @@ def cpu_busy(series, t0, t1):
         return None
     a, b = inside[0], inside[-1]
     return (b[1] - a[1]) / max(1, b[2] - a[2])
+
+
+def runnable(series, t0, t1):
+    """The machine's mean runnable threads (procs_running) over the snapshots in [t0, t1], or
+    None: ours and any other work's (on 2 cores, other work's slows the emulation)."""
+    inside = [s[1] for s in series if t0 <= s[0] <= t1]
+    return sum(inside) / len(inside) if inside else None
 
 
 def peak_rates(series):
@@ -106,7 +118,7 @@ def cmd_tag(a):
         if t0 and t1:
             best = {"w": None, "a": None}
             for h, s in ls.items():
-                if h == "cpu":
+                if h in NOT_HOSTS:
                     continue
                 w = window_rates(s, t0, t1)
                 if w is None:
@@ -120,6 +132,10 @@ def cmd_tag(a):
             c = cpu_busy(ls.get("cpu", []), t0, t1)
             if c is not None:
                 r["cpu_busy"] = round(c, 3)
+        if r.get("bench") == "timeline" and r.get("t") and r.get("time_us"):
+            n = runnable(ls.get("run", []), r["t"] - r["time_us"] / 1e6, r["t"])
+            if n is not None:
+                r["runnable"] = round(n, 1)
         try:   # other work on the machine skews results: keep the load next to them
             r.setdefault("loadavg1", float(open("/proc/loadavg").read().split()[0]))
         except (OSError, ValueError, IndexError):
@@ -199,7 +215,7 @@ def cmd_config(a):
         nccl_table(by[k], k, a.workers, a.link_mbit, RA, out.append)
         print("\n".join("  " + x for x in out))
     ls = load_linkstat(a.linkstat)
-    hosts = sorted((h for h in ls if h != "cpu"), key=lambda h: (h[0] != "w", int(h[1:])))
+    hosts = sorted((h for h in ls if h not in NOT_HOSTS), key=lambda h: (h[0] != "w", int(h[1:])))
     if hosts:
         print(f"  link utilisation over the whole configuration (sampler, {a.linkstat and os.path.basename(a.linkstat)}):")
         print(f"    {'host':<5} {'configured':>10} {'peak_tx':>8} {'peak_rx':>8} {'peak/conf':>9}"
@@ -638,19 +654,23 @@ def cmd_scenario(a):
         for r in pr:
             by[r["mode"]].append(r["algbw_gbps"])
         med = {m: statistics.median(v) for m, v in by.items()}
+        # the machine's runnable threads over the phase's samples (all modes), when sampled:
+        # on 2 cores other work's threads slow the emulation and scatter every figure
+        rn = [r["runnable"] for r in pr if "runnable" in r]
+        pb = dict(base, runnable=round(statistics.median(rn), 1)) if rn else base
         fixed = {m: v for m, v in med.items() if m not in ("auto", "tenant2")}
         if not fixed:  # auto alone (--splits auto): the two jobs' shares only
             for m in sorted(med):
-                out.append(dict(base, bench="cluster", scenario=a.scenario, mode=m, phase=ph,
+                out.append(dict(pb, bench="cluster", scenario=a.scenario, mode=m, phase=ph,
                                 algbw_gbps=round(med[m], 4), samples=len(by[m])))
             shares(ph, med)
             continue
         bm = max(fixed, key=fixed.get)
         best = fixed[bm]
         for m in sorted(med):
-            out.append(dict(base, bench="cluster", scenario=a.scenario, mode=m, phase=ph,
+            out.append(dict(pb, bench="cluster", scenario=a.scenario, mode=m, phase=ph,
                             algbw_gbps=round(med[m], 4), samples=len(by[m])))
-        out.append(dict(base, bench="cluster", scenario=a.scenario, mode="best-fixed", phase=ph,
+        out.append(dict(pb, bench="cluster", scenario=a.scenario, mode="best-fixed", phase=ph,
                         split=bm, algbw_gbps=round(best, 4), samples=len(by[bm])))
         if "auto" in med:
             conv = None
@@ -772,6 +792,8 @@ def cmd_scenario(a):
             extra += f"  share {o['share']:.3f}"
         if "agg_share" in o:
             extra += f", of the aggregators {o['agg_share']:.3f} ({o['agg_mbps']:.1f} MB/s)"
+        if o["mode"] == "best-fixed" and "runnable" in o:
+            extra += f"  runnable threads {o['runnable']:.1f} (median over the phase)"
         print(f"  {o['phase']:6} {o['mode']:10} {o['algbw_gbps']:8.4f}  n={o['samples']}{extra}",
               file=sys.stderr)
 
