@@ -17,14 +17,13 @@
 # Each test runs once. The tests labelled plugin or daemon, except those also
 # labelled scale or preload (64 to 128 processes; an LD_PRELOADed double),
 # run in the ASan stage only: a second build tree, $build/asan
-# (-DSUMCAST_SANITIZE=ON), that builds only the targets they run, after the
-# main ctest (not beside it, so the sanitizer build does not take the cores
-# from the main run's tests). A sanitizer report ends the daemon or the
-# harness with an error (UBSan does not recover), so the test fails. The
-# plain build's binaries meet those paths in the main run's other tests
-# (functional, ops, cluster, scale) and the lf26 stage's (label core, which
-# holds plugin and daemon tests of every component). SUMCAST_ASAN=0 runs
-# them in the main run instead.
+# (-DSUMCAST_SANITIZE=ON), that builds only the targets they run, beside the
+# main ctest at nice 19 (below), and runs them after it. A sanitizer report
+# ends the daemon or the harness with an error (UBSan does not recover), so
+# the test fails. The plain build's binaries meet those paths in the main
+# run's other tests (functional, ops, cluster, scale) and the lf26 stage's
+# (label core, which holds plugin and daemon tests of every component).
+# SUMCAST_ASAN=0 runs them in the main run instead.
 #
 # The lf26 stage runs the tests labelled core again against libfabric 2.6:
 # scripts/libfabric.sh builds it from shared/vendor/ beside the repository
@@ -76,33 +75,92 @@ cmake -S . -B "$build" -DSUMCAST_WERROR=ON >/dev/null
 cmake --build "$build" -j"$jobs"
 # The ASan stage's tests (above): labelled $labels and not $unlabels.
 labels='plugin|daemon' unlabels='scale|preload'
+asan_on=${SUMCAST_ASAN:-1} lf26_on=${SUMCAST_LF26:-1}
+asan=$build/asan lf26=$build/lf26
+prefix=$build/libfabric-2.6/prefix
+case $prefix in /*) ;; *) prefix=$PWD/$prefix ;; esac
 main_skip=()
-if [ "${SUMCAST_ASAN:-1}" != 0 ]; then
+if [ "$asan_on" != 0 ]; then
 	names=$(cd "$build" && ctest --show-only=json-v1 -L "$labels" -LE "$unlabels" |
 		python3 -c 'import json, re, sys
 print("|".join(re.escape(t["name"]) for t in json.load(sys.stdin)["tests"]))')
 	[ -z "$names" ] || main_skip=(-E "^($names)\$")
 fi
+
+# The ASan and libfabric 2.6 trees build beside the main ctest, at nice 19:
+# they take the cores the tests leave idle (serial tests, waits), not the
+# tests' own. Each writes its log and "STATUS SECONDS" (its exit status, when
+# it ended) into the tree: asan_build 0 or 1; lf26_build 0, 1 (the build
+# failed), 2 (libfabric 2.6 did not build) or 77 (no tarball).
+asan_build() {
+	cmake -S . -B "$asan" -DSUMCAST_SANITIZE=ON -DSUMCAST_WERROR=ON >/dev/null || return 1
+	local targets
+	targets=$(test_targets "$asan" "$labels")
+	[ -n "$targets" ] || { echo "no targets found for the tests labelled $labels"; return 1; }
+	echo "targets: $targets"
+	# shellcheck disable=SC2086
+	cmake --build "$asan" -j"$jobs" --target $targets
+}
+lf26_build() {
+	local lrc=0 targets
+	# --no-cuda: the CUDA attempt is scripts/libfabric.sh's own record; the
+	# tests use host memory
+	SUMCAST_LF26_PREFIX=$prefix scripts/libfabric.sh --no-cuda || lrc=$?
+	[ $lrc -eq 0 ] || return $((lrc == 77 ? 77 : 2))
+	cmake -S . -B "$lf26" -DSUMCAST_WERROR=ON -DSUMCAST_LIBFABRIC_PREFIX="$prefix" >/dev/null || return 1
+	targets=$(test_targets "$lf26" core)
+	[ -n "$targets" ] || { echo "no targets found for the tests labelled core"; return 1; }
+	echo "targets: $targets"
+	# shellcheck disable=SC2086
+	cmake --build "$lf26" -j"$jobs" --target $targets
+}
+mkdir -p "$asan" "$lf26"
+rm -f "$asan/build.rc" "$lf26/build.rc" "$lf26/ctest.log"
+beside=""
+if [ "$asan_on" != 0 ] || [ "$lf26_on" != 0 ]; then
+	stage beside "ASan + UBSan and libfabric 2.6 builds, beside the main ctest at nice 19 ($asan, $lf26)"
+	(
+		renice -n 19 -p "$BASHPID" >/dev/null
+		if [ "$asan_on" != 0 ]; then
+			r=0; asan_build >"$asan/build.log" 2>&1 || r=$?
+			echo "$r $((SECONDS - t0))" >"$asan/build.rc"
+		fi
+		if [ "$lf26_on" != 0 ]; then
+			r=0; lf26_build >"$lf26/build.log" 2>&1 || r=$?
+			echo "$r $((SECONDS - t0))" >"$lf26/build.rc"
+		fi
+	) &
+	beside=$!
+fi
+
 stage ctest "ctest ($build)${main_skip:+, less the tests of the ASan stage}"
 # ops/systemd makes its cached Debian 12 root when absent (once per machine,
 # tests/ops/test_systemd.sh; SUMCAST_NSPAWN_MAKE_ROOT=0 leaves it skipped).
+# One test more than cores: many of these tests wait (timers, scrapes,
+# rate-limited links) and would leave a core idle.
 (cd "$build" && SUMCAST_FABRIC_STRICT=${SUMCAST_FABRIC_STRICT:-rdma} \
-	SUMCAST_NSPAWN_MAKE_ROOT=${SUMCAST_NSPAWN_MAKE_ROOT:-1} ctest --output-on-failure -j"$jobs" \
+	SUMCAST_NSPAWN_MAKE_ROOT=${SUMCAST_NSPAWN_MAKE_ROOT:-1} ctest --output-on-failure -j"$((jobs + 1))" \
 	--timeout 900 "${main_skip[@]}" "$@") 2>&1 | tee "$build/ctest.log" || rc=1
 
-if [ "${SUMCAST_ASAN:-1}" != 0 ]; then
-	asan=$build/asan
-	stage asan-build "ASan + UBSan: build for the tests labelled $labels ($asan)"
-	cmake -S . -B "$asan" -DSUMCAST_SANITIZE=ON -DSUMCAST_WERROR=ON >/dev/null
-	targets=$(test_targets "$asan" "$labels")
-	if [ -z "$targets" ]; then
-		echo "ASan stage: no targets found for the tests labelled $labels" >&2
-		rc=1
-	else
-		echo "   targets: $targets"
-		# shellcheck disable=SC2086
-		cmake --build "$asan" -j"$jobs" --target $targets >"$asan/build.log" 2>&1 ||
-			{ tail -n 50 "$asan/build.log"; echo "ASan stage: build failed ($asan/build.log)"; exit 1; }
+if [ -n "$beside" ]; then
+	stage beside-wait "waiting for the builds beside"
+	wait "$beside" || true
+fi
+# built TREE NAME: 0 when the tree built (its status file says 0), else its
+# status; says when it ended, or shows its log's end
+built() {
+	local r=1 at='?'
+	[ -f "$1/build.rc" ] && read -r r at <"$1/build.rc"
+	if [ "$r" = 0 ]; then
+		echo "   $2 built at $at s; $(grep -m1 '^targets:' "$1/build.log")"
+	elif [ "$r" != 77 ]; then
+		tail -n 50 "$1/build.log" 2>/dev/null
+	fi
+	return "$r"
+}
+
+if [ "$asan_on" != 0 ]; then
+	if built "$asan" "ASan + UBSan"; then
 		stage asan-ctest "ASan + UBSan: ctest -L '$labels' -LE '$unlabels'"
 		# The fault tests (300 collectives each by default) take 200 here:
 		# the same faults and paths (the second fault at 133, its fallback
@@ -112,49 +170,37 @@ if [ "${SUMCAST_ASAN:-1}" != 0 ]; then
 		(cd "$asan" && HARNESS_FAULT_OPS=200 SUMCAST_FABRIC_STRICT=${SUMCAST_FABRIC_STRICT:-efa} ctest \
 			--output-on-failure -j"$jobs" --timeout 900 -L "$labels" -LE "$unlabels" "$@") 2>&1 |
 			tee "$asan/ctest.log" || rc=1
+	else
+		echo "ASan stage: build failed ($asan/build.log)" >&2
+		rc=1
 	fi
 fi
 lf26_state=""
-if [ "${SUMCAST_LF26:-1}" != 0 ]; then
-	lf26=$build/lf26
-	prefix=$build/libfabric-2.6/prefix
-	case $prefix in /*) ;; *) prefix=$PWD/$prefix ;; esac
-	stage lf26-libfabric "libfabric 2.6: scripts/libfabric.sh ($prefix)"
-	rm -f "$lf26/ctest.log"
+if [ "$lf26_on" != 0 ]; then
 	lrc=0
-	# --no-cuda: the CUDA attempt is scripts/libfabric.sh's own record; the
-	# tests use host memory
-	SUMCAST_LF26_PREFIX=$prefix scripts/libfabric.sh --no-cuda || lrc=$?
+	built "$lf26" "libfabric 2.6 ($prefix)" || lrc=$?
 	if [ $lrc -eq 77 ]; then
 		lf26_state="skipped: no libfabric-2.6.0.tar.gz in shared/vendor/ beside the repository"
 		echo "   lf26 stage $lf26_state"
+	elif [ $lrc -eq 2 ]; then
+		lf26_state="libfabric 2.6 did not build ($lf26/build.log)"
+		echo "lf26 stage: $lf26_state" >&2
+		rc=1
 	elif [ $lrc -ne 0 ]; then
-		lf26_state="libfabric 2.6 did not build"
+		lf26_state="build failed ($lf26/build.log)"
+		echo "lf26 stage: $lf26_state" >&2
+		rc=1
+	elif ! ldd "$lf26/daemon/sumcastd" | grep -q "=> $prefix/lib/libfabric\.so"; then
+		# what the binaries load must be the prefix's library, not the system's
+		lf26_state="$lf26/daemon/sumcastd does not load $prefix/lib/libfabric.so"
 		echo "lf26 stage: $lf26_state" >&2
 		rc=1
 	else
-		stage lf26-build "libfabric 2.6: build for the tests labelled core ($lf26)"
-		cmake -S . -B "$lf26" -DSUMCAST_WERROR=ON -DSUMCAST_LIBFABRIC_PREFIX="$prefix" >/dev/null
-		targets=$(test_targets "$lf26" core)
-		echo "   targets: $targets"
-		# shellcheck disable=SC2086
-		if [ -z "$targets" ] || ! cmake --build "$lf26" -j"$jobs" --target $targets >"$lf26/build.log" 2>&1; then
-			tail -n 50 "$lf26/build.log" 2>/dev/null
-			lf26_state="build failed ($lf26/build.log)"
-			echo "lf26 stage: $lf26_state" >&2
-			rc=1
-		elif ! ldd "$lf26/daemon/sumcastd" | grep -q "=> $prefix/lib/libfabric\.so"; then
-			# what the binaries load must be the prefix's library, not the system's
-			lf26_state="$lf26/daemon/sumcastd does not load $prefix/lib/libfabric.so"
-			echo "lf26 stage: $lf26_state" >&2
-			rc=1
-		else
-			echo "   sumcastd loads$(ldd "$lf26/daemon/sumcastd" | grep -m1 -o ' => [^ ]*libfabric[^ ]*')"
-			stage lf26-ctest "libfabric 2.6: ctest -L core"
-			(cd "$lf26" && SUMCAST_FABRIC_STRICT=${SUMCAST_FABRIC_STRICT:-rdma} ctest --output-on-failure \
-				-j"$jobs" --timeout 300 -L core "$@") 2>&1 |
-				tee "$lf26/ctest.log" || rc=1
-		fi
+		echo "   sumcastd loads$(ldd "$lf26/daemon/sumcastd" | grep -m1 -o ' => [^ ]*libfabric[^ ]*')"
+		stage lf26-ctest "libfabric 2.6: ctest -L core"
+		(cd "$lf26" && SUMCAST_FABRIC_STRICT=${SUMCAST_FABRIC_STRICT:-rdma} ctest --output-on-failure \
+			-j"$jobs" --timeout 300 -L core "$@") 2>&1 |
+			tee "$lf26/ctest.log" || rc=1
 	fi
 fi
 # What each ctest run said, skipped and failed tests by name.
@@ -166,8 +212,8 @@ summary() {
 stage end "summary"
 echo "   stages started at: $marks"
 summary "ctest" "$build/ctest.log"
-[ "${SUMCAST_ASAN:-1}" = 0 ] || summary "ASan + UBSan" "$build/asan/ctest.log"
-if [ "${SUMCAST_LF26:-1}" != 0 ]; then
+[ "$asan_on" = 0 ] || summary "ASan + UBSan" "$asan/ctest.log"
+if [ "$lf26_on" != 0 ]; then
 	if [ -n "$lf26_state" ]; then echo "   libfabric 2.6: $lf26_state"; else summary "libfabric 2.6" "$build/lf26/ctest.log"; fi
 fi
 echo "== test.sh: $([ $rc -eq 0 ] && echo PASS || echo FAIL) in $((SECONDS - t0)) s"
