@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2317  # functions called through beside and $(...)
 # The whole test suite: installs what it needs, builds with -Werror, runs
 # every test under ctest (unit, functional with real daemons, plugin
 # harness, ops, emulated cluster smoke, fuzzing, NEON under qemu), then the
@@ -87,9 +88,9 @@ print("|".join(re.escape(t["name"]) for t in json.load(sys.stdin)["tests"]))')
 	[ -z "$names" ] || main_skip=(-E "^($names)\$")
 fi
 
-# The ASan and libfabric 2.6 trees build beside the main ctest, at nice 19:
-# they take the cores the tests leave idle (serial tests, waits), not the
-# tests' own. Each writes its log and "STATUS SECONDS" (its exit status, when
+# The ASan and libfabric 2.6 trees build beside the tests, at nice 19: they
+# take the cores the tests leave idle (serial tests, waits), not the tests'
+# own. Each writes its log and "STATUS SECONDS" (its exit status, when
 # it ended) into the tree: asan_build 0 or 1; lf26_build 0, 1 (the build
 # failed), 2 (libfabric 2.6 did not build) or 77 (no tarball).
 asan_build() {
@@ -106,7 +107,7 @@ lf26_build() {
 	# --no-cuda: the CUDA attempt is scripts/libfabric.sh's own record; the
 	# tests use host memory
 	SUMCAST_LF26_PREFIX=$prefix scripts/libfabric.sh --no-cuda || lrc=$?
-	[ $lrc -eq 0 ] || return $((lrc == 77 ? 77 : 2))
+	[ "$lrc" -eq 0 ] || return $((lrc == 77 ? 77 : 2))
 	cmake -S . -B "$lf26" -DSUMCAST_WERROR=ON -DSUMCAST_LIBFABRIC_PREFIX="$prefix" >/dev/null || return 1
 	targets=$(test_targets "$lf26" core)
 	[ -n "$targets" ] || { echo "no targets found for the tests labelled core"; return 1; }
@@ -116,21 +117,21 @@ lf26_build() {
 }
 mkdir -p "$asan" "$lf26"
 rm -f "$asan/build.rc" "$lf26/build.rc" "$lf26/ctest.log"
-beside=""
-if [ "$asan_on" != 0 ] || [ "$lf26_on" != 0 ]; then
-	stage beside "ASan + UBSan and libfabric 2.6 builds, beside the main ctest at nice 19 ($asan, $lf26)"
+# beside FUNCTION TREE: FUNCTION in the background at nice 19; its PID in $!
+beside() {
 	(
 		renice -n 19 -p "$BASHPID" >/dev/null
-		if [ "$asan_on" != 0 ]; then
-			r=0; asan_build >"$asan/build.log" 2>&1 || r=$?
-			echo "$r $((SECONDS - t0))" >"$asan/build.rc"
-		fi
-		if [ "$lf26_on" != 0 ]; then
-			r=0; lf26_build >"$lf26/build.log" 2>&1 || r=$?
-			echo "$r $((SECONDS - t0))" >"$lf26/build.rc"
-		fi
+		r=0
+		"$1" >"$2/build.log" 2>&1 || r=$?
+		echo "$r $((SECONDS - t0))" >"$2/build.rc"
 	) &
-	beside=$!
+}
+asan_pid="" lf26_pid=""
+if [ "$asan_on" != 0 ] || [ "$lf26_on" != 0 ]; then
+	stage beside "ASan + UBSan and libfabric 2.6 builds, beside the tests at nice 19 ($asan, $lf26)"
+	[ "$asan_on" = 0 ] || { beside asan_build "$asan"; asan_pid=$!; }
+	# the 2.6 build goes on beside the ASan ctest too, if it must
+	[ "$lf26_on" = 0 ] || { beside lf26_build "$lf26"; lf26_pid=$!; }
 fi
 
 stage ctest "ctest ($build)${main_skip:+, less the tests of the ASan stage}"
@@ -142,10 +143,6 @@ stage ctest "ctest ($build)${main_skip:+, less the tests of the ASan stage}"
 	SUMCAST_NSPAWN_MAKE_ROOT=${SUMCAST_NSPAWN_MAKE_ROOT:-1} ctest --output-on-failure -j"$((jobs + 1))" \
 	--timeout 900 "${main_skip[@]}" "$@") 2>&1 | tee "$build/ctest.log" || rc=1
 
-if [ -n "$beside" ]; then
-	stage beside-wait "waiting for the builds beside"
-	wait "$beside" || true
-fi
 # built TREE NAME: 0 when the tree built (its status file says 0), else its
 # status; says when it ended, or shows its log's end
 built() {
@@ -160,6 +157,8 @@ built() {
 }
 
 if [ "$asan_on" != 0 ]; then
+	stage asan-wait "ASan + UBSan: waiting for its build"
+	wait "$asan_pid" || true
 	if built "$asan" "ASan + UBSan"; then
 		stage asan-ctest "ASan + UBSan: ctest -L '$labels' -LE '$unlabels'"
 		# The fault tests (300 collectives each by default) take 200 here:
@@ -177,6 +176,8 @@ if [ "$asan_on" != 0 ]; then
 fi
 lf26_state=""
 if [ "$lf26_on" != 0 ]; then
+	stage lf26-wait "libfabric 2.6: waiting for its build"
+	wait "$lf26_pid" || true
 	lrc=0
 	built "$lf26" "libfabric 2.6 ($prefix)" || lrc=$?
 	if [ $lrc -eq 77 ]; then
