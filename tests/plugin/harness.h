@@ -362,8 +362,10 @@ void run_bench(void);
 void run_fault(void);
 /* harness_sweep.c: allreduce of every type and op at 1 and count elements
  * (four pairs at 524,288), ReduceScatter and AllGather through NCCL's windows at wcount
- * per rank, each checked exactly; the checks it made. sweep_region_bytes:
- * the region it needs. */
+ * per rank, each checked exactly (with --heads, this communicator's share
+ * of them); the checks it made. sweep_checks_all: the checks of the whole
+ * sweep. sweep_region_bytes: the region it needs. */
+int sweep_checks_all(size_t count, size_t wcount);
 size_t sweep_region_bytes(size_t count, size_t wcount);
 int sweep_run(void *cc, void *mh, uint8_t *region, size_t region_len, size_t count, size_t wcount);
 /* harness_scale.c: many ranks and communicators (--heads), connect time,

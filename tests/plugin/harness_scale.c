@@ -44,6 +44,13 @@ struct scale_aggs {
 	uint64_t rss_kb_max, posted_max, memory_max, min_chunks, bytes_in;
 };
 
+/* HARNESS_SWEEP_ROUNDS: the sweep that many times over (default 1). */
+static int sweep_rounds(void)
+{
+	const char *e = getenv("HARNESS_SWEEP_ROUNDS");
+	return e && atoi(e) > 0 ? atoi(e) : 1;
+}
+
 static double cpu_s(void)
 {
 	struct timespec ts;
@@ -166,8 +173,7 @@ void run_scale(void)
 		if (my_proc == 0)
 			check_daemons("aggs", false);
 		rv_barrier_all("presweep-checked", 0);
-		int rounds = getenv("HARNESS_SWEEP_ROUNDS") ? atoi(getenv("HARNESS_SWEEP_ROUNDS")) : 1;
-		for (int k = 0; k < (rounds > 0 ? rounds : 1); k++)
+		for (int k = 0; k < sweep_rounds(); k++)
 			res.sweep_checks += sweep_run(cc, mh, region, region_len, opt.sweep, opt.sweep_w);
 		res.t_sweep = sc_now_s();
 	}
@@ -225,7 +231,7 @@ int scale_report(void)
 	int nproc = opt.nranks * opt.heads, rc = 0;
 	double t_first = 1e300, t_last = 0, proc_max = 0, t8 = 0, t2m = 0, idle_max = 0;
 	double t_start = 1e300, t_small = 0, t_big = 0, t_closed = 0, idle_sum = 0, ccpu_max = 0;
-	int threads = 0, warns = 0, sweep_min = -1;
+	int threads = 0, warns = 0, sweep_total = 0;
 	double t_sweep = 0;
 	static double conn[SC_RANKS_MAX];
 	uint64_t rss_max = 0, rss_sum = 0, hwm_max = 0;
@@ -249,7 +255,8 @@ int scale_report(void)
 		t_big = r.t_big > t_big ? r.t_big : t_big;
 		t_closed = r.t_closed > t_closed ? r.t_closed : t_closed;
 		t_sweep = r.t_sweep > t_sweep ? r.t_sweep : t_sweep;
-		sweep_min = sweep_min < 0 || r.sweep_checks < sweep_min ? r.sweep_checks : sweep_min;
+		if (q % opt.nranks == 0) /* one process per communicator: they share its items */
+			sweep_total += r.sweep_checks;
 		t_last = r.t_connected > t_last ? r.t_connected : t_last;
 		conn[q] = r.t_connected - r.t_listen;
 		proc_max = conn[q] > proc_max ? conn[q] : proc_max;
@@ -309,8 +316,15 @@ int scale_report(void)
 		       "connected %.2f, 8 B done %.2f, 2 MiB done %.2f, closed %.2f\n", t_first - t_start,
 		       t_last - t_start, t_small - t_start, t_big - t_start, t_closed - t_start);
 	if (opt.sweep && !opt.json)
-		printf("scale: sweep of %zu elements, windows of %zu per rank: %d checks exact on every "
-		       "process, done at %.2f s\n", opt.sweep, opt.sweep_w, sweep_min, t_sweep - t_start);
+		printf("scale: sweep of %zu elements, windows of %zu per rank: %d checks over the %d "
+		       "communicator(s), each exact on every process of its communicator, done at %.2f s\n",
+		       opt.sweep, opt.sweep_w, sweep_total, opt.heads, t_sweep - t_start);
+	int sweep_want = sweep_rounds() * sweep_checks_all(opt.sweep, opt.sweep_w);
+	if (opt.sweep && sweep_total != sweep_want) {
+		fprintf(stderr, "FAIL: the communicators made %d of the sweep's %d checks\n", sweep_total,
+			sweep_want);
+		rc = 1;
+	}
 	if (opt.expect && !strcmp(opt.expect, "agg") && a.jobs_ok != opt.heads * opt.naggs) {
 		fprintf(stderr, "FAIL: the aggregators held %d jobs with every rank joined, want %d\n",
 			a.jobs_ok, opt.heads * opt.naggs);

@@ -6,6 +6,13 @@
  * AllGather with COUNT elements per rank through NCCL's windows
  * (window_chunked), which start mid-block when COUNT divides nothing.
  *
+ * With --heads H the sweep's items (a type and op's allreduces, one
+ * ReduceScatter, one AllGather: 84 in all) are dealt over the H
+ * communicators, item i to communicator i % H: every item runs once, at
+ * the communicators' size, while the other H - 1 run theirs beside it
+ * (the same requests H times over would prove nothing more and take H
+ * times the cores).
+ *
  * Inputs repeat every 9 elements (harness_check.c's in_val), so the
  * references are tables of 9 (ref_val is O(N) per element: at N = 64 the
  * checks would take the cores from the requests). The AllGather's byte
@@ -115,15 +122,28 @@ size_t sweep_region_bytes(size_t count, size_t wcount)
 	return 2 * ((half + 4095) & ~(size_t)4095);
 }
 
+int sweep_checks_all(size_t count, size_t wcount)
+{
+	return 40 * 2 + 4 + 40 + 1 + (wcount != count ? 2 : 0) + 1;
+}
+
+/* Item i of the sweep is this communicator's (above): counts it. */
+static bool mine(int *item)
+{
+	return (*item)++ % opt.heads == my_head;
+}
+
 int sweep_run(void *cc, void *mh, uint8_t *region, size_t region_len, size_t count, size_t wcount)
 {
 	size_t half = region_len / 2;
 	uint8_t *send = region, *recv = region + half;
-	int checks = 0;
+	int checks = 0, item = 0;
 
 	REQUIRE(region_len >= sweep_region_bytes(count, wcount), "sweep: region too small");
 	for (int t = 0; t < 10; t++)
 		for (int op = 0; op < 4; op++) {
+			if (!mine(&item))
+				continue;
 			sweep_allreduce(cc, mh, send, recv, (ncclDataType_t)t, (ncclRedOp_t)op, 1);
 			sweep_allreduce(cc, mh, send, recv, (ncclDataType_t)t, (ncclRedOp_t)op, count);
 			checks += 2;
@@ -136,17 +156,28 @@ int sweep_run(void *cc, void *mh, uint8_t *region, size_t region_len, size_t cou
 			}
 		}
 	for (int t = 0; t < 10; t++)
-		for (int op = 0; op < 4; op++) {
-			sweep_rs(cc, mh, send, recv, (ncclDataType_t)t, (ncclRedOp_t)op, wcount);
+		for (int op = 0; op < 4; op++)
+			if (mine(&item)) {
+				sweep_rs(cc, mh, send, recv, (ncclDataType_t)t, (ncclRedOp_t)op, wcount);
+				checks++;
+			}
+	if (mine(&item)) {
+		sweep_ag(cc, mh, send, recv, wcount);
+		checks++;
+	}
+	if (wcount != count) { /* the large windows once */
+		if (mine(&item)) {
+			sweep_rs(cc, mh, send, recv, ncclFloat32, ncclSum, count);
 			checks++;
 		}
-	sweep_ag(cc, mh, send, recv, wcount);
-	checks++;
-	if (wcount != count) { /* the large windows once */
-		sweep_rs(cc, mh, send, recv, ncclFloat32, ncclSum, count);
-		sweep_ag(cc, mh, send, recv, count);
-		checks += 2;
+		if (mine(&item)) {
+			sweep_ag(cc, mh, send, recv, count);
+			checks++;
+		}
 	}
-	sweep_ag(cc, mh, send, recv, 8 * wcount);
-	return checks + 1;
+	if (mine(&item)) {
+		sweep_ag(cc, mh, send, recv, 8 * wcount);
+		checks++;
+	}
+	return checks;
 }
