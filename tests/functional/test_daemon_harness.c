@@ -631,7 +631,8 @@ int trank_send_chunk(struct trank *r, uint32_t slot, uint32_t seq, enum sc_dtype
 	return -FI_EAGAIN;
 }
 
-static void poll_one(struct trank *r)
+/* Polls r's completion queue once: the completions it found. */
+static int poll_one(struct trank *r)
 {
 	struct fabric_cqe e[16];
 	int n = fabric_cq_poll(r->f, e, 16);
@@ -644,30 +645,45 @@ static void poll_one(struct trank *r)
 		op->data = e[i].data;
 		op->tag = e[i].tag;
 	}
+	return n > 0 ? n : 0;
+}
+
+/* One pass over the ranks: whether any completed something. */
+static bool poll_all(struct trank **rs, size_t n)
+{
+	bool moved = false;
+
+	for (size_t i = 0; i < n; i++)
+		moved |= poll_one(rs[i]) > 0;
+	return moved;
 }
 
 void tranks_poll(struct trank **rs, size_t n, unsigned ms)
 {
 	uint64_t end = sc_now_ms() + ms;
+	unsigned nap = 0;
 
-	do {
-		for (size_t i = 0; i < n; i++)
-			poll_one(rs[i]);
-	} while (sc_now_ms() < end);
+	for (;;) {
+		bool moved = poll_all(rs, n);
+		if (sc_now_ms() >= end)
+			return;
+		th_nap(&nap, moved);
+	}
 }
 
 int tranks_wait(struct trank **rs, size_t n, struct top **ops, size_t nops, unsigned timeout_ms)
 {
 	uint64_t deadline = sc_now_ms() + timeout_ms * th_slow_factor();
+	unsigned nap = 0;
 
 	while (sc_now_ms() < deadline) {
+		bool moved = poll_all(rs, n);
 		size_t done = 0;
-		for (size_t i = 0; i < n; i++)
-			poll_one(rs[i]);
 		for (size_t i = 0; i < nops; i++)
 			done += ops[i]->done != 0;
 		if (done == nops)
 			return 0;
+		th_nap(&nap, moved);
 	}
 	return -ETIMEDOUT;
 }

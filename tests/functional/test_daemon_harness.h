@@ -152,9 +152,11 @@ struct top {
 int trank_post_result(struct trank *r, uint32_t slot, size_t roff, size_t len, struct top *op);
 int trank_send_chunk(struct trank *r, uint32_t slot, uint32_t seq, enum sc_dtype t, enum sc_op o,
 		     size_t soff, size_t len, struct top *op);
-/* Polls every rank's CQ until all ops are done or timeout. 0 or -ETIMEDOUT. */
+/* Polls every rank's CQ until all ops are done or timeout, napping after a
+ * pass that completed nothing (th_nap). 0 or -ETIMEDOUT. */
 int tranks_wait(struct trank **rs, size_t n, struct top **ops, size_t nops, unsigned timeout_ms);
-/* Polls CQs for a while (lets the provider progress); 0: one pass. */
+/* Polls CQs for a while (lets the provider progress), napping as
+ * tranks_wait does; 0: one pass. */
 void tranks_poll(struct trank **rs, size_t n, unsigned ms);
 /* sd_wait_metric while the ranks' CQs are polled: for what the daemon
  * counts only once a rank's provider has moved its message. */

@@ -58,6 +58,7 @@
 #include "fabric_env.h"
 #include "hostport.h"
 #include "proc.h"
+#include "wait.h"
 #include "ranks.h"
 
 #define MAX_RANKS 65536u
@@ -312,6 +313,7 @@ static int proc_main(int k, void *arg)
 		}
 	}
 	uint64_t t1 = sc_now_ms(), deadline = t1 + (uint64_t)(g.seconds * 1000);
+	unsigned nap = 0;
 	while (left) {
 		bool moved = false;
 		for (unsigned i = 0; i < n; i++) {
@@ -324,8 +326,9 @@ static int proc_main(int k, void *arg)
 				left--;
 		}
 		rc = 0;
-		if (!moved && n > 1)
-			usleep(20); /* a pass that completed nothing: leave the cores to the daemon */
+		/* a pass that completed nothing naps (a rank waiting on
+		 * --slow-rank's sleep would spin through it) */
+		th_nap(&nap, moved);
 		if (sc_now_ms() - t1 > (uint64_t)(g.seconds * 1000) + 60000) {
 			fprintf(stderr, "proc %d: %u of %u ranks never agreed to stop\n", k, left, n);
 			rc = -ETIME;

@@ -326,7 +326,7 @@ bool harness_oversubscribed(void);
 /* A waiting loop's pass: moved (something completed) resets *nap; else,
  * as SUMCAST_HARNESS_POLL_US says (harness_nccl.c), a nap doubling from
  * 16 us to 1 ms, a sleep, a yield when oversubscribed, or nothing. */
-void harness_idle(useconds_t *nap, bool moved);
+void harness_idle(unsigned *nap, bool moved);
 /* NCCL's proxy: chunks of at most 2 MiB, up to 8 outstanding, in order. */
 void allreduce_chunked(void *cc, uint8_t *send, uint8_t *recv, size_t count, ncclDataType_t t,
 		       ncclRedOp_t op, void *mh);

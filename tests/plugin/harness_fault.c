@@ -613,7 +613,7 @@ void run_fault(void)
 	uint64_t next = 0, completed = 0, issued_pieces = 0;
 	double end = sc_now_s() + opt.timeout_s, last_done = sc_now_s();
 	uint64_t completed_seen = 0;
-	useconds_t nap = 0;
+	unsigned nap = 0;
 	int inject_due = 0; /* rank 0: fault 1 or 2 waits for a big piece (1 + which) */
 	while (completed < ops && !got_error) {
 		bool moved = false;

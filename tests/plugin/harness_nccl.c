@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "wait.h"
 #include "../../plugin/prof_events.h"
 
 int log_prefix_ok; /* lines that came through NCCL's logger with our prefix */
@@ -549,13 +550,12 @@ bool harness_oversubscribed(void)
 	return poll_us() != -3 && opt.nranks * opt.heads + opt.naggs > ncpu;
 }
 
-void harness_idle(useconds_t *nap, bool moved)
+void harness_idle(unsigned *nap, bool moved)
 {
 	if (moved) {
 		*nap = 0;
 	} else if (poll_us() == -2) {
-		*nap = *nap ? (*nap < 500 ? *nap * 2 : 1000) : 16;
-		usleep(*nap);
+		th_nap(nap, false);
 	} else if (poll_us() > 0) {
 		usleep((useconds_t)poll_us());
 	} else if (harness_oversubscribed()) {
@@ -570,7 +570,7 @@ void allreduce_chunked(void *cc, uint8_t *send, uint8_t *recv, size_t count, ncc
 	size_t es = type_size(t), per = (2u << 20) / es, nchunks = (count + per - 1) / per;
 	void *reqs[8];
 	size_t issued = 0, done = 0;
-	useconds_t nap = 0;
+	unsigned nap = 0;
 	double end = sc_now_s() + 120;
 
 	if (count == 0)
@@ -618,7 +618,7 @@ void allreduce_grouped(void *cc, uint8_t *send, uint8_t *recv, size_t count, ncc
 	size_t es = type_size(t), per = piece_bytes / es, npieces = (count + per - 1) / per;
 	void *reqs[GMAX][STEPS];
 	size_t posted[GMAX] = { 0 }, done[GMAX] = { 0 }, nsteps[GMAX] = { 0 }, total = 0;
-	useconds_t nap = 0;
+	unsigned nap = 0;
 	double end = sc_now_s() + 120;
 
 	REQUIRE(ngroups >= 1 && ngroups <= GMAX && per, "allreduce_grouped: %d groups of %zu-byte pieces",

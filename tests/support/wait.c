@@ -19,6 +19,17 @@ void th_sleep_ms(unsigned ms)
 	nanosleep(&ts, NULL);
 }
 
+void th_nap(unsigned *nap, bool moved)
+{
+	if (moved) {
+		*nap = 0;
+		return;
+	}
+	*nap = *nap ? (*nap < 500 ? *nap * 2 : 1000) : 16;
+	struct timespec ts = { 0, (long)*nap * 1000 };
+	nanosleep(&ts, NULL);
+}
+
 bool th_wait_until(bool (*done)(void *arg), void *arg, unsigned timeout_ms, unsigned poll_ms)
 {
 	uint64_t end = sc_now_ms() + (uint64_t)timeout_ms * th_slow_factor();

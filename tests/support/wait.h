@@ -17,5 +17,11 @@ unsigned th_slow_factor(void);
 bool th_wait_until(bool (*done)(void *arg), void *arg, unsigned timeout_ms, unsigned poll_ms);
 /* A pause between polls or samples; never as synchronisation. */
 void th_sleep_ms(unsigned ms);
+/* A polling loop's idle step: after a pass that moved something, *nap = 0
+ * and no pause; after one that did not, a nap of 16 us doubling to 1 ms
+ * while nothing moves. Processes that poll (ranks, clients) then leave
+ * the host's cores to the daemons and to each other: spinning ones share
+ * them with the work they wait for. */
+void th_nap(unsigned *nap, bool moved);
 
 #endif
