@@ -926,9 +926,10 @@ progress:
 		ts.rows_after, ts.agg_after);
 	REQUIRE(ts.errors == 0, "the trace lists %" PRIu64 " failed requests", ts.errors);
 	adapt_check();
+	bool fixed = opt.split && strcmp(opt.split, "auto") && atof(opt.split) > 0; /* and above 0 */
 	/* A fixed split sends every window to the aggregators (split_window_agg);
 	 * a tree's communicator sends its own windows over its ring. */
-	if (opt.split && strcmp(opt.split, "auto") && atof(opt.split) > 0 && !tree_on())
+	if (fixed && !tree_on())
 		REQUIRE(ts.win_agg > 0, "no reduce-scatter or allgather window went through the aggregators");
 	if (fopt.k1 != F_CONNECT) {
 		/* At least the injected ones; on a loaded host an aggregator may
@@ -946,14 +947,18 @@ progress:
 		 * still reach the aggregators: the ones left, the only ones a
 		 * later epoch has (on a tree, a communicator without the fault
 		 * keeps both). */
-		bool left = opt.naggs > faults && fopt.k1 != F_ALL && opt.split &&
-			    strcmp(opt.split, "auto") && atof(opt.split) > 0;
+		bool left = opt.naggs > faults && fopt.k1 != F_ALL && fixed;
 		if ((fopt.k1 == F_KILL || fopt.k1 == F_CMD) && left && at1 + Q < ops && want > 0)
 			REQUIRE(ts.agg_after > 0, "%" PRIu64 " requests of a later epoch started after this "
 				"node's last fault line, none sent a byte to the aggregators left", ts.rows_after);
 	}
 	rv_all_sum("counters", v, 9);
-	if (fopt.k1 != F_IDLE && fopt.k1 != F_CONNECT && !drains && !blip)
+	/* Requests are in flight at the aggregators when the fault comes,
+	 * except that the adaptive split may have moved every byte to the ring
+	 * by then (on a loaded host it does: the aggregators are slow), which
+	 * leaves nothing to repair. */
+	bool adaptive = opt.split && !strcmp(opt.split, "auto");
+	if (fopt.k1 != F_IDLE && fopt.k1 != F_CONNECT && !drains && !blip && !adaptive)
 		REQUIRE(v[2] > 0, "no node repaired anything although requests were in flight");
 	/* a blip: every node agreed on one view (all logged it, or none) */
 	if (blip) {
