@@ -36,10 +36,10 @@
  *            (daemon/pacer.h) can give A twice B's share, on a shaped link
  *            (alone, root; ctest functional/test_daemon_pace_link): a
  *            network namespace whose loopback is tc tbf 400 Mbit/s, 16 KiB
- *            chunks, 6,000 and 1,500. While B does its chunks 500..1,500, A
- *            does 1,942-1,983 with the pacer (its run about as long as the
- *            other: no throughput lost), 1,000-1,009 without (check: at
- *            least 1,500, and the daemon logged "pacing 2 jobs" only with
+ *            chunks, 3,000 and 750. While B does its chunks 250..750, A
+ *            does about 1,000 with the pacer (its run about as long as the
+ *            other: no throughput lost), about 500 without (check: at
+ *            least 750, and the daemon logged "pacing 2 jobs" only with
  *            it on).
  *   overcredit  A's rank 1 sends chunks 2..7 at once, past its credit (window
  *            2; each with its true values), then goes on as it should, while B
@@ -681,7 +681,8 @@ static void pace_pair(uint32_t heavy, uint32_t light)
 
 /* A network namespace of our own whose loopback is shaped to 400 Mbit/s
  * (tc tbf), so the link is what the two jobs share (the kernel, per
- * connection: about equally without the pacer), 6,000 and 1,500 chunks.
+ * connection: about equally without the pacer), 3,000 and 750 chunks
+ * (5 s a run: 50 of the pacer's ticks).
  * Leaves the process in that namespace: run it alone. */
 static void mode_pacelink(void)
 {
@@ -689,7 +690,7 @@ static void mode_pacelink(void)
 		th_skip("unshare(CLONE_NEWNET) failed (needs root)");
 	if (system("ip link set lo up && tc qdisc add dev lo root tbf rate 400mbit burst 256kb latency 20ms"))
 		th_skip("cannot shape the namespace's loopback (ip, tc tbf)");
-	pace_pair(6000, 1500);
+	pace_pair(3000, 750);
 }
 
 /* A's rank 1 sends chunks 2..7 at once, past its credit (window 2), then
