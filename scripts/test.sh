@@ -165,9 +165,11 @@ if [ "$asan_on" != 0 ]; then
 		# the same faults and paths (the second fault at 133, its fallback
 		# by 183), fewer collectives after them. The scale tests (64 and
 		# 128 processes) run in the main run; their code runs here in
-		# plugin/scale_h2_n4.
+		# plugin/scale_h2_n4. Two tests per core: these mostly wait
+		# (PING deadlines, re-admission, drains, rate-limited links); one
+		# per core left the cores a quarter idle.
 		(cd "$asan" && HARNESS_FAULT_OPS=200 SUMCAST_FABRIC_STRICT=${SUMCAST_FABRIC_STRICT:-efa} ctest \
-			--output-on-failure -j"$jobs" --timeout 900 -L "$labels" -LE "$unlabels" "$@") 2>&1 |
+			--output-on-failure -j"$((jobs * 2))" --timeout 900 -L "$labels" -LE "$unlabels" "$@") 2>&1 |
 			tee "$asan/ctest.log" || rc=1
 	else
 		echo "ASan stage: build failed ($asan/build.log)" >&2
