@@ -6,12 +6,12 @@
 # repair run, later requests still through the aggregator left) while a route is cut.
 #
 # flat (default; ctest cluster/partition): 4 workers, one collnet of 4 nodes, split 0.5,
-# 500 collectives; at collective 166:
+# 300 collectives; at collective 166:
 #   1. node 3's route to aggregator 0 is cut (a blackhole route in node 3's namespace): node 3
 #      cannot reach it, nodes 0-2 still can;
 #   2. aggregator 0's route to node 3 is cut instead: results of aggregator 0 reach nodes 0-2
 #      but not node 3, so node 3 must be given them by the others (--expect-copies);
-#   3. the same at collective 496 of 500: the fault, the agreement and the copies come while
+#   3. the same at collective 296 of 300: the fault, the agreement and the copies come while
 #      the nodes finish their last collectives and close (the harness closes right after its
 #      last request, as NCCL's teardown does; no request may run in a later epoch);
 #   4. case 2 with reduce-scatter windows only (owner-only results): what the victim
@@ -41,7 +41,7 @@
 set -u -o pipefail
 MODE=${1:-flat}
 case $MODE in
-  flat) W=4 SPLIT=0.5 OPS=500 MODE_ARGS=() ;;
+  flat) W=4 SPLIT=0.5 OPS=300 MODE_ARGS=() ;;
   tree) W=8 SPLIT=1 OPS=300 MODE_ARGS=(--fan-in 4) ;;
   heal) W=4 SPLIT=1 OPS=300 MODE_ARGS=() ;;
   *) echo "usage: $0 [flat|tree|heal]" >&2; exit 2 ;;
@@ -109,7 +109,7 @@ if [[ $MODE == flat ]]; then
     "ip netns exec $(sc_ns_a 0) ip route del blackhole $(sc_ip_w 0)/32" \
     --small-rs --expect-kept
   # 3. the same at the end: the others are closing when the victim needs them
-  run_case aggregator-side-late 496 "$victim" \
+  run_case aggregator-side-late 296 "$victim" \
     "ip netns exec $(sc_ns_a 0) ip route add blackhole $(sc_ip_w $victim)/32" \
     "ip netns exec $(sc_ns_a 0) ip route del blackhole $(sc_ip_w $victim)/32" \
     --expect-copies
