@@ -31,7 +31,8 @@
 # into $build/libfabric-2.6/prefix (once: a second run finds it there; the
 # stage is skipped, and says so, where the tarball is absent), then a third
 # build tree, $build/lf26 (-DSUMCAST_LIBFABRIC_PREFIX=...), builds only what
-# those tests run (docs/client.md, "libfabric versions").
+# those tests run (docs/client.md, "libfabric versions"). Its ctest runs
+# one test at a time beside the ASan ctest, whose tests mostly wait.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh --test
@@ -156,6 +157,44 @@ built() {
 	return "$r"
 }
 
+# The lf26 stage (above), run beside the ASan ctest: it waits for its
+# build (the file build.rc), checks what the binaries load, and runs its
+# ctest one test at a time. Its output goes to $lf26/stage.log, shown
+# after the ASan stage; a state line for the summary to $lf26/stage.state
+# when it did not run its ctest. Returns 1 when it failed.
+lf26_stage() {
+	local lrc=0 at=$SECONDS
+	until [ -f "$lf26/build.rc" ] || ! kill -0 "$lf26_pid" 2>/dev/null; do sleep 1; done
+	wait "$lf26_pid" 2>/dev/null || true
+	echo "== [$((at - t0)) s] libfabric 2.6 (beside the ASan stage): waited $((SECONDS - at)) s for its build"
+	built "$lf26" "libfabric 2.6 ($prefix)" || lrc=$?
+	if [ $lrc -eq 77 ]; then
+		echo "skipped: no libfabric-2.6.0.tar.gz in shared/vendor/ beside the repository" >"$lf26/stage.state"
+		return 0
+	elif [ $lrc -eq 2 ]; then
+		echo "libfabric 2.6 did not build ($lf26/build.log)" >"$lf26/stage.state"
+	elif [ $lrc -ne 0 ]; then
+		echo "build failed ($lf26/build.log)" >"$lf26/stage.state"
+	elif ! ldd "$lf26/daemon/sumcastd" | grep -q "=> $prefix/lib/libfabric\.so"; then
+		# what the binaries load must be the prefix's library, not the system's
+		echo "$lf26/daemon/sumcastd does not load $prefix/lib/libfabric.so" >"$lf26/stage.state"
+	else
+		echo "   sumcastd loads$(ldd "$lf26/daemon/sumcastd" | grep -m1 -o ' => [^ ]*libfabric[^ ]*')"
+		echo "   ctest -L core, from $((SECONDS - t0)) s"
+		(cd "$lf26" && SUMCAST_FABRIC_STRICT=${SUMCAST_FABRIC_STRICT:-rdma} ctest --output-on-failure \
+			--timeout 300 -L core "$@") >"$lf26/ctest.log" 2>&1 || return 1
+		return 0
+	fi
+	return 1
+}
+lf26_job=""
+rm -f "$lf26/stage.state" "$lf26/stage.log"
+if [ "$lf26_on" != 0 ]; then
+	stage lf26 "libfabric 2.6: ctest -L core beside the ASan stage ($lf26/stage.log)"
+	lf26_stage "$@" >"$lf26/stage.log" 2>&1 &
+	lf26_job=$!
+fi
+
 if [ "$asan_on" != 0 ]; then
 	stage asan-wait "ASan + UBSan: waiting for its build"
 	wait "$asan_pid" || true
@@ -176,35 +215,11 @@ if [ "$asan_on" != 0 ]; then
 		rc=1
 	fi
 fi
-lf26_state=""
-if [ "$lf26_on" != 0 ]; then
-	stage lf26-wait "libfabric 2.6: waiting for its build"
-	wait "$lf26_pid" || true
-	lrc=0
-	built "$lf26" "libfabric 2.6 ($prefix)" || lrc=$?
-	if [ $lrc -eq 77 ]; then
-		lf26_state="skipped: no libfabric-2.6.0.tar.gz in shared/vendor/ beside the repository"
-		echo "   lf26 stage $lf26_state"
-	elif [ $lrc -eq 2 ]; then
-		lf26_state="libfabric 2.6 did not build ($lf26/build.log)"
-		echo "lf26 stage: $lf26_state" >&2
-		rc=1
-	elif [ $lrc -ne 0 ]; then
-		lf26_state="build failed ($lf26/build.log)"
-		echo "lf26 stage: $lf26_state" >&2
-		rc=1
-	elif ! ldd "$lf26/daemon/sumcastd" | grep -q "=> $prefix/lib/libfabric\.so"; then
-		# what the binaries load must be the prefix's library, not the system's
-		lf26_state="$lf26/daemon/sumcastd does not load $prefix/lib/libfabric.so"
-		echo "lf26 stage: $lf26_state" >&2
-		rc=1
-	else
-		echo "   sumcastd loads$(ldd "$lf26/daemon/sumcastd" | grep -m1 -o ' => [^ ]*libfabric[^ ]*')"
-		stage lf26-ctest "libfabric 2.6: ctest -L core"
-		(cd "$lf26" && SUMCAST_FABRIC_STRICT=${SUMCAST_FABRIC_STRICT:-rdma} ctest --output-on-failure \
-			-j"$jobs" --timeout 300 -L core "$@") 2>&1 |
-			tee "$lf26/ctest.log" || rc=1
-	fi
+if [ -n "$lf26_job" ]; then
+	stage lf26-wait "libfabric 2.6: its stage's end"
+	wait "$lf26_job" || rc=1
+	cat "$lf26/stage.log"
+	[ -f "$lf26/ctest.log" ] && cat "$lf26/ctest.log"
 fi
 # What each ctest run said, skipped and failed tests by name.
 summary() {
@@ -217,7 +232,7 @@ echo "   stages started at: $marks"
 summary "ctest" "$build/ctest.log"
 [ "$asan_on" = 0 ] || summary "ASan + UBSan" "$asan/ctest.log"
 if [ "$lf26_on" != 0 ]; then
-	if [ -n "$lf26_state" ]; then echo "   libfabric 2.6: $lf26_state"; else summary "libfabric 2.6" "$build/lf26/ctest.log"; fi
+	if [ -f "$lf26/stage.state" ]; then echo "   libfabric 2.6: $(cat "$lf26/stage.state")"; else summary "libfabric 2.6" "$lf26/ctest.log"; fi
 fi
 echo "== test.sh: $([ $rc -eq 0 ] && echo PASS || echo FAIL) in $((SECONDS - t0)) s"
 exit $rc
