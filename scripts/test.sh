@@ -32,7 +32,7 @@
 # stage is skipped, and says so, where the tarball is absent), then a third
 # build tree, $build/lf26 (-DSUMCAST_LIBFABRIC_PREFIX=...), builds only what
 # those tests run (docs/client.md, "libfabric versions"). Its ctest runs
-# one test at a time beside the ASan ctest, whose tests mostly wait.
+# beside the ASan ctest, whose tests mostly wait.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh --test
@@ -95,11 +95,14 @@ print("|".join(re.escape(t["name"]) for t in json.load(sys.stdin)["tests"]))')
 	[ -z "$names" ] || main_skip=(-E "^($names)\$")
 fi
 
-# The ASan and libfabric 2.6 trees build beside the tests, at nice 19: they
-# take the cores the tests leave idle (serial tests, waits), not the tests'
-# own. Each writes its log and "STATUS SECONDS" (its exit status, when
-# it ended) into the tree: asan_build 0 or 1; lf26_build 0, 1 (the build
-# failed), 2 (libfabric 2.6 did not build) or 77 (no tarball).
+# The ASan and libfabric 2.6 trees build beside the main ctest. The ASan
+# build at nice 19: it takes the cores the tests leave idle (serial tests,
+# waits), and is done by the main ctest's end. The 2.6 build (libfabric
+# itself, then the tree) at the tests' priority: at nice 19 it was starved
+# until the ASan stage's end, and its ctest ran alone after it. Each
+# writes its log and "STATUS SECONDS" (its exit status, when it ended) into
+# the tree: asan_build 0 or 1; lf26_build 0, 1 (the build failed), 2
+# (libfabric 2.6 did not build) or 77 (no tarball).
 asan_build() {
 	cmake -S . -B "$asan" -DSUMCAST_SANITIZE=ON -DSUMCAST_WERROR=ON >/dev/null || return 1
 	local targets
@@ -124,10 +127,11 @@ lf26_build() {
 }
 mkdir -p "$asan" "$lf26"
 rm -f "$asan/build.rc" "$lf26/build.rc" "$lf26/ctest.log"
-# beside FUNCTION TREE: FUNCTION in the background at nice 19; its PID in $!
+# beside FUNCTION TREE NICE: FUNCTION in the background at nice NICE; its
+# PID in $!
 beside() {
 	(
-		renice -n 19 -p "$BASHPID" >/dev/null
+		renice -n "$3" -p "$BASHPID" >/dev/null
 		r=0
 		"$1" >"$2/build.log" 2>&1 || r=$?
 		echo "$r $((SECONDS - t0))" >"$2/build.rc"
@@ -135,10 +139,10 @@ beside() {
 }
 asan_pid="" lf26_pid=""
 if [ "$asan_on" != 0 ] || [ "$lf26_on" != 0 ]; then
-	stage beside "ASan + UBSan and libfabric 2.6 builds, beside the tests at nice 19 ($asan, $lf26)"
-	[ "$asan_on" = 0 ] || { beside asan_build "$asan"; asan_pid=$!; }
+	stage beside "ASan + UBSan (nice 19) and libfabric 2.6 builds, beside the tests ($asan, $lf26)"
+	[ "$asan_on" = 0 ] || { beside asan_build "$asan" 19; asan_pid=$!; }
 	# the 2.6 build goes on beside the ASan ctest too, if it must
-	[ "$lf26_on" = 0 ] || { beside lf26_build "$lf26"; lf26_pid=$!; }
+	[ "$lf26_on" = 0 ] || { beside lf26_build "$lf26" 0; lf26_pid=$!; }
 fi
 
 stage ctest "ctest ($build)${main_skip:+, less the tests of the ASan stage}"
@@ -165,7 +169,7 @@ built() {
 
 # The lf26 stage (above), run beside the ASan ctest: it waits for its
 # build (the file build.rc), checks what the binaries load, and runs its
-# ctest one test at a time. Its output goes to $lf26/stage.log, shown
+# ctest. Its output goes to $lf26/stage.log, shown
 # after the ASan stage; a state line for the summary to $lf26/stage.state
 # when it did not run its ctest. Returns 1 when it failed.
 lf26_stage() {
@@ -188,7 +192,7 @@ lf26_stage() {
 		echo "   sumcastd loads$(ldd "$lf26/daemon/sumcastd" | grep -m1 -o ' => [^ ]*libfabric[^ ]*')"
 		echo "   ctest -L core, from $((SECONDS - t0)) s"
 		(cd "$lf26" && SUMCAST_FABRIC_STRICT=${SUMCAST_FABRIC_STRICT:-rdma} ctest --output-on-failure \
-			--timeout 300 -L core "$@") >"$lf26/ctest.log" 2>&1 || return 1
+			-j"$jobs" --timeout 300 -L core "$@") >"$lf26/ctest.log" 2>&1 || return 1
 		return 0
 	fi
 	return 1
