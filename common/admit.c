@@ -29,6 +29,18 @@ uint64_t admit_recvs(uint32_t window, uint32_t nranks, bool mc)
 	return (uint64_t)window * nranks * (mc ? 2u : 1u);
 }
 
+uint32_t admit_lanes(const struct admit_limits *lim, unsigned nthreads, uint32_t window, bool mc,
+		     bool one_lane)
+{
+	uint32_t want = lim->job_threads && lim->job_threads < nthreads ? lim->job_threads : nthreads;
+
+	if (want > WIRE_LANES_MAX)
+		want = WIRE_LANES_MAX;
+	if (want > window)
+		want = window;
+	return want < 2 || mc || one_lane ? 1 : want;
+}
+
 const char *admit_rule_name(enum admit_rule r)
 {
 	switch (r) {
@@ -95,8 +107,9 @@ void admit_decide(const struct admit_limits *lim, const struct admit_load *load,
 	}
 	v->window = gr.window;
 	v->chunk = gr.chunk;
-	v->book_bytes = admit_book_bytes(&lim->sizes, v->window, ask->nranks);
-	v->mem_bytes = admit_mem_bytes(&lim->sizes, v->window, v->chunk, ask->nranks, ask->has16, v->mc);
+	v->lanes = admit_lanes(lim, load->nthreads, v->window, v->mc, ask->one_lane);
+	v->book_bytes = v->lanes * admit_book_bytes(&lim->sizes, v->window, ask->nranks);
+	v->mem_bytes = admit_region_bytes(v->window, v->chunk, ask->nranks, ask->has16, v->mc) + v->book_bytes;
 	v->recvs = admit_recvs(v->window, ask->nranks, v->mc);
 	v->share_bytes = (uint64_t)((double)lim->memory_budget * lim->max_memory_share);
 	v->budget_free = lim->memory_budget > load->mem_used ? lim->memory_budget - load->mem_used : 0;

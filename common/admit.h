@@ -20,7 +20,9 @@
  * The grant before them: the window per unit of weight up to max-window,
  * times the weight up to max-weight; the chunk up to max-chunk; then the
  * in-flight cap (common/grant.h), and for a multicast job the
- * multicast-inflight cap with one receiver. */
+ * multicast-inflight cap with one receiver. The memory a job needs counts
+ * its bookkeeping once per lane (the data threads it is spread over:
+ * admit_lanes), each lane holding the whole window's slot arrays. */
 #ifndef SUMCAST_ADMIT_H
 #define SUMCAST_ADMIT_H
 
@@ -56,6 +58,7 @@ struct admit_limits {
 	uint64_t mc_inflight;  /* 0: no multicast cap */
 	bool sealed;           /* the daemon has a key */
 	bool mcast;            /* results by multicast unless the job asks for unicast */
+	uint32_t job_threads;  /* [data] job-threads: the lanes of a job (0: every data thread) */
 	struct admit_sizes sizes;
 };
 
@@ -78,6 +81,7 @@ struct admit_ask {
 	uint32_t weight;  /* 0: 1 */
 	bool has16;       /* f16 or bf16 among its types: an accumulator of 2 chunks */
 	bool unicast;     /* asks for unicast results */
+	bool one_lane;    /* its ranks cannot address lanes (protocol below 7) */
 };
 
 enum admit_rule {
@@ -96,8 +100,9 @@ struct admit_verdict {
 	uint32_t asked_window, asked_chunk; /* before the in-flight caps */
 	bool mc;                      /* results by multicast */
 	bool mc_capped;               /* the multicast cap, not max-inflight, set the grant */
+	uint32_t lanes;               /* data threads it is spread over, at most (admit_lanes) */
 	uint64_t mem_bytes;           /* charged to the budget */
-	uint64_t book_bytes;          /* of which bookkeeping */
+	uint64_t book_bytes;          /* of which bookkeeping (each lane's) */
 	uint64_t recvs;               /* receives the job keeps posted */
 	uint64_t share_bytes;         /* max-memory-share of the budget */
 	uint64_t budget_free;         /* the budget's free bytes before the job */
@@ -117,6 +122,13 @@ uint64_t admit_book_bytes(const struct admit_sizes *sz, uint32_t window, uint32_
 uint64_t admit_region_bytes(uint32_t window, uint32_t chunk, uint32_t nranks, bool has16, bool mc);
 uint64_t admit_mem_bytes(const struct admit_sizes *sz, uint32_t window, uint32_t chunk, uint32_t nranks,
 			 bool has16, bool mc);
+/* The data threads a job of this window is spread over (daemon/job.h,
+ * "Lanes"): [data] job-threads of the nthreads (0: all of them), at most
+ * WIRE_LANES_MAX and the window; one for a multicast job (one sender per
+ * group) or ranks that cannot address lanes. The daemon takes one where a
+ * chosen thread lacks room for its lane's receives. */
+uint32_t admit_lanes(const struct admit_limits *lim, unsigned nthreads, uint32_t window, bool mc,
+		     bool one_lane);
 /* Receives a job keeps posted: one per (slot, rank), twice that with multicast. */
 uint64_t admit_recvs(uint32_t window, uint32_t nranks, bool mc);
 

@@ -114,13 +114,12 @@ void job_admit_state(const struct daemon *d, struct admit_limits *lim, struct ad
 		     uint64_t *rx_free, uint32_t *thread_jobs);
 /* A new job for w's first JOIN with the granted window, chunk, timeout,
  * in `lanes` lanes (job.h), lane i on data thread ts[i] (job_admit_state,
- * admit_decide, lanes_pick); one lane is charged mem bytes, several each
- * their region and bookkeeping. Its regions are mapped, its join timer
- * armed and ADD_JOB sent to each lane's thread. NULL: no memory or no free
- * handle. Returns the lead (lane 0). */
+ * admit_decide, lanes_pick); each lane is charged its region and
+ * bookkeeping. Its regions are mapped, its join timer armed and ADD_JOB
+ * sent to each lane's thread. NULL: no memory or no free handle. Returns
+ * the lead (lane 0). */
 struct job *job_create(struct daemon *d, const struct wire_join *w, struct dthread *const *ts,
-		       uint32_t lanes, uint32_t window, uint32_t chunk, uint32_t timeout_ms, bool has16,
-		       uint64_t mem);
+		       uint32_t lanes, uint32_t window, uint32_t chunk, uint32_t timeout_ms, bool has16);
 /* Every rank joined: READY, join timer off, READY sent to every rank. */
 void job_ready(struct daemon *d, struct job *j);
 /* Tells every rank still attached (ABORT), then job_end. */

@@ -17,28 +17,19 @@
 
 static const uint32_t MASK16 = (1u << SC_F16) | (1u << SC_BF16);
 
-/* The data threads of a new job's lanes (job.h, "Lanes"), into ts.
- * [data] job-threads of them (0: every data thread), at most
- * WIRE_LANES_MAX and the window, on the threads with the fewest jobs, ties
- * taken in turn from a place that moves with each job (lane 0 gets the
- * most slots where the window is not a multiple of the lanes). One lane,
- * on the thread admission chose (first), where the rank cannot address
- * more (its JOIN's version below 7), for a multicast job (one sender per
- * group), or where a chosen thread has no room for its lane's receives. */
-static uint32_t lanes_pick(const struct daemon *d, const struct wire_join *w, uint16_t ver,
+/* The data threads of a new job's lanes (job.h, "Lanes"), into ts: the
+ * want that admission counted (admit_lanes), on the threads with the
+ * fewest jobs, ties taken in turn from a place that moves with each job
+ * (lane 0 gets the most slots where the window is not a multiple of the
+ * lanes). One lane, on the thread admission chose (first), where want is
+ * 1 or a chosen thread has no room for its lane's receives. */
+static uint32_t lanes_pick(const struct daemon *d, const struct wire_join *w, uint32_t want,
 			   uint32_t window, bool mc, unsigned first, struct dthread **ts)
 {
-	uint32_t want = d->cfg.job_threads ? (uint32_t)d->cfg.job_threads : d->nthreads;
 	bool used[256] = { false }; /* [data] threads is at most 256 */
 
-	if (want > d->nthreads)
-		want = d->nthreads;
-	if (want > WIRE_LANES_MAX)
-		want = WIRE_LANES_MAX;
-	if (want > window)
-		want = window;
 	ts[0] = &d->threads[first];
-	if (want < 2 || mc || ver < WIRE_LANES_VERSION)
+	if (want < 2)
 		return 1;
 	for (uint32_t k = 0; k < want; k++) {
 		unsigned best = UINT32_MAX;
@@ -115,6 +106,7 @@ void admit_join(struct conn *c, const struct wire_join *w)
 			.weight = asked,
 			.has16 = (w->dtype_mask & MASK16) != 0,
 			.unicast = (w->flags & WIRE_JOIN_F_UNICAST) != 0,
+			.one_lane = c->ver < WIRE_LANES_VERSION,
 		};
 		struct admit_verdict v;
 
@@ -161,8 +153,8 @@ void admit_join(struct conn *c, const struct wire_join *w)
 		}
 		uint64_t recvs = v.recvs;
 		struct dthread *ts[WIRE_LANES_MAX];
-		uint32_t lanes = lanes_pick(d, w, c->ver, window, d->mc && !ask.unicast, v.thread, ts);
-		j = job_create(d, w, ts, lanes, window, chunk, timeout, has16, mem);
+		uint32_t lanes = lanes_pick(d, w, v.lanes, window, v.mc, v.thread, ts);
+		j = job_create(d, w, ts, lanes, window, chunk, timeout, has16);
 		if (!j) {
 			conn_refuse(c, WIRE_E_MEMORY, "job 0x%" PRIx64 ": could not allocate %" PRIu64 " bytes",
 				    w->job_id, mem);

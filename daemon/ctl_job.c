@@ -64,6 +64,7 @@ void job_admit_state(const struct daemon *d, struct admit_limits *lim, struct ad
 		.mc_inflight = cfg->mc_inflight,
 		.sealed = d->key_len != 0,
 		.mcast = d->mc,
+		.job_threads = (uint32_t)cfg->job_threads,
 		.sizes = job_admit_sizes(),
 	};
 	for (unsigned i = 0; i < d->nthreads; i++) {
@@ -138,8 +139,7 @@ static struct job *lane_alloc(const struct wire_join *w, uint32_t window, uint32
 }
 
 struct job *job_create(struct daemon *d, const struct wire_join *w, struct dthread *const *ts,
-		       uint32_t lanes, uint32_t window, uint32_t chunk, uint32_t timeout_ms, bool has16,
-		       uint64_t mem)
+		       uint32_t lanes, uint32_t window, uint32_t chunk, uint32_t timeout_ms, bool has16)
 {
 	bool mc = d->mc && !(w->flags & WIRE_JOIN_F_UNICAST);
 	uint8_t k[SC_SEAL_KEY] = { 0 };
@@ -167,9 +167,10 @@ struct job *job_create(struct daemon *d, const struct wire_join *w, struct dthre
 		j->payload = chunk - JOB_SEAL_ROOM;
 	}
 	j->acc_bytes = has16 ? 2 * (size_t)chunk : chunk;
-	/* one lane: what admission charged; more: each lane's region and
-	 * bookkeeping (its slots arrays are the whole window's) */
-	j->mem_bytes = lanes == 1 ? mem : j->region_bytes + job_book_bytes(window, w->nranks);
+	/* each lane's region and bookkeeping (its slot arrays are the whole
+	 * window's): what admission charged, less a lane it counted that the
+	 * job did not get (ctl_admit.c, lanes_pick) */
+	j->mem_bytes = j->region_bytes + job_book_bytes(window, w->nranks);
 	j->req_chunk = w->chunk_bytes;
 	j->req_window = w->window;
 	j->req_timeout_ms = w->timeout_ms;

@@ -162,6 +162,7 @@ void plan_admit_limits(const struct plan_in *in, struct admit_limits *lim)
 		.mc_inflight = 0,
 		.sealed = in->sealed,
 		.mcast = false, /* the model's results are unicast */
+		.job_threads = in->job_threads,
 		.sizes = ADMIT_SIZES_LP64,
 	};
 }
@@ -171,9 +172,15 @@ void plan_grant(const struct plan_in *in, uint32_t n, const struct tree_shape *t
 	uint32_t window = in->window, chunk = (uint32_t)in->chunk;
 	struct admit_limits lim;
 	struct admit_verdict v;
-	uint64_t free = UINT64_MAX;
-	uint32_t none = 0;
-	struct admit_load idle = { 0, 0, 1, &free, &none };
+	uint64_t free[256];
+	uint32_t none[256];
+	unsigned nthreads = in->agg_threads < 256 ? in->agg_threads : 256;
+	struct admit_load idle = { 0, 0, nthreads ? nthreads : 1, free, none };
+
+	for (unsigned i = 0; i < 256; i++) {
+		free[i] = UINT64_MAX;
+		none[i] = 0;
+	}
 
 	if (n < 1)
 		n = 1;
@@ -529,16 +536,13 @@ int plan_run(const struct plan_in *in0, struct plan_out *o, char *err, int errle
 			clamp_u64(x.h * (2.0 * x.groups * (double)g.posted_recvs + (double)x.gsize * (double)gg.posted_recvs));
 	}
 	x.chunk = (double)o->grant.chunk;
-	/* lanes (docs/daemon.md, "Data plane"): [data] job-threads of the
-	 * threads (0: all), at most WIRE_LANES_MAX and the granted window */
+	/* lanes (docs/daemon.md, "Data plane"): the daemons' rule */
 	{
-		uint32_t l = in.job_threads && in.job_threads < in.agg_threads ? in.job_threads : in.agg_threads;
-		if (l > WIRE_LANES_MAX)
-			l = WIRE_LANES_MAX;
-		if (l > o->grant.window)
-			l = o->grant.window;
-		x.lanes = l ? l : 1;
-		o->job_lanes = (uint32_t)x.lanes;
+		struct admit_limits lim;
+		plan_admit_limits(&in, &lim);
+		o->job_lanes = admit_lanes(&lim, in.agg_threads ? in.agg_threads : 1, o->grant.window, false,
+					   false);
+		x.lanes = o->job_lanes;
 	}
 
 	o->tree_levels = x.levels;

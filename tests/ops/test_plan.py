@@ -71,13 +71,18 @@ def main():
             check(b[f] >= a[f], f"{f} falls from {a['bytes']} to {b['bytes']} B: {a[f]} -> {b[f]}")
     # flat: memory and posted receives of one job per head, as the grant
     # (window 8 x chunk 256K x (16 + 2) at N = 16, under the 64 MiB cap: the
-    # plugin joins with f16 and bf16 among its types, an accumulator of 2 chunks)
+    # plugin joins with f16 and bf16 among its types, an accumulator of 2 chunks),
+    # each job over the 8 data threads, its bookkeeping once per lane
+    # (976 + 192 x 16 + 8 x (128 + 272 x 16) = 39,888 bytes with ADMIT_SIZES_LP64)
     r = rows("--nodes", "16", "--heads", "8", "--aggs", "128", "--link-gbps", "100",
              "--agg-link-gbps", "100", "--bytes", "256M", "--agg-threads", "8")[0]
     sane(r, "N=16 H=8")
     check(r["agg_posted_recvs"] == 8 * 8 * 16, f"posted {r['agg_posted_recvs']}, want 8 heads x 8 x 16")
-    check(8 * 8 * (256 << 10) * 18 <= r["agg_mem_bytes"] <= 8 * (8 * (256 << 10) * 18 + 65536),
-          f"agg_mem_bytes {r['agg_mem_bytes']}")
+    check(r["agg_mem_bytes"] == 8 * (8 * (256 << 10) * 18 + 8 * 39888), f"agg_mem_bytes {r['agg_mem_bytes']}")
+    r1 = rows("--nodes", "16", "--heads", "8", "--aggs", "128", "--link-gbps", "100",
+              "--agg-link-gbps", "100", "--bytes", "256M", "--agg-threads", "8", "--job-threads", "1")[0]
+    check(r1["agg_mem_bytes"] == 8 * (8 * (256 << 10) * 18 + 39888),
+          f"job-threads 1: agg_mem_bytes {r1['agg_mem_bytes']}")
     check(r["split"] == 1 and r["aggs_needed"] == 16 * 8,
           f"M = N H at equal links (a link per head): split {r['split']}, needed {r['aggs_needed']}")
     r = rows("--nodes", "16", "--heads", "8", "--aggs", "16", "--link-gbps", "100",

@@ -190,6 +190,54 @@ static void test_receive_queue(void **state)
 	assert_string_equal(admit_rule_name(v.rule), "receive-queue");
 }
 
+/* Lanes: a job over L data threads holds its bookkeeping L times (each
+ * lane the whole window's slot arrays), its region once; job-threads, the
+ * threads, WIRE_LANES_MAX (8) and the window bound L; multicast and a rank
+ * that cannot address lanes keep one. */
+static void test_lanes(void **state)
+{
+	(void)state;
+	struct admit_limits lim = defaults();
+	struct state s;
+	struct admit_verdict v;
+	struct admit_ask a = ask(4, 8, 256 * K);
+	const uint64_t book = 100 + 4 * 10 + 8 * (20 + 4 * 5), region = 8 * 256 * K * 5;
+
+	idle(&s, 3, 8192);
+	admit_decide(&lim, &s.load, &a, &v); /* job-threads 0: every thread */
+	assert_int_equal(v.lanes, 3);
+	assert_int_equal(v.book_bytes, 3 * book);
+	assert_int_equal(v.mem_bytes, region + 3 * book);
+	lim.job_threads = 2;
+	admit_decide(&lim, &s.load, &a, &v);
+	assert_int_equal(v.lanes, 2);
+	assert_int_equal(v.mem_bytes, region + 2 * book);
+	a.one_lane = true;
+	admit_decide(&lim, &s.load, &a, &v);
+	assert_int_equal(v.lanes, 1);
+	assert_int_equal(v.mem_bytes, region + book);
+	a.one_lane = false;
+	lim.mcast = true;
+	a.unicast = false;
+	assert_int_equal(admit_lanes(&lim, 3, 8, true, false), 1);
+	lim.mcast = false;
+	lim.job_threads = 0;
+	assert_int_equal(admit_lanes(&lim, 16, 64, false, false), 8); /* WIRE_LANES_MAX */
+	assert_int_equal(admit_lanes(&lim, 16, 3, false, false), 3);  /* the window */
+	assert_int_equal(admit_lanes(&lim, 1, 64, false, false), 1);
+	lim.job_threads = 4;
+	assert_int_equal(admit_lanes(&lim, 2, 64, false, false), 2); /* more than the threads */
+	/* the budget counts every lane's bookkeeping */
+	lim.job_threads = 3;
+	lim.memory_budget = region + 3 * book;
+	lim.max_memory_share = 1.0;
+	admit_decide(&lim, &s.load, &a, &v);
+	assert_int_equal(v.rule, ADMIT_OK);
+	lim.memory_budget = region + 3 * book - 1;
+	admit_decide(&lim, &s.load, &a, &v);
+	assert_int_equal(v.rule, ADMIT_MEMORY_SHARE);
+}
+
 /* The order: a job that fails every rule is refused by the first of them;
  * taking the rules away one by one shows the next. */
 static void test_order(void **state)
@@ -275,6 +323,7 @@ int main(void)
 		cmocka_unit_test(test_memory_share),
 		cmocka_unit_test(test_memory_budget),
 		cmocka_unit_test(test_receive_queue),
+		cmocka_unit_test(test_lanes),
 		cmocka_unit_test(test_order),
 		cmocka_unit_test(test_grant),
 	};
