@@ -19,7 +19,7 @@
 # labelled scale or preload (64 to 128 processes; an LD_PRELOADed double),
 # run in the ASan stage only: a second build tree, $build/asan
 # (-DSUMCAST_SANITIZE=ON), that builds only the targets they run, beside the
-# main ctest at nice 19 (below), and runs them after it. A sanitizer report
+# main ctest (below), and runs them after it. A sanitizer report
 # ends the daemon or the harness with an error (UBSan does not recover), so
 # the test fails. The plain build's binaries meet those paths in the main
 # run's other tests (functional, ops, cluster, scale) and the lf26 stage's
@@ -95,14 +95,14 @@ print("|".join(re.escape(t["name"]) for t in json.load(sys.stdin)["tests"]))')
 	[ -z "$names" ] || main_skip=(-E "^($names)\$")
 fi
 
-# The ASan and libfabric 2.6 trees build beside the main ctest. The ASan
-# build at nice 19: it takes the cores the tests leave idle (serial tests,
-# waits), and is done by the main ctest's end. The 2.6 build (libfabric
-# itself, then the tree) at the tests' priority: at nice 19 it was starved
-# until the ASan stage's end, and its ctest ran alone after it. Each
-# writes its log and "STATUS SECONDS" (its exit status, when it ended) into
-# the tree: asan_build 0 or 1; lf26_build 0, 1 (the build failed), 2
-# (libfabric 2.6 did not build) or 77 (no tarball).
+# The ASan and libfabric 2.6 trees build beside the main ctest, at the
+# tests' priority: the suite keeps both cores busy, so a build at nice 19
+# was starved (the 2.6 build until the ASan stage's end; the ASan build,
+# with other work on the host, past the main ctest's end) and its tests
+# then waited for it. Each writes its log and "STATUS SECONDS" (its exit
+# status, when it ended) into the tree: asan_build 0 or 1; lf26_build 0, 1
+# (the build failed), 2 (libfabric 2.6 did not build) or 77 (no
+# tarball).
 asan_build() {
 	cmake -S . -B "$asan" -DSUMCAST_SANITIZE=ON -DSUMCAST_WERROR=ON >/dev/null || return 1
 	local targets
@@ -127,11 +127,9 @@ lf26_build() {
 }
 mkdir -p "$asan" "$lf26"
 rm -f "$asan/build.rc" "$lf26/build.rc" "$lf26/ctest.log"
-# beside FUNCTION TREE NICE: FUNCTION in the background at nice NICE; its
-# PID in $!
+# beside FUNCTION TREE: FUNCTION in the background; its PID in $!
 beside() {
 	(
-		renice -n "$3" -p "$BASHPID" >/dev/null
 		r=0
 		"$1" >"$2/build.log" 2>&1 || r=$?
 		echo "$r $((SECONDS - t0))" >"$2/build.rc"
@@ -139,10 +137,10 @@ beside() {
 }
 asan_pid="" lf26_pid=""
 if [ "$asan_on" != 0 ] || [ "$lf26_on" != 0 ]; then
-	stage beside "ASan + UBSan (nice 19) and libfabric 2.6 builds, beside the tests ($asan, $lf26)"
-	[ "$asan_on" = 0 ] || { beside asan_build "$asan" 19; asan_pid=$!; }
+	stage beside "ASan + UBSan and libfabric 2.6 builds, beside the tests ($asan, $lf26)"
+	[ "$asan_on" = 0 ] || { beside asan_build "$asan"; asan_pid=$!; }
 	# the 2.6 build goes on beside the ASan ctest too, if it must
-	[ "$lf26_on" = 0 ] || { beside lf26_build "$lf26" 0; lf26_pid=$!; }
+	[ "$lf26_on" = 0 ] || { beside lf26_build "$lf26"; lf26_pid=$!; }
 fi
 
 stage ctest "ctest ($build)${main_skip:+, less the tests of the ASan stage}"
