@@ -183,8 +183,10 @@ lf26_stage() {
 		echo "libfabric 2.6 did not build ($lf26/build.log)" >"$lf26/stage.state"
 	elif [ $lrc -ne 0 ]; then
 		echo "build failed ($lf26/build.log)" >"$lf26/stage.state"
-	elif ! ldd "$lf26/daemon/sumcastd" | grep -q "=> $prefix/lib/libfabric\.so"; then
-		# what the binaries load must be the prefix's library, not the system's
+	elif ! grep -q "=> $prefix/lib/libfabric\.so" <<<"$(ldd "$lf26/daemon/sumcastd")"; then
+		# what the binaries load must be the prefix's library, not the
+		# system's (ldd's whole output read first: grep -q closing the
+		# pipe early can kill ldd, which pipefail takes for a failure)
 		echo "$lf26/daemon/sumcastd does not load $prefix/lib/libfabric.so" >"$lf26/stage.state"
 	else
 		echo "   sumcastd loads$(ldd "$lf26/daemon/sumcastd" | grep -m1 -o ' => [^ ]*libfabric[^ ]*')"
