@@ -18,12 +18,6 @@ uint64_t admit_region_bytes(uint32_t window, uint32_t chunk, uint32_t nranks, bo
 	       (mc ? (uint64_t)window * nranks * ADMIT_NACK_UNIT : 0);
 }
 
-uint64_t admit_mem_bytes(const struct admit_sizes *sz, uint32_t window, uint32_t chunk, uint32_t nranks,
-			 bool has16, bool mc)
-{
-	return admit_region_bytes(window, chunk, nranks, has16, mc) + admit_book_bytes(sz, window, nranks);
-}
-
 uint64_t admit_recvs(uint32_t window, uint32_t nranks, bool mc)
 {
 	return (uint64_t)window * nranks * (mc ? 2u : 1u);

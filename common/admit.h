@@ -117,11 +117,10 @@ void admit_decide(const struct admit_limits *lim, const struct admit_load *load,
  * "max-jobs", "memory-share", "memory-budget", "receive-queue". */
 const char *admit_rule_name(enum admit_rule r);
 
-/* Bookkeeping, buffer region and their sum for a job of these parameters. */
+/* Bookkeeping (one lane's) and buffer region of a job of these parameters;
+ * admit_decide charges the region plus the bookkeeping once per lane. */
 uint64_t admit_book_bytes(const struct admit_sizes *sz, uint32_t window, uint32_t nranks);
 uint64_t admit_region_bytes(uint32_t window, uint32_t chunk, uint32_t nranks, bool has16, bool mc);
-uint64_t admit_mem_bytes(const struct admit_sizes *sz, uint32_t window, uint32_t chunk, uint32_t nranks,
-			 bool has16, bool mc);
 /* The data threads a job of this window is spread over (daemon/job.h,
  * "Lanes"): [data] job-threads of the nthreads (0: all of them), at most
  * WIRE_LANES_MAX and the window; one for a multicast job (one sender per

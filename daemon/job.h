@@ -420,16 +420,6 @@ static inline uint64_t job_book_bytes(uint32_t window, uint32_t nranks)
 	return admit_book_bytes(&sz, window, nranks);
 }
 
-/* Bytes a job with these parameters holds, charged to memory-budget: its
- * region (receive buffers + accumulators [+ NACK buffers]) and the
- * bookkeeping. */
-static inline uint64_t job_mem_bytes(uint32_t window, uint32_t chunk, uint32_t nranks, bool has16,
-				     bool mc)
-{
-	struct admit_sizes sz = job_admit_sizes();
-	return admit_mem_bytes(&sz, window, chunk, nranks, has16, mc);
-}
-
 /* What the data threads of a job's lanes wrote, summed (control thread,
  * relaxed loads; lead is lane 0). */
 #define JOB_FOR_LANES(lead, l) for (struct job *l = (lead); l; l = l->lane_next)

@@ -197,6 +197,7 @@ void plan_grant(const struct plan_in *in, uint32_t n, const struct tree_shape *t
 						    .has16 = in->wide_types, .unicast = true }, &v);
 	g->window = v.window;
 	g->chunk = v.chunk;
+	g->lanes = v.lanes;
 	g->mem_bytes = v.mem_bytes;
 	g->posted_recvs = v.recvs;
 	g->ask_window = window;
@@ -536,14 +537,10 @@ int plan_run(const struct plan_in *in0, struct plan_out *o, char *err, int errle
 			clamp_u64(x.h * (2.0 * x.groups * (double)g.posted_recvs + (double)x.gsize * (double)gg.posted_recvs));
 	}
 	x.chunk = (double)o->grant.chunk;
-	/* lanes (docs/daemon.md, "Data plane"): the daemons' rule */
-	{
-		struct admit_limits lim;
-		plan_admit_limits(&in, &lim);
-		o->job_lanes = admit_lanes(&lim, in.agg_threads ? in.agg_threads : 1, o->grant.window, false,
-					   false);
-		x.lanes = o->job_lanes;
-	}
+	/* lanes (docs/daemon.md, "Data plane"): the daemons' rule, as the
+	 * grant took it */
+	o->job_lanes = o->grant.lanes;
+	x.lanes = o->job_lanes;
 
 	o->tree_levels = x.levels;
 	o->groups = x.groups;

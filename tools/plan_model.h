@@ -94,7 +94,8 @@ struct plan_in {
 struct plan_grant {
 	uint32_t window;
 	uint64_t chunk;
-	uint64_t mem_bytes;    /* window x chunk x (n + 1, or + 2) + bookkeeping */
+	uint32_t lanes;        /* data threads the job is spread over (admit_lanes) */
+	uint64_t mem_bytes;    /* window x chunk x (n + 1, or + 2) + bookkeeping x lanes */
 	uint64_t posted_recvs; /* window x n */
 	uint32_t ask_window;   /* what the job asks (a tree's inner job: its share, plugin/tree_plan.c) */
 	uint64_t ask_chunk;

@@ -219,8 +219,12 @@ static void test_lanes(void **state)
 	a.one_lane = false;
 	lim.mcast = true;
 	a.unicast = false;
+	admit_decide(&lim, &s.load, &a, &v); /* results by multicast: one sender per group */
+	assert_true(v.mc);
+	assert_int_equal(v.lanes, 1);
 	assert_int_equal(admit_lanes(&lim, 3, 8, true, false), 1);
 	lim.mcast = false;
+	a.unicast = true;
 	lim.job_threads = 0;
 	assert_int_equal(admit_lanes(&lim, 16, 64, false, false), 8); /* WIRE_LANES_MAX */
 	assert_int_equal(admit_lanes(&lim, 16, 3, false, false), 3);  /* the window */
