@@ -126,7 +126,7 @@ lf26_build() {
 	cmake --build "$lf26" -j"$jobs" --target $targets
 }
 mkdir -p "$asan" "$lf26"
-rm -f "$asan/build.rc" "$lf26/build.rc" "$lf26/ctest.log"
+rm -f "$asan/build.rc" "$lf26/build.rc" "$lf26/ctest.log" "$lf26/stage.state" "$lf26/stage.log"
 # beside FUNCTION TREE: FUNCTION in the background; its PID in $!
 beside() {
 	(
@@ -167,13 +167,13 @@ built() {
 
 # The lf26 stage (above), run beside the ASan ctest: it waits for its
 # build (the file build.rc), checks what the binaries load, and runs its
-# ctest. Its output goes to $lf26/stage.log, shown
-# after the ASan stage; a state line for the summary to $lf26/stage.state
-# when it did not run its ctest. Returns 1 when it failed.
+# ctest. Its output goes to $lf26/stage.log, shown after the ASan stage; a
+# state line for the summary to $lf26/stage.state when it did not run its
+# ctest. Returns 1 when it failed. (The build is the main shell's child,
+# not this subshell's: it is watched through its file and kill -0.)
 lf26_stage() {
 	local lrc=0 at=$SECONDS
 	until [ -f "$lf26/build.rc" ] || ! kill -0 "$lf26_pid" 2>/dev/null; do sleep 1; done
-	wait "$lf26_pid" 2>/dev/null || true
 	echo "== [$((at - t0)) s] libfabric 2.6 (beside the ASan stage): waited $((SECONDS - at)) s for its build"
 	built "$lf26" "libfabric 2.6 ($prefix)" || lrc=$?
 	if [ $lrc -eq 77 ]; then
@@ -198,7 +198,6 @@ lf26_stage() {
 	return 1
 }
 lf26_job=""
-rm -f "$lf26/stage.state" "$lf26/stage.log"
 if [ "$lf26_on" != 0 ]; then
 	stage lf26 "libfabric 2.6: ctest -L core beside the ASan stage ($lf26/stage.log)"
 	lf26_stage "$@" >"$lf26/stage.log" 2>&1 &

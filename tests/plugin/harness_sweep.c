@@ -122,6 +122,8 @@ size_t sweep_region_bytes(size_t count, size_t wcount)
 	return 2 * ((half + 4095) & ~(size_t)4095);
 }
 
+/* sweep_run's checks with every item run (its loops, counted: the scale
+ * report fails when the communicators' checks do not add up to this) */
 int sweep_checks_all(size_t count, size_t wcount)
 {
 	return 40 * 2 + 4 + 40 + 1 + (wcount != count ? 2 : 0) + 1;
