@@ -78,9 +78,22 @@ int64_t ref_val(ncclDataType_t t, ncclRedOp_t op, size_t i)
 	return acc;
 }
 
+/* FNV-1a's step over 8-byte words (then bytes for the tail), each step
+ * mixed down by a shift: every step is a bijection of h, so buffers that
+ * differ in one word never hash alike. A word at a time: the checks of a
+ * fault test hash every result, and a byte at a time (instrumented, in the
+ * ASan stage) was a tenth of the harness's CPU. */
 uint64_t fnv(uint64_t h, const uint8_t *p, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		uint64_t w;
+		memcpy(&w, p + i, 8);
+		h = (h ^ w) * 0x100000001b3ull;
+		h ^= h >> 31;
+	}
+	for (; i < n; i++)
 		h = (h ^ p[i]) * 0x100000001b3ull;
 	return h;
 }

@@ -4,6 +4,7 @@
 #include "harness.h"
 
 #include <dlfcn.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -525,8 +526,8 @@ ncclResult_t c_ireducescatter_rc(void *cc, void *send, void *recv, size_t bpr, s
  * starve it. */
 static long poll_us(void)
 {
-	static long v = -1;
-	if (v < 0) {
+	static long v = LONG_MIN; /* not decided yet (nap and spin are negative) */
+	if (v == LONG_MIN) {
 		const char *e = getenv("SUMCAST_HARNESS_POLL_US");
 		long ncpu = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
 		v = e && !strcmp(e, "yield") ? 0
