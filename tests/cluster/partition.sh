@@ -11,9 +11,12 @@
 #      cannot reach it, nodes 0-2 still can;
 #   2. aggregator 0's route to node 3 is cut instead: results of aggregator 0 reach nodes 0-2
 #      but not node 3, so node 3 must be given them by the others (--expect-copies);
-#   3. the same at collective 296 of 300: the fault, the agreement and the copies come while
+#   3. the same at collective 296 of 300: the fault, the agreement and the repair come while
 #      the nodes finish their last collectives and close (the harness closes right after its
-#      last request, as NCCL's teardown does; no request may run in a later epoch);
+#      last request, as NCCL's teardown does; no request may run in a later epoch). Copies
+#      or redone chunks: which the victim lacks depends on how much of its last data reached
+#      the aggregator before the cut (its TCP window fills without acks), and with 4
+#      collectives left either may be all there is (one suite run in five had no copy);
 #   4. case 2 with reduce-scatter windows only (owner-only results): what the victim
 #      owns and lacks is recomputed from the contributions the other nodes kept after their
 #      requests completed (--expect-kept).
@@ -108,11 +111,11 @@ if [[ $MODE == flat ]]; then
     "ip netns exec $(sc_ns_a 0) ip route add blackhole $(sc_ip_w 0)/32" \
     "ip netns exec $(sc_ns_a 0) ip route del blackhole $(sc_ip_w 0)/32" \
     --small-rs --expect-kept
-  # 3. the same at the end: the others are closing when the victim needs them
+  # 3. the same at the end: the others are closing when the victim needs them (the harness
+  #    wants something repaired; copies or redone chunks, above)
   run_case aggregator-side-late 296 "$victim" \
     "ip netns exec $(sc_ns_a 0) ip route add blackhole $(sc_ip_w $victim)/32" \
-    "ip netns exec $(sc_ns_a 0) ip route del blackhole $(sc_ip_w $victim)/32" \
-    --expect-copies
+    "ip netns exec $(sc_ns_a 0) ip route del blackhole $(sc_ip_w $victim)/32"
 elif [[ $MODE == heal ]]; then
   # h1. node 3 cannot reach aggregator 0, then can again
   run_case heal-node-side 100 "$victim" \
