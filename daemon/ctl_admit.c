@@ -52,30 +52,32 @@ static uint32_t lanes_pick(const struct daemon *d, const struct wire_join *w, ui
 	return want;
 }
 
-void admit_join(struct conn *c, const struct wire_join *w)
+/* The refusals any JOIN meets before its job is looked up: a second JOIN
+ * on the connection, a daemon shutting down, a tag that does not match,
+ * another provider, an address the data endpoints refuse. true: refused
+ * (the answer sent). */
+static bool join_refused(struct conn *c, const struct wire_join *w)
 {
 	struct daemon *d = c->d;
-	const struct settings *cfg = &d->cfg;
-	struct job *j;
 
 	if (c->state != CONN_HELLO) {
 		conn_refuse(c, WIRE_E_MALFORMED, "this connection already joined job 0x%" PRIx64
 			    "; one connection per rank", c->job ? c->job->id : 0);
-		return;
+		return true;
 	}
 	if (d->draining) {
 		conn_refuse(c, WIRE_E_SHUTDOWN, "daemon is shutting down");
-		return;
+		return true;
 	}
 	if (d->key_len && wire_join_verify(d->key, d->key_len, c->nonce, w)) {
 		conn_refuse(c, WIRE_E_AUTH, "job 0x%" PRIx64 " rank %u: authentication tag does not match",
 			    w->job_id, w->rank);
-		return;
+		return true;
 	}
 	if (!fabric_provider_same(w->provider, d->provider)) {
 		conn_refuse(c, WIRE_E_PROVIDER, "daemon's data endpoints use provider %s, request says %s",
 			    d->provider, w->provider);
-		return;
+		return true;
 	}
 	/* Before anything is inserted anywhere: every data thread's endpoint
 	 * has the same provider and address format. */
@@ -86,132 +88,164 @@ void admit_join(struct conn *c, const struct wire_join *w)
 			    "(this daemon's %s endpoints take %s addresses)",
 			    w->rank, w->addr_len, why, fabric_provider(f0),
 			    fi_tostr(&f0->info->addr_format, FI_TYPE_ADDR_FORMAT));
-		return;
+		return true;
 	}
-	j = job_find(d, w->job_id);
-	uint32_t asked = w->weight ? w->weight : 1; /* none sent (version < 4): 1 */
-	if (!j) {
-		/* the decision (common/admit.c, which sumcastctl plan takes too):
-		 * the grant, then seal room, max-jobs, memory share, budget and
-		 * a data thread's receive queue, in that order ([data] threads
-		 * is at most 256: daemon/settings.c) */
-		uint64_t rx_free[256];
-		uint32_t thread_jobs[256];
-		struct admit_limits lim;
-		struct admit_load load;
-		struct admit_ask ask = {
-			.nranks = w->nranks,
-			.window = w->window,
-			.chunk = w->chunk_bytes,
-			.weight = asked,
-			.has16 = (w->dtype_mask & MASK16) != 0,
-			.unicast = (w->flags & WIRE_JOIN_F_UNICAST) != 0,
-			.one_lane = c->ver < WIRE_LANES_VERSION,
-		};
-		struct admit_verdict v;
+	return false;
+}
 
-		job_admit_state(d, &lim, &load, rx_free, thread_jobs);
-		admit_decide(&lim, &load, &ask, &v);
-		uint32_t window = v.window, chunk = v.chunk, weight = v.weight;
-		uint32_t timeout = (uint32_t)cfg->timeout_ms;
-		bool has16 = ask.has16;
-		uint64_t mem = v.mem_bytes;
+/* A refusing verdict said to the joining rank, with the values that
+ * decided it. true: refused. */
+static bool verdict_refused(struct conn *c, const struct wire_join *w, const struct admit_verdict *v,
+			    bool has16)
+{
+	const struct daemon *d = c->d;
+	const struct settings *cfg = &d->cfg;
 
-		if (w->timeout_ms && w->timeout_ms < timeout)
-			timeout = w->timeout_ms;
-		switch (v.rule) {
-		case ADMIT_OK:
-			break;
-		case ADMIT_SEALED_CHUNK:
-			conn_refuse(c, WIRE_E_PARAMS, "job 0x%" PRIx64 ": chunk %u cannot carry sealed data "
-				    "(this daemon has a key: %u bytes of each chunk hold the seal)",
-				    w->job_id, chunk, JOB_SEAL_ROOM);
-			return;
-		case ADMIT_MAX_JOBS:
-			conn_refuse(c, WIRE_E_TOO_MANY_JOBS, "daemon serves %u jobs, max-jobs is %lld",
-				    d->njobs_live, (long long)cfg->max_jobs);
-			return;
-		case ADMIT_MEMORY_SHARE:
-			conn_refuse(c, WIRE_E_MEMORY,
-				    "job 0x%" PRIx64 " needs %" PRIu64 " bytes (window %u x chunk %u x (%u ranks + %u) + %" PRIu64
-				    " bookkeeping), more than max-memory-share %g of the %" PRIu64 " byte budget (%" PRIu64 ")",
-				    w->job_id, mem, window, chunk, w->nranks, has16 ? 2 : 1, v.book_bytes,
-				    cfg->max_memory_share, (uint64_t)cfg->memory_budget, v.share_bytes);
-			return;
-		case ADMIT_MEMORY_BUDGET:
-			conn_refuse(c, WIRE_E_MEMORY,
-				    "job 0x%" PRIx64 " needs %" PRIu64 " bytes (window %u x chunk %u x (%u ranks + %u) + %" PRIu64
-				    " bookkeeping), %" PRIu64 " of the %" PRIu64 " byte budget are free",
-				    w->job_id, mem, window, chunk, w->nranks, has16 ? 2 : 1, v.book_bytes,
-				    v.budget_free, (uint64_t)cfg->memory_budget);
-			return;
-		case ADMIT_RECEIVE_QUEUE:
-			conn_refuse(c, WIRE_E_MEMORY,
-				    "job 0x%" PRIx64 " posts %" PRIu64 " receives (window %u x %u ranks); no data thread's receive queue has room (at most %" PRIu64 " of %" PRIu64 " free: [data] threads, or the provider's queue size, FI_OFI_RXM_RX_SIZE / FI_SHM_RX_SIZE)",
-				    w->job_id, v.recvs, window, w->nranks, v.rx_room, d->threads[0].rx_queue);
-			return;
-		}
-		uint64_t recvs = v.recvs;
-		struct dthread *ts[WIRE_LANES_MAX];
-		uint32_t lanes = lanes_pick(d, w, v.lanes, window, v.mc, v.thread, ts);
-		j = job_create(d, w, ts, lanes, window, chunk, timeout, has16);
-		if (!j) {
-			conn_refuse(c, WIRE_E_MEMORY, "job 0x%" PRIx64 ": could not allocate %" PRIu64 " bytes",
-				    w->job_id, mem);
-			return;
-		}
-		j->weight = (uint16_t)weight;
-		j->req_weight = (uint16_t)asked;
-		memcpy(j->label, w->label, sizeof(j->label));
-		char capped[96] = "", where[96];
-		if (lanes > 1)
-			snprintf(where, sizeof(where), "%u data threads from %u (job-threads)", lanes,
-				 j->thread->index);
+	switch (v->rule) {
+	case ADMIT_OK:
+		return false;
+	case ADMIT_SEALED_CHUNK:
+		conn_refuse(c, WIRE_E_PARAMS, "job 0x%" PRIx64 ": chunk %u cannot carry sealed data "
+			    "(this daemon has a key: %u bytes of each chunk hold the seal)",
+			    w->job_id, v->chunk, JOB_SEAL_ROOM);
+		break;
+	case ADMIT_MAX_JOBS:
+		conn_refuse(c, WIRE_E_TOO_MANY_JOBS, "daemon serves %u jobs, max-jobs is %lld",
+			    d->njobs_live, (long long)cfg->max_jobs);
+		break;
+	case ADMIT_MEMORY_SHARE:
+	case ADMIT_MEMORY_BUDGET: {
+		char need[192];
+		snprintf(need, sizeof(need), "job 0x%" PRIx64 " needs %" PRIu64 " bytes (window %u x chunk %u x "
+			 "(%u ranks + %u) + %" PRIu64 " bookkeeping)", w->job_id, v->mem_bytes, v->window,
+			 v->chunk, w->nranks, has16 ? 2 : 1, v->book_bytes);
+		if (v->rule == ADMIT_MEMORY_SHARE)
+			conn_refuse(c, WIRE_E_MEMORY, "%s, more than max-memory-share %g of the %" PRIu64
+				    " byte budget (%" PRIu64 ")", need, cfg->max_memory_share,
+				    (uint64_t)cfg->memory_budget, v->share_bytes);
 		else
-			snprintf(where, sizeof(where), "data thread %u", j->thread->index);
-		if (window < v.asked_window || chunk < v.asked_chunk)
-			snprintf(capped, sizeof(capped), " (%s: window %u and chunk %u asked)",
-				 v.mc_capped ? "multicast-inflight" : "max-inflight", v.asked_window, v.asked_chunk);
-		SC_INFO("job 0x%" PRIx64 "%s%s%s: handle %u, %u ranks, window %u (weight %u%s), chunk %u%s, types 0x%x, "
-			"timeout %u ms, %" PRIu64 " bytes, %" PRIu64 " receives posted, %s",
-			j->id, j->label[0] ? " (" : "", j->label, j->label[0] ? ")" : "",
-			j->handle, j->nranks, j->window, j->weight,
-			asked > weight ? ", capped by max-weight" : "", j->chunk, capped, j->dtype_mask,
-			j->timeout_ms, job_sum_mem(j), recvs, where);
-	} else {
-		if (w->nranks != j->nranks) {
-			conn_refuse_job(c, WIRE_E_NRANKS, "the job has another number of ranks",
-					"job 0x%" PRIx64 " has %u ranks, request says %u", j->id, j->nranks,
-					w->nranks);
-			return;
-		}
-		if (w->chunk_bytes != j->req_chunk || w->window != j->req_window ||
-		    w->dtype_mask != j->dtype_mask || w->flags != j->flags ||
-		    w->timeout_ms != j->req_timeout_ms || asked != j->req_weight) {
-			conn_refuse_job(c, WIRE_E_PARAMS, "the job was joined with other parameters",
-					"job 0x%" PRIx64 " was joined with chunk %u window %u types 0x%x flags 0x%x timeout %u ms weight %u, request says chunk %u window %u types 0x%x flags 0x%x timeout %u ms weight %u",
-					j->id, j->req_chunk, j->req_window, j->dtype_mask, j->flags,
-					j->req_timeout_ms, j->req_weight, w->chunk_bytes, w->window, w->dtype_mask,
-					w->flags, w->timeout_ms, asked);
-			return;
-		}
-		if (j->lanes > 1 && c->ver < WIRE_LANES_VERSION) {
-			conn_refuse(c, WIRE_E_VERSION, "job 0x%" PRIx64 " is spread over %u data threads of "
-				    "this daemon, which its ranks address in protocol %u; this rank speaks %u",
-				    j->id, j->lanes, WIRE_LANES_VERSION, c->ver);
-			return;
-		}
-		if (j->state != JOB_JOINING || j->joined == j->nranks) {
-			conn_refuse_job(c, WIRE_E_JOB_FULL, "the job has all its ranks",
-					"job 0x%" PRIx64 " already has all %u ranks", j->id, j->nranks);
-			return;
-		}
-		if (j->ranks[w->rank].state != RANK_NONE) {
-			conn_refuse(c, WIRE_E_RANK_TAKEN, "rank %u of job 0x%" PRIx64 " is already taken",
-				    w->rank, j->id);
-			return;
-		}
+			conn_refuse(c, WIRE_E_MEMORY, "%s, %" PRIu64 " of the %" PRIu64 " byte budget are free",
+				    need, v->budget_free, (uint64_t)cfg->memory_budget);
+		break;
 	}
+	case ADMIT_RECEIVE_QUEUE:
+		conn_refuse(c, WIRE_E_MEMORY,
+			    "job 0x%" PRIx64 " posts %" PRIu64 " receives (window %u x %u ranks); no data thread's receive queue has room (at most %" PRIu64 " of %" PRIu64 " free: [data] threads, or the provider's queue size, FI_OFI_RXM_RX_SIZE / FI_SHM_RX_SIZE)",
+			    w->job_id, v->recvs, v->window, w->nranks, v->rx_room, d->threads[0].rx_queue);
+		break;
+	}
+	return true;
+}
+
+/* The log line of a job created: what it was granted, and where. */
+static void job_created_log(const struct job *j, const struct admit_verdict *v, uint32_t asked)
+{
+	char capped[96] = "", where[96];
+
+	if (j->lanes > 1)
+		snprintf(where, sizeof(where), "%u data threads from %u (job-threads)", j->lanes,
+			 j->thread->index);
+	else
+		snprintf(where, sizeof(where), "data thread %u", j->thread->index);
+	if (v->window < v->asked_window || v->chunk < v->asked_chunk)
+		snprintf(capped, sizeof(capped), " (%s: window %u and chunk %u asked)",
+			 v->mc_capped ? "multicast-inflight" : "max-inflight", v->asked_window, v->asked_chunk);
+	SC_INFO("job 0x%" PRIx64 "%s%s%s: handle %u, %u ranks, window %u (weight %u%s), chunk %u%s, types 0x%x, "
+		"timeout %u ms, %" PRIu64 " bytes, %" PRIu64 " receives posted, %s",
+		j->id, j->label[0] ? " (" : "", j->label, j->label[0] ? ")" : "",
+		j->handle, j->nranks, j->window, j->weight,
+		asked > v->weight ? ", capped by max-weight" : "", j->chunk, capped, j->dtype_mask,
+		j->timeout_ms, job_sum_mem(j), v->recvs, where);
+}
+
+/* A job's first JOIN: the decision (common/admit.c, which sumcastctl plan
+ * takes too: the grant, then seal room, max-jobs, memory share, budget and
+ * a data thread's receive queue, in that order), and the job created on
+ * the lanes picked. NULL: refused (the answer sent). */
+static struct job *join_create(struct conn *c, const struct wire_join *w, uint32_t asked)
+{
+	struct daemon *d = c->d;
+	uint64_t rx_free[256]; /* [data] threads is at most 256: daemon/settings.c */
+	uint32_t thread_jobs[256];
+	struct admit_limits lim;
+	struct admit_load load;
+	struct admit_ask ask = {
+		.nranks = w->nranks,
+		.window = w->window,
+		.chunk = w->chunk_bytes,
+		.weight = asked,
+		.has16 = (w->dtype_mask & MASK16) != 0,
+		.unicast = (w->flags & WIRE_JOIN_F_UNICAST) != 0,
+		.one_lane = c->ver < WIRE_LANES_VERSION,
+	};
+	struct admit_verdict v;
+
+	job_admit_state(d, &lim, &load, rx_free, thread_jobs);
+	admit_decide(&lim, &load, &ask, &v);
+	if (verdict_refused(c, w, &v, ask.has16))
+		return NULL;
+	uint32_t timeout = (uint32_t)d->cfg.timeout_ms;
+	if (w->timeout_ms && w->timeout_ms < timeout)
+		timeout = w->timeout_ms;
+	struct dthread *ts[WIRE_LANES_MAX];
+	uint32_t lanes = lanes_pick(d, w, v.lanes, v.window, v.mc, v.thread, ts);
+	struct job *j = job_create(d, w, ts, lanes, v.window, v.chunk, timeout, ask.has16);
+	if (!j) {
+		conn_refuse(c, WIRE_E_MEMORY, "job 0x%" PRIx64 ": could not allocate %" PRIu64 " bytes",
+			    w->job_id, v.mem_bytes);
+		return NULL;
+	}
+	j->weight = (uint16_t)v.weight;
+	j->req_weight = (uint16_t)asked;
+	memcpy(j->label, w->label, sizeof(j->label));
+	job_created_log(j, &v, asked);
+	return j;
+}
+
+/* A later JOIN of job j: the shape its first rank asked for, a protocol
+ * that can address its lanes, a rank free. false: refused (the answer
+ * sent). */
+static bool join_fits(struct conn *c, const struct wire_join *w, const struct job *j, uint32_t asked)
+{
+	if (w->nranks != j->nranks) {
+		conn_refuse_job(c, WIRE_E_NRANKS, "the job has another number of ranks",
+				"job 0x%" PRIx64 " has %u ranks, request says %u", j->id, j->nranks,
+				w->nranks);
+		return false;
+	}
+	if (w->chunk_bytes != j->req_chunk || w->window != j->req_window ||
+	    w->dtype_mask != j->dtype_mask || w->flags != j->flags ||
+	    w->timeout_ms != j->req_timeout_ms || asked != j->req_weight) {
+		conn_refuse_job(c, WIRE_E_PARAMS, "the job was joined with other parameters",
+				"job 0x%" PRIx64 " was joined with chunk %u window %u types 0x%x flags 0x%x timeout %u ms weight %u, request says chunk %u window %u types 0x%x flags 0x%x timeout %u ms weight %u",
+				j->id, j->req_chunk, j->req_window, j->dtype_mask, j->flags,
+				j->req_timeout_ms, j->req_weight, w->chunk_bytes, w->window, w->dtype_mask,
+				w->flags, w->timeout_ms, asked);
+		return false;
+	}
+	if (j->lanes > 1 && c->ver < WIRE_LANES_VERSION) {
+		conn_refuse(c, WIRE_E_VERSION, "job 0x%" PRIx64 " is spread over %u data threads of "
+			    "this daemon, which its ranks address in protocol %u; this rank speaks %u",
+			    j->id, j->lanes, WIRE_LANES_VERSION, c->ver);
+		return false;
+	}
+	if (j->state != JOB_JOINING || j->joined == j->nranks) {
+		conn_refuse_job(c, WIRE_E_JOB_FULL, "the job has all its ranks",
+				"job 0x%" PRIx64 " already has all %u ranks", j->id, j->nranks);
+		return false;
+	}
+	if (j->ranks[w->rank].state != RANK_NONE) {
+		conn_refuse(c, WIRE_E_RANK_TAKEN, "rank %u of job 0x%" PRIx64 " is already taken",
+			    w->rank, j->id);
+		return false;
+	}
+	return true;
+}
+
+/* Rank w->rank of job j is c's: every lane's data thread told to add it
+ * (admit_rank_added answers once they have). */
+static void join_add_rank(struct conn *c, const struct wire_join *w, struct job *j)
+{
 	if (!j->label[0] && w->label[0]) /* the first rank came without one */
 		memcpy(j->label, w->label, sizeof(j->label));
 	struct job_rank *jr = &j->ranks[w->rank];
@@ -239,6 +273,18 @@ void admit_join(struct conn *c, const struct wire_join *w)
 		lr->cmd_add.rank = w->rank;
 		dthread_cmd(l->thread, &lr->cmd_add);
 	}
+}
+
+void admit_join(struct conn *c, const struct wire_join *w)
+{
+	uint32_t asked = w->weight ? w->weight : 1; /* none sent (version < 4): 1 */
+
+	if (join_refused(c, w))
+		return;
+	struct job *j = job_find(c->d, w->job_id);
+	if (j ? !join_fits(c, w, j, asked) : !(j = join_create(c, w, asked)))
+		return;
+	join_add_rank(c, w, j);
 }
 
 void admit_rank_added(struct daemon *d, struct dcmd *ev)
