@@ -117,6 +117,7 @@ int main(void)
 	CHECK(sd_log_has(&d, "stopped"), "no clean stop logged");
 	for (int i = 0; i < 2; i++)
 		trank_close(&a[i]);
+	sd_cleanup(&d); /* its folder (kept when a check failed) before the next daemon */
 
 	/* SIGTERM with nothing in flight exits at once, status 0: with a
 	 * drain-timeout of 60 s, "at once" is anything well below it. */

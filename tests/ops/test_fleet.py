@@ -20,6 +20,7 @@ Usage: test_fleet.py SUMCASTD SC_JOBGEN SUMCASTCTL
 Exit 0 pass, 1 fail, 77 skip."""
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -191,4 +192,8 @@ finally:
 if job and job.returncode != 0 and not fails:
     print("note: sc_jobgen exit %d (a daemon was killed under it)" % job.returncode)
 print("fleet: %d failed" % len(fails))
+if fails:
+    print("fleet: the daemons' and sc_jobgen's logs are in %s" % tmp)
+else:
+    shutil.rmtree(tmp, ignore_errors=True)
 sys.exit(1 if fails else 0)

@@ -17,6 +17,7 @@ when it does not.
 usage: test_perf.py SUMCAST_PERF_TCP PLUGIN SUMCASTD"""
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -142,6 +143,7 @@ def main():
     finally:
         for d in ds:
             daemon_http.stop(d)
+    shutil.rmtree(tmp, ignore_errors=True)  # kept, with the daemons' logs, when a check failed
     return 0
 
 
