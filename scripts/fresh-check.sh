@@ -11,10 +11,11 @@
 #   --keep      leave the root (unmounted) for a look; its path is printed
 #   --tail N    lines of each log to print (40)
 # Needs root, the Debian mirror this host's apt uses, ~6 GB under /var/tmp
-# (SUMCAST_FRESH_DIR to put it elsewhere). About 15 min on 2 cores with a
-# near mirror (debootstrap 30 s, demo 1-2 min with its packages, test.sh
-# 12 min with its packages and the ASan stage). Only committed work is
-# checked: the clone is of HEAD.
+# (SUMCAST_FRESH_DIR to put it elsewhere). About 10 min on 2 cores with a
+# near mirror (debootstrap 30 s, demo 1 min with its packages, test.sh
+# 8-9 min with its packages and the ASan stage; the libfabric 2.6 stage
+# skips, shared/vendor/ not being beside the clone). Only committed work
+# is checked: the clone is of HEAD.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 logs="" keep=0 ntail=40
