@@ -26,11 +26,23 @@ static struct fabric *ep_open(const char *prov)
 	return f;
 }
 
+/* per provider: the endpoint whose AV takes the input, and a peer whose
+ * (good) address must go in after it */
+static struct fabric *eps[2][2];
+
+/* At exit (libFuzzer's end of -max_total_time, the replay's end): the
+ * endpoints closed, so that shm's regions (/dev/shm/<pid>:*) go with them
+ * instead of staying behind a process that is gone. */
+static void eps_close(void)
+{
+	for (int k = 0; k < 2; k++)
+		for (int i = 0; i < 2; i++)
+			if (eps[k][i])
+				fabric_close(eps[k][i]);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	/* per provider: the endpoint whose AV takes the input, and a peer
-	 * whose (good) address must go in after it */
-	static struct fabric *eps[2][2];
 	const char *why = NULL;
 	fi_addr_t a;
 
@@ -38,6 +50,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	unsigned k = data[0] & 1;
 	if (!eps[k][0]) {
+		if (!eps[!k][0])
+			atexit(eps_close);
 		eps[k][0] = ep_open(k ? "shm" : "tcp;ofi_rxm");
 		eps[k][1] = ep_open(k ? "shm" : "tcp;ofi_rxm");
 	}
