@@ -512,9 +512,17 @@ static void test_params(void **state)
 static void test_unreachable(void **state)
 {
 	(void)state;
-	uint16_t port;
-	int fd = listen_any(&port);
-	close(fd); /* nobody listens there now */
+	/* A port bound and kept, never listened on: a connection is refused,
+	 * and no other process can take the port meanwhile (a port closed
+	 * here was, once, by another test's listener under ctest -j: its
+	 * connection then waited for a HELLO that never came). */
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t l = sizeof(sa);
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &l), 0);
+	uint16_t port = ntohs(sa.sin_port);
 	char agg[64], want[128];
 	snprintf(agg, sizeof(agg), "127.0.0.1:%u", port);
 	const char *aggs[] = { agg };
@@ -533,6 +541,7 @@ static void test_unreachable(void **state)
 	int x;
 	assert_int_equal(client_allreduce(c, &x, &x, 1, SC_I32, SC_OP_SUM, NULL, NULL, &r), -EPIPE);
 	client_destroy(c);
+	close(fd);
 }
 
 /* want: what the error must contain after "<host:port>". */
