@@ -281,6 +281,18 @@ static size_t tile_diff(const uint8_t *buf, const uint8_t *period, size_t es, si
 	return i;
 }
 
+/* The reference of job j's allreduce or reduce-scatter result from global
+ * element first on, one period of it (element first + q at q): every
+ * node's inputs reduced, shifted as job_fill shifted them. */
+static void ref_period(const struct job *j, size_t first, uint8_t *period)
+{
+	int64_t k = job_shift(j);
+
+	for (size_t q = 0; q < PERIOD; q++)
+		put(j->t, period, q, ref_val(j->t, j->op, (first + q) % PERIOD + j->salt) +
+					     (j->op == ncclSum ? opt.nranks * k : k));
+}
+
 /* The allgather's byte at global offset g of job j: a byte from the wrong
  * place or node shows. */
 static uint8_t ag_byte(const struct job *j, size_t g)
@@ -349,11 +361,8 @@ static bool window_check(const struct job *j, uint64_t n, uint64_t *hash)
 		*hash += fnv(0xcbf29ce484222325ull ^ (n * 0x9E3779B97F4A7C15ull), j->gbuf, total);
 	} else {
 		/* this node's element i is global element my_rank * count + i */
-		int64_t k = job_shift(j);
 		uint8_t period[PERIOD * 8];
-		for (size_t q = 0; q < PERIOD; q++)
-			put(j->t, period, q, ref_val(j->t, j->op, ((size_t)my_rank * j->count + q) % PERIOD + j->salt) +
-						     (j->op == ncclSum ? opt.nranks * k : k));
+		ref_period(j, (size_t)my_rank * j->count, period);
 		size_t i = tile_diff(j->obuf, period, j->es, j->count);
 		if (i < j->count) {
 			fprintf(stderr, "[rank %d] %s %" PRIu64 " (%s %s x %zu per node%s): element %zu "
@@ -378,9 +387,7 @@ static bool job_check(const struct job *j, uint64_t n, uint64_t *hash)
 	if (j->coll != J_ALLREDUCE)
 		return window_check(j, n, hash);
 
-	int64_t k = job_shift(j);
-	for (size_t i = 0; i < PERIOD; i++)
-		put(j->t, period, i, ref_val(j->t, j->op, i + j->salt) + (j->op == ncclSum ? opt.nranks * k : k));
+	ref_period(j, 0, period);
 	size_t i = tile_diff(j->recv, period, j->es, j->count);
 	if (i < j->count) {
 		size_t last = i, bad = 0;

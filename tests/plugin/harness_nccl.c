@@ -515,6 +515,15 @@ ncclResult_t c_ireducescatter_rc(void *cc, void *send, void *recv, size_t bpr, s
 	return rc;
 }
 
+/* CPUs online (asked once). */
+static long ncpus(void)
+{
+	static long n;
+	if (!n)
+		n = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
+	return n;
+}
+
 /* SUMCAST_HARNESS_POLL_US: sleep this long after a test() that found
  * nothing done ("yield": never, as NCCL's proxy thread, which yields when
  * it finds nothing to do; "spin": never, not even yielding; default 0: spin, yielding when there are more ranks than 2;
@@ -529,12 +538,11 @@ static long poll_us(void)
 	static long v = LONG_MIN; /* not decided yet (nap and spin are negative) */
 	if (v == LONG_MIN) {
 		const char *e = getenv("SUMCAST_HARNESS_POLL_US");
-		long ncpu = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
 		v = e && !strcmp(e, "yield") ? 0
 		    : e && !strcmp(e, "spin") ? -3
 		    : e && !strcmp(e, "nap")  ? -2
 		    : e && atol(e) > 0	     ? atol(e)
-		    : opt.nranks * opt.heads > 8 * ncpu ? -2 : 0;
+		    : opt.nranks * opt.heads > 8 * ncpus() ? -2 : 0;
 	}
 	return v;
 }
@@ -545,10 +553,7 @@ static long poll_us(void)
  * 8-byte allreduce took 5-7 ms instead of tens of us). */
 bool harness_oversubscribed(void)
 {
-	static long ncpu;
-	if (!ncpu)
-		ncpu = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
-	return poll_us() != -3 && opt.nranks * opt.heads + opt.naggs > ncpu;
+	return poll_us() != -3 && opt.nranks * opt.heads + opt.naggs > ncpus();
 }
 
 void harness_idle(unsigned *nap, bool moved)
