@@ -82,19 +82,25 @@ static const char *provider(void)
 	return p && *p ? p : "tcp";
 }
 
-static int listen_any(uint16_t *port)
+/* A TCP socket on a free loopback port (*port), listening or only bound:
+ * a port bound and never listened on refuses connections, and no other
+ * process can take it while the socket is open (no SO_REUSEADDR then). */
+static int tcp_bound(uint16_t *port, bool listening)
 {
-	int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t l = sizeof(sa);
 	assert_true(fd >= 0);
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (listening)
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	assert_int_equal(listen(fd, 8), 0);
+	if (listening)
+		assert_int_equal(listen(fd, 8), 0);
 	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &l), 0);
 	*port = ntohs(sa.sin_port);
 	return fd;
 }
+
 
 static int send_msg(int fd, const struct wire_msg *m, bool dribble)
 {
@@ -366,7 +372,7 @@ static void fake_start(struct fake *f, enum fake_mode mode, const uint8_t *key)
 	f->mode = mode;
 	f->key = key;
 	f->key_len = key ? strlen((const char *)key) : 0;
-	f->lfd = listen_any(&f->port);
+	f->lfd = tcp_bound(&f->port, true);
 	assert_int_equal(pthread_create(&f->th, NULL, fake_main, f), 0);
 }
 
@@ -512,17 +518,11 @@ static void test_params(void **state)
 static void test_unreachable(void **state)
 {
 	(void)state;
-	/* A port bound and kept, never listened on: a connection is refused,
-	 * and no other process can take the port meanwhile (a port closed
-	 * here was, once, by another test's listener under ctest -j: its
+	/* A port bound and kept, never listened on (a port closed here was,
+	 * once, taken by another test's listener under ctest -j: the
 	 * connection then waited for a HELLO that never came). */
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t l = sizeof(sa);
-	assert_true(fd >= 0);
-	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &l), 0);
-	uint16_t port = ntohs(sa.sin_port);
+	uint16_t port;
+	int fd = tcp_bound(&port, false);
 	char agg[64], want[128];
 	snprintf(agg, sizeof(agg), "127.0.0.1:%u", port);
 	const char *aggs[] = { agg };
