@@ -162,7 +162,9 @@ static int parse_type(const char *s, ncclDataType_t *out)
 }
 
 #define BENCH_MAX 6
-#define BENCH_ROUNDS_MAX 2000
+/* Enough for bench/latency-profile's window on a quiet host (8 bytes, N = 4:
+ * ~1.3 ms a round, 2,000 rounds were 2.6 s). */
+#define BENCH_ROUNDS_MAX 20000
 /* Modes: ring, agg, auto by default; --variant NAME=SPLIT[@PLUGIN] (repeated)
  * replaces them, e.g. to compare two builds of the plugin in one run, where
  * the machine's load hits both alike. SPLIT 0 means no aggregators. */
@@ -538,7 +540,7 @@ void run_bench(void)
 		for (int m = 0; m < BENCH_MODES + with_rtt; m++) {
 			if (m < BENCH_MODES && !inst[m].on)
 				continue;
-			double tmp[BENCH_ROUNDS_MAX];
+			static double tmp[BENCH_ROUNDS_MAX];
 			for (int i = 0; i < nr; i++) {
 				tmp[i] = samples[m][i];
 				mean[m] += tmp[i] / nr;
