@@ -21,6 +21,10 @@
 # the CollNet path, which the tuner may rule out on one host's links); mode
 # tuner4 is collnet4 with it on: results right, the tuner's line logged for
 # 4 nodes, and which algorithms NCCL then took is reported (not judged).
+# Last, bench/cores on the machine's cores (no GPU in it): one job's ingest
+# over 1-8 data threads and the 8-byte allreduce with a core per process,
+# what the project's 2-core host cannot show (reported; a failed run or a
+# wrong sum fails).
 #
 #   tests/gpu/run.sh DIR OUT
 #
@@ -100,4 +104,7 @@ if [[ -x $D/gpusum ]]; then
   timeout 120 "$D/gpusum" --reps 20 >"$OUT/gpusum.txt" 2>&1 || { echo "gpusum failed"; rc=1; }
   cat "$OUT/gpusum.txt"
 fi
+echo "=== bench/cores"
+timeout 300 "$HERE/../../bench/cores" "$D" >"$OUT/cores.txt" 2>&1 || { echo "bench/cores failed"; rc=1; }
+cat "$OUT/cores.txt"
 exit $rc
