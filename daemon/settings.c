@@ -92,8 +92,9 @@ const struct cfg_entry settings_table[] = {
 	{ "data", "job-threads", CFG_INT, "0",
 	  "Data threads one job is spread over (its lanes: slot s on lane s % lanes, each lane's "
 	  "endpoint named in JOIN_OK, protocol 7); 0: every data thread, at most 8. A multicast job, "
-	  "or one whose first rank speaks protocol 6 or older, stays on one",
-	  S(job_threads), 0, 256, false },
+	  "or one whose first rank speaks protocol 6 or older, stays on one. A reload applies to jobs "
+	  "created after it",
+	  S(job_threads), 0, 256, true },
 	{ "data", "cpus", CFG_STRING, "",
 	  "CPUs to pin data threads to, e.g. \"2,3\" or \"4-7\" (thread i gets the i-th, round robin); empty: no pinning",
 	  S(cpus), 0, 0, false },

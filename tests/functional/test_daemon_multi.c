@@ -11,7 +11,8 @@
  *            one whose ranks join in protocol 6 (one lane: they cannot
  *            address more), all sums right; a protocol 6 rank joining a
  *            job of 2 lanes is refused (version); then job-threads = 1:
- *            two jobs, one lane each, one on each thread.
+ *            two jobs, one lane each, one on each thread; reloaded
+ *            (SIGHUP) to job-threads = 0, the next job has 2 lanes.
  *   eagain   the daemon's rxm tx queue shrunk to 8 entries
  *            (FI_OFI_RXM_TX_SIZE=8 in its environment) under a job of 8
  *            ranks x window 8: result sends are refused with -FI_EAGAIN for
@@ -426,6 +427,23 @@ static void mode_lanes(void)
 	jobs_run(js, 2);
 	for (int k = 0; k < 2; k++)
 		job_leave(&js[k]);
+	/* job-threads is reloadable: back to 0 (every thread), a new job has 2 lanes */
+	CHECK(sd_write_conf(&d, "[data]\nthreads = 2\n[job]\nmemory-budget = 256M\n") == 0,
+	      "rewrite config");
+	kill(d.pid, SIGHUP);
+	CHECK(sd_wait_log(&d, "data.job-threads: 1 -> 0", 0, NULL, 0, 5000),
+	      "job-threads 1 -> 0 not applied on SIGHUP");
+	CHECK(!sd_log_has(&d, "job-threads: 1 -> 0 needs a restart"), "job-threads needed a restart");
+	want_window = 4;
+	CHECK(job_join(&js[0], 0xb06, 2, 30, CHUNK) == 0, "joining a job after the reload failed");
+	CHECK(sd_http(&d, "/stats", st, sizeof(st)) == 200, "/stats");
+	CHECK(stats_lanes(st, js[0].rk[0].handle) == 2 && js[0].rk[0].lanes == 2,
+	      "after the reload to job-threads = 0: lanes %d in /stats, %u in JOIN_OK",
+	      stats_lanes(st, js[0].rk[0].handle), js[0].rk[0].lanes);
+	printf("  job-threads 1 -> 0 on SIGHUP: the next job has %d lanes\n",
+	       stats_lanes(st, js[0].rk[0].handle));
+	jobs_run(js, 1);
+	job_leave(&js[0]);
 	CHECK(sd_stop(&d, SIGTERM, 10000) == 0, "exit status after SIGTERM");
 	sd_cleanup(&d);
 }
