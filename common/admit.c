@@ -71,6 +71,32 @@ static int admit_thread(const struct admit_load *load, uint64_t recvs, uint64_t 
 	return best;
 }
 
+/* The job's lanes on distinct data threads, each with room for its own
+ * slots' receives (lane 0, with the most slots, first): the fewest jobs,
+ * ties in turn from load->tie. false: they do not all fit. */
+static bool admit_place(const struct admit_load *load, uint32_t lanes, uint32_t window,
+			uint32_t nranks, bool mc, int *lane_thread)
+{
+	bool used[256] = { false }; /* [data] threads is at most 256: daemon/settings.c */
+	unsigned nt = load->nthreads < 256 ? load->nthreads : 256;
+
+	for (uint32_t k = 0; k < lanes; k++) {
+		uint64_t need = admit_recvs(admit_lane_window(window, k, lanes), nranks, mc);
+		int best = -1;
+		for (unsigned n = 0; n < nt; n++) {
+			unsigned i = (load->tie + n) % nt;
+			if (!used[i] && load->rx_free[i] >= need &&
+			    (best < 0 || load->thread_jobs[i] < load->thread_jobs[best]))
+				best = (int)i;
+		}
+		if (best < 0)
+			return false;
+		used[best] = true;
+		lane_thread[k] = best;
+	}
+	return true;
+}
+
 void admit_decide(const struct admit_limits *lim, const struct admit_load *load,
 		  const struct admit_ask *ask, struct admit_verdict *v)
 {
@@ -101,13 +127,20 @@ void admit_decide(const struct admit_limits *lim, const struct admit_load *load,
 	}
 	v->window = gr.window;
 	v->chunk = gr.chunk;
+	v->recvs = admit_recvs(v->window, ask->nranks, v->mc);
+	/* the lanes where their receives fit, else one lane where the whole
+	 * job's fit (th < 0: nowhere) */
+	int th = admit_thread(load, v->recvs, &v->rx_room);
 	v->lanes = admit_lanes(lim, load->nthreads, v->window, v->mc, ask->one_lane);
+	if (v->lanes > 1 && admit_place(load, v->lanes, v->window, ask->nranks, v->mc, v->lane_thread))
+		th = v->lane_thread[0];
+	else
+		v->lanes = 1;
+	v->lane_recvs = admit_recvs(admit_lane_window(v->window, 0, v->lanes), ask->nranks, v->mc);
 	v->book_bytes = v->lanes * admit_book_bytes(&lim->sizes, v->window, ask->nranks);
 	v->mem_bytes = admit_region_bytes(v->window, v->chunk, ask->nranks, ask->has16, v->mc) + v->book_bytes;
-	v->recvs = admit_recvs(v->window, ask->nranks, v->mc);
 	v->share_bytes = (uint64_t)((double)lim->memory_budget * lim->max_memory_share);
 	v->budget_free = lim->memory_budget > load->mem_used ? lim->memory_budget - load->mem_used : 0;
-	int th = admit_thread(load, v->recvs, &v->rx_room);
 
 	if (lim->sealed && v->chunk <= 2 * ADMIT_SEAL_ROOM)
 		v->rule = ADMIT_SEALED_CHUNK;
@@ -122,5 +155,7 @@ void admit_decide(const struct admit_limits *lim, const struct admit_load *load,
 	else {
 		v->rule = ADMIT_OK;
 		v->thread = th;
+		if (v->lanes == 1)
+			v->lane_thread[0] = th;
 	}
 }

@@ -16,7 +16,8 @@
  *                     of [job] memory-budget
  *   memory-budget     the job needs more than the budget has free
  *   receive-queue     no data thread's receive queue has room for the
- *                     job's posted receives
+ *                     job's posted receives, nor, for a job of lanes,
+ *                     distinct threads each for its lane's share
  * The grant before them: the window per unit of weight up to max-window,
  * times the weight up to max-weight; the chunk up to max-chunk; then the
  * in-flight cap (common/grant.h), and for a multicast job the
@@ -28,6 +29,8 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+
+#include "wire.h"
 
 /* Room a sealed job keeps in each chunk buffer for the tag (a multiple of
  * 64 so that payloads stay aligned for every type). */
@@ -64,13 +67,16 @@ struct admit_limits {
 
 /* What the daemon holds when the JOIN comes. Data thread i has rx_free[i]
  * receives of room in its queue (UINT64_MAX: the provider reports no
- * limit) and thread_jobs[i] jobs. */
+ * limit) and thread_jobs[i] jobs. A job's lanes go to the threads with the
+ * fewest jobs, ties taken in turn from thread `tie` (the daemon moves it
+ * with each job). */
 struct admit_load {
 	uint64_t njobs;
 	uint64_t mem_used;
 	unsigned nthreads;
 	const uint64_t *rx_free;
 	const uint32_t *thread_jobs;
+	unsigned tie;
 };
 
 /* The JOIN's shape. */
@@ -100,13 +106,16 @@ struct admit_verdict {
 	uint32_t asked_window, asked_chunk; /* before the in-flight caps */
 	bool mc;                      /* results by multicast */
 	bool mc_capped;               /* the multicast cap, not max-inflight, set the grant */
-	uint32_t lanes;               /* data threads it is spread over, at most (admit_lanes) */
+	uint32_t lanes;               /* data threads it is spread over (admit_lanes, or 1
+				       * where they lack room for its lanes' receives) */
+	int lane_thread[WIRE_LANES_MAX]; /* lane k's data thread (k < lanes; lane 0's is thread) */
 	uint64_t mem_bytes;           /* charged to the budget */
 	uint64_t book_bytes;          /* of which bookkeeping (each lane's) */
 	uint64_t recvs;               /* receives the job keeps posted */
 	uint64_t share_bytes;         /* max-memory-share of the budget */
 	uint64_t budget_free;         /* the budget's free bytes before the job */
 	uint64_t rx_room;             /* the most room any data thread has */
+	uint64_t lane_recvs;          /* receives lane 0 keeps posted (recvs with one lane) */
 	int thread;                   /* the data thread it goes to; -1 when refused */
 };
 
@@ -124,10 +133,16 @@ uint64_t admit_region_bytes(uint32_t window, uint32_t chunk, uint32_t nranks, bo
 /* The data threads a job of this window is spread over (daemon/job.h,
  * "Lanes"): [data] job-threads of the nthreads (0: all of them), at most
  * WIRE_LANES_MAX and the window; one for a multicast job (one sender per
- * group) or ranks that cannot address lanes. The daemon takes one where a
- * chosen thread lacks room for its lane's receives. */
+ * group) or ranks that cannot address lanes. admit_decide takes one where
+ * the threads lack room for the lanes' receives and one thread has room
+ * for the whole job's. */
 uint32_t admit_lanes(const struct admit_limits *lim, unsigned nthreads, uint32_t window, bool mc,
 		     bool one_lane);
+/* Slots of a window of w on lane `lane` of `lanes`: s < w with s % lanes == lane. */
+static inline uint32_t admit_lane_window(uint32_t w, uint32_t lane, uint32_t lanes)
+{
+	return w > lane ? (w - lane + lanes - 1) / lanes : 0;
+}
 /* Receives a job keeps posted: one per (slot, rank), twice that with multicast. */
 uint64_t admit_recvs(uint32_t window, uint32_t nranks, bool mc);
 

@@ -114,7 +114,7 @@ void job_admit_state(const struct daemon *d, struct admit_limits *lim, struct ad
 		     uint64_t *rx_free, uint32_t *thread_jobs);
 /* A new job for w's first JOIN with the granted window, chunk, timeout,
  * in `lanes` lanes (job.h), lane i on data thread ts[i] (job_admit_state,
- * admit_decide, lanes_pick); each lane is charged its region and
+ * admit_decide: admit_verdict lane_thread); each lane is charged its region and
  * bookkeeping. Its regions are mapped, its join timer armed and ADD_JOB
  * sent to each lane's thread. NULL: no memory or no free handle. Returns
  * the lead (lane 0). */

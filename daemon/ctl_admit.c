@@ -17,41 +17,6 @@
 
 static const uint32_t MASK16 = (1u << SC_F16) | (1u << SC_BF16);
 
-/* The data threads of a new job's lanes (job.h, "Lanes"), into ts: the
- * want that admission counted (admit_lanes), on the threads with the
- * fewest jobs, ties taken in turn from a place that moves with each job
- * (lane 0 gets the most slots where the window is not a multiple of the
- * lanes). One lane, on the thread admission chose (first), where want is
- * 1 or a chosen thread has no room for its lane's receives. */
-static uint32_t lanes_pick(const struct daemon *d, const struct wire_join *w, uint32_t want,
-			   uint32_t window, bool mc, unsigned first, struct dthread **ts)
-{
-	bool used[256] = { false }; /* [data] threads is at most 256 */
-
-	ts[0] = &d->threads[first];
-	if (want < 2)
-		return 1;
-	for (uint32_t k = 0; k < want; k++) {
-		unsigned best = UINT32_MAX;
-		for (unsigned n = 0; n < d->nthreads; n++) {
-			unsigned i = (d->next_handle + n) % d->nthreads;
-			if (!used[i] && (best == UINT32_MAX || d->threads[i].njobs < d->threads[best].njobs))
-				best = i;
-		}
-		used[best] = true;
-		ts[k] = &d->threads[best];
-	}
-	for (uint32_t k = 0; k < want; k++) {
-		const struct dthread *t = ts[k];
-		uint64_t room = t->rx_queue > t->rx_reserved ? t->rx_queue - t->rx_reserved : 0;
-		if (job_recvs(job_lane_window(window, k, want), w->nranks, mc) > room) {
-			ts[0] = &d->threads[first];
-			return 1;
-		}
-	}
-	return want;
-}
-
 /* The refusals any JOIN meets before its job is looked up: a second JOIN
  * on the connection, a daemon shutting down, a tag that does not match,
  * another provider, an address the data endpoints refuse. true: refused
@@ -130,7 +95,7 @@ static bool verdict_refused(struct conn *c, const struct wire_join *w, const str
 	}
 	case ADMIT_RECEIVE_QUEUE:
 		conn_refuse(c, WIRE_E_MEMORY,
-			    "job 0x%" PRIx64 " posts %" PRIu64 " receives (window %u x %u ranks); no data thread's receive queue has room (at most %" PRIu64 " of %" PRIu64 " free: [data] threads, or the provider's queue size, FI_OFI_RXM_RX_SIZE / FI_SHM_RX_SIZE)",
+			    "job 0x%" PRIx64 " posts %" PRIu64 " receives (window %u x %u ranks); no data thread's receive queue has room, nor do the threads for its lanes (at most %" PRIu64 " of %" PRIu64 " free: [data] threads, or the provider's queue size, FI_OFI_RXM_RX_SIZE / FI_SHM_RX_SIZE)",
 			    w->job_id, v->recvs, v->window, w->nranks, v->rx_room, d->threads[0].rx_queue);
 		break;
 	}
@@ -188,8 +153,9 @@ static struct job *join_create(struct conn *c, const struct wire_join *w, uint32
 	if (w->timeout_ms && w->timeout_ms < timeout)
 		timeout = w->timeout_ms;
 	struct dthread *ts[WIRE_LANES_MAX];
-	uint32_t lanes = lanes_pick(d, w, v.lanes, v.window, v.mc, v.thread, ts);
-	struct job *j = job_create(d, w, ts, lanes, v.window, v.chunk, timeout, ask.has16);
+	for (uint32_t k = 0; k < v.lanes; k++)
+		ts[k] = &d->threads[v.lane_thread[k]];
+	struct job *j = job_create(d, w, ts, v.lanes, v.window, v.chunk, timeout, ask.has16);
 	if (!j) {
 		conn_refuse(c, WIRE_E_MEMORY, "job 0x%" PRIx64 ": could not allocate %" PRIu64 " bytes",
 			    w->job_id, v.mem_bytes);
@@ -346,7 +312,7 @@ void admit_rank_added(struct daemon *d, struct dcmd *ev)
 	/* the job's endpoint (its own on shm), set by ADD_JOB before this */
 	m.u.join_ok.addr_len = (uint16_t)j->fab->addrlen;
 	memcpy(m.u.join_ok.addr, j->fab->addr, j->fab->addrlen);
-	if (j->lanes > 1) { /* version 7: each lane's endpoint (lanes_pick) */
+	if (j->lanes > 1) { /* version 7: each lane's endpoint */
 		m.u.join_ok.lanes = (uint8_t)j->lanes;
 		JOB_FOR_LANES(j, l)
 			if (l != j) {

@@ -78,6 +78,7 @@ void job_admit_state(const struct daemon *d, struct admit_limits *lim, struct ad
 		.nthreads = d->nthreads,
 		.rx_free = rx_free,
 		.thread_jobs = thread_jobs,
+		.tie = d->nthreads ? d->next_handle % d->nthreads : 0,
 	};
 }
 
@@ -168,8 +169,7 @@ struct job *job_create(struct daemon *d, const struct wire_join *w, struct dthre
 	}
 	j->acc_bytes = has16 ? 2 * (size_t)chunk : chunk;
 	/* each lane's region and bookkeeping (its slot arrays are the whole
-	 * window's): what admission charged, less a lane it counted that the
-	 * job did not get (ctl_admit.c, lanes_pick) */
+	 * window's): summed over the lanes, what admission charged */
 	j->mem_bytes = j->region_bytes + job_book_bytes(window, w->nranks);
 	j->req_chunk = w->chunk_bytes;
 	j->req_window = w->window;

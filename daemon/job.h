@@ -327,7 +327,7 @@ static inline struct rslot *job_rslot(struct job *j, uint32_t slot, uint32_t ran
 /* Slots of a window of w on lane `lane` of `lanes`: s < w with s % lanes == lane. */
 static inline uint32_t job_lane_window(uint32_t w, uint32_t lane, uint32_t lanes)
 {
-	return w > lane ? (w - lane + lanes - 1) / lanes : 0;
+	return admit_lane_window(w, lane, lanes);
 }
 
 /* Whether slot s is this lane's. */

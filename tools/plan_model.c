@@ -175,7 +175,7 @@ void plan_grant(const struct plan_in *in, uint32_t n, const struct tree_shape *t
 	uint64_t free[256];
 	uint32_t none[256];
 	unsigned nthreads = in->agg_threads < 256 ? in->agg_threads : 256;
-	struct admit_load idle = { 0, 0, nthreads ? nthreads : 1, free, none };
+	struct admit_load idle = { 0, 0, nthreads ? nthreads : 1, free, none, 0 };
 
 	for (unsigned i = 0; i < 256; i++) {
 		free[i] = UINT64_MAX;
@@ -215,7 +215,7 @@ static const char *plan_admit_all(const struct plan_in *in, uint32_t levels, uin
 	uint64_t rx_free[256];
 	uint32_t thread_jobs[256];
 	struct admit_limits lim;
-	struct admit_load load = { 0, 0, in->agg_threads, rx_free, thread_jobs };
+	struct admit_load load = { 0, 0, in->agg_threads, rx_free, thread_jobs, 0 };
 	uint32_t keep = in->rx_queue / 4 < 256 ? in->rx_queue / 4 : 256;
 	uint64_t per_head = levels == 1 ? 1 : 2ull * groups + gsize;
 
@@ -234,13 +234,17 @@ static const char *plan_admit_all(const struct plan_in *in, uint32_t levels, uin
 					 .has16 = in->wide_types, .unicast = true };
 		struct admit_verdict v;
 
+		load.tie = (unsigned)((k + 1) % in->agg_threads); /* the daemon's next handle */
 		admit_decide(&lim, &load, &ask, &v);
 		if (v.rule != ADMIT_OK)
 			return admit_rule_name(v.rule);
 		load.njobs++;
 		load.mem_used += v.mem_bytes;
-		rx_free[v.thread] -= v.recvs;
-		thread_jobs[v.thread]++;
+		/* as the daemon reserves: each lane's receives on its thread */
+		for (uint32_t l = 0; l < v.lanes; l++) {
+			rx_free[v.lane_thread[l]] -= admit_recvs(admit_lane_window(v.window, l, v.lanes), n, v.mc);
+			thread_jobs[v.lane_thread[l]]++;
+		}
 		(*admitted)++;
 	}
 	return NULL;

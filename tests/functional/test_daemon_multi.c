@@ -12,7 +12,9 @@
  *            address more), all sums right; a protocol 6 rank joining a
  *            job of 2 lanes is refused (version); then job-threads = 1:
  *            two jobs, one lane each, one on each thread; reloaded
- *            (SIGHUP) to job-threads = 0, the next job has 2 lanes.
+ *            (SIGHUP) to job-threads = 0, the next job has 2 lanes;
+ *            tcp: a job of 64 receives where a thread's queue has 36
+ *            free is taken over 2 lanes (FI_OFI_RXM_RX_SIZE=48).
  *   eagain   the daemon's rxm tx queue shrunk to 8 entries
  *            (FI_OFI_RXM_TX_SIZE=8 in its environment) under a job of 8
  *            ranks x window 8: result sends are refused with -FI_EAGAIN for
@@ -443,6 +445,38 @@ static void mode_lanes(void)
 	printf("  job-threads 1 -> 0 on SIGHUP: the next job has %d lanes\n",
 	       stats_lanes(st, js[0].rk[0].handle));
 	jobs_run(js, 1);
+	job_leave(&js[0]);
+	CHECK(sd_stop(&d, SIGTERM, 10000) == 0, "exit status after SIGTERM");
+	sd_cleanup(&d);
+
+	/* A job no thread's receive queue holds whole, taken over two lanes:
+	 * rxm's queue at 48 (the sweep keeps 12: 36 for jobs), 8 ranks x
+	 * window 8 = 64 receives, 32 a lane. */
+	if (strcmp(th_provider(), "tcp;ofi_rxm")) {
+		printf("  lanes by receive room: skipped, FI_OFI_RXM_RX_SIZE is for tcp;ofi_rxm\n");
+		return;
+	}
+	setenv("FI_OFI_RXM_RX_SIZE", "48", 1);
+	int rc = sd_start(&d, "[data]\nthreads = 2\n[job]\nmemory-budget = 256M\n");
+	unsetenv("FI_OFI_RXM_RX_SIZE");
+	if (rc) {
+		CHECK(0, "sumcastd with FI_OFI_RXM_RX_SIZE=48 did not start");
+		return;
+	}
+	want_window = 8;
+	if (job_join(&js[0], 0xb07, 8, 40, 4096)) {
+		CHECK(0, "a job of 64 receives over two lanes of 36 was not taken");
+		sd_stop(&d, SIGTERM, 10000);
+		sd_cleanup(&d);
+		return;
+	}
+	CHECK(sd_http(&d, "/stats", st, sizeof(st)) == 200, "/stats");
+	CHECK(stats_lanes(st, js[0].rk[0].handle) == 2, "lanes %d", stats_lanes(st, js[0].rk[0].handle));
+	printf("  a job of 64 receives, 36 free a thread: taken over %d lanes\n",
+	       stats_lanes(st, js[0].rk[0].handle));
+	jobs_run(js, 1);
+	CHECK(sd_metric(&d, "sumcast_chunks_reduced_total") == 40, "chunks %g",
+	      sd_metric(&d, "sumcast_chunks_reduced_total"));
 	job_leave(&js[0]);
 	CHECK(sd_stop(&d, SIGTERM, 10000) == 0, "exit status after SIGTERM");
 	sd_cleanup(&d);

@@ -72,7 +72,7 @@ SENTENCE = {
     "max-jobs": r"daemon serves (\d+) jobs, max-jobs is \d+",
     "memory-share": r"needs (\d+) bytes .*more than max-memory-share",
     "memory-budget": r"needs (\d+) bytes .*, (\d+) of the (\d+) byte budget are free",
-    "receive-queue": r"posts (\d+) receives .*no data thread's receive queue has room \(at most (\d+) of (\d+) free",
+    "receive-queue": r"posts (\d+) receives .*no data thread's receive queue has room[^(]* \(at most (\d+) of (\d+) free",
 }
 
 

@@ -46,7 +46,7 @@ static void idle(struct state *s, unsigned nthreads, uint64_t rx)
 		s->rx_free[i] = rx;
 		s->jobs[i] = 0;
 	}
-	s->load = (struct admit_load){ 0, 0, nthreads, s->rx_free, s->jobs };
+	s->load = (struct admit_load){ 0, 0, nthreads, s->rx_free, s->jobs, 0 };
 }
 
 static struct admit_ask ask(uint32_t nranks, uint32_t window, uint32_t chunk)
@@ -161,7 +161,8 @@ static void test_memory_budget(void **state)
 }
 
 /* receive-queue: the job goes to the thread with room and the fewest jobs;
- * none with room refuses, and says the most room any had. */
+ * none with room refuses, and says the most room any had (one lane here:
+ * test_lanes_room spreads it). */
 static void test_receive_queue(void **state)
 {
 	(void)state;
@@ -169,6 +170,8 @@ static void test_receive_queue(void **state)
 	struct state s;
 	struct admit_verdict v;
 	struct admit_ask a = ask(16, 8, 4 * K); /* 128 receives */
+
+	lim.job_threads = 1;
 
 	idle(&s, 3, 1000);
 	s.jobs[0] = 2;
@@ -240,6 +243,60 @@ static void test_lanes(void **state)
 	lim.memory_budget = region + 3 * book - 1;
 	admit_decide(&lim, &s.load, &a, &v);
 	assert_int_equal(v.rule, ADMIT_MEMORY_SHARE);
+}
+
+/* Lanes and receive room: each lane goes to a thread of its own with room
+ * for its slots' receives (lane 0 first, the fewest jobs, ties in turn
+ * from load.tie), so a job no thread has room for whole is taken spread;
+ * where the lanes do not all fit, one lane where the whole job fits, its
+ * bookkeeping charged once; neither: receive-queue. */
+static void test_lanes_room(void **state)
+{
+	(void)state;
+	struct admit_limits lim = defaults();
+	struct state s;
+	struct admit_verdict v;
+	struct admit_ask a = ask(16, 8, 4 * K); /* 128 receives; 3 lanes: 48, 48, 32 */
+	const uint64_t book = admit_book_bytes(&lim.sizes, 8, 16);
+
+	idle(&s, 3, 100);
+	s.rx_free[0] = 40;
+	admit_decide(&lim, &s.load, &a, &v); /* no thread has 128 */
+	assert_int_equal(v.rule, ADMIT_OK);
+	assert_int_equal(v.lanes, 3);
+	assert_int_equal(v.lane_thread[0], 1);
+	assert_int_equal(v.lane_thread[1], 2);
+	assert_int_equal(v.lane_thread[2], 0); /* 40: room for lane 2's 32 */
+	assert_int_equal(v.thread, 1);
+	assert_int_equal(v.recvs, 128);
+	assert_int_equal(v.lane_recvs, 48);
+	assert_int_equal(v.book_bytes, 3 * book);
+	s.rx_free[2] = 30; /* lane 1 fits nowhere, the whole job neither */
+	admit_decide(&lim, &s.load, &a, &v);
+	assert_int_equal(v.rule, ADMIT_RECEIVE_QUEUE);
+	assert_int_equal(v.lanes, 1);
+	assert_int_equal(v.rx_room, 100);
+	s.rx_free[0] = 200; /* one lane, where the whole job fits */
+	s.rx_free[1] = 30;
+	admit_decide(&lim, &s.load, &a, &v);
+	assert_int_equal(v.rule, ADMIT_OK);
+	assert_int_equal(v.lanes, 1);
+	assert_int_equal(v.thread, 0);
+	assert_int_equal(v.lane_thread[0], 0);
+	assert_int_equal(v.lane_recvs, 128);
+	assert_int_equal(v.book_bytes, book);
+	/* ties in turn from load.tie; fewer jobs first */
+	idle(&s, 3, 1000);
+	lim.job_threads = 2;
+	s.load.tie = 1;
+	admit_decide(&lim, &s.load, &a, &v);
+	assert_int_equal(v.lanes, 2);
+	assert_int_equal(v.lane_thread[0], 1);
+	assert_int_equal(v.lane_thread[1], 2);
+	s.jobs[1] = 1;
+	admit_decide(&lim, &s.load, &a, &v);
+	assert_int_equal(v.lane_thread[0], 2);
+	assert_int_equal(v.lane_thread[1], 0);
 }
 
 /* The order: a job that fails every rule is refused by the first of them;
@@ -328,6 +385,7 @@ int main(void)
 		cmocka_unit_test(test_memory_budget),
 		cmocka_unit_test(test_receive_queue),
 		cmocka_unit_test(test_lanes),
+		cmocka_unit_test(test_lanes_room),
 		cmocka_unit_test(test_order),
 		cmocka_unit_test(test_grant),
 	};
