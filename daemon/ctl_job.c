@@ -110,9 +110,11 @@ static void lane_destroy(struct job *j)
 }
 
 /* One lane of a new job (job.h, "Lanes"): the struct with its ranks, the
- * whole window's slots, and a region for its own slots. */
-static struct job *lane_alloc(const struct wire_join *w, uint32_t window, uint32_t chunk, bool has16,
-			      bool mc, uint32_t lane, uint32_t lanes)
+ * whole window's slots, a region for its own slots, and the job's
+ * parameters every lane has alike (the lead's own: job_create). */
+static struct job *lane_alloc(struct daemon *d, const struct wire_join *w, uint32_t window,
+			      uint32_t chunk, uint32_t timeout_ms, bool has16, bool mc, uint32_t lane,
+			      uint32_t lanes)
 {
 	uint32_t lw = job_lane_window(window, lane, lanes);
 	uint64_t region = job_region_bytes(lw, chunk, w->nranks, has16, mc);
@@ -136,19 +138,6 @@ static struct job *lane_alloc(const struct wire_join *w, uint32_t window, uint32
 		lane_destroy(j);
 		return NULL;
 	}
-	return j;
-}
-
-struct job *job_create(struct daemon *d, const struct wire_join *w, struct dthread *const *ts,
-		       uint32_t lanes, uint32_t window, uint32_t chunk, uint32_t timeout_ms, bool has16)
-{
-	bool mc = d->mc && !(w->flags & WIRE_JOIN_F_UNICAST);
-	uint8_t k[SC_SEAL_KEY] = { 0 };
-	struct job *j = lane_alloc(w, window, chunk, has16, mc, 0, lanes);
-
-	if (!j)
-		return NULL;
-	j->lead = j;
 	j->ctl = d;
 	j->id = w->job_id;
 	j->nranks = w->nranks;
@@ -159,6 +148,26 @@ struct job *job_create(struct daemon *d, const struct wire_join *w, struct dthre
 	j->flags = w->flags;
 	j->has16 = has16;
 	j->payload = chunk;
+	j->acc_bytes = has16 ? 2 * (size_t)chunk : chunk;
+	/* its region and bookkeeping (the slot arrays are the whole
+	 * window's): summed over the lanes, what admission charged */
+	j->mem_bytes = region + job_book_bytes(window, w->nranks);
+	j->req_chunk = w->chunk_bytes;
+	j->req_window = w->window;
+	j->req_timeout_ms = w->timeout_ms;
+	return j;
+}
+
+struct job *job_create(struct daemon *d, const struct wire_join *w, struct dthread *const *ts,
+		       uint32_t lanes, uint32_t window, uint32_t chunk, uint32_t timeout_ms, bool has16)
+{
+	bool mc = d->mc && !(w->flags & WIRE_JOIN_F_UNICAST);
+	uint8_t k[SC_SEAL_KEY] = { 0 };
+	struct job *j = lane_alloc(d, w, window, chunk, timeout_ms, has16, mc, 0, lanes);
+
+	if (!j)
+		return NULL;
+	j->lead = j;
 	if (d->key_len) {
 		/* Sealed: the job key from the shared key and a fresh nonce. */
 		if (getrandom(&j->data_nonce, sizeof(j->data_nonce), 0) != sizeof(j->data_nonce) ||
@@ -167,13 +176,6 @@ struct job *job_create(struct daemon *d, const struct wire_join *w, struct dthre
 		j->sealed = true;
 		j->payload = chunk - JOB_SEAL_ROOM;
 	}
-	j->acc_bytes = has16 ? 2 * (size_t)chunk : chunk;
-	/* each lane's region and bookkeeping (its slot arrays are the whole
-	 * window's): summed over the lanes, what admission charged */
-	j->mem_bytes = j->region_bytes + job_book_bytes(window, w->nranks);
-	j->req_chunk = w->chunk_bytes;
-	j->req_window = w->window;
-	j->req_timeout_ms = w->timeout_ms;
 	j->created_ms = sc_now_ms();
 	j->handle = handle_alloc(d);
 	if (!j->handle)
@@ -191,33 +193,19 @@ struct job *job_create(struct daemon *d, const struct wire_join *w, struct dthre
 			goto err;
 	}
 	job_slots_init(j);
-	/* The other lanes: the lead's parameters, their own slots and key
-	 * context (multicast jobs have one lane: admit_join). */
+	/* The other lanes: what the lead drew (handle, seal), their own slots
+	 * and key context (multicast jobs have one lane: admit_lanes). */
 	struct job **tail = &j->lane_next;
 	for (uint32_t i = 1; i < lanes; i++) {
-		struct job *l = lane_alloc(w, window, chunk, has16, mc, i, lanes);
+		struct job *l = lane_alloc(d, w, window, chunk, timeout_ms, has16, mc, i, lanes);
 		if (!l)
 			goto err;
 		*tail = l;
 		tail = &l->lane_next;
 		l->lead = j;
-		l->ctl = d;
-		l->id = j->id;
 		l->handle = j->handle;
-		l->nranks = j->nranks;
-		l->window = window;
-		l->chunk = chunk;
-		l->dtype_mask = j->dtype_mask;
-		l->timeout_ms = timeout_ms;
-		l->flags = j->flags;
-		l->has16 = has16;
 		l->payload = j->payload;
 		l->data_nonce = j->data_nonce;
-		l->acc_bytes = j->acc_bytes;
-		l->mem_bytes = l->region_bytes + job_book_bytes(window, w->nranks);
-		l->req_chunk = j->req_chunk;
-		l->req_window = j->req_window;
-		l->req_timeout_ms = j->req_timeout_ms;
 		l->created_ms = j->created_ms;
 		if (j->sealed) {
 			if (sc_seal_init(&l->seal, k))
