@@ -1,10 +1,18 @@
-/* NCCL tuner plugin ABI, versions 3 to 6 (the ones this library exports:
+/* NCCL tuner plugin ABI, versions 1 to 6 (the ones this library exports:
  * plugin/tuner_nccl.c).
  *
- * Written from NCCL's src/include/nccl_tuner.h (tags v2.22.3-1, v2.24.3-1)
- * and src/include/plugin/tuner/tuner_v{3,4,5,6}.h (v2.28.9-1, v2.30.7-1).
+ * Written from NCCL's src/include/nccl_tuner.h (tags v2.19.3-1, v2.21.5-1,
+ * v2.22.3-1, v2.24.3-1) and src/include/plugin/tuner/tuner_v{3,4,5,6}.h
+ * (v2.28.9-1, v2.30.7-1).
  * Member order and types must match NCCL exactly: do not reorder anything
  * (the static assertions at the end pin the layouts on LP64).
+ *   v1 (NCCL 2.19, 2.20): init(nRanks, nNodes, logger), no context;
+ *       getCollInfo(collType, nBytes, collNetSupport, nvlsSupport,
+ *       numPipeOps, &algorithm, &protocol, &nChannels) chooses outright
+ *       (NCCL_ALGO_UNDEF / NCCL_PROTO_UNDEF left: NCCL chooses); destroy().
+ *       NCCL loads it from NCCL_TUNER_PLUGIN's library only.
+ *   v2 (NCCL 2.21): v1 with a context (init's last argument, the others'
+ *       first).
  *   v3 (NCCL 2.22-): init(nRanks, nNodes, logger, &ctx); getCollInfo with
  *       the cost table (float[numAlgo][numProto], microseconds, -1.0 =
  *       NCCL_ALGO_PROTO_IGNORE); destroy(ctx).
@@ -13,9 +21,8 @@
  *       nvlDomainInfo, constants); finalize(ctx).
  *   v6 (NCCL 2.30-): v5 and getChunkSize (optional: NULL keeps NCCL's).
  * NCCL looks up the newest name it knows first (ncclTunerPlugin_v6, then
- * v5, ...) in NCCL_TUNER_PLUGIN's library or, unset, in the net plugin's.
- * NCCL 2.19-2.21 know only v1/v2, which choose an algorithm outright and
- * have no cost table: not exported (docs/plugin.md, "Tuner"). */
+ * v5, ...) in NCCL_TUNER_PLUGIN's library or, unset (2.21 on), in the net
+ * plugin's (docs/plugin.md, "Tuner"). */
 #ifndef SUMCAST_NCCL_TUNER_H
 #define SUMCAST_NCCL_TUNER_H
 
@@ -48,6 +55,8 @@ typedef enum {
 #define NCCL_PROTO_LL128 1
 #define NCCL_PROTO_SIMPLE 2
 #define NCCL_ALGO_PROTO_IGNORE -1.0
+#define NCCL_ALGO_UNDEF -1
+#define NCCL_PROTO_UNDEF -1
 
 typedef struct {
 	int nNvlDomains;
@@ -73,6 +82,24 @@ typedef struct {
 
 typedef ncclTunerConstants_v5_t ncclTunerConstants_v6_t;
 typedef ncclNvlDomainInfo_v5_t ncclNvlDomainInfo_v6_t;
+
+typedef struct {
+	const char *name;
+	ncclResult_t (*init)(size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction);
+	ncclResult_t (*getCollInfo)(ncclFunc_t collType, size_t nBytes, int collNetSupport,
+				    int nvlsSupport, int numPipeOps, int *algorithm, int *protocol,
+				    int *nChannels);
+	ncclResult_t (*destroy)(void);
+} ncclTuner_v1_t;
+
+typedef struct {
+	const char *name;
+	ncclResult_t (*init)(size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction, void **context);
+	ncclResult_t (*getCollInfo)(void *context, ncclFunc_t collType, size_t nBytes, int collNetSupport,
+				    int nvlsSupport, int numPipeOps, int *algorithm, int *protocol,
+				    int *nChannels);
+	ncclResult_t (*destroy)(void *context);
+} ncclTuner_v2_t;
 
 typedef struct {
 	const char *name;
@@ -116,6 +143,8 @@ typedef struct {
 } ncclTuner_v6_t;
 
 #if defined(__LP64__)
+static_assert(sizeof(ncclTuner_v1_t) == 32, "ncclTuner_v1_t layout");
+static_assert(sizeof(ncclTuner_v2_t) == 32, "ncclTuner_v2_t layout");
 static_assert(sizeof(ncclTuner_v3_t) == 32, "ncclTuner_v3_t layout");
 static_assert(sizeof(ncclTuner_v4_t) == 32, "ncclTuner_v4_t layout");
 static_assert(sizeof(ncclTuner_v5_t) == 32, "ncclTuner_v5_t layout");

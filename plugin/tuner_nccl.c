@@ -1,12 +1,16 @@
-/* ncclTuner v3..v6, the NCCL adapter of the tuner (tuner.c): NCCL's tables
+/* ncclTuner v1..v6, the NCCL adapter of the tuner (tuner.c): NCCL's tables
  * and a thin adapter per version, named nccl_tuner_* (as net_nccl.c's are
- * nccl_net_*). NCCL finds them in this library when NCCL_TUNER_PLUGIN is
- * unset and NCCL_NET_PLUGIN names it. Only AllReduce's CollNet rows are
- * ever changed (tuner.h says how); SUMCAST_TUNER=0 leaves every table as
- * NCCL filled it. Errors become ncclResult_t in plugin_result() only. */
+ * nccl_net_*). NCCL 2.21 on finds them in this library when
+ * NCCL_TUNER_PLUGIN is unset and NCCL_NET_PLUGIN names it. v3 on: only
+ * AllReduce's CollNet rows are ever changed (tuner.h says how). v1, v2
+ * (NCCL 2.19-2.21) have no cost table and choose outright: CollNet Chain
+ * where the model says CollNet wins, else nothing (NCCL's own choice).
+ * SUMCAST_TUNER=0 leaves every table and choice to NCCL. Errors become
+ * ncclResult_t in plugin_result() only. */
 #include "nccl_tuner.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,15 +91,17 @@ static ncclResult_t nccl_tuner_init_common(uint64_t comm_id, size_t nranks, size
 	return ncclSuccess;
 }
 
-static ncclResult_t nccl_tuner_coll_info(void *ctx, ncclFunc_t coll, size_t nbytes, float **table,
-					 int nalgo, int nproto)
+/* The estimates for an AllReduce of nbytes (the live figures taken first
+ * where a communicator published new ones), or NULL where the tuner does
+ * not answer: off, another collective, one node. */
+static const struct nccl_tuner_memo *nccl_tuner_est(struct nccl_tuner_ctx *c, ncclFunc_t coll,
+						    size_t nbytes)
 {
-	struct nccl_tuner_ctx *c = ctx;
 	struct nccl_tuner_memo *m;
 	uint64_t g;
 
-	if (!c || !plugin_cfg.tuner || coll != ncclFuncAllReduce || c->nodes < 2 || !table)
-		return ncclSuccess;
+	if (!c || !plugin_cfg.tuner || coll != ncclFuncAllReduce || c->nodes < 2)
+		return NULL;
 	g = tuner_live_gen();
 	if (g != c->gen) {
 		struct tuner_figs f;
@@ -112,6 +118,16 @@ static ncclResult_t nccl_tuner_coll_info(void *ctx, ncclFunc_t coll, size_t nbyt
 		m->rd = tuner_allreduce_est(&c->figs, nbytes, c->heads, &m->direct);
 		m->rc = tuner_allreduce_est(&c->figs, nbytes, 1, &m->chain);
 	}
+	return m;
+}
+
+static ncclResult_t nccl_tuner_coll_info(void *ctx, ncclFunc_t coll, size_t nbytes, float **table,
+					 int nalgo, int nproto)
+{
+	const struct nccl_tuner_memo *m = nccl_tuner_est(ctx, coll, nbytes);
+
+	if (!m || !table)
+		return ncclSuccess;
 	/* NCCL's table is float[nalgo][nproto], passed as float ** */
 	tuner_table_apply((float *)table, nalgo, nproto, m->rd ? NULL : &m->direct,
 			  m->rc ? NULL : &m->chain);
@@ -188,4 +204,110 @@ SC_EXPORT const ncclTuner_v3_t ncclTunerPlugin_v3 = {
 	.init = nccl_tuner_init_v3,
 	.getCollInfo = nccl_tuner_coll_info_v3,
 	.destroy = nccl_tuner_fini,
+};
+
+/* ---- v1 and v2 (NCCL 2.19-2.21): no cost table; getCollInfo chooses an
+ * algorithm and a protocol outright, and NCCL uses them unchecked, its
+ * own choice only where both are left undefined. So the tuner chooses
+ * only what is valid wherever NCCL offers CollNet: Chain on Simple
+ * (Direct needs an NVSwitch, which the tuner cannot see), where the
+ * model's Chain estimate wins. Where CollNet loses it leaves the choice
+ * to NCCL (these versions cannot rule one algorithm out without choosing
+ * among the others); likewise with NCCL_ALGO or NCCL_PROTO set, which a
+ * choice made here would override. ---- */
+
+static void nccl_tuner_choose(struct nccl_tuner_ctx *c, ncclFunc_t coll, size_t nbytes, int collnet,
+			      int *algo, int *proto)
+{
+	const struct nccl_tuner_memo *m;
+
+	if (collnet != 1 || !algo || !proto || getenv("NCCL_ALGO") || getenv("NCCL_PROTO"))
+		return;
+	m = nccl_tuner_est(c, coll, nbytes);
+	if (m && !m->rc && m->chain.wins) {
+		*algo = NCCL_ALGO_COLLNET_CHAIN;
+		*proto = NCCL_PROTO_SIMPLE;
+	}
+}
+
+static ncclResult_t nccl_tuner_coll_info_v2(void *ctx, ncclFunc_t coll, size_t nbytes, int collnet,
+					    int nvls, int npipe, int *algo, int *proto, int *nchannels)
+{
+	(void)nvls;
+	(void)npipe;
+	(void)nchannels; /* NCCL's own */
+	nccl_tuner_choose(ctx, coll, nbytes, collnet, algo, proto);
+	return ncclSuccess;
+}
+
+SC_EXPORT const ncclTuner_v2_t ncclTunerPlugin_v2 = {
+	.name = PLUGIN_NAME,
+	.init = nccl_tuner_init_v3,
+	.getCollInfo = nccl_tuner_coll_info_v2,
+	.destroy = nccl_tuner_fini,
+};
+
+/* v1 passes no context: the tuner answers for the one communicator that
+ * initialized it, and leaves every choice to NCCL while communicators of
+ * another shape (nodes, ranks per node) are live beside it. */
+static struct {
+	pthread_mutex_t lock;
+	struct nccl_tuner_ctx *ctx;
+	unsigned live;  /* init() minus destroy() */
+	bool ambiguous; /* a communicator of another shape is (or was) live beside it */
+} nccl_tuner_v1 = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static ncclResult_t nccl_tuner_init_v1(size_t nranks, size_t nnodes, ncclDebugLogger_t logger)
+{
+	void *ctx = NULL;
+	ncclResult_t r = nccl_tuner_init_common(0, nranks, nnodes, logger, &ctx);
+
+	if (r != ncclSuccess)
+		return r;
+	pthread_mutex_lock(&nccl_tuner_v1.lock);
+	struct nccl_tuner_ctx *c = ctx, *cur = nccl_tuner_v1.ctx;
+	if (!nccl_tuner_v1.live++) {
+		nccl_tuner_v1.ctx = c;
+		c = NULL;
+	} else if (cur->nodes != c->nodes || cur->heads != c->heads) {
+		nccl_tuner_v1.ambiguous = true;
+	}
+	pthread_mutex_unlock(&nccl_tuner_v1.lock);
+	free(c);
+	return ncclSuccess;
+}
+
+static ncclResult_t nccl_tuner_coll_info_v1(ncclFunc_t coll, size_t nbytes, int collnet, int nvls,
+					    int npipe, int *algo, int *proto, int *nchannels)
+{
+	(void)nvls;
+	(void)npipe;
+	(void)nchannels;
+	pthread_mutex_lock(&nccl_tuner_v1.lock);
+	if (nccl_tuner_v1.live && !nccl_tuner_v1.ambiguous)
+		nccl_tuner_choose(nccl_tuner_v1.ctx, coll, nbytes, collnet, algo, proto);
+	pthread_mutex_unlock(&nccl_tuner_v1.lock);
+	return ncclSuccess;
+}
+
+static ncclResult_t nccl_tuner_fini_v1(void)
+{
+	struct nccl_tuner_ctx *c = NULL;
+
+	pthread_mutex_lock(&nccl_tuner_v1.lock);
+	if (nccl_tuner_v1.live && !--nccl_tuner_v1.live) {
+		c = nccl_tuner_v1.ctx;
+		nccl_tuner_v1.ctx = NULL;
+		nccl_tuner_v1.ambiguous = false;
+	}
+	pthread_mutex_unlock(&nccl_tuner_v1.lock);
+	free(c);
+	return ncclSuccess;
+}
+
+SC_EXPORT const ncclTuner_v1_t ncclTunerPlugin_v1 = {
+	.name = PLUGIN_NAME,
+	.init = nccl_tuner_init_v1,
+	.getCollInfo = nccl_tuner_coll_info_v1,
+	.destroy = nccl_tuner_fini_v1,
 };

@@ -3,14 +3,15 @@
 # has (ncclNet, ncclCollNet, ncclTuner; nothing from its static
 # dependencies), and the installed NCCL looks up each of those names up to
 # the newest version it knows of each (an NCCL older than the plugin's
-# newest table loads the newest one it knows).
+# newest table loads the newest one it knows; versions older than the
+# oldest it knows are for older NCCLs: ncclTunerPlugin_v1, NCCL 2.19-2.20).
 # The first part always runs (it needs only nm) and decides the result; the
 # second needs NCCL's library and is skipped, with the reason, where there is
 # none (no CUDA on the machine): the test still passes on the first part.
 # Usage: check_exports.sh PLUGIN.so
 set -u
 so=$1
-want="ncclCollNetPlugin_v10 ncclCollNetPlugin_v11 ncclCollNetPlugin_v12 ncclCollNetPlugin_v8 ncclCollNetPlugin_v9 ncclNetPlugin_v10 ncclNetPlugin_v11 ncclNetPlugin_v12 ncclNetPlugin_v8 ncclNetPlugin_v9 ncclTunerPlugin_v3 ncclTunerPlugin_v4 ncclTunerPlugin_v5 ncclTunerPlugin_v6"
+want="ncclCollNetPlugin_v10 ncclCollNetPlugin_v11 ncclCollNetPlugin_v12 ncclCollNetPlugin_v8 ncclCollNetPlugin_v9 ncclNetPlugin_v10 ncclNetPlugin_v11 ncclNetPlugin_v12 ncclNetPlugin_v8 ncclNetPlugin_v9 ncclTunerPlugin_v1 ncclTunerPlugin_v2 ncclTunerPlugin_v3 ncclTunerPlugin_v4 ncclTunerPlugin_v5 ncclTunerPlugin_v6"
 command -v nm >/dev/null || { echo "FAIL: nm not found (binutils)"; exit 1; }
 [ -f "$so" ] || { echo "FAIL: $so does not exist"; exit 1; }
 # Linker-made entries that every shared object may carry.
@@ -44,16 +45,21 @@ names=$(strings "$nccl" | grep -E '^nccl(CollNet|Net|Tuner)Plugin_v[0-9]+$' | so
 report=""
 for fam in ncclNetPlugin ncclCollNetPlugin ncclTunerPlugin; do
 	newest=$(printf '%s\n' "$names" | sed -n "s/^${fam}_v//p" | sort -n | tail -n 1)
+	oldest=$(printf '%s\n' "$names" | sed -n "s/^${fam}_v//p" | sort -n | head -n 1)
 	if [ -z "$newest" ]; then
 		echo "FAIL: $nccl looks up no ${fam}_v* name"
 		exit 1
 	fi
-	newer="" loads=0
+	newer="" older="" loads=0
 	for s in $want; do
 		[ "${s%_v*}" = "$fam" ] || continue
 		v=${s##*_v}
 		if [ "$v" -gt "$newest" ]; then
 			newer="$newer $s"
+			continue
+		fi
+		if [ "$v" -lt "$oldest" ]; then
+			older="$older $s"
 			continue
 		fi
 		[ "$v" -gt "$loads" ] && loads=$v
@@ -66,6 +72,6 @@ for fam in ncclNetPlugin ncclCollNetPlugin ncclTunerPlugin; do
 		echo "FAIL: $nccl knows ${fam} up to v$newest, older than every one exported:$newer"
 		exit 1
 	fi
-	report="$report; $fam: every exported name up to v$newest, loads v$loads${newer:+ (newer than it:$newer)}"
+	report="$report; $fam: every exported name from v$oldest up to v$newest, loads v$loads${newer:+ (newer than it:$newer)}${older:+ (older than it:$older)}"
 done
 echo "ok: $nccl looks up${report#;}"

@@ -1,7 +1,7 @@
 /* NCCL's tuner calls, played as NCCL makes them (src/plugin/tuner.cc and
  * src/enqueue.cc's getAlgoInfo / topoGetAlgoInfo, tags v2.22.3-1 to
  * v2.30.7-1): dlopen the plugin library, dlsym each ncclTunerPlugin_v*
- * this library exports (v3..v6; v1, v2 must not be there), init with
+ * this library exports (v3..v6), init with
  * nRanks / nNodes / a log function (v5, v6: &ctx, commId, NVLink domains,
  * NCCL's constants), then for each size a cost table as NCCL fills it
  * (every entry -1, then a time for each usable algorithm and protocol:
@@ -18,8 +18,18 @@
  *    X B, for one rank per node): X / 2 not CollNet, X CollNet;
  *  - ReduceScatter: the table as NCCL filled it;
  *  - NCCL 2.22's table of 6 algorithms and 2.24's of 7.
+ * Then v1 and v2 as NCCL 2.19-2.21 call them (src/misc/tuner.cc,
+ * enqueue.cc's getAlgoInfo / getTunerInfo at v2.19.3-1 and v2.21.5-1):
+ * algorithm and protocol undefined, getCollInfo, NCCL's own choice where
+ * the tuner left them so. Checked: it chooses CollNet Chain on Simple at
+ * 64 MiB and at the crossover, nothing at 8 B, half the crossover,
+ * without CollNet support, for ReduceScatter, or with NCCL_ALGO set; never
+ * one of the two alone, never nChannels; v1 (no context) chooses nothing
+ * while a communicator of another shape is live beside the first, until
+ * both are destroyed.
  * With --off (run with SUMCAST_TUNER=0) every table stays as NCCL filled
- * it, byte for byte, and the library says nothing of crossovers.
+ * it, byte for byte, v1 and v2 choose nothing, and the library says
+ * nothing of crossovers.
  * Usage: tuner_play [--off] [PLUGIN.so] */
 #include <dlfcn.h>
 #include <inttypes.h>
@@ -203,6 +213,112 @@ static int open_tuner(void *lib, int version, size_t nranks, size_t nnodes, stru
 	return r == ncclSuccess ? 0 : -1;
 }
 
+/* NCCL 2.19-2.21's getAlgoInfo for one collective: algorithm and protocol
+ * undefined, the v1 or v2 tuner, then NCCL's own choice (topoGetAlgoInfo)
+ * where it left them undefined. true: the tuner chose (then it must be
+ * CollNet Chain on Simple, for an AllReduce CollNet supports). */
+static bool play_choose(int version, const void *sym, void *ctx, ncclFunc_t f, size_t bytes,
+			int collnet)
+{
+	int algo = NCCL_ALGO_UNDEF, proto = NCCL_PROTO_UNDEF, nch = 0;
+	ncclResult_t r = version == 1
+		? ((const ncclTuner_v1_t *)sym)->getCollInfo(f, bytes, collnet, 0, 1, &algo, &proto, &nch)
+		: ((const ncclTuner_v2_t *)sym)->getCollInfo(ctx, f, bytes, collnet, 0, 1, &algo, &proto,
+							     &nch);
+	bool chose = algo != NCCL_ALGO_UNDEF && proto != NCCL_PROTO_UNDEF;
+
+	CHECK(r == ncclSuccess, "v%d getCollInfo(%zu B) returned %d", version, bytes, r);
+	CHECK((algo == NCCL_ALGO_UNDEF) == (proto == NCCL_PROTO_UNDEF),
+	      "v%d %zu B: algorithm %d, protocol %d: one set alone", version, bytes, algo, proto);
+	CHECK(nch == 0, "v%d %zu B: nChannels set to %d", version, bytes, nch);
+	if (chose)
+		CHECK(algo == NCCL_ALGO_COLLNET_CHAIN && proto == NCCL_PROTO_SIMPLE && collnet == 1 &&
+			      f == ncclFuncAllReduce,
+		      "v%d %zu B: chose algorithm %d protocol %d (CollNet support %d, collective %d)",
+		      version, bytes, algo, proto, collnet, f);
+	printf("v%d %s %10zu B, CollNet %s: %s\n", version,
+	       f == ncclFuncAllReduce ? "AllReduce" : "ReduceScatter", bytes,
+	       collnet ? "supported" : "not supported", chose ? "CollNet Chain, Simple" : "NCCL's choice");
+	return chose;
+}
+
+/* v1 and v2 (NCCL 2.19-2.21): they choose outright, no cost table. */
+static void play_v1_v2(void *lib, size_t nranks, size_t nnodes, bool off)
+{
+	for (int v = 2; v >= 1; v--) {
+		char name[32];
+		const void *sym;
+		void *ctx = NULL;
+		ncclResult_t r;
+
+		snprintf(name, sizeof(name), "ncclTunerPlugin_v%d", v);
+		sym = dlsym(lib, name);
+		if (!sym) {
+			CHECK(0, "%s missing", name);
+			continue;
+		}
+		crossover_chain = 0;
+		crossover_lines = 0;
+		if (v == 1) {
+			const ncclTuner_v1_t *t = sym;
+			CHECK(t->name && !strcmp(t->name, "Sumcast"), "%s name", name);
+			r = t->init(nranks, nnodes, play_log);
+		} else {
+			const ncclTuner_v2_t *t = sym;
+			CHECK(t->name && !strcmp(t->name, "Sumcast"), "%s name", name);
+			r = t->init(nranks, nnodes, play_log, &ctx);
+		}
+		CHECK(r == ncclSuccess, "%s init returned %d", name, r);
+		bool small = play_choose(v, sym, ctx, ncclFuncAllReduce, 8, 1);
+		bool large = play_choose(v, sym, ctx, ncclFuncAllReduce, 64u << 20, 1);
+		bool unsupported = play_choose(v, sym, ctx, ncclFuncAllReduce, 64u << 20, 0);
+		bool rs = play_choose(v, sym, ctx, ncclFuncReduceScatter, 64u << 20, 1);
+		setenv("NCCL_ALGO", "Ring,Tree,CollNetChain", 1);
+		bool algo_env = play_choose(v, sym, ctx, ncclFuncAllReduce, 64u << 20, 1);
+		unsetenv("NCCL_ALGO");
+		CHECK(!small && !unsupported && !rs && !algo_env,
+		      "v%d chose where it must leave NCCL's choice (8 B %d, no CollNet %d, ReduceScatter "
+		      "%d, NCCL_ALGO set %d)", v, small, unsupported, rs, algo_env);
+		if (off) {
+			CHECK(!large, "v%d off: chose at 64 MiB", v);
+			CHECK(crossover_lines == 0, "v%d off: the tuner logged a crossover", v);
+		} else {
+			CHECK(large, "v%d 64 MiB AllReduce: not CollNet Chain", v);
+			CHECK(crossover_lines == 1 && crossover_chain > 8, "v%d: no crossover logged at init", v);
+			if (crossover_chain > 8) {
+				CHECK(!play_choose(v, sym, ctx, ncclFuncAllReduce, crossover_chain / 2, 1),
+				      "v%d %" PRIu64 " B (below the crossover): CollNet", v, crossover_chain / 2);
+				CHECK(play_choose(v, sym, ctx, ncclFuncAllReduce, crossover_chain, 1),
+				      "v%d %" PRIu64 " B (the crossover): not CollNet", v, crossover_chain);
+			}
+		}
+		if (v == 2) {
+			CHECK(((const ncclTuner_v2_t *)sym)->destroy(ctx) == ncclSuccess, "v2 destroy failed");
+			continue;
+		}
+		/* v1 has no context: a second communicator of the same shape
+		 * changes nothing, one of another shape leaves every choice to
+		 * NCCL until both are gone */
+		const ncclTuner_v1_t *t = sym;
+		CHECK(t->init(nranks, nnodes, play_log) == ncclSuccess, "v1 second init");
+		CHECK(play_choose(1, sym, NULL, ncclFuncAllReduce, 64u << 20, 1) == large,
+		      "v1: a second communicator of the same shape changed the choice");
+		CHECK(t->init(8, 2, play_log) == ncclSuccess, "v1 third init (2 nodes)");
+		CHECK(!play_choose(1, sym, NULL, ncclFuncAllReduce, 64u << 20, 1),
+		      "v1: chose with communicators of two shapes live");
+		CHECK(t->destroy() == ncclSuccess && t->destroy() == ncclSuccess, "v1 destroy");
+		CHECK(!play_choose(1, sym, NULL, ncclFuncAllReduce, 64u << 20, 1),
+		      "v1: chose with one of two shapes left (which one is unknown)");
+		CHECK(t->destroy() == ncclSuccess, "v1 last destroy");
+		CHECK(!play_choose(1, sym, NULL, ncclFuncAllReduce, 64u << 20, 1), "v1: chose after destroy");
+		CHECK(t->destroy() == ncclSuccess, "v1 destroy without init");
+		CHECK(t->init(nranks, nnodes, play_log) == ncclSuccess, "v1 init again");
+		CHECK(play_choose(1, sym, NULL, ncclFuncAllReduce, 64u << 20, 1) == large,
+		      "v1: initialized again, another choice");
+		CHECK(t->destroy() == ncclSuccess, "v1 destroy");
+	}
+}
+
 int main(int argc, char **argv)
 {
 	bool off = argc > 1 && !strcmp(argv[1], "--off");
@@ -219,8 +335,6 @@ int main(int argc, char **argv)
 		fprintf(stderr, "FAIL: dlopen %s: %s\n", path, dlerror());
 		return 1;
 	}
-	CHECK(!dlsym(lib, "ncclTunerPlugin_v1") && !dlsym(lib, "ncclTunerPlugin_v2"),
-	      "v1 / v2 exported: they choose algorithms outright, without NCCL's costs");
 	/* newest first, as NCCL looks them up; each on its own, as a
 	 * different NCCL would use it */
 	for (int v = 6; v >= 3; v--) {
@@ -262,6 +376,7 @@ int main(int argc, char **argv)
 		}
 		CHECK(tu.fini(tu.ctx) == ncclSuccess, "v%d destroy failed", v);
 	}
+	play_v1_v2(lib, nranks, nnodes, off);
 	/* The library stays loaded, as NCCL keeps its net plugin (and so the
 	 * tuner in it) until the process ends: what the plugin's settings and
 	 * libfabric keep in its statics would read as leaked under LSan once
