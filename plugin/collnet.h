@@ -548,8 +548,10 @@ int coll_adapt_init(struct coll_comm *cc);
  * aggregators joined by every node (-1: as many as SUMCAST_AGGREGATORS
  * lists, for the tree, whose inner communicators join them), its link
  * speeds and hop, and each size class's split where the adaptive split has
- * measured it (a fixed SUMCAST_SPLIT: that, for every class). At connect
- * and after every adaptive decision, by top-level communicators only. */
+ * measured it (a fixed SUMCAST_SPLIT: that, for every class). aggs > 0
+ * counts the failover's live set instead where it has one. At connect,
+ * after every adaptive decision and every failover epoch, by top-level
+ * communicators only. */
 void coll_adapt_publish(const struct coll_comm *cc, int64_t aggs);
 /* Whether this node owes agreements every node has started (the windows
  * it completed; collnet_engine.c's coll_adapt_fini turns until not), and

@@ -55,6 +55,10 @@ void coll_adapt_publish(const struct coll_comm *cc, int64_t aggs)
 	const char *prov = cc->f ? fabric_provider(cc->f) : NULL;
 
 	tuner_figs_from_settings(cc->nranks, &f);
+	/* the aggregators requests use now: after a fault or a return, the
+	 * failover's epoch (failover.c, decide) */
+	if (aggs > 0 && cc->client && cc->fo.nepochs)
+		aggs = __builtin_popcountll(fo_live(&cc->fo));
 	if (aggs >= 0)
 		f.aggs = (uint32_t)aggs;
 	if (cc->model.link_gbps > 0)

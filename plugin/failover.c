@@ -389,6 +389,8 @@ static int decide(struct coll_comm *cc, uint64_t set, uint64_t back, uint64_t dr
 	if (set)
 		rc = decide_faults(cc, set, from, now);
 	failover_return_apply(cc, back, drain, from, now);
+	if (!cc->parent) /* the tuner costs CollNet with the aggregators left */
+		coll_adapt_publish(cc, cc->model.naggs);
 	return rc;
 }
 

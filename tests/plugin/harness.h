@@ -257,6 +257,9 @@ void hlog(ncclDebugLogLevel level, unsigned long flags, const char *file, int li
 /* NCCL's tuner in this process, with the collnet communicator connected:
  * it must cost CollNet from the communicator's own figures (harness_coll.c). */
 void tuner_check_live(void);
+/* The aggregators the tuner costs CollNet with: a tuner initialized as
+ * NCCL does (v5), after this rank's communicator published its figures. */
+int tuner_live_aggs(void);
 /* stall reports logged ("has waited"), and their ring lines naming the
  * peer and the tag a column waits for */
 extern int saw_stall, saw_stall_peer;

@@ -9,24 +9,30 @@
 
 #include "../../plugin/nccl_tuner.h"
 
-void tuner_check_live(void)
+int tuner_live_aggs(void)
 {
 	const ncclTuner_v5_t *tu = dlsym(P.dl, "ncclTunerPlugin_v5");
 	ncclNvlDomainInfo_v5_t nvl = { opt.nranks, 1, 1 };
 	ncclTunerConstants_v5_t k;
 	void *ctx = NULL;
-	int want;
 
 	REQUIRE(tu, "ncclTunerPlugin_v5 not exported");
 	memset(&k, 0, sizeof(k));
+	saw_tuner_aggs = saw_tuner_live = -1;
 	/* NCCL: one rank per node here, nNodes = the collnet's ranks */
 	NCHECK(tu->init(&ctx, 0x1234, (size_t)opt.nranks, (size_t)opt.nranks, hlog, &nvl, &k));
-	/* the tree publishes the aggregators listed (its inner jobs join them) */
-	want = tree_on() ? -1 : opt.expect && !strcmp(opt.expect, "ring") ? 0 : saw_naggs;
 	REQUIRE(saw_tuner_live == 1, "the tuner took the settings, not the connected communicator's figures");
-	REQUIRE(want < 0 || saw_tuner_aggs == want, "the tuner sees %d aggregators, connect announced %d",
-		saw_tuner_aggs, want);
 	NCHECK(tu->finalize(ctx));
+	return saw_tuner_aggs;
+}
+
+void tuner_check_live(void)
+{
+	/* the tree publishes the aggregators listed (its inner jobs join them) */
+	int want = tree_on() ? -1 : opt.expect && !strcmp(opt.expect, "ring") ? 0 : saw_naggs;
+	int got = tuner_live_aggs();
+
+	REQUIRE(want < 0 || got == want, "the tuner sees %d aggregators, connect announced %d", got, want);
 	if (my_rank == 0)
 		printf("coll: the tuner costs CollNet from this communicator's figures (%d aggregators)\n",
 		       saw_tuner_aggs);

@@ -860,6 +860,14 @@ progress:
 		return;
 	}
 	REQUIRE(!got_error, "an aggregator fault reached NCCL as an error");
+	if (fopt.k1 == F_KILL && fopt.k2 == F_NONE && !fopt.readmit && !tree_on()) {
+		/* the failover's new epoch told the tuner: one aggregator fewer */
+		int aggs = tuner_live_aggs();
+		REQUIRE(aggs == opt.naggs - 1, "after aggregator %d was killed the tuner costs CollNet "
+			"with %d aggregators, want %d", fault_agg(0), aggs, opt.naggs - 1);
+		if (my_rank == 0)
+			printf("fault: the tuner costs CollNet with the aggregators left: %d\n", aggs);
+	}
 	if (fopt.readmit) {
 		REQUIRE(!heal || healed_ns, "the cut was never healed: at no count had every node logged "
 			"the fault (this node logged %d, wants %d)", saw_fault, fault_lines_want(1));
