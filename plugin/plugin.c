@@ -97,7 +97,7 @@ static const struct cfg_entry plugin_table[] = {
 	  "the job's name in the aggregators' /stats and sumcastctl jobs (at most 64 printable ASCII bytes); empty: SLURM_JOB_ID, else POD_NAME (Kubernetes downward API), else none",
 	  S(job_label), 0, 0, false },
 	{ "", "tuner", CFG_BOOL, "true",
-	  "NCCL's tuner (this library's ncclTunerPlugin_v1..v6): CollNet's AllReduce costs from the sizing model, CollNet ruled out where NCCL's ring or tree is faster (v1, v2: CollNet Chain chosen where it wins); false: NCCL's own costs stand",
+	  "NCCL's tuner (this library's ncclTunerPlugin_v1..v6): CollNet's AllReduce, ReduceScatter and AllGather costs from the sizing model, CollNet ruled out where NCCL's ring or tree is faster (v1, v2: CollNet Chain chosen for an AllReduce where it wins); false: NCCL's own costs stand",
 	  S(tuner), 0, 0, false },
 	{ "", "log_level", CFG_STRING, "info", "error|warn|info|debug|trace (NCCL_DEBUG filters too)",
 	  S(log_level), 0, 0, false },

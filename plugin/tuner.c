@@ -52,6 +52,14 @@ int tuner_allreduce_est(const struct tuner_figs *f, size_t bytes, uint32_t heads
 	return 0;
 }
 
+void tuner_rsag_est(const struct tuner_est *allreduce, uint32_t aggs, struct tuner_est *out)
+{
+	*out = *allreduce;
+	out->ring_us = allreduce->ring_us / 2;
+	out->tree_us = out->ring_us;
+	out->wins = aggs > 0 && out->collnet_us < out->ring_us;
+}
+
 static bool collnet_row(int a)
 {
 	return a == NCCL_ALGO_COLLNET_DIRECT || a == NCCL_ALGO_COLLNET_CHAIN;

@@ -65,6 +65,17 @@ struct tuner_est {
  * plugin's ring on host memory: it never wins (out->wins false). */
 int tuner_allreduce_est(const struct tuner_figs *f, size_t bytes, uint32_t heads, struct tuner_est *out);
 
+/* A ReduceScatter or AllGather of `bytes` (NCCL's nBytes: the whole
+ * buffer, nRanks x count) from the AllReduce estimate of the same bytes
+ * (tuner_allreduce_est): through the aggregators a node sends S and takes
+ * S / N back (ReduceScatter), or the reverse (AllGather), its link as busy
+ * as in the AllReduce, the aggregators' ingress (or egress) and CPU no
+ * more: the AllReduce's CollNet time, an upper bound. NCCL's ring does half
+ * an AllReduce ((N-1) hops + (N-1)/N S / B): the ring's time halved. NCCL
+ * runs neither on its tree (tree_us = ring_us). CollNet wins where it is
+ * below that ring. */
+void tuner_rsag_est(const struct tuner_est *allreduce, uint32_t aggs, struct tuner_est *out);
+
 /* NCCL's cost table (float[nalgo][nproto], microseconds, -1: ignored) for
  * one collective: CollNet Direct's and Chain's rows from the estimates
  * (NULL: that row untouched). Only entries NCCL made usable (>= 0) change:

@@ -2,7 +2,8 @@
  * and a thin adapter per version, named nccl_tuner_* (as net_nccl.c's are
  * nccl_net_*). NCCL 2.21 on finds them in this library when
  * NCCL_TUNER_PLUGIN is unset and NCCL_NET_PLUGIN names it. v3 on: only
- * AllReduce's CollNet rows are ever changed (tuner.h says how). v1, v2
+ * CollNet's rows are ever changed, AllReduce's both, ReduceScatter's and
+ * AllGather's Direct (tuner.h says how). v1, v2
  * (NCCL 2.19-2.21) have no cost table and choose outright: CollNet Chain
  * where the model says CollNet wins, else nothing (NCCL's own choice).
  * SUMCAST_TUNER=0 leaves every table and choice to NCCL. Errors become
@@ -91,16 +92,18 @@ static ncclResult_t nccl_tuner_init_common(uint64_t comm_id, size_t nranks, size
 	return ncclSuccess;
 }
 
-/* The estimates for an AllReduce of nbytes (the live figures taken first
- * where a communicator published new ones), or NULL where the tuner does
- * not answer: off, another collective, one node. */
+/* The AllReduce estimates for nbytes (the live figures taken first where
+ * a communicator published new ones), or NULL where the tuner does not
+ * answer: off, a collective other than AllReduce, ReduceScatter and
+ * AllGather, one node. */
 static const struct nccl_tuner_memo *nccl_tuner_est(struct nccl_tuner_ctx *c, ncclFunc_t coll,
 						    size_t nbytes)
 {
 	struct nccl_tuner_memo *m;
 	uint64_t g;
 
-	if (!c || !plugin_cfg.tuner || coll != ncclFuncAllReduce || c->nodes < 2)
+	if (!c || !plugin_cfg.tuner || c->nodes < 2 ||
+	    (coll != ncclFuncAllReduce && coll != ncclFuncReduceScatter && coll != ncclFuncAllGather))
 		return NULL;
 	g = tuner_live_gen();
 	if (g != c->gen) {
@@ -125,12 +128,20 @@ static ncclResult_t nccl_tuner_coll_info(void *ctx, ncclFunc_t coll, size_t nbyt
 					 int nalgo, int nproto)
 {
 	const struct nccl_tuner_memo *m = nccl_tuner_est(ctx, coll, nbytes);
+	struct nccl_tuner_ctx *c = ctx;
 
 	if (!m || !table)
 		return ncclSuccess;
 	/* NCCL's table is float[nalgo][nproto], passed as float ** */
-	tuner_table_apply((float *)table, nalgo, nproto, m->rd ? NULL : &m->direct,
-			  m->rc ? NULL : &m->chain);
+	if (coll == ncclFuncAllReduce) {
+		tuner_table_apply((float *)table, nalgo, nproto, m->rd ? NULL : &m->direct,
+				  m->rc ? NULL : &m->chain);
+	} else if (!m->rd) {
+		/* NCCL runs these on CollNet Direct only (Chain's row is left) */
+		struct tuner_est rs;
+		tuner_rsag_est(&m->direct, c->figs.aggs, &rs);
+		tuner_table_apply((float *)table, nalgo, nproto, &rs, NULL);
+	}
 	return ncclSuccess;
 }
 
@@ -223,7 +234,7 @@ static void nccl_tuner_choose(struct nccl_tuner_ctx *c, ncclFunc_t coll, size_t 
 
 	if (collnet != 1 || !algo || !proto || getenv("NCCL_ALGO") || getenv("NCCL_PROTO"))
 		return;
-	m = nccl_tuner_est(c, coll, nbytes);
+	m = coll == ncclFuncAllReduce ? nccl_tuner_est(c, coll, nbytes) : NULL;
 	if (m && !m->rc && m->chain.wins) {
 		*algo = NCCL_ALGO_COLLNET_CHAIN;
 		*proto = NCCL_PROTO_SIMPLE;

@@ -268,6 +268,32 @@ static void live(void **state)
 	assert_int_equal(tuner_live_get(10, &got), 0);
 }
 
+/* ReduceScatter and AllGather: NCCL's ring does half an AllReduce, the
+ * aggregators as much as in one. At 4 nodes the ring wins at every size
+ * (CollNet's best is the AllReduce's two times less traffic); at 64 nodes
+ * a 64 KiB one is the ring's 63 hops against CollNet's round trips:
+ * CollNet; without aggregators never. */
+static void rsag(void **state)
+{
+	struct tuner_figs f4 = figs(4, 4, 100), f64 = figs(64, 8, 100), f0 = figs(64, 0, 100);
+	struct tuner_est ar, rs;
+	(void)state;
+	for (unsigned s = 3; s <= 30; s++) {
+		assert_int_equal(tuner_allreduce_est(&f4, (size_t)1 << s, 1, &ar), 0);
+		tuner_rsag_est(&ar, f4.aggs, &rs);
+		assert_true(rs.ring_us == ar.ring_us / 2 && rs.tree_us == rs.ring_us);
+		assert_true(rs.collnet_us == ar.collnet_us);
+		assert_false(rs.wins);
+	}
+	assert_int_equal(tuner_allreduce_est(&f64, 64u << 10, 1, &ar), 0);
+	tuner_rsag_est(&ar, f64.aggs, &rs);
+	assert_true(rs.wins);
+	assert_true(rs.collnet_us < rs.ring_us);
+	assert_int_equal(tuner_allreduce_est(&f0, 64u << 10, 1, &ar), 0);
+	tuner_rsag_est(&ar, f0.aggs, &rs);
+	assert_false(rs.wins);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -283,6 +309,7 @@ int main(void)
 		cmocka_unit_test(table_win),
 		cmocka_unit_test(table_only_collnet),
 		cmocka_unit_test(live),
+		cmocka_unit_test(rsag),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,7 +16,8 @@
  *  - 64 MiB AllReduce: CollNet;
  *  - on both sides of the crossover the library logs (CollNet Chain from
  *    X B, for one rank per node): X / 2 not CollNet, X CollNet;
- *  - ReduceScatter: the table as NCCL filled it;
+ *  - ReduceScatter and AllGather at 8 B and 64 MiB: the ring (half an
+ *    AllReduce beats CollNet at 4 nodes), only CollNet Direct's row moved;
  *  - NCCL 2.22's table of 6 algorithms and 2.24's of 7.
  * Then v1 and v2 as NCCL 2.19-2.21 call them (src/misc/tuner.cc,
  * enqueue.cc's getAlgoInfo / getTunerInfo at v2.19.3-1 and v2.21.5-1):
@@ -81,10 +82,11 @@ static void play_log(ncclDebugLogLevel level, unsigned long flags, const char *f
 
 /* As NCCL's updateCollCostTable leaves it for an inter-node AllReduce with
  * CollNet supported: tree and ring on all three protocols, CollNet Direct
- * and Chain on Simple only, NVLS and PAT not usable. The times (us) are a
- * latency and a bandwidth each, CollNet's the best of them all, as NCCL's
- * model for a SHARP switch says. */
-static void nccl_fill(float *t, int na, size_t bytes)
+ * and Chain on Simple only, NVLS and PAT not usable; for a ReduceScatter or
+ * AllGather the ring and CollNet Direct only (ncclTopoTuneModel). The times
+ * (us) are a latency and a bandwidth each, CollNet's the best of them all,
+ * as NCCL's model for a SHARP switch says. */
+static void nccl_fill(float *t, int na, size_t bytes, ncclFunc_t f)
 {
 	static const double lat[2][NP] = { { 10, 12, 25 }, { 8, 10, 30 } };     /* tree, ring */
 	static const double bw[2][NP] = { { 3e3, 9e3, 10e3 }, { 4e3, 11e3, 12e3 } }; /* bytes/us */
@@ -96,6 +98,10 @@ static void nccl_fill(float *t, int na, size_t bytes)
 			t[a * NP + p] = (float)(lat[a][p] + bytes / bw[a][p]);
 	t[NCCL_ALGO_COLLNET_DIRECT * NP + NCCL_PROTO_SIMPLE] = (float)(5 + bytes / 40e3);
 	t[NCCL_ALGO_COLLNET_CHAIN * NP + NCCL_PROTO_SIMPLE] = (float)(6 + bytes / 40e3);
+	if (f != ncclFuncAllReduce)
+		for (int p = 0; p < NP; p++)
+			t[NCCL_ALGO_TREE * NP + p] = t[NCCL_ALGO_COLLNET_CHAIN * NP + p] =
+				(float)NCCL_ALGO_PROTO_IGNORE;
 }
 
 /* topoGetAlgoInfo: the smallest entry >= 0, first in table order on a tie. */
@@ -144,7 +150,7 @@ static int play(const struct tuner *tu, ncclFunc_t f, size_t bytes, int na, bool
 	ncclResult_t r;
 	int algo;
 
-	nccl_fill(t, na, bytes);
+	nccl_fill(t, na, bytes, f);
 	memcpy(before, t, sizeof(t));
 	r = tuner_call(tu, f, bytes, t, na);
 	CHECK(r == ncclSuccess, "v%d getCollInfo(%zu B) returned %d", tu->version, bytes, r);
@@ -152,8 +158,10 @@ static int play(const struct tuner *tu, ncclFunc_t f, size_t bytes, int na, bool
 	for (int a = 0; a < na; a++)
 		for (int p = 0; p < NP; p++) {
 			bool same = t[a * NP + p] == before[a * NP + p];
-			/* only CollNet's rows move, only when on and for AllReduce */
-			CHECK(same || (!off && f == ncclFuncAllReduce && is_collnet(a)),
+			/* only CollNet's rows move, only when on: AllReduce's
+			 * both, the others' Direct */
+			CHECK(same || (!off && (f == ncclFuncAllReduce ? is_collnet(a)
+									 : a == NCCL_ALGO_COLLNET_DIRECT)),
 			      "v%d %zu B: entry [%d][%d] %.1f -> %.1f", tu->version, bytes, a, p,
 			      before[a * NP + p], t[a * NP + p]);
 			/* NCCL's ignored entries stay ignored */
@@ -161,7 +169,8 @@ static int play(const struct tuner *tu, ncclFunc_t f, size_t bytes, int na, bool
 			      tu->version, bytes, a, p, t[a * NP + p]);
 		}
 	printf("v%d %s %10zu B (%d algorithms): %s (CollNet Chain %.1f, Direct %.1f; tree %.1f, ring %.1f)\n",
-	       tu->version, f == ncclFuncAllReduce ? "AllReduce" : "ReduceScatter", bytes, na,
+	       tu->version, f == ncclFuncAllReduce ? "AllReduce" : f == ncclFuncAllGather ? "AllGather"
+			: "ReduceScatter", bytes, na,
 	       algo == NCCL_ALGO_TREE ? "tree" : algo == NCCL_ALGO_RING ? "ring"
 		       : algo == NCCL_ALGO_COLLNET_DIRECT ? "CollNet Direct"
 		       : algo == NCCL_ALGO_COLLNET_CHAIN ? "CollNet Chain" : "other",
@@ -352,7 +361,17 @@ int main(int argc, char **argv)
 		CHECK(play(&tu, ncclFuncAllReduce, 8, na, off) == small &&
 		      play(&tu, ncclFuncAllReduce, 64u << 20, na, off) == large,
 		      "v%d: a size asked again got another answer", v);
-		play(&tu, ncclFuncReduceScatter, 8, na, off);
+		/* at 4 nodes the ring's half an AllReduce beats CollNet at
+		 * every size: ReduceScatter and AllGather on the ring */
+		int rs[2] = { play(&tu, ncclFuncReduceScatter, 8, na, off),
+			      play(&tu, ncclFuncReduceScatter, 64u << 20, na, off) };
+		int ag[2] = { play(&tu, ncclFuncAllGather, 8, na, off),
+			      play(&tu, ncclFuncAllGather, 64u << 20, na, off) };
+		for (int i = 0; i < 2; i++)
+			CHECK(off ? rs[i] == NCCL_ALGO_COLLNET_DIRECT && ag[i] == NCCL_ALGO_COLLNET_DIRECT
+				  : rs[i] == NCCL_ALGO_RING && ag[i] == NCCL_ALGO_RING,
+			      "v%d %s ReduceScatter / AllGather: algorithms %d / %d", v, i ? "64 MiB" : "8 B",
+			      rs[i], ag[i]);
 		if (off) {
 			/* NCCL's figures: CollNet everywhere */
 			CHECK(is_collnet(small) && is_collnet(large), "v%d off: NCCL's choice changed", v);
