@@ -105,11 +105,11 @@ static bool verdict_refused(struct conn *c, const struct wire_join *w, const str
 /* The log line of a job created: what it was granted, and where. */
 static void job_created_log(const struct job *j, const struct admit_verdict *v, uint32_t asked)
 {
-	char capped[96] = "", where[96];
+	char capped[96] = "", where[128];
 
 	if (j->lanes > 1)
-		snprintf(where, sizeof(where), "%u data threads from %u (job-threads)", j->lanes,
-			 j->thread->index);
+		snprintf(where, sizeof(where), "%u data threads from %u (job-threads; %" PRIu64
+			 " receives on the first)", j->lanes, j->thread->index, v->lane_recvs);
 	else
 		snprintf(where, sizeof(where), "data thread %u", j->thread->index);
 	if (v->window < v->asked_window || v->chunk < v->asked_chunk)
