@@ -197,6 +197,9 @@ int host_open(struct host *h, const char *lib, const char *dir, const char *mode
 		return -1;
 	}
 	h->dl = dlopen(copy, RTLD_NOW | RTLD_LOCAL);
+	/* loaded (or not): the copy is not needed again, and a process killed
+	 * from here on (a launcher ending the job) leaves nothing in dir */
+	unlink(copy);
 	if (!h->dl) {
 		say(err, errlen, "dlopen %s: %s", copy, dlerror());
 		return -1;
