@@ -194,6 +194,7 @@ int host_open(struct host *h, const char *lib, const char *dir, const char *mode
 	snprintf(copy, sizeof(copy), "%s/libnccl-net-sumcast-%s.so", dir, mode);
 	if (copy_file(lib, copy)) {
 		say(err, errlen, "copying %s to %s: %s", lib, copy, strerror(errno));
+		unlink(copy); /* what was written of it */
 		return -1;
 	}
 	h->dl = dlopen(copy, RTLD_NOW | RTLD_LOCAL);

@@ -44,8 +44,9 @@ struct host {
  * name: libnccl-net-<name>.so on the library path), else
  * libnccl-net-sumcast.so. Its file, resolved, into out. 0 or -1 with err. */
 int host_find(const char *path, char *out, size_t len, char *err, size_t errlen);
-/* An instance of the library at lib for `mode`, copied into dir. The
- * plugin reads its settings now: SUMCAST_AGGREGATORS is hidden from the
+/* An instance of the library at lib for `mode`, copied into dir and
+ * loaded from there; the copy is removed on every way out (loaded or not),
+ * so dir is left empty. The plugin reads its settings now: SUMCAST_AGGREGATORS is hidden from the
  * ring's, SUMCAST_SPLIT set to split (NULL: as the environment has it). */
 int host_open(struct host *h, const char *lib, const char *dir, const char *mode, bool aggregators,
 	      const char *split, bool verbose, char *err, size_t errlen);

@@ -531,18 +531,6 @@ static bool one_host(void)
 	return same;
 }
 
-/* The plugin's copies in dir (host_open: one per mode, each loaded as a
- * library of its own) and dir itself; on every way out once it exists. */
-static void staging_remove(const char *dir)
-{
-	for (int m = 0; m < MODES; m++) {
-		char p[PATH_MAX + 64];
-		snprintf(p, sizeof(p), "%s/libnccl-net-sumcast-%s.so", dir, mode_names[m]);
-		unlink(p);
-	}
-	rmdir(dir);
-}
-
 int main(int argc, char **argv)
 {
 	char err[HOST_LINE * 2], lib[PATH_MAX], dir[] = "/tmp/sumcast-perf.XXXXXX";
@@ -570,6 +558,8 @@ int main(int argc, char **argv)
 	if (!naggs && B.rank == 0)
 		fprintf(stderr, "sumcast-perf: SUMCAST_AGGREGATORS is not set: only the ring can run; the "
 				"aggregators' and auto's columns show the ring\n");
+	/* dir: the plugin's copies while host_open loads them (it removes
+	 * each); removed itself on every way out once it exists */
 	if (host_find(o.plugin, lib, sizeof(lib), err, sizeof(err)) || !mkdtemp(dir)) {
 		fprintf(stderr, "sumcast-perf: %s\n", err[0] ? err : strerror(errno));
 		return 1;
@@ -579,7 +569,7 @@ int main(int argc, char **argv)
 	uint8_t *region = aligned_alloc(4096, (R.region + 4095) & ~(size_t)4095);
 	if (!region) {
 		fprintf(stderr, "sumcast-perf: no memory for 2 x %zu bytes\n", o.maxb);
-		staging_remove(dir);
+		rmdir(dir);
 		return 1;
 	}
 	memset(region, 0, R.region);
@@ -595,11 +585,11 @@ int main(int argc, char **argv)
 			      sizeof(err)) ||
 		    host_connect(&H[m], &B, o.heads, region, R.region, err, sizeof(err))) {
 			fprintf(stderr, "sumcast-perf: rank %d: %s\n", B.rank, err);
-			staging_remove(dir);
+			rmdir(dir);
 			return 1;
 		}
 	}
-	staging_remove(dir);
+	rmdir(dir);
 
 	/* the model: this shape, the links given or reported */
 	const struct host *any = o.mode[M_AUTO] ? &H[M_AUTO] : o.mode[M_AGGS] ? &H[M_AGGS] : &H[M_RING];
