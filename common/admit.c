@@ -54,18 +54,24 @@ const char *admit_rule_name(enum admit_rule r)
 	return "?";
 }
 
-/* The data thread with room for recvs and the fewest jobs, or -1; *room:
- * the most room any thread has. */
-static int admit_thread(const struct admit_load *load, uint64_t recvs, uint64_t *room)
+/* The data thread with room for need receives and the fewest jobs, ties
+ * to the first in turn from thread `from`, not one of used (NULL: none
+ * used), or -1; room (NULL: not asked): the most room any thread has. */
+static int admit_pick(const struct admit_load *load, uint64_t need, const bool *used, unsigned from,
+		      uint64_t *room)
 {
+	unsigned nt = load->nthreads < 256 ? load->nthreads : 256; /* [data] threads: daemon/settings.c */
 	int best = -1;
 
-	*room = 0;
-	for (unsigned i = 0; i < load->nthreads; i++) {
+	if (room)
+		*room = 0;
+	for (unsigned n = 0; n < nt; n++) {
+		unsigned i = (from + n) % nt;
 		uint64_t free = load->rx_free[i];
-		if (free > *room)
+		if (room && free > *room)
 			*room = free;
-		if (free >= recvs && (best < 0 || load->thread_jobs[i] < load->thread_jobs[best]))
+		if ((!used || !used[i]) && free >= need &&
+		    (best < 0 || load->thread_jobs[i] < load->thread_jobs[best]))
 			best = (int)i;
 	}
 	return best;
@@ -77,18 +83,11 @@ static int admit_thread(const struct admit_load *load, uint64_t recvs, uint64_t 
 static bool admit_place(const struct admit_load *load, uint32_t lanes, uint32_t window,
 			uint32_t nranks, bool mc, int *lane_thread)
 {
-	bool used[256] = { false }; /* [data] threads is at most 256: daemon/settings.c */
-	unsigned nt = load->nthreads < 256 ? load->nthreads : 256;
+	bool used[256] = { false };
 
 	for (uint32_t k = 0; k < lanes; k++) {
-		uint64_t need = admit_recvs(admit_lane_window(window, k, lanes), nranks, mc);
-		int best = -1;
-		for (unsigned n = 0; n < nt; n++) {
-			unsigned i = (load->tie + n) % nt;
-			if (!used[i] && load->rx_free[i] >= need &&
-			    (best < 0 || load->thread_jobs[i] < load->thread_jobs[best]))
-				best = (int)i;
-		}
+		int best = admit_pick(load, admit_recvs(admit_lane_window(window, k, lanes), nranks, mc),
+				      used, load->tie, NULL);
 		if (best < 0)
 			return false;
 		used[best] = true;
@@ -130,7 +129,7 @@ void admit_decide(const struct admit_limits *lim, const struct admit_load *load,
 	v->recvs = admit_recvs(v->window, ask->nranks, v->mc);
 	/* the lanes where their receives fit, else one lane where the whole
 	 * job's fit (th < 0: nowhere) */
-	int th = admit_thread(load, v->recvs, &v->rx_room);
+	int th = admit_pick(load, v->recvs, NULL, 0, &v->rx_room);
 	v->lanes = admit_lanes(lim, load->nthreads, v->window, v->mc, ask->one_lane);
 	if (v->lanes > 1 && admit_place(load, v->lanes, v->window, ask->nranks, v->mc, v->lane_thread))
 		th = v->lane_thread[0];
