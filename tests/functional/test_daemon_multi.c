@@ -354,6 +354,23 @@ static bool cpus_known(void *arg)
 	return *w->got != 0;
 }
 
+/* Starts d with conf and an rxm setting var=val in its environment (set
+ * for the start alone; tcp;ofi_rxm only). 0: started; -1: skipped or did
+ * not start (said which). */
+static int sd_start_rxm(const char *what, const char *var, const char *val, const char *conf)
+{
+	if (strcmp(th_provider(), "tcp;ofi_rxm")) {
+		printf("  %s: skipped, %s is for tcp;ofi_rxm\n", what, var);
+		return -1;
+	}
+	setenv(var, val, 1);
+	int rc = sd_start(&d, conf);
+	unsetenv(var);
+	if (rc)
+		CHECK(0, "sumcastd with %s=%s did not start", var, val);
+	return rc ? -1 : 0;
+}
+
 static void mode_lanes(void)
 {
 	static struct tjob js[2];
@@ -452,17 +469,9 @@ static void mode_lanes(void)
 	/* A job no thread's receive queue holds whole, taken over two lanes:
 	 * rxm's queue at 48 (the sweep keeps 12: 36 for jobs), 8 ranks x
 	 * window 8 = 64 receives, 32 a lane. */
-	if (strcmp(th_provider(), "tcp;ofi_rxm")) {
-		printf("  lanes by receive room: skipped, FI_OFI_RXM_RX_SIZE is for tcp;ofi_rxm\n");
+	if (sd_start_rxm("lanes by receive room", "FI_OFI_RXM_RX_SIZE", "48",
+			 "[data]\nthreads = 2\n[job]\nmemory-budget = 256M\n"))
 		return;
-	}
-	setenv("FI_OFI_RXM_RX_SIZE", "48", 1);
-	int rc = sd_start(&d, "[data]\nthreads = 2\n[job]\nmemory-budget = 256M\n");
-	unsetenv("FI_OFI_RXM_RX_SIZE");
-	if (rc) {
-		CHECK(0, "sumcastd with FI_OFI_RXM_RX_SIZE=48 did not start");
-		return;
-	}
 	want_window = 8;
 	if (job_join(&js[0], 0xb07, 8, 40, 4096)) {
 		CHECK(0, "a job of 64 receives over two lanes of 36 was not taken");
@@ -565,17 +574,8 @@ static void mode_eagain(void)
 {
 	static struct tjob j;
 
-	if (strcmp(th_provider(), "tcp;ofi_rxm")) {
-		printf("  eagain: skipped, FI_OFI_RXM_TX_SIZE is for tcp;ofi_rxm\n");
+	if (sd_start_rxm("eagain", "FI_OFI_RXM_TX_SIZE", "8", "[job]\nmemory-budget = 256M\n"))
 		return;
-	}
-	setenv("FI_OFI_RXM_TX_SIZE", "8", 1);
-	int rc = sd_start(&d, "[job]\nmemory-budget = 256M\n");
-	unsetenv("FI_OFI_RXM_TX_SIZE");
-	if (rc) {
-		CHECK(0, "sumcastd with FI_OFI_RXM_TX_SIZE=8 did not start");
-		return;
-	}
 	want_window = 8;
 	if (job_join(&j, 0xb01, 8, 64, CHUNK)) {
 		CHECK(0, "join 8 ranks");
