@@ -185,7 +185,15 @@ static void handle_msg(struct client *c, struct client_agg *a, size_t ai, const 
 					a->name, o->lanes, o->window, a->ver);
 			return;
 		}
+		/* Results spread over the lanes (version 8): small ones come to
+		 * this rank from lane (si + rank) % lanes. */
+		if (o->spread && a->ver < WIRE_SPREAD_VERSION) {
+			client_agg_down(c, a, -EPROTO, "%s spread results over its lanes in protocol %u",
+					a->name, a->ver);
+			return;
+		}
 		a->lanes = o->lanes > 1 ? o->lanes : 1;
+		a->spread = o->spread;
 		for (uint32_t k = 0; k < a->lanes; k++) {
 			const uint8_t *la = k ? o->lane_addr[k] : o->addr;
 			size_t ll = k ? o->lane_len[k] : o->addr_len;

@@ -120,6 +120,9 @@ struct client_agg {
 	 * chunks, NACKs and results go through lane si % lanes (wire.h, 7) */
 	uint32_t lanes;
 	fi_addr_t lane_addr[WIRE_LANES_MAX];
+	/* results of at most this many payload bytes come from lane
+	 * (si + rank) % lanes (wire_result_lane, version 8); 0: from si's */
+	uint32_t spread;
 	bool av_inserted;
 	struct client_slot *slots; /* c->window entries; the first `window` are used */
 	uint64_t next_c;           /* next chunk number to issue */
@@ -253,6 +256,14 @@ struct client {
 static inline fi_addr_t client_agg_addr(const struct client_agg *a, uint32_t si)
 {
 	return a->lane_addr[a->lanes > 1 ? si % a->lanes : 0];
+}
+
+/* Where slot si's result of len payload bytes comes from (its lane's
+ * address, or with the results spread the lane wire_result_lane names). */
+static inline fi_addr_t client_result_addr(const struct client_agg *a, uint32_t si, uint32_t rank,
+					   size_t len)
+{
+	return a->lane_addr[wire_result_lane(si, rank, a->lanes, a->spread, len)];
 }
 
 /* Bytes of one sealed message buffer (payload + tag). */

@@ -143,7 +143,8 @@ static int slot_send(struct client *c, struct client_agg *a, size_t ai, uint32_t
 static int post_result(struct client *c, size_t ai, uint32_t si, void *dst, size_t cap, void *desc)
 {
 	struct client_agg *a = &c->aggs[ai];
-	fi_addr_t src = a->ep->has_source ? client_agg_addr(a, si) : FI_ADDR_UNSPEC;
+	fi_addr_t src = a->ep->has_source ? client_result_addr(a, si, c->rank, a->slots[si].len)
+					  : FI_ADDR_UNSPEC;
 
 	return fabric_trecv(a->ep, dst, cap, desc, src,
 			    wire_tag_make(WIRE_TAG_RESULT, (uint32_t)ai, c->rank, si), 0,

@@ -166,6 +166,7 @@ static bool join_ok_valid(const struct wire_join_ok *o)
 	       o->chunk_bytes <= (64u << 20) && o->addr_len >= 1 && o->addr_len <= WIRE_ADDR_MAX &&
 	       !(o->flags & ~WIRE_OK_F_ALL) && o->weight <= WIRE_WEIGHT_MAX &&
 	       o->lanes <= WIRE_LANES_MAX && (o->lanes <= 1 || o->weight) &&
+	       o->spread <= WIRE_SPREAD_MAX && (!o->spread || o->lanes > 1) &&
 	       (!(o->flags & WIRE_OK_F_MCAST_IB) || (o->flags & WIRE_OK_F_MCAST)) &&
 	       (!(o->flags & WIRE_OK_F_MCAST) ||
 		((o->mc_group >> 28) == 0xE && o->mc_port && o->mc_payload >= 64 &&
@@ -268,6 +269,8 @@ int wire_msg_encode(const struct wire_msg *m, uint8_t *buf, size_t cap)
 				p = wr_u16(p, n);
 				p = wr_bytes(p, m->u.join_ok.lane_addr[k], n);
 			}
+			if (m->u.join_ok.spread) /* version 8 */
+				p = wr_u32(p, m->u.join_ok.spread);
 		}
 		break;
 	case WIRE_REFUSE:
@@ -390,6 +393,8 @@ int wire_msg_decode(uint16_t type, const uint8_t *body, size_t len, struct wire_
 				if (rd_u16(&r, &o->lane_len[k]) || o->lane_len[k] < 1 ||
 				    o->lane_len[k] > WIRE_ADDR_MAX || rd_u8s(&r, o->lane_addr[k], o->lane_len[k]))
 					return -EBADMSG;
+			if (r.end > r.p && (rd_u32(&r, &o->spread) || !o->spread)) /* version 8 */
+				return -EBADMSG;
 		}
 		if (!join_ok_valid(o))
 			return -EBADMSG;

@@ -1,4 +1,4 @@
-/* Sumcast wire protocol, version 7 (WIRE_VERSION), speaking 2 to 6 too
+/* Sumcast wire protocol, version 8 (WIRE_VERSION), speaking 2 to 7 too
  * (WIRE_VERSION_MIN; 1 had no mode bits: its seq was 26 bits).
  *
  * Control plane: TCP to the daemon's control port. Every message is a
@@ -52,6 +52,14 @@
  * and NACK of slot s to that lane's address and takes its RESULTs from
  * there. The daemon gives lanes to a job whose first JOIN came in version
  * 7 only, and refuses (version) an older rank that joins such a job.
+ * 8 is 7 with the results spread over the lanes: after the lanes' addresses
+ * a JOIN_OK may carry a u32 spread limit, 1..WIRE_SPREAD_MAX. A result of
+ * slot s whose payload is at most that many bytes goes to rank r from lane
+ * (s + r) % count, not from s % count, so that the count lanes' threads
+ * share a small result's sends; a larger one comes from lane s % count as
+ * in 7. The daemon spreads the results of a job whose first JOIN came in
+ * version 8 only, and refuses (version) an older rank that joins such a
+ * job.
  *
  * Data plane: libfabric tagged messages on the endpoint named in JOIN_OK.
  * The 64-bit tag routes, the 32-bit immediate data describes the chunk:
@@ -92,7 +100,7 @@
 #include "tags.h"
 
 #define WIRE_MAGIC 0x54534353u /* "SCST" little-endian */
-#define WIRE_VERSION 7     /* the newest this build speaks */
+#define WIRE_VERSION 8     /* the newest this build speaks */
 #define WIRE_VERSION_MIN 2 /* the oldest it still speaks */
 #define WIRE_HDR_LEN 16
 #define WIRE_BODY_MAX 1024
@@ -105,6 +113,8 @@
 #define WIRE_LABEL_VERSION 6 /* the first version that carries a job label */
 #define WIRE_LANES_VERSION 7 /* the first version whose JOIN_OK may name lanes */
 #define WIRE_LANES_MAX 8     /* a job's lanes (data threads) on one daemon */
+#define WIRE_SPREAD_VERSION 8 /* the first version whose JOIN_OK may spread results */
+#define WIRE_SPREAD_MAX 65536 /* the largest spread limit (result payload bytes) */
 
 #define WIRE_RANKS_MAX 65535u      /* rank field is 16 bits */
 #define WIRE_SLOTS_MAX (1u << 20)  /* window: below the seq's 2^24 (slot field is 24 bits) */
@@ -212,6 +222,10 @@ struct wire_join_ok {
 	uint8_t lanes;
 	uint16_t lane_len[WIRE_LANES_MAX];
 	uint8_t lane_addr[WIRE_LANES_MAX][WIRE_ADDR_MAX];
+	/* version 8, with lanes: results of at most this many payload bytes
+	 * come to rank r from lane (s + r) % lanes (wire_result_lane); 0: none
+	 * sent, every result from lane s % lanes */
+	uint32_t spread;
 };
 
 /* The daemon has a shared key: every data message of the job, both ways,
@@ -337,5 +351,17 @@ static inline unsigned wire_imm_mode(uint32_t d) { return (d >> WIRE_IMM_MODE_SH
 /* The data word without its mode: what a RESULT carries and seals. */
 static inline uint32_t wire_imm_plain(uint32_t d) { return d & ~WIRE_IMM_MODE_MASK; }
 static inline uint32_t wire_imm_seq(uint32_t d) { return d & WIRE_SEQ_MASK; }
+
+/* The lane that sends rank `rank` the result of slot `slot` whose payload
+ * is `len` bytes, in a job of `lanes` lanes with spread limit `spread`
+ * (JOIN_OK, version 8; 0: none): the rule the daemon sends by and the rank
+ * posts its directed receive by. */
+static inline uint32_t wire_result_lane(uint32_t slot, uint32_t rank, uint32_t lanes, uint32_t spread,
+					size_t len)
+{
+	if (lanes <= 1)
+		return 0;
+	return spread && len <= spread ? (uint32_t)(((uint64_t)slot + rank) % lanes) : slot % lanes;
+}
 
 #endif

@@ -105,11 +105,12 @@ static bool verdict_refused(struct conn *c, const struct wire_join *w, const str
 /* The log line of a job created: what it was granted, and where. */
 static void job_created_log(const struct job *j, const struct admit_verdict *v, uint32_t asked)
 {
-	char capped[96] = "", where[128];
+	char capped[96] = "", where[160];
 
 	if (j->lanes > 1)
 		snprintf(where, sizeof(where), "%u data threads from %u (job-threads; %" PRIu64
-			 " receives on the first)", j->lanes, j->thread->index, v->lane_recvs);
+			 " receives on the first; results up to %u bytes spread)", j->lanes,
+			 j->thread->index, v->lane_recvs, j->spread);
 	else
 		snprintf(where, sizeof(where), "data thread %u", j->thread->index);
 	if (v->window < v->asked_window || v->chunk < v->asked_chunk)
@@ -121,6 +122,27 @@ static void job_created_log(const struct job *j, const struct admit_verdict *v, 
 		j->handle, j->nranks, j->window, j->weight,
 		asked > v->weight ? ", capped by max-weight" : "", j->chunk, capped, j->dtype_mask,
 		j->timeout_ms, job_sum_mem(j), v->recvs, where);
+}
+
+/* The spread limit of a new job j (wire.h, version 8; dp_result.c,
+ * "Spread"): [data] result-spread, held below what every lane's provider
+ * injects, for a job of lanes without a group whose first rank speaks 8,
+ * on threads a handed-over result wakes at once; else 0. */
+static uint32_t job_spread(const struct daemon *d, const struct job *j, uint16_t ver)
+{
+	size_t tag = j->sealed ? SC_SEAL_TAG : 0;
+	uint64_t lim = d->cfg.result_spread;
+
+	if (j->lanes < 2 || j->mc || ver < WIRE_SPREAD_VERSION)
+		return 0;
+	JOB_FOR_LANES((struct job *)j, l) {
+		size_t inj = l->thread->fabric->inject_size;
+		if (!dthread_wakeable(l->thread))
+			return 0;
+		if (inj < tag + lim)
+			lim = inj > tag ? inj - tag : 0;
+	}
+	return (uint32_t)(lim < WIRE_SPREAD_MAX ? lim : WIRE_SPREAD_MAX);
 }
 
 /* A job's first JOIN: the decision (common/admit.c, which sumcastctl plan
@@ -163,6 +185,9 @@ static struct job *join_create(struct conn *c, const struct wire_join *w, uint32
 	}
 	j->weight = (uint16_t)v.weight;
 	j->req_weight = (uint16_t)asked;
+	uint32_t spread = job_spread(d, j, c->ver);
+	JOB_FOR_LANES(j, l)
+		l->spread = spread;
 	memcpy(j->label, w->label, sizeof(j->label));
 	job_created_log(j, &v, asked);
 	return j;
@@ -193,6 +218,12 @@ static bool join_fits(struct conn *c, const struct wire_join *w, const struct jo
 		conn_refuse(c, WIRE_E_VERSION, "job 0x%" PRIx64 " is spread over %u data threads of "
 			    "this daemon, which its ranks address in protocol %u; this rank speaks %u",
 			    j->id, j->lanes, WIRE_LANES_VERSION, c->ver);
+		return false;
+	}
+	if (j->spread && c->ver < WIRE_SPREAD_VERSION) {
+		conn_refuse(c, WIRE_E_VERSION, "job 0x%" PRIx64 " spreads its results over %u data "
+			    "threads of this daemon, which its ranks take in protocol %u; this rank speaks %u",
+			    j->id, j->lanes, WIRE_SPREAD_VERSION, c->ver);
 		return false;
 	}
 	if (j->state != JOB_JOINING || j->joined == j->nranks) {
@@ -319,6 +350,8 @@ void admit_rank_added(struct daemon *d, struct dcmd *ev)
 				m.u.join_ok.lane_len[l->lane] = (uint16_t)l->fab->addrlen;
 				memcpy(m.u.join_ok.lane_addr[l->lane], l->fab->addr, l->fab->addrlen);
 			}
+		if (c->ver >= WIRE_SPREAD_VERSION) /* version 8 */
+			m.u.join_ok.spread = j->spread;
 	}
 	conn_send(c, &m);
 	c->state = CONN_JOINED;

@@ -85,6 +85,15 @@ void dp_sweep_kick(struct dthread *t);
  * (counted), false when it found none. */
 bool dp_sweep_done(struct dthread *t, const struct fabric_cqe *e, uint64_t now);
 
+/* ---- dp_result.c: results spread over a job's lanes ---- */
+
+/* Sends what other lanes' threads handed this one (dp_result.c,
+ * "Spread"), in order; one the provider refuses waits with those after it
+ * for the next pass. Returns the sends made. */
+int dp_spread_run(struct dthread *t);
+/* Frees what is left (the thread stopped). */
+void dp_spread_fini(struct dthread *t);
+
 /* ---- dp_av.c: rank addresses, one AV entry per distinct address ---- */
 
 struct addr_ref {

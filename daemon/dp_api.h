@@ -27,11 +27,13 @@ struct result_ops;
 struct settings;
 struct slot;
 struct slot_ops;
+struct spread_item;
 
 /* The lists of job.h's objects (sys/queue.h), named here, where the
  * threads and the daemon that hold them are. */
 SLIST_HEAD(job_list, job);     /* struct job, by link or dlink */
 STAILQ_HEAD(dcmd_list, dcmd);  /* struct dcmd, by link: FIFO */
+STAILQ_HEAD(spread_list, spread_item); /* dp_result.c: FIFO */
 
 /* Events back to the control thread (multi-producer, one consumer). */
 struct evq {
@@ -78,12 +80,20 @@ struct dthread {
 	pthread_mutex_t cmd_lock;
 	struct dcmd_list cmds;
 	_Atomic int cmd_pending;
+	/* results other lanes' threads hand this one to send (dp_result.c,
+	 * "Spread"): pushed under spread_lock; a push wakes the thread when it
+	 * blocks in fabric_wait (waiting) */
+	pthread_mutex_t spread_lock;
+	struct spread_list spread_in;
+	_Atomic int spread_pending;
+	_Atomic bool waiting;
 
 	/* owned by the data thread */
 	struct job_list jobs;    /* by dlink, the newest first */
 	struct defer_queue retry; /* slots with a post to retry (defer.h, any order) */
 	struct addr_ref *addrs; /* address cache (dp_av.c) */
 	struct dp_sweep *sweep; /* unexpected messages (dp_sweep.c) */
+	struct spread_list spread_q; /* taken from spread_in, not all sent yet */
 	size_t naddrs, addrs_cap;
 	uint64_t next_scan_ns;
 
@@ -101,9 +111,20 @@ struct dthread {
 /* Opens the endpoint (provider, node from settings), starts the thread. */
 int dthread_start(struct dthread *t, unsigned index, int cpu, const struct settings *s,
 		  struct evq *evq);
-/* Stops and joins the thread, then releases every job's memory (jobs still
+/* Stops and joins the thread (once; a thread never started: nothing). A
+ * daemon halts all its threads before it stops any: a running thread may
+ * hand results to another (dp_result.c, "Spread"). */
+void dthread_halt(struct dthread *t);
+/* Halts the thread, then releases every job's memory (jobs still
  * attached are left to the caller to free) and closes the endpoint. */
 void dthread_stop(struct dthread *t);
+/* Whether a command or a handed-over result wakes the thread at once when
+ * it idles (it blocks on its CQ's wait object and the eventfd): else it
+ * sleeps [data] idle-sleep between polls. */
+static inline bool dthread_wakeable(const struct dthread *t)
+{
+	return t->wake_fd >= 0 && !t->isolate;
+}
 /* Queues a command (ADD_JOB, ADD_RANK, REMOVE_JOB; job.h) for the thread. */
 void dthread_cmd(struct dthread *t, struct dcmd *c);
 

@@ -12,12 +12,29 @@
  * until all nranks contributions of seq + window wait as pending. That is
  * also the flow control: the group never runs more than a window ahead of
  * its slowest rank. A NACK for seq while the slot holds it (slot_nack,
- * dp_slot.c) makes the rank's unicast due again (result_repair). */
+ * dp_slot.c) makes the rank's unicast due again (result_repair).
+ *
+ * Spread ([data] result-spread, wire.h version 8). In a job of several
+ * lanes a result of at most j->spread payload bytes goes to rank r from
+ * lane (s + r) % lanes (wire_result_lane), so the N sends of a small
+ * result, which one thread would make one after the other, are shared by
+ * the job's threads. The lane that reduced slot s keeps its own ranks' sends
+ * and hands every other lane one spread_item: a copy of the result (sealed
+ * as sent) and the ranks it is for. The item names the job by id and the
+ * lane by index, not by pointer: the receiving thread finds its lane on its
+ * own list (dp_spread_run), and drops an item whose lane has gone, so no
+ * thread touches another's job. The slot is done with those ranks at the
+ * handover (each is injected: the limit is below every lane's inject size),
+ * and a rank sends chunk seq + window only once it has seq's result, so a
+ * slot never has two items for one lane out at once. Not for multicast
+ * jobs (one lane). */
 #include "dp_result.h"
 
 #include <arpa/inet.h>
 #include <rdma/fi_errno.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "dp.h"
@@ -124,6 +141,157 @@ static uint64_t result_bytes(struct job *j, const struct slot *s)
 	return n;
 }
 
+/* ---- spread (above) ---- */
+
+#define SPREAD_WANTS 0x80000000u /* ranks[]: the rank takes the result, not an empty one */
+
+struct spread_item {
+	STAILQ_ENTRY(spread_item) link;
+	uint64_t job;   /* the job's id */
+	uint64_t chunk; /* of the result (a give rank's empty result is sealed for it) */
+	uint32_t lane, slot, imm, len, full; /* full: len + the seal's tag */
+	uint32_t nranks, next; /* ranks listed; the first not sent yet */
+	uint8_t *data;  /* full bytes, after ranks[] */
+	uint32_t ranks[]; /* rank | SPREAD_WANTS */
+};
+
+static void spread_push(struct dthread *o, struct spread_item *it)
+{
+	pthread_mutex_lock(&o->spread_lock);
+	STAILQ_INSERT_TAIL(&o->spread_in, it, link);
+	atomic_store(&o->spread_pending, 1);
+	pthread_mutex_unlock(&o->spread_lock);
+	/* seq_cst against idle_wait's store of waiting and load of pending:
+	 * either it sees the item or this sees it waiting */
+	if (atomic_load(&o->waiting)) {
+		uint64_t one = 1;
+		(void)!write(o->wake_fd, &one, sizeof(one));
+	}
+}
+
+/* Slot s's result, planned: the sends that are other lanes' go to their
+ * threads (rslot uni cleared, counted there), this lane keeps its own. */
+static int result_spread(struct job *j, struct slot *s)
+{
+	size_t full = s->len + (j->sealed ? SC_SEAL_TAG : 0);
+	uint32_t count[WIRE_LANES_MAX] = { 0 };
+	struct spread_item *it[WIRE_LANES_MAX] = { 0 };
+
+	for (uint32_t r = 0; r < j->nranks; r++)
+		if (job_rslot(j, s->index, r)->uni)
+			count[wire_result_lane(s->index, r, j->lanes, j->spread, s->len)]++;
+	count[j->lane] = 0;
+	for (uint32_t k = 0; k < j->lanes; k++) {
+		if (!count[k])
+			continue;
+		it[k] = malloc(sizeof(*it[k]) + count[k] * sizeof(uint32_t) + full);
+		if (!it[k]) {
+			while (k--)
+				free(it[k]);
+			return -FI_ENOMEM;
+		}
+		*it[k] = (struct spread_item){ .job = j->id, .chunk = s->chunk, .lane = k,
+					       .slot = s->index, .imm = s->imm, .len = s->len,
+					       .full = (uint32_t)full };
+		it[k]->data = (uint8_t *)&it[k]->ranks[count[k]];
+		memcpy(it[k]->data, s->acc, full);
+	}
+	for (uint32_t r = 0; r < j->nranks; r++) {
+		struct rslot *rs = job_rslot(j, s->index, r);
+		uint32_t k = wire_result_lane(s->index, r, j->lanes, j->spread, s->len);
+		if (!it[k] || !rs->uni)
+			continue;
+		it[k]->ranks[it[k]->nranks++] = r | (rs->wants ? SPREAD_WANTS : 0);
+		rs->uni = false;
+	}
+	JOB_FOR_LANES(j->lead, l)
+		if (it[l->lane])
+			spread_push(l->thread, it[l->lane]);
+	return 0;
+}
+
+/* The lane of this thread an item is for: NULL when it has gone (reaped)
+ * or ends (dead, removing). */
+static struct job *spread_lane(struct dthread *t, const struct spread_item *it)
+{
+	struct job *j;
+
+	SLIST_FOREACH(j, &t->jobs, dlink)
+		if (j->id == it->job && j->lane == it->lane)
+			return j->dead || j->removing || !j->fab ? NULL : j;
+	return NULL;
+}
+
+/* An item's sends from lane j, in rank order; -FI_EAGAIN: the rest wait
+ * for the next pass. */
+static int spread_send(struct dthread *t, struct job *j, struct spread_item *it)
+{
+	for (; it->next < it->nranks; it->next++) {
+		uint32_t r = it->ranks[it->next] & ~SPREAD_WANTS;
+		bool wants = it->ranks[it->next] & SPREAD_WANTS;
+		struct job_rank *jr = &j->ranks[r];
+		uint8_t tagbuf[SC_SEAL_TAG];
+		const void *buf = it->data;
+		size_t len = wants ? it->full : 0;
+		if (!wants && j->sealed) { /* as result_send does */
+			if (sc_seal(&j->seal, SC_SEAL_RESULT, (uint16_t)r, it->chunk, it->imm, NULL, 0, tagbuf))
+				return -FI_EIO;
+			buf = tagbuf;
+			len = SC_SEAL_TAG;
+		}
+		int rc = fabric_tinject(j->fab, buf, len, jr->fi_addr,
+					wire_tag_make(WIRE_TAG_RESULT, jr->result_key, r, it->slot), it->imm);
+		if (rc == -FI_EAGAIN)
+			ctr_add(&t->stats.eagain[EAGAIN_SEND], 1);
+		if (rc)
+			return rc;
+		ctr_add(&t->stats.results_spread, 1);
+		if (wants) {
+			ctr_add(&t->stats.tx_bytes, it->len);
+			ctr_add(&j->bytes_out, it->len);
+		}
+	}
+	return 0;
+}
+
+int dp_spread_run(struct dthread *t)
+{
+	struct spread_item *it;
+	int n = 0;
+
+	if (atomic_load_explicit(&t->spread_pending, memory_order_acquire)) {
+		pthread_mutex_lock(&t->spread_lock);
+		STAILQ_CONCAT(&t->spread_q, &t->spread_in);
+		atomic_store_explicit(&t->spread_pending, 0, memory_order_relaxed);
+		pthread_mutex_unlock(&t->spread_lock);
+	}
+	while ((it = STAILQ_FIRST(&t->spread_q))) {
+		struct job *j = spread_lane(t, it);
+		uint32_t from = it->next;
+		int rc = j ? spread_send(t, j, it) : 0;
+		n += (int)(it->next - from);
+		if (rc == -FI_EAGAIN)
+			break; /* in order: the rest after it */
+		if (rc)
+			dp_job_fail(t, j, WIRE_E_INTERNAL, "result send of slot %u (lane %u's) failed: %s",
+				    it->slot, it->slot % j->lanes, fi_strerror(-rc));
+		STAILQ_REMOVE_HEAD(&t->spread_q, link);
+		free(it);
+	}
+	return n;
+}
+
+void dp_spread_fini(struct dthread *t)
+{
+	struct spread_item *it;
+
+	STAILQ_CONCAT(&t->spread_q, &t->spread_in);
+	while ((it = STAILQ_FIRST(&t->spread_q))) {
+		STAILQ_REMOVE_HEAD(&t->spread_q, link);
+		free(it);
+	}
+}
+
 /* A result the provider can inject (small ones: latency-bound collectives)
  * goes with fabric_tinject: copied at once, no send completion to reap, so
  * the data thread handles one message per rank instead of two. */
@@ -142,6 +310,11 @@ static int result_send(struct dthread *t, struct job *j, struct slot *s)
 		s->planned = true;
 		if (j->pace_ns)
 			j->pace_tokens -= (int64_t)result_bytes(j, s);
+		if (j->spread && s->len <= j->spread && !s->mc) {
+			rc = result_spread(j, s);
+			if (rc)
+				return rc;
+		}
 	}
 	bool held = false; /* a due send waits for its rank's last one */
 	for (uint32_t r = s->send_next; r < j->nranks; r++) {

@@ -314,9 +314,16 @@ static void jobs_scan(struct dthread *t, uint64_t now)
  * the thread from its wait object. */
 static bool idle_wait(struct dthread *t, uint64_t now, uint64_t idle)
 {
-	if (t->wake_fd >= 0 && defer_empty(&t->retry) && !t->isolate) {
+	if (dthread_wakeable(t) && defer_empty(&t->retry) && STAILQ_EMPTY(&t->spread_q)) {
 		uint64_t left = t->next_scan_ns > now ? t->next_scan_ns - now : 0;
+		/* a result handed over (spread_push) wakes it: seq_cst, both ways */
+		atomic_store(&t->waiting, true);
+		if (atomic_load(&t->spread_pending)) {
+			atomic_store(&t->waiting, false);
+			return true;
+		}
 		int rc = fabric_wait(t->fabric, t->wake_fd, (int)(left / 1000000) + 1);
+		atomic_store(&t->waiting, false);
 		if (rc > 0) {
 			uint64_t v;
 			(void)!read(t->wake_fd, &v, sizeof(v));
@@ -386,6 +393,9 @@ static void *dthread_main(void *arg)
 		}
 		if (atomic_load_explicit(&t->cmd_pending, memory_order_acquire))
 			cmds_run(t);
+		if (!STAILQ_EMPTY(&t->spread_q) ||
+		    atomic_load_explicit(&t->spread_pending, memory_order_acquire))
+			n += dp_spread_run(t);
 		if (!defer_empty(&t->retry))
 			retries_run(t);
 		/* Woken, and the wake-up completed nothing: a foreign message,
@@ -450,6 +460,9 @@ int dthread_start(struct dthread *t, unsigned index, int cpu, const struct setti
 	t->sleep_us = (unsigned)s->idle_sleep_us;
 	atomic_store(&t->heartbeat_ns, sc_now_ns());
 	pthread_mutex_init(&t->cmd_lock, NULL);
+	pthread_mutex_init(&t->spread_lock, NULL);
+	STAILQ_INIT(&t->spread_in);
+	STAILQ_INIT(&t->spread_q);
 	rc = fabric_open(&p, &t->fabric);
 	if (rc)
 		goto err_lock;
@@ -514,19 +527,25 @@ err_lock:
 	return rc;
 }
 
+void dthread_halt(struct dthread *t)
+{
+	if (t->started) {
+		atomic_store(&t->stop, true);
+		pthread_join(t->tid, NULL);
+		t->started = false;
+	}
+}
+
 void dthread_stop(struct dthread *t)
 {
 	struct job *j;
 
 	if (!t->fabric)
 		return;
-	if (t->started) {
-		atomic_store(&t->stop, true);
-		pthread_join(t->tid, NULL);
-		t->started = false;
-	}
+	dthread_halt(t);
 	/* Commands never run are dropped; they live in their jobs. */
 	STAILQ_INIT(&t->cmds);
+	dp_spread_fini(t);
 	/* RDMA's order: the endpoints first (what is posted on them ends),
 	 * then the registrations, then the domain; the buffers last (nothing
 	 * may still write into them). */
@@ -546,6 +565,7 @@ void dthread_stop(struct dthread *t)
 	SLIST_INIT(&t->jobs);
 	dp_av_fini(t);
 	pthread_mutex_destroy(&t->cmd_lock);
+	pthread_mutex_destroy(&t->spread_lock);
 	if (t->wake_fd >= 0)
 		close(t->wake_fd);
 	t->wake_fd = -1;

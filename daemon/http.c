@@ -148,6 +148,9 @@ static void metrics_cb(struct evhttp_request *req, void *arg)
 	METRIC(b, "sumcast_result_sends_held_total", "counter",
 	       "Result sends held until the rank's previous result send completed ([data] result-one-per-rank).",
 	       "%" PRIu64, ctr_get(&s.result_holds));
+	METRIC(b, "sumcast_result_sends_spread_total", "counter",
+	       "Result messages a data thread sent for a slot of another of the job's lanes ([data] result-spread).",
+	       "%" PRIu64, ctr_get(&s.results_spread));
 	METRIC(b, "sumcast_multicast_groups", "gauge", "Jobs whose results go to a multicast group.",
 	       "%u", groups);
 	METRIC(b, "sumcast_multicast_results_total", "counter", "Results sent once to a job's group.",

@@ -76,7 +76,10 @@
  * slot s at index s / L); its slots[] and rslots[] arrays are the whole
  * window's, the other lanes' slots FREE and never posted. What the data
  * threads write into the shared fields is summed over the lanes when the
- * control thread reads it (job_sum_*). */
+ * control thread reads it (job_sum_*). A small result (at most the job's
+ * spread, wire.h version 8) goes to rank r from lane (s + r) % L: the
+ * lane of slot s hands the other lanes their ranks' sends (dp_result.c,
+ * "Spread"). */
 #ifndef SUMCASTD_JOB_H
 #define SUMCASTD_JOB_H
 
@@ -222,6 +225,9 @@ struct job {
 	/* lanes (above): this struct's lane, the job's count, and how many
 	 * slots of the window are this lane's */
 	uint32_t lane, lanes, lane_window;
+	/* results of at most this many payload bytes go to rank r from lane
+	 * (s + r) % lanes (wire_result_lane; JOIN_OK, version 8); 0: from s's */
+	uint32_t spread;
 	uint16_t flags;
 	bool has16;
 	/* Sealed (the daemon has a key, seal.h): every DATA and RESULT is

@@ -114,6 +114,8 @@ static int threads_start(struct daemon *d)
 static void threads_stop(struct daemon *d)
 {
 	for (unsigned i = 0; i < d->nthreads; i++)
+		dthread_halt(&d->threads[i]);
+	for (unsigned i = 0; i < d->nthreads; i++)
 		dthread_stop(&d->threads[i]);
 }
 

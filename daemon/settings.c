@@ -115,6 +115,12 @@ const struct cfg_entry settings_table[] = {
 	  "their shares), nor on other providers; false sends each result to every rank as soon as "
 	  "it is reduced (docs/daemon.md)",
 	  S(result_one_per_rank), 0, 0, false },
+	{ "data", "result-spread", CFG_SIZE, "4K",
+	  "A job over several data threads (job-threads) whose ranks speak protocol 8: a result of at "
+	  "most this many bytes goes to rank r from the thread of lane (slot + r) % lanes, so that the "
+	  "threads share a small result's sends, each injected (at most the provider's inject size); "
+	  "0: every result from its slot's thread. A reload applies to jobs created after it",
+	  S(result_spread), 0, 65536, true },
 	{ "data", "sweep", CFG_BOOL, "true",
 	  "Discard tagged messages no receive matches (rxm providers: dp_sweep.c); false leaves them "
 	  "to the provider, which holds each in memory until a receive matches it: anyone who reaches "

@@ -14,7 +14,7 @@
 #define SETTINGS_ENV_PREFIX "SUMCASTD_"
 #define SETTINGS_CPUS_MAX 256
 /* Upper bound on the rows of settings_table (checked in settings_load). */
-#define SETTINGS_MAX 48
+#define SETTINGS_MAX 64
 
 struct settings {
 	/* [control] */
@@ -52,6 +52,7 @@ struct settings {
 	bool idle_wait;
 	bool sweep;
 	bool result_one_per_rank;
+	uint64_t result_spread; /* [data] result-spread: bytes, 0 = off */
 	/* [job] */
 	uint64_t memory_budget;
 	int64_t max_jobs;

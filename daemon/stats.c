@@ -35,6 +35,7 @@ void stats_accumulate(struct stats *sum, const struct stats *one)
 	ctr_add(&sum->tx_bytes, ctr_get(&one->tx_bytes));
 	ctr_add(&sum->chunks, ctr_get(&one->chunks));
 	ctr_add(&sum->result_holds, ctr_get(&one->result_holds));
+	ctr_add(&sum->results_spread, ctr_get(&one->results_spread));
 	ctr_add(&sum->mc_results, ctr_get(&one->mc_results));
 	ctr_add(&sum->mc_datagrams, ctr_get(&one->mc_datagrams));
 	ctr_add(&sum->mc_tx_bytes, ctr_get(&one->mc_tx_bytes));

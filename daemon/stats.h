@@ -48,6 +48,9 @@ struct stats {
 	/* result sends held until the rank's last one completed
 	 * ([data] result-one-per-rank, dp_result.c), each counted once */
 	_Atomic uint64_t result_holds;
+	/* result messages this thread sent for a slot of another lane of the
+	 * job ([data] result-spread, dp_result.c) */
+	_Atomic uint64_t results_spread;
 	/* multicast results: results and datagrams sent to groups, NACKs
 	 * taken, unicast repairs sent, NACKs for results already sent by
 	 * unicast (ignored) */

@@ -611,6 +611,17 @@ int trank_post_result(struct trank *r, uint32_t slot, size_t roff, size_t len, s
 			    wire_tag_make(WIRE_TAG_RESULT, r->result_key, r->rank, slot), 0, &op->op);
 }
 
+bool trank_result_from_lane(const struct trank *r, uint32_t slot, size_t len, const struct top *ro)
+{
+	uint32_t k = wire_result_lane(slot, r->rank, r->lanes, r->ok.spread, len);
+
+	if (!r->f->has_source || ro->src == r->lane[k])
+		return true;
+	fprintf(stderr, "rank %u slot %u: a %zu-byte result not from lane %u of %u (spread %u)\n", r->rank,
+		slot, len, k, r->lanes, r->ok.spread);
+	return false;
+}
+
 int trank_send_chunk(struct trank *r, uint32_t slot, uint32_t seq, enum sc_dtype t, enum sc_op o,
 		     size_t soff, size_t len, struct top *op)
 {
@@ -644,6 +655,7 @@ static int poll_one(struct trank *r)
 		op->len = e[i].len;
 		op->data = e[i].data;
 		op->tag = e[i].tag;
+		op->src = e[i].src;
 	}
 	return n > 0 ? n : 0;
 }
@@ -754,6 +766,10 @@ long tranks_allreduce(struct trank *rk, uint32_t n, const struct trun *p)
 			if (ro->err || ro->len != p->len || wire_imm_seq(ro->data) != (c & WIRE_SEQ_MASK)) {
 				fprintf(stderr, "rank %u chunk %u: err %d len %zu seq %u\n", r, c, ro->err, ro->len,
 					wire_imm_seq(ro->data));
+				wrong = -1;
+				goto out;
+			}
+			if (!trank_result_from_lane(&rk[r], s, p->len, ro)) {
 				wrong = -1;
 				goto out;
 			}

@@ -148,8 +148,14 @@ struct top {
 	size_t len;
 	uint32_t data;
 	uint64_t tag;
+	fi_addr_t src; /* the sender, where the rank's provider names it */
 };
 int trank_post_result(struct trank *r, uint32_t slot, size_t roff, size_t len, struct top *op);
+/* Whether result ro of slot `slot`, len payload bytes, came from the lane
+ * the rule names (wire_result_lane: the slot's, or with the job's results
+ * spread, lane (slot + rank) % lanes). True where the provider does not
+ * name senders; false with a line on stderr. */
+bool trank_result_from_lane(const struct trank *r, uint32_t slot, size_t len, const struct top *ro);
 int trank_send_chunk(struct trank *r, uint32_t slot, uint32_t seq, enum sc_dtype t, enum sc_op o,
 		     size_t soff, size_t len, struct top *op);
 /* Polls every rank's CQ until all ops are done or timeout, napping after a

@@ -172,6 +172,10 @@ static bool take_result(struct tjob *j, uint32_t r)
 		j->failed = true;
 		return false;
 	}
+	if (!trank_result_from_lane(&j->rk[r], s, j->len, ro)) {
+		j->failed = true;
+		return false;
+	}
 	const float *rb = (const float *)(j->rk[r].buf + j->rk[r].cap / 2 + (size_t)s * CHUNK);
 	for (size_t i = 0; i < j->len / 4; i++) {
 		float want = 0;
@@ -420,6 +424,54 @@ static void mode_lanes(void)
 	jobs_run(js, 2);
 	double chunks = sd_metric(&d, "sumcast_chunks_reduced_total");
 	CHECK(chunks == 40 + 30, "chunks reduced %g", chunks);
+	CHECK(sd_metric(&d, "sumcast_result_sends_spread_total") == 0,
+	      "results of %u bytes spread", js[0].rk[0].ok.spread);
+	for (int k = 0; k < 2; k++)
+		job_leave(&js[k]);
+
+	/* Results spread over the lanes (protocol 8): 8-byte results of 3
+	 * ranks over 2 lanes, rank 1's from the other lane than its slot's
+	 * (every result's sender checked where the provider names it); a
+	 * protocol 7 job of 2 lanes sends each from its slot's lane, and a
+	 * protocol 7 rank cannot join a job that spreads. Not on shm (a data
+	 * thread there sleeps between polls: no spread, every result from its
+	 * slot's lane, a protocol 7 rank welcome). */
+	bool spreads = strcmp(th_provider(), "shm") != 0;
+	want_window = 4;
+	ok = job_join(&js[0], 0xb04, 3, 60, 8) == 0;
+	want_ver = 7;
+	ok &= job_join(&js[1], 0xb05, 3, 50, 8) == 0;
+	want_ver = 0;
+	CHECK(ok, "joining the jobs of 8-byte results failed");
+	if (!ok)
+		return;
+	CHECK(js[0].rk[0].lanes == 2 &&
+		      (spreads ? js[0].rk[0].ok.spread >= 8 && js[0].rk[0].ok.spread <= 4096
+			       : js[0].rk[0].ok.spread == 0) &&
+		      js[1].rk[0].lanes == 2 && js[1].rk[0].ok.spread == 0,
+	      "JOIN_OK: lanes %u spread %u (protocol 8), lanes %u spread %u (protocol 7)",
+	      js[0].rk[0].lanes, js[0].rk[0].ok.spread, js[1].rk[0].lanes, js[1].rk[0].ok.spread);
+	memset(&pending, 0, sizeof(pending));
+	CHECK(trank_open(&late, 2 * MAXW * CHUNK) == 0, "a rank's endpoint");
+	CHECK(trank_open(&pending.rk[0], 2 * MAXW * CHUNK) == 0 &&
+	      trank_join(&pending.rk[0], &d, 0xb06, 0, 2, tweak_window) == 0, "rank 0 of job 0xb06 joins");
+	join_init(&late.join, 0xb06, 1, 2, late.f);
+	tweak_window(&late.join);
+	late.fd = ctl_join_ver(&d, &late.join, NULL, 0, 7, &m);
+	CHECK(late.fd >= 0 &&
+		      (spreads ? m.type == WIRE_REFUSE && m.u.refuse.code == WIRE_E_VERSION &&
+					 strstr(m.u.refuse.text, "spreads its results")
+			       : m.type == WIRE_JOIN_OK),
+	      "protocol 7 rank of a job that %s: type %u code %u \"%s\"", spreads ? "spreads" : "does not", m.type,
+	      m.type == WIRE_REFUSE ? m.u.refuse.code : 0, m.type == WIRE_REFUSE ? m.u.refuse.text : "");
+	trank_close(&late);
+	trank_close(&pending.rk[0]);
+	jobs_run(js, 2);
+	double spread = sd_metric(&d, "sumcast_result_sends_spread_total");
+	CHECK(spread == (spreads ? 60 : 0), "result sends spread: %g, want %d (rank 1's of 0xb04)", spread,
+	      spreads ? 60 : 0);
+	printf("  8-byte results over 2 lanes (spread up to %u bytes): %g of %d sends from the other "
+	       "lane; protocol 7: none\n", js[0].rk[0].ok.spread, spread, 3 * 60);
 	for (int k = 0; k < 2; k++)
 		job_leave(&js[k]);
 	CHECK(sd_stop(&d, SIGTERM, 10000) == 0, "exit status after SIGTERM");

@@ -413,6 +413,60 @@ static void test_lanes(void **state)
 	assert_int_equal(out.u.join_ok.lanes, 0);
 }
 
+/* Version 8: a JOIN_OK with lanes may carry the spread limit after them,
+ * 1..WIRE_SPREAD_MAX; the lane each result comes from (wire_result_lane). */
+static void test_spread(void **state)
+{
+	(void)state;
+	struct wire_msg out, ok = { .type = WIRE_JOIN_OK };
+	uint8_t buf[WIRE_MSG_MAX];
+
+	ok.u.join_ok.job_handle = 5;
+	ok.u.join_ok.window = 8;
+	ok.u.join_ok.chunk_bytes = 65536;
+	ok.u.join_ok.addr_len = 3;
+	memcpy(ok.u.join_ok.addr, "abc", 3);
+	ok.u.join_ok.weight = 1;
+	ok.u.join_ok.lanes = 3;
+	for (unsigned k = 1; k < 3; k++) {
+		ok.u.join_ok.lane_len[k] = 4;
+		memset(ok.u.join_ok.lane_addr[k], 'a' + (int)k, 4);
+	}
+	ok.u.join_ok.spread = 64;
+	assert_int_equal(roundtrip(&ok, &out), 0);
+	assert_int_equal(out.u.join_ok.lanes, 3);
+	assert_int_equal(out.u.join_ok.spread, 64);
+	/* cut inside the limit, or a limit of 0 on the wire: refused */
+	int n = wire_msg_encode(&ok, buf, sizeof(buf));
+	assert_true(n > 0);
+	assert_int_equal(wire_msg_decode(WIRE_JOIN_OK, buf + WIRE_HDR_LEN, (size_t)n - WIRE_HDR_LEN - 1, &out),
+			 -EBADMSG);
+	memset(buf + n - 4, 0, 4);
+	assert_int_equal(wire_msg_decode(WIRE_JOIN_OK, buf + WIRE_HDR_LEN, (size_t)n - WIRE_HDR_LEN, &out),
+			 -EBADMSG);
+	/* above the most, or without lanes: invalid */
+	ok.u.join_ok.spread = WIRE_SPREAD_MAX + 1;
+	assert_int_equal(wire_msg_encode(&ok, buf, sizeof(buf)), -EINVAL);
+	ok.u.join_ok.spread = 64;
+	ok.u.join_ok.lanes = 1;
+	assert_int_equal(wire_msg_encode(&ok, buf, sizeof(buf)), -EINVAL);
+	/* none: the JOIN_OK of version 7 */
+	ok.u.join_ok.lanes = 3;
+	ok.u.join_ok.spread = 0;
+	assert_int_equal(roundtrip(&ok, &out), 0);
+	assert_int_equal(out.u.join_ok.spread, 0);
+
+	/* the rule: slot s's lane, or (s + rank) % lanes for a result of at
+	 * most the limit */
+	assert_int_equal(wire_result_lane(5, 1, 1, 64, 8), 0);
+	assert_int_equal(wire_result_lane(5, 1, 3, 0, 8), 2);
+	assert_int_equal(wire_result_lane(5, 1, 3, 64, 65), 2);
+	assert_int_equal(wire_result_lane(5, 1, 3, 64, 64), 0);
+	assert_int_equal(wire_result_lane(5, 0, 3, 64, 8), 2);
+	assert_int_equal(wire_result_lane(5, 2, 3, 64, 0), 1);
+	assert_int_equal(wire_result_lane(UINT32_MAX, 1, 2, 64, 8), 0);
+}
+
 /* Version 5: DRAIN (daemon -> rank), u32 deadline_ms; not in versions 2..4. */
 static void test_drain(void **state)
 {
@@ -509,7 +563,7 @@ int main(void)
 		cmocka_unit_test(test_key_file),       cmocka_unit_test(test_tags),
 		cmocka_unit_test(test_versions),       cmocka_unit_test(test_weight),
 		cmocka_unit_test(test_label),
-		cmocka_unit_test(test_drain),          cmocka_unit_test(test_lanes),
+		cmocka_unit_test(test_drain),          cmocka_unit_test(test_lanes), cmocka_unit_test(test_spread),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
