@@ -524,6 +524,7 @@ err_fabric:
 	t->wake_fd = -1;
 err_lock:
 	pthread_mutex_destroy(&t->cmd_lock);
+	pthread_mutex_destroy(&t->spread_lock);
 	return rc;
 }
 
