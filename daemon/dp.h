@@ -88,8 +88,9 @@ bool dp_sweep_done(struct dthread *t, const struct fabric_cqe *e, uint64_t now);
 /* ---- dp_result.c: results spread over a job's lanes ---- */
 
 /* Sends what other lanes' threads handed this one (dp_result.c,
- * "Spread"), in order; one the provider refuses waits with those after it
- * for the next pass. Returns the sends made. */
+ * "Spread"); an item whose send the provider refuses waits for the next
+ * pass (the job fails, timeout, once it has waited the job's timeout),
+ * the others go on. Returns the sends made. */
 int dp_spread_run(struct dthread *t);
 /* Frees what is left (the thread stopped). */
 void dp_spread_fini(struct dthread *t);

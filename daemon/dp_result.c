@@ -20,14 +20,20 @@
  * result, which one thread would make one after the other, are shared by
  * the job's threads. The lane that reduced slot s keeps its own ranks' sends
  * and hands every other lane one spread_item: a copy of the result (sealed
- * as sent) and the ranks it is for. The item names the job by id and the
- * lane by index, not by pointer: the receiving thread finds its lane on its
- * own list (dp_spread_run), and drops an item whose lane has gone, so no
- * thread touches another's job. The slot is done with those ranks at the
- * handover (each is injected: the limit is below every lane's inject size),
- * and a rank sends chunk seq + window only once it has seq's result, so a
- * slot never has two items for one lane out at once. Not for multicast
- * jobs (one lane). */
+ * as sent) and the ranks it is for. The item names the job by id and handle
+ * (a job that ends and joins again under its id gets another handle) and
+ * the lane by index, not by pointer: the receiving thread finds its lane on
+ * its own list (dp_spread_run) and drops an item whose lane has gone. So the
+ * handing thread reads of the other lanes only what never changes after
+ * creation (their chain and threads), and the receiving one only its own.
+ * The slot is done with those ranks at the handover (each is injected: the
+ * limit is below every lane's inject size), and a rank sends chunk seq +
+ * window only once it has seq's result, so a slot never has two items for
+ * one lane out at once. A send the provider refuses (-FI_EAGAIN) waits in
+ * its item for the thread's next pass while the items after it go on; one
+ * refused for the job's timeout fails the job (timeout), as a result send
+ * of the slot's own lane that never completes does (dp_job.c). Not for
+ * multicast jobs (one lane). */
 #include "dp_result.h"
 
 #include <arpa/inet.h>
@@ -149,6 +155,8 @@ struct spread_item {
 	STAILQ_ENTRY(spread_item) link;
 	uint64_t job;   /* the job's id */
 	uint64_t chunk; /* of the result (a give rank's empty result is sealed for it) */
+	uint64_t refused_ns; /* its next send refused since (0: not refused) */
+	uint32_t handle; /* the job's */
 	uint32_t lane, slot, imm, len, full; /* full: len + the seal's tag */
 	uint32_t nranks, next; /* ranks listed; the first not sent yet */
 	uint8_t *data;  /* full bytes, after ranks[] */
@@ -190,7 +198,7 @@ static int result_spread(struct job *j, struct slot *s)
 				free(it[k]);
 			return -FI_ENOMEM;
 		}
-		*it[k] = (struct spread_item){ .job = j->id, .chunk = s->chunk, .lane = k,
+		*it[k] = (struct spread_item){ .job = j->id, .handle = j->handle, .chunk = s->chunk, .lane = k,
 					       .slot = s->index, .imm = s->imm, .len = s->len,
 					       .full = (uint32_t)full };
 		it[k]->data = (uint8_t *)&it[k]->ranks[count[k]];
@@ -217,7 +225,7 @@ static struct job *spread_lane(struct dthread *t, const struct spread_item *it)
 	struct job *j;
 
 	SLIST_FOREACH(j, &t->jobs, dlink)
-		if (j->id == it->job && j->lane == it->lane)
+		if (j->id == it->job && j->handle == it->handle && j->lane == it->lane)
 			return j->dead || j->removing || !j->fab ? NULL : j;
 	return NULL;
 }
@@ -229,6 +237,8 @@ static int spread_send(struct dthread *t, struct job *j, struct spread_item *it)
 	for (; it->next < it->nranks; it->next++) {
 		uint32_t r = it->ranks[it->next] & ~SPREAD_WANTS;
 		bool wants = it->ranks[it->next] & SPREAD_WANTS;
+		if (r >= j->nranks || !j->ranks[r].added)
+			continue; /* not the lane's rank: never sent */
 		struct job_rank *jr = &j->ranks[r];
 		uint8_t tagbuf[SC_SEAL_TAG];
 		const void *buf = it->data;
@@ -256,7 +266,9 @@ static int spread_send(struct dthread *t, struct job *j, struct spread_item *it)
 
 int dp_spread_run(struct dthread *t)
 {
+	struct spread_list wait;
 	struct spread_item *it;
+	uint64_t now = 0;
 	int n = 0;
 
 	if (atomic_load_explicit(&t->spread_pending, memory_order_acquire)) {
@@ -265,19 +277,33 @@ int dp_spread_run(struct dthread *t)
 		atomic_store_explicit(&t->spread_pending, 0, memory_order_relaxed);
 		pthread_mutex_unlock(&t->spread_lock);
 	}
+	STAILQ_INIT(&wait);
 	while ((it = STAILQ_FIRST(&t->spread_q))) {
+		STAILQ_REMOVE_HEAD(&t->spread_q, link);
 		struct job *j = spread_lane(t, it);
 		uint32_t from = it->next;
 		int rc = j ? spread_send(t, j, it) : 0;
 		n += (int)(it->next - from);
-		if (rc == -FI_EAGAIN)
-			break; /* in order: the rest after it */
-		if (rc)
+		if (rc == -FI_EAGAIN) {
+			if (!now)
+				now = sc_now_ns();
+			if (!it->refused_ns || it->next > from)
+				it->refused_ns = now;
+			uint64_t ms = (now - it->refused_ns) / 1000000ull;
+			if (ms < j->timeout_ms) {
+				STAILQ_INSERT_TAIL(&wait, it, link);
+				continue;
+			}
+			dp_job_fail(t, j, WIRE_E_TIMEOUT, "rank %u took no result for %llu ms (chunk seq %u)",
+				    it->ranks[it->next] & ~SPREAD_WANTS, (unsigned long long)ms,
+				    wire_imm_seq(it->imm));
+		} else if (rc) {
 			dp_job_fail(t, j, WIRE_E_INTERNAL, "result send of slot %u (lane %u's) failed: %s",
 				    it->slot, it->slot % j->lanes, fi_strerror(-rc));
-		STAILQ_REMOVE_HEAD(&t->spread_q, link);
+		}
 		free(it);
 	}
+	STAILQ_CONCAT(&t->spread_q, &wait);
 	return n;
 }
 

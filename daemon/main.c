@@ -85,10 +85,10 @@ static int threads_start(struct daemon *d)
 	int ncpus = settings_parse_cpus(d->cfg.cpus, cpus, SETTINGS_CPUS_MAX);
 	int rc;
 
-	d->nthreads = (unsigned)d->cfg.threads;
-	d->threads = calloc(d->nthreads, sizeof(*d->threads));
+	d->threads = calloc((size_t)d->cfg.threads, sizeof(*d->threads));
 	if (!d->threads)
 		return -ENOMEM;
+	d->nthreads = (unsigned)d->cfg.threads;
 	for (unsigned i = 0; i < d->nthreads; i++) {
 		int cpu = ncpus > 0 ? cpus[i % (unsigned)ncpus] : -1;
 		rc = dthread_start(&d->threads[i], i, cpu, &d->cfg, &d->evq);
