@@ -352,16 +352,22 @@ static inline unsigned wire_imm_mode(uint32_t d) { return (d >> WIRE_IMM_MODE_SH
 static inline uint32_t wire_imm_plain(uint32_t d) { return d & ~WIRE_IMM_MODE_MASK; }
 static inline uint32_t wire_imm_seq(uint32_t d) { return d & WIRE_SEQ_MASK; }
 
+/* Whether a result of `len` payload bytes is spread over the lanes, under
+ * spread limit `spread` (JOIN_OK, version 8; 0: none). */
+static inline bool wire_result_spread(uint32_t spread, size_t len)
+{
+	return spread && len <= spread;
+}
+
 /* The lane that sends rank `rank` the result of slot `slot` whose payload
- * is `len` bytes, in a job of `lanes` lanes with spread limit `spread`
- * (JOIN_OK, version 8; 0: none): the rule the daemon sends by and the rank
- * posts its directed receive by. */
+ * is `len` bytes, in a job of `lanes` lanes with spread limit `spread`: the
+ * rule the daemon sends by and the rank posts its directed receive by. */
 static inline uint32_t wire_result_lane(uint32_t slot, uint32_t rank, uint32_t lanes, uint32_t spread,
 					size_t len)
 {
 	if (lanes <= 1)
 		return 0;
-	return spread && len <= spread ? (uint32_t)(((uint64_t)slot + rank) % lanes) : slot % lanes;
+	return wire_result_spread(spread, len) ? (uint32_t)(((uint64_t)slot + rank) % lanes) : slot % lanes;
 }
 
 #endif

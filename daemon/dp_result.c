@@ -147,6 +147,24 @@ static uint64_t result_bytes(struct job *j, const struct slot *s)
 	return n;
 }
 
+/* What rank r gets of a result (acc, full bytes, chunk and imm its
+ * seal's): the result where it takes it (wants); else, a rank in mode GIVE,
+ * an empty result, its credit, in a sealed job an empty message sealed for
+ * that rank alone (its own IV: the result's is the whole job's) in tagbuf.
+ * 0 or -FI_EIO. */
+static int result_msg(struct job *j, uint32_t r, bool wants, const void *acc, size_t full,
+		      uint64_t chunk, uint32_t imm, uint8_t tagbuf[SC_SEAL_TAG], const void **buf,
+		      size_t *len)
+{
+	*buf = acc;
+	*len = wants ? full : 0;
+	if (wants || !j->sealed)
+		return 0;
+	*buf = tagbuf;
+	*len = SC_SEAL_TAG;
+	return sc_seal(&j->seal, SC_SEAL_RESULT, (uint16_t)r, chunk, imm, NULL, 0, tagbuf) ? -FI_EIO : 0;
+}
+
 /* ---- spread (above) ---- */
 
 #define SPREAD_WANTS 0x80000000u /* ranks[]: the rank takes the result, not an empty one */
@@ -241,16 +259,13 @@ static int spread_send(struct dthread *t, struct job *j, struct spread_item *it)
 			continue; /* not the lane's rank: never sent */
 		struct job_rank *jr = &j->ranks[r];
 		uint8_t tagbuf[SC_SEAL_TAG];
-		const void *buf = it->data;
-		size_t len = wants ? it->full : 0;
-		if (!wants && j->sealed) { /* as result_send does */
-			if (sc_seal(&j->seal, SC_SEAL_RESULT, (uint16_t)r, it->chunk, it->imm, NULL, 0, tagbuf))
-				return -FI_EIO;
-			buf = tagbuf;
-			len = SC_SEAL_TAG;
-		}
-		int rc = fabric_tinject(j->fab, buf, len, jr->fi_addr,
-					wire_tag_make(WIRE_TAG_RESULT, jr->result_key, r, it->slot), it->imm);
+		const void *buf;
+		size_t len;
+		int rc = result_msg(j, r, wants, it->data, it->full, it->chunk, it->imm, tagbuf, &buf, &len);
+		if (rc)
+			return rc;
+		rc = fabric_tinject(j->fab, buf, len, jr->fi_addr,
+				    wire_tag_make(WIRE_TAG_RESULT, jr->result_key, r, it->slot), it->imm);
 		if (rc == -FI_EAGAIN)
 			ctr_add(&t->stats.eagain[EAGAIN_SEND], 1);
 		if (rc)
@@ -336,7 +351,7 @@ static int result_send(struct dthread *t, struct job *j, struct slot *s)
 		s->planned = true;
 		if (j->pace_ns)
 			j->pace_tokens -= (int64_t)result_bytes(j, s);
-		if (j->spread && s->len <= j->spread && !s->mc) {
+		if (wire_result_spread(j->spread, s->len) && !s->mc) {
 			rc = result_spread(j, s);
 			if (rc)
 				return rc;
@@ -351,14 +366,16 @@ static int result_send(struct dthread *t, struct job *j, struct slot *s)
 				s->send_next = r + 1;
 			continue;
 		}
-		/* A rank in mode GIVE gets an empty result, its credit; in a
-		 * sealed job an empty message sealed for that rank alone (its
-		 * own IV: the result's is the whole job's), injected from here. */
 		bool wants = rs->wants;
 		uint8_t tagbuf[SC_SEAL_TAG];
-		const void *buf = s->acc;
-		size_t len = wants ? full : 0, data = wants ? s->len : 0;
+		const void *buf;
+		size_t len, data = wants ? s->len : 0;
+		int rc = result_msg(j, r, wants, s->acc, full, s->chunk, s->imm, tagbuf, &buf, &len);
+		if (rc)
+			return rc;
 		bool inject = len <= j->fab->inject_size;
+		if (buf == tagbuf && !inject)
+			return -FI_EMSGSIZE; /* every provider injects more than a tag */
 		if (!inject && t->res_hold && jr->res_out) {
 			jr->res_wait = true;
 			held = true;
@@ -367,19 +384,10 @@ static int result_send(struct dthread *t, struct job *j, struct slot *s)
 			rs->held = true;
 			continue;
 		}
-		if (!wants && j->sealed) {
-			if (sc_seal(&j->seal, SC_SEAL_RESULT, (uint16_t)r, s->chunk, s->imm, NULL, 0, tagbuf))
-				return -FI_EIO;
-			buf = tagbuf;
-			len = SC_SEAL_TAG;
-			inject = len <= j->fab->inject_size;
-		}
-		if (buf == tagbuf && !inject)
-			return -FI_EMSGSIZE; /* every provider injects more than a tag */
 		uint64_t tag = wire_tag_make(WIRE_TAG_RESULT, jr->result_key, r, s->index);
-		int rc = inject ? fabric_tinject(j->fab, buf, len, jr->fi_addr, tag, s->imm)
-				: fabric_tsend(j->fab, s->acc, len, j->mr.desc, jr->fi_addr, tag, s->imm,
-					       &rs->sop.op);
+		rc = inject ? fabric_tinject(j->fab, buf, len, jr->fi_addr, tag, s->imm)
+			    : fabric_tsend(j->fab, s->acc, len, j->mr.desc, jr->fi_addr, tag, s->imm,
+					   &rs->sop.op);
 		if (rc == -FI_EAGAIN) {
 			ctr_add(&t->stats.eagain[EAGAIN_SEND], 1);
 			dthread_retry_add(t, s);
