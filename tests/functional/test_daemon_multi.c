@@ -375,6 +375,28 @@ static int sd_start_rxm(const char *what, const char *var, const char *val, cons
 	return rc ? -1 : 0;
 }
 
+/* Rank 1 of job `job` (2 ranks) joins in protocol `ver` once its rank 0
+ * (this build's protocol) has: the daemon's answer in *m. false: rank 1
+ * got no answer. Both leave. */
+static bool join_late(uint64_t job, uint16_t ver, struct wire_msg *m)
+{
+	struct trank late, first;
+
+	memset(&first, 0, sizeof(first));
+	CHECK(trank_open(&late, 2 * MAXW * CHUNK) == 0, "a rank's endpoint");
+	CHECK(trank_open(&first, 2 * MAXW * CHUNK) == 0 &&
+		      trank_join(&first, &d, job, 0, 2, tweak_window) == 0,
+	      "rank 0 of job 0x%llx joins", (unsigned long long)job);
+	late.ver = ver;
+	join_init(&late.join, job, 1, 2, late.f);
+	tweak_window(&late.join);
+	late.fd = ctl_join_ver(&d, &late.join, NULL, 0, ver, m);
+	bool answered = late.fd >= 0;
+	trank_close(&late);
+	trank_close(&first);
+	return answered;
+}
+
 static void mode_lanes(void)
 {
 	static struct tjob js[2];
@@ -402,25 +424,14 @@ static void mode_lanes(void)
 	      "protocol 6 job: lanes %d in /stats, %u in JOIN_OK", stats_lanes(st, js[1].rk[0].handle),
 	      js[1].rk[0].lanes);
 	/* a protocol 6 rank cannot address a job of 2 lanes: refused */
-	struct trank late;
 	struct wire_msg m;
-	CHECK(trank_open(&late, 2 * MAXW * CHUNK) == 0, "a rank's endpoint");
-	struct tjob pending;
-	memset(&pending, 0, sizeof(pending));
-	CHECK(trank_open(&pending.rk[0], 2 * MAXW * CHUNK) == 0 &&
-	      trank_join(&pending.rk[0], &d, 0xb03, 0, 2, tweak_window) == 0, "rank 0 of job 0xb03 joins");
-	late.ver = 6;
-	join_init(&late.join, 0xb03, 1, 2, late.f);
-	tweak_window(&late.join);
-	late.fd = ctl_join_ver(&d, &late.join, NULL, 0, 6, &m);
-	CHECK(late.fd >= 0 && m.type == WIRE_REFUSE && m.u.refuse.code == WIRE_E_VERSION &&
+	bool answered = join_late(0xb03, 6, &m);
+	CHECK(answered && m.type == WIRE_REFUSE && m.u.refuse.code == WIRE_E_VERSION &&
 		      strstr(m.u.refuse.text, "2 data threads"),
 	      "protocol 6 rank of a 2-lane job: type %u code %u \"%s\"", m.type,
 	      m.type == WIRE_REFUSE ? m.u.refuse.code : 0, m.type == WIRE_REFUSE ? m.u.refuse.text : "");
 	printf("  protocol 6 rank joining a job of 2 lanes: %s\n",
 	       m.type == WIRE_REFUSE ? m.u.refuse.text : "not refused");
-	trank_close(&late);
-	trank_close(&pending.rk[0]);
 	jobs_run(js, 2);
 	double chunks = sd_metric(&d, "sumcast_chunks_reduced_total");
 	CHECK(chunks == 40 + 30, "chunks reduced %g", chunks);
@@ -451,21 +462,13 @@ static void mode_lanes(void)
 		      js[1].rk[0].lanes == 2 && js[1].rk[0].ok.spread == 0,
 	      "JOIN_OK: lanes %u spread %u (protocol 8), lanes %u spread %u (protocol 7)",
 	      js[0].rk[0].lanes, js[0].rk[0].ok.spread, js[1].rk[0].lanes, js[1].rk[0].ok.spread);
-	memset(&pending, 0, sizeof(pending));
-	CHECK(trank_open(&late, 2 * MAXW * CHUNK) == 0, "a rank's endpoint");
-	CHECK(trank_open(&pending.rk[0], 2 * MAXW * CHUNK) == 0 &&
-	      trank_join(&pending.rk[0], &d, 0xb06, 0, 2, tweak_window) == 0, "rank 0 of job 0xb06 joins");
-	join_init(&late.join, 0xb06, 1, 2, late.f);
-	tweak_window(&late.join);
-	late.fd = ctl_join_ver(&d, &late.join, NULL, 0, 7, &m);
-	CHECK(late.fd >= 0 &&
+	answered = join_late(0xb06, 7, &m);
+	CHECK(answered &&
 		      (spreads ? m.type == WIRE_REFUSE && m.u.refuse.code == WIRE_E_VERSION &&
 					 strstr(m.u.refuse.text, "spreads its results")
 			       : m.type == WIRE_JOIN_OK),
 	      "protocol 7 rank of a job that %s: type %u code %u \"%s\"", spreads ? "spreads" : "does not", m.type,
 	      m.type == WIRE_REFUSE ? m.u.refuse.code : 0, m.type == WIRE_REFUSE ? m.u.refuse.text : "");
-	trank_close(&late);
-	trank_close(&pending.rk[0]);
 	jobs_run(js, 2);
 	double spread = sd_metric(&d, "sumcast_result_sends_spread_total");
 	CHECK(spread == (spreads ? 60 : 0), "result sends spread: %g, want %d (rank 1's of 0xb04)", spread,

@@ -360,25 +360,34 @@ static void test_weight(void **state)
 	assert_int_equal(out.u.join_ok.weight, 0);
 }
 
+/* A JOIN_OK (weight 1) naming `lanes` lanes, lane k's address `len`
+ * bytes of 'a' + k. */
+static void join_ok_lanes(struct wire_msg *ok, unsigned lanes, uint16_t len)
+{
+	memset(ok, 0, sizeof(*ok));
+	ok->type = WIRE_JOIN_OK;
+	ok->u.join_ok.job_handle = 5;
+	ok->u.join_ok.window = 8;
+	ok->u.join_ok.chunk_bytes = 65536;
+	ok->u.join_ok.addr_len = 3;
+	memcpy(ok->u.join_ok.addr, "abc", 3);
+	ok->u.join_ok.weight = 1;
+	ok->u.join_ok.lanes = (uint8_t)lanes;
+	for (unsigned k = 1; k < lanes; k++) {
+		ok->u.join_ok.lane_len[k] = len;
+		memset(ok->u.join_ok.lane_addr[k], 'a' + (int)k, len);
+	}
+}
+
 /* Version 7: a JOIN_OK naming lanes, after the weight: the count and the
  * addresses of lanes 1.. (wire.h). */
 static void test_lanes(void **state)
 {
 	(void)state;
-	struct wire_msg out, ok = { .type = WIRE_JOIN_OK };
+	struct wire_msg out, ok;
 	uint8_t buf[WIRE_MSG_MAX];
 
-	ok.u.join_ok.job_handle = 5;
-	ok.u.join_ok.window = 8;
-	ok.u.join_ok.chunk_bytes = 65536;
-	ok.u.join_ok.addr_len = 3;
-	memcpy(ok.u.join_ok.addr, "abc", 3);
-	ok.u.join_ok.weight = 1;
-	ok.u.join_ok.lanes = WIRE_LANES_MAX;
-	for (unsigned k = 1; k < WIRE_LANES_MAX; k++) {
-		ok.u.join_ok.lane_len[k] = WIRE_ADDR_MAX; /* the largest fits the body */
-		memset(ok.u.join_ok.lane_addr[k], 'a' + (int)k, WIRE_ADDR_MAX);
-	}
+	join_ok_lanes(&ok, WIRE_LANES_MAX, WIRE_ADDR_MAX); /* the largest fits the body */
 	assert_int_equal(roundtrip(&ok, &out), 0);
 	assert_int_equal(out.u.join_ok.lanes, WIRE_LANES_MAX);
 	assert_int_equal(out.u.join_ok.weight, 1);
@@ -418,20 +427,10 @@ static void test_lanes(void **state)
 static void test_spread(void **state)
 {
 	(void)state;
-	struct wire_msg out, ok = { .type = WIRE_JOIN_OK };
+	struct wire_msg out, ok;
 	uint8_t buf[WIRE_MSG_MAX];
 
-	ok.u.join_ok.job_handle = 5;
-	ok.u.join_ok.window = 8;
-	ok.u.join_ok.chunk_bytes = 65536;
-	ok.u.join_ok.addr_len = 3;
-	memcpy(ok.u.join_ok.addr, "abc", 3);
-	ok.u.join_ok.weight = 1;
-	ok.u.join_ok.lanes = 3;
-	for (unsigned k = 1; k < 3; k++) {
-		ok.u.join_ok.lane_len[k] = 4;
-		memset(ok.u.join_ok.lane_addr[k], 'a' + (int)k, 4);
-	}
+	join_ok_lanes(&ok, 3, 4);
 	ok.u.join_ok.spread = 64;
 	assert_int_equal(roundtrip(&ok, &out), 0);
 	assert_int_equal(out.u.join_ok.lanes, 3);
